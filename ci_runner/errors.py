@@ -1,0 +1,68 @@
+"""The one exception hierarchy ci-runner raises for expected failures.
+
+Anything derived from :class:`CiRunnerError` is a user-facing failure: ``main`` prints its
+message (one line per problem, never a traceback) and exits with :attr:`exit_code`.
+Any other exception is a bug: ``main`` writes its traceback to a log file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class CiRunnerError(Exception):
+    """An expected failure, reported to the user as one clear line and exit code 1."""
+
+    exit_code = 1
+
+    def lines(self) -> list[str]:
+        """The lines to print for this error, each complete on its own."""
+        return [str(self)]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a user's input: where it is, what is wrong, how to fix it."""
+
+    file: str
+    path: str  # YAML path such as "kubernetes.tolerations[0].effect"; "" for the whole document
+    line: int | None  # 1-based line in ``file``, when known
+    message: str  # what is wrong
+    fix: str  # how to fix it
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        subject = f"{where}: {self.path}:" if self.path else f"{where}:"
+        return f"{subject} {self.message}; fix: {self.fix}"
+
+
+class ConfigError(CiRunnerError):
+    """One or more problems in ``train.yaml`` (or in values that override it)."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems]
+
+
+class GitError(CiRunnerError):
+    """A revision, file or repository that git cannot give us."""
+
+
+class ClusterError(CiRunnerError):
+    """The Kubernetes API refused or could not be reached (after retries)."""
+
+
+class GitLabError(CiRunnerError):
+    """GitLab refused or could not be reached (after retries)."""
+
+
+class StorageError(CiRunnerError):
+    """S3 (or the local file store) refused or could not be reached."""
+
+
+class EnvironmentSetupError(CiRunnerError):
+    """This machine lacks something a command needs (horovodrun, Horovod with PyTorch, ...)."""

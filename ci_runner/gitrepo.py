@@ -1,0 +1,85 @@
+"""Git, through the real ``git`` command: exact SHAs, files at a commit, clean worktrees."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from ci_runner.errors import GitError
+
+
+def git(args: list[str], cwd: Path) -> str:
+    """Run ``git args`` in ``cwd`` and return its stdout; a failure is a :class:`GitError`."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed; fix: install git and run again") from exc
+    except NotADirectoryError as exc:
+        raise GitError(f"{cwd} is not a directory") from exc
+    if proc.returncode != 0:
+        detail = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise GitError(f"git {' '.join(args)} failed in {cwd}: {detail}")
+    return proc.stdout
+
+
+def repo_root(cwd: Path) -> Path:
+    """The top of the git work tree containing ``cwd``."""
+    try:
+        return Path(git(["rev-parse", "--show-toplevel"], cwd).strip())
+    except GitError as exc:
+        raise GitError(
+            f"{cwd} is not inside a git repository; fix: run ci-runner from your project's checkout"
+        ) from exc
+
+
+def resolve_commit(rev: str, cwd: Path) -> str:
+    """The full 40-hex SHA of the commit ``rev`` names."""
+    try:
+        return git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], cwd
+        ).strip()
+    except GitError as exc:
+        raise GitError(
+            f"no commit {rev!r} in {cwd}; fix: pass --sha with a commit that exists here "
+            "(git fetch it first if it was pushed from elsewhere)"
+        ) from exc
+
+
+def read_file_at(sha: str, path: str, cwd: Path) -> str:
+    """The text of ``path`` (relative to the repository root) in commit ``sha``."""
+    try:
+        return git(["show", f"{sha}:{path}"], cwd)
+    except GitError as exc:
+        raise GitError(
+            f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config with "
+            "its path relative to the repository root"
+        ) from exc
+
+
+def file_exists_at(sha: str, path: str, cwd: Path) -> bool:
+    """Whether ``path`` is a file in commit ``sha``."""
+    try:
+        kind = git(["cat-file", "-t", f"{sha}:{path}"], cwd).strip()
+    except GitError:
+        return False
+    return kind == "blob"
+
+
+def is_dirty(cwd: Path) -> bool:
+    """Whether the work tree has uncommitted changes to tracked files."""
+    return bool(git(["status", "--porcelain", "--untracked-files=no"], cwd).strip())
+
+
+def checkout_commit(repo: Path, sha: str, dest: Path) -> Path:
+    """A detached worktree of ``repo`` at exactly ``sha`` in ``dest`` (reused if already there)."""
+    if (dest / ".git").exists():
+        current = git(["rev-parse", "HEAD"], dest).strip()
+        if current == sha:
+            git(["reset", "--hard", "--quiet", sha], dest)
+            git(["clean", "-fdxq"], dest)
+            return dest
+        git(["worktree", "remove", "--force", str(dest)], repo)
+    git(["worktree", "prune"], repo)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    git(["worktree", "add", "--detach", "--force", str(dest), sha], repo)
+    return dest

@@ -1,0 +1,140 @@
+"""The training log's one way out: mask secrets, echo to the CI log, save to a file, keep a tail.
+
+Backends feed it chunks as they arrive (bytes or text, split anywhere, even inside a UTF-8
+character or a secret); it emits whole lines. Memory stays bounded however long the log or a line.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TextIO
+
+MASK = "[MASKED]"
+# Values shorter than this are not masked: masking "1" or "ab" would shred every log line.
+MIN_SECRET_LENGTH = 4
+# A line longer than this is passed on in pieces so one huge line cannot exhaust memory.
+MAX_LINE_CHARS = 64 * 1024
+TAIL_LINE_CHARS = 2000
+
+
+class SecretMasker:
+    """Replaces every known secret value with ``[MASKED]``."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        values = sorted(
+            {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True
+        )
+        self._values = tuple(values)
+        self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
+
+    @property
+    def longest(self) -> int:
+        """Length of the longest secret (0 when there are none)."""
+        return len(self._values[0]) if self._values else 0
+
+    def mask(self, text: str) -> str:
+        """``text`` with every secret value replaced."""
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(MASK, text)
+
+    def with_secrets(self, more: Iterable[str | None]) -> SecretMasker:
+        """A masker that also masks ``more``."""
+        return SecretMasker([*self._values, *more])
+
+
+class LogSink:
+    """Receives a log stream, writes each complete line (masked) to the echo and to ``path``.
+
+    Use as a context manager, or call :meth:`close` to flush a final unterminated line.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        echo: Callable[[str], None],
+        masker: SecretMasker | None = None,
+        tail_size: int = 60,
+        max_line_chars: int = MAX_LINE_CHARS,
+    ) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: TextIO = path.open("w", encoding="utf-8", newline="\n")
+        self._echo = echo
+        self._masker = masker or SecretMasker()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._tail: deque[str] = deque(maxlen=tail_size)
+        self._max_line = max(max_line_chars, 2 * self._masker.longest + 1)
+        self._continuing = False  # the last piece written ended mid-line
+        self.lines = 0
+        self.closed = False
+
+    def feed(self, data: bytes | str) -> None:
+        """Take the next piece of the stream, however it is split."""
+        text = self._decoder.decode(data) if isinstance(data, bytes) else data
+        if not text:
+            return
+        self._pending += text
+        while True:
+            newline = self._pending.find("\n")
+            if newline < 0:
+                break
+            line, self._pending = self._pending[: newline + 1], self._pending[newline + 1 :]
+            self._emit(line)
+        if len(self._pending) > self._max_line:
+            # Mask what we have, then hold back only what could be the start of a secret that
+            # the next piece completes: every whole occurrence is already replaced.
+            masked = self._masker.mask(self._pending)
+            cut = len(masked) - max(self._masker.longest - 1, 0)
+            self._pending = masked[cut:]
+            self._emit(masked[:cut], already_masked=True)
+
+    def _emit(self, piece: str, already_masked: bool = False) -> None:
+        masked = piece if already_masked else self._masker.mask(piece)
+        self._file.write(masked)
+        self._echo(masked)
+        complete = masked.endswith("\n")
+        text = masked.rstrip("\r\n")[:TAIL_LINE_CHARS]
+        if self._continuing and self._tail:
+            self._tail[-1] = (self._tail[-1] + text)[:TAIL_LINE_CHARS]
+        else:
+            self._tail.append(text)
+        if complete:
+            self.lines += 1
+        self._continuing = not complete
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    @property
+    def tail(self) -> tuple[str, ...]:
+        """The last complete (or final partial) lines, masked, each cut to a readable length."""
+        return tuple(self._tail)
+
+    def close(self) -> None:
+        """Flush the decoder and any unterminated last line, then close the file."""
+        if self.closed:
+            return
+        self._pending += self._decoder.decode(b"", final=True)
+        if self._pending:
+            self._emit(self._pending + "\n")
+            self._pending = ""
+        self._file.close()
+        self.closed = True
+
+    def __enter__(self) -> LogSink:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
