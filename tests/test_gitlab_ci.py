@@ -1,0 +1,192 @@
+"""The CI/CD component users include (templates/train.yml) and this repository's own pipeline."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+COMPONENT = REPO_ROOT / "templates" / "train.yml"
+PIPELINE = REPO_ROOT / ".gitlab-ci.yml"
+
+INPUT = re.compile(r"\$\[\[\s*inputs\.([a-z_]+)\s*\]\]")
+
+
+def load_component(inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(spec, jobs) of the component with ``inputs`` interpolated the way GitLab does."""
+    header, body = COMPONENT.read_text().split("\n---\n", 1)
+    spec = yaml.safe_load(header)["spec"]["inputs"]
+    values: dict[str, Any] = {}
+    for name, field in spec.items():
+        if name in inputs:
+            values[name] = inputs[name]
+        elif "default" in field:
+            values[name] = field["default"]
+        else:
+            raise AssertionError(f"input {name} has no default and was not given")
+    unknown = set(inputs) - set(spec)
+    assert not unknown, f"inputs not in the spec: {unknown}"
+
+    def substitute(match: re.Match[str]) -> str:
+        value = values[match.group(1)]
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return spec, yaml.safe_load(INPUT.sub(substitute, body))
+
+
+TOKEN = re.compile(r'\s*(\$[A-Z_]+|"[^"]*"|==|!=|&&|\|\||\(|\))')
+
+
+def evaluate(expression: str, variables: dict[str, str]) -> bool:
+    """GitLab `rules:if` for the subset we use: $VAR, $VAR == "x", $VAR != "x", &&, ||."""
+    tokens = TOKEN.findall(expression)
+    assert "".join(tokens).replace(" ", "") == expression.replace(" ", ""), expression
+
+    def value(token: str) -> str | None:
+        if token.startswith("$"):
+            return variables.get(token[1:]) or None
+        return token.strip('"')
+
+    def term(i: int) -> tuple[bool, int]:
+        left = value(tokens[i])
+        if i + 1 < len(tokens) and tokens[i + 1] in ("==", "!="):
+            right = value(tokens[i + 2])
+            return (left == right) == (tokens[i + 1] == "=="), i + 3
+        return left is not None, i + 1
+
+    def conjunction(i: int) -> tuple[bool, int]:
+        result, i = term(i)
+        while i < len(tokens) and tokens[i] == "&&":
+            other, i = term(i + 1)
+            result = result and other
+        return result, i
+
+    result, i = conjunction(0)
+    while i < len(tokens) and tokens[i] == "||":
+        other, i = conjunction(i + 1)
+        result = result or other
+    assert i == len(tokens), expression
+    return result
+
+
+def job_runs(rules: list[dict[str, Any]], variables: dict[str, str]) -> bool:
+    for rule in rules:
+        if "if" not in rule or evaluate(rule["if"], variables):
+            return rule.get("when", "on_success") != "never"
+    return False
+
+
+PIPELINES = {
+    "push, no MR": {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "feature"},
+    "push, open MR": {
+        "CI_PIPELINE_SOURCE": "push",
+        "CI_COMMIT_BRANCH": "feature",
+        "CI_OPEN_MERGE_REQUESTS": "group/project!4",
+    },
+    "MR pipeline": {"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "4"},
+    "manual run": {
+        "CI_PIPELINE_SOURCE": "web",
+        "CI_COMMIT_BRANCH": "feature",
+        "CI_OPEN_MERGE_REQUESTS": "group/project!4",
+    },
+    "schedule": {"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_BRANCH": "main"},
+    "tag push": {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v1"},
+}
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "expected"),
+    [
+        ("push, no MR", True),
+        ("push, open MR", False),
+        ("MR pipeline", True),
+        ("manual run", True),
+        ("schedule", False),
+        ("tag push", False),
+    ],
+)
+def test_train_job_runs_once_per_change(pipeline: str, expected: bool) -> None:
+    _, jobs = load_component({"image": "registry.example.com/ci-runner:1"})
+    assert job_runs(jobs["train"]["rules"], PIPELINES[pipeline]) is expected
+
+
+def test_train_job_shape() -> None:
+    _, jobs = load_component(
+        {"image": "img:1", "config": "ml/train.yaml", "stage": "gpu", "output_dir": "out"}
+    )
+    assert list(jobs) == ["train"]
+    job = jobs["train"]
+    assert job["stage"] == "gpu"
+    assert job["image"] == "img:1"
+    assert job["interruptible"] is True
+    assert job["variables"]["CI_RUNNER_CONFIG"] == "ml/train.yaml"
+    assert job["variables"]["CI_RUNNER_ALLOW_FORKS"] == "false"
+    assert job["script"] == [
+        'ci-runner train --config "$CI_RUNNER_CONFIG" --output-dir "$CI_RUNNER_OUTPUT_DIR"'
+    ]
+    assert job["artifacts"] == {
+        "when": "always",
+        "expire_in": "30 days",
+        "paths": ["out/"],
+        "reports": {"metrics": "out/metrics.txt"},
+    }
+
+
+def test_after_script_cancels_only_a_cancelled_job() -> None:
+    _, jobs = load_component({"image": "img:1"})
+    (line,) = jobs["train"]["after_script"]
+    assert line == (
+        'if [ "$CI_JOB_STATUS" = "canceled" ]; then ci-runner cancel --config "$CI_RUNNER_CONFIG"'
+        ' --output-dir "$CI_RUNNER_OUTPUT_DIR"; fi'
+    )
+    assert shlex.split(line)[:5] == ["if", "[", "$CI_JOB_STATUS", "=", "canceled"]
+
+
+def test_fork_merge_requests_are_opt_in() -> None:
+    spec, jobs = load_component({"image": "img:1", "allow_fork_merge_requests": True})
+    assert spec["allow_fork_merge_requests"] == {
+        "type": "boolean",
+        "default": False,
+        "description": "Train merge requests from forks. Their code runs with your cluster "
+        "credentials.",
+    }
+    assert jobs["train"]["variables"]["CI_RUNNER_ALLOW_FORKS"] == "true"
+
+
+def test_image_input_is_required() -> None:
+    with pytest.raises(AssertionError, match="input image has no default"):
+        load_component({})
+
+
+def test_own_pipeline_runs_the_tests_and_includes_the_component() -> None:
+    pipeline = yaml.safe_load(PIPELINE.read_text())
+    (include,) = pipeline["include"]
+    assert include["local"] == "templates/train.yml"
+    _, jobs = load_component(include["inputs"])
+    assert list(jobs) == ["example-train"]
+    assert pipeline["test"]["script"][-1] == "make test"
+    assert pipeline["test"]["interruptible"] is True
+    example_rules = pipeline["example-train"]["rules"]
+    assert not job_runs(example_rules, PIPELINES["push, no MR"])
+    assert job_runs(example_rules, {**PIPELINES["manual run"], "TRAIN_EXAMPLE": "true"})
+    workflow = pipeline["workflow"]["rules"]
+    assert [p for p in PIPELINES if job_runs(workflow, PIPELINES[p])] == [
+        "push, no MR",
+        "MR pipeline",
+        "manual run",
+        "tag push",
+    ]
+
+
+def test_rule_evaluator_handles_what_the_rules_use() -> None:
+    variables = {"A": "x", "B": ""}
+    assert evaluate('$A == "x"', variables)
+    assert not evaluate('$A != "x"', variables)
+    assert not evaluate("$B", variables)
+    assert evaluate('$B || $A == "x"', variables)
+    assert not evaluate("$A && $B", variables)
