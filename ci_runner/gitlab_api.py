@@ -1,0 +1,160 @@
+"""The GitLab connection: which token, signing in, opening the project, and turning every failure
+of python-gitlab into one :class:`GitLabError` line that says what failed and how to fix it.
+
+python-gitlab does the retrying: with ``retry_transient_errors=True`` it retries 429 (honouring
+``Retry-After``), 500/502/503/504/52x and connection errors up to 10 times with backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http import HTTPStatus
+
+import gitlab
+import requests
+from gitlab.v4.objects import Project
+
+from ci_runner.errors import GitLabError
+
+TOKEN_VARIABLES = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
+DEFAULT_TIMEOUT = 30.0  # seconds per request; python-gitlab's default is to wait forever
+
+TOKEN_FIX = (
+    "store a valid project or personal access token with the api scope "
+    "in the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
+)
+_ROLE_FIX = (
+    "give the token in CI_RUNNER_GITLAB_TOKEN the api scope "
+    "and at least the Reporter role in the project"
+)
+_RETRY_FIX = "retry the job once GitLab answers again"
+
+
+def token_from_env(env: Mapping[str, str]) -> str:
+    """The token to post with: ``CI_RUNNER_GITLAB_TOKEN``, else ``GITLAB_TOKEN``.
+
+    :class:`GitLabError` when neither is set (saying so when only ``CI_JOB_TOKEN`` exists: the
+    job token cannot post merge-request comments).
+    """
+    for name in TOKEN_VARIABLES:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    raise missing_token_error(job_token_present=bool(env.get("CI_JOB_TOKEN")))
+
+
+def missing_token_error(*, job_token_present: bool = False) -> GitLabError:
+    """The one line for "no token to post with"."""
+    reason = "neither CI_RUNNER_GITLAB_TOKEN nor GITLAB_TOKEN is set"
+    if job_token_present:
+        reason += " (CI_JOB_TOKEN cannot post merge-request comments)"
+    return GitLabError(f"cannot post the report to GitLab: {reason}; fix: {TOKEN_FIX}")
+
+
+def connect(
+    server_url: str, token: str | None, *, timeout: float = DEFAULT_TIMEOUT
+) -> gitlab.Gitlab:
+    """A signed-in python-gitlab client for ``server_url`` (retrying transient errors).
+
+    Signs in right away (``GET /user``) so a bad token fails here, in one line, and so
+    :func:`current_user_id` knows whose comments are ours.
+    """
+    if not token:
+        raise missing_token_error()
+    gl = gitlab.Gitlab(
+        server_url, private_token=token, timeout=timeout, retry_transient_errors=True
+    )
+    with gitlab_errors(f"sign in to GitLab at {server_url}", server_url):
+        gl.auth()
+    return gl
+
+
+def open_project(gl: gitlab.Gitlab, project: str) -> Project:
+    """The project by numeric id or ``group/name`` path."""
+    with gitlab_errors(f"open project {project} on GitLab", gl.url):
+        return gl.projects.get(project)
+
+
+def current_user_id(gl: gitlab.Gitlab) -> int:
+    """The id of the user the token belongs to (signing in if :func:`connect` did not)."""
+    if gl.user is None:
+        with gitlab_errors("sign in to GitLab", gl.url):
+            gl.auth()
+    assert gl.user is not None
+    user_id: int = gl.user.id
+    return user_id
+
+
+@contextmanager
+def gitlab_errors(action: str, server_url: str) -> Iterator[None]:
+    """Turn python-gitlab's and requests' failures inside the block into one GitLabError line:
+    ``cannot <action>: <what GitLab answered>; fix: <how>``. Never includes the token."""
+    try:
+        yield
+    except gitlab.GitlabError as error:
+        raise _answered(action, error) from error
+    except requests.RequestException as error:
+        raise GitLabError(
+            f"cannot {action}: GitLab at {server_url} did not answer "
+            f"({type(error).__name__}, after retries); fix: check CI_SERVER_URL and the "
+            f"runner's network, then {_RETRY_FIX}"
+        ) from error
+
+
+def _answered(action: str, error: gitlab.GitlabError) -> GitLabError:
+    code = error.response_code
+    message = _first_line(error.error_message)
+    if isinstance(error, gitlab.GitlabAuthenticationError) or code == 401:
+        return GitLabError(
+            f"cannot {action}: GitLab rejected the access token (401 Unauthorized); "
+            f"fix: {TOKEN_FIX}"
+        )
+    if isinstance(error, gitlab.exceptions.RedirectError):
+        return GitLabError(
+            f"cannot {action}: GitLab redirected the request to another address; fix: set the "
+            "GitLab URL (CI_SERVER_URL) to the address it redirects to, usually its https:// URL"
+        )
+    if code == 403:
+        return GitLabError(
+            f"cannot {action}: GitLab answered {_status(403, message)}; fix: {_ROLE_FIX}"
+        )
+    if code == 404:
+        return GitLabError(
+            f"cannot {action}: GitLab answered {_status(404, message)}; fix: check that it exists "
+            "and that the token in CI_RUNNER_GITLAB_TOKEN belongs to a member of the project"
+        )
+    if code == 429:
+        return GitLabError(
+            f"cannot {action}: GitLab kept answering 429 Too Many Requests, even after retries; "
+            f"fix: {_RETRY_FIX} (the token is being rate-limited)"
+        )
+    if code is not None and code >= 500:
+        return GitLabError(
+            f"cannot {action}: GitLab kept answering {_status(code, '')}, even after retries; "
+            f"fix: {_RETRY_FIX}"
+        )
+    if code is None:
+        return GitLabError(f"cannot {action}: {message or type(error).__name__}; fix: {_RETRY_FIX}")
+    return GitLabError(
+        f"cannot {action}: GitLab answered {_status(code, message)}; "
+        "fix: report this to the ci-runner maintainers with the job log"
+    )
+
+
+def _status(code: int, message: str) -> str:
+    """``403 Forbidden``, ``403 insufficient_scope``, ``404 Project Not Found`` ..."""
+    if message.startswith(str(code)):
+        return message
+    if message:
+        return f"{code} {message}"
+    try:
+        return f"{code} {HTTPStatus(code).phrase}"
+    except ValueError:
+        return str(code)
+
+
+def _first_line(message: object, limit: int = 200) -> str:
+    text = str(message or "").strip().splitlines()
+    line = text[0].strip() if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
