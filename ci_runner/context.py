@@ -5,8 +5,14 @@ Built once at the edge (``from_environment``) and passed in; nothing deeper read
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from ci_runner.errors import EnvironmentSetupError, GitError
+from ci_runner.gitrepo import git, repo_root, resolve_commit
 
 
 @dataclass(frozen=True)
@@ -58,3 +64,108 @@ CI_VARIABLES: Mapping[str, str] = {
     "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "mr_target_branch",
     "CI_DEFAULT_BRANCH": "default_branch",
 }
+
+# Variables whose presence means "running inside a GitLab CI job".
+_CI_MARKERS = ("GITLAB_CI", "CI_JOB_ID")
+# Without these a CI context cannot name the job or the commit.
+_REQUIRED_IN_CI = ("CI_COMMIT_SHA", "CI_PROJECT_PATH", "CI_JOB_ID")
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SCP_LIKE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
+
+
+def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = None) -> CIContext:
+    """The context of this run: GitLab's predefined variables in CI, the local git repo outside.
+
+    ``sha`` (``--sha``) overrides ``CI_COMMIT_SHA`` / ``HEAD`` and is resolved to a full SHA.
+    """
+    if any(env.get(name) for name in _CI_MARKERS):
+        return _from_gitlab(env, cwd, sha)
+    return _from_git(cwd, sha)
+
+
+def _from_gitlab(env: Mapping[str, str], cwd: Path, sha: str | None) -> CIContext:
+    values = {field: env.get(var) or None for var, field in CI_VARIABLES.items()}
+    required = [v for v in _REQUIRED_IN_CI if not (sha and v == "CI_COMMIT_SHA")]
+    missing = [v for v in required if not env.get(v)]
+    if missing:
+        raise EnvironmentSetupError(
+            f"GitLab CI variables missing: {', '.join(missing)}; fix: run ci-runner in a GitLab "
+            "CI job (GitLab sets them), or unset GITLAB_CI and CI_JOB_ID to run outside CI"
+        )
+    if sha:
+        values["sha"] = resolve_commit(sha, cwd)
+    elif not _FULL_SHA.fullmatch(values["sha"] or ""):
+        raise EnvironmentSetupError(
+            f"CI_COMMIT_SHA {values['sha']!r} is not a full commit SHA; fix: leave CI_COMMIT_SHA "
+            "as GitLab sets it, or pass --sha"
+        )
+    repo_url = without_credentials(env.get("CI_REPOSITORY_URL") or "")
+    if not repo_url and env.get("CI_PROJECT_URL"):
+        repo_url = env["CI_PROJECT_URL"].rstrip("/") + ".git"
+    if not repo_url:
+        repo_url = _origin_url(cwd)
+    fields = {k: v for k, v in values.items() if k not in ("sha", "project_path")}
+    return CIContext(
+        sha=values["sha"] or "",
+        project_path=values["project_path"] or "",
+        repo_url=repo_url or None,
+        **fields,
+    )
+
+
+def _from_git(cwd: Path, sha: str | None) -> CIContext:
+    root = repo_root(cwd)
+    full_sha = resolve_commit(sha or "HEAD", root)
+    origin = _origin_url(root)
+    project_path = _project_path(origin) if origin else None
+    try:
+        branch = git(["symbolic-ref", "--quiet", "--short", "HEAD"], root).strip() or None
+    except GitError:  # detached HEAD
+        branch = None
+    return CIContext(
+        sha=full_sha,
+        project_path=project_path or root.name,
+        ref_name=branch,
+        repo_url=origin or None,
+    )
+
+
+def _origin_url(cwd: Path) -> str:
+    """The ``origin`` remote as an HTTPS URL for pods, credentials removed; "" if none."""
+    try:
+        url = git(["config", "--get", "remote.origin.url"], cwd).strip()
+    except GitError:
+        return ""
+    return without_credentials(_as_https(url))
+
+
+def _as_https(url: str) -> str:
+    # Pods authenticate over HTTPS (user + token from a Secret), so an SSH remote becomes the
+    # same host and path over HTTPS, which is how GitLab serves both.
+    if url.startswith("ssh://"):
+        parts = urlsplit(url)
+        return urlunsplit(("https", parts.hostname or "", parts.path, "", ""))
+    match = _SCP_LIKE.match(url)
+    if match and "://" not in url:
+        return f"https://{match['host']}/{match['path']}"
+    return url
+
+
+def without_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` removed (CI_REPOSITORY_URL embeds the job token)."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def _project_path(url: str) -> str | None:
+    """``group/project`` from a remote URL (``https://host/group/project.git``)."""
+    path = urlsplit(url).path if "://" in url else url
+    path = path.strip("/")
+    if path.endswith(".git"):
+        path = path[: -len(".git")]
+    return path or None

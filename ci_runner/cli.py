@@ -1,0 +1,167 @@
+"""``ci-runner``: the command line. The only place that reads the process's environment.
+
+Every expected failure is a :class:`~ci_runner.errors.CiRunnerError`: its lines go to stderr,
+exit 1. Anything else is a bug: its traceback goes to a crash log, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from ci_runner import __version__, train
+from ci_runner.commands import Command, Runtime, add_job_arguments, load_job
+from ci_runner.errors import CiRunnerError
+from ci_runner.logsink import SecretMasker
+from ci_runner.render import manifest_yaml, render_mpijob, secret_name
+
+# CI variables that hold credentials: never printed, masked in errors and crash logs.
+TOKEN_VARIABLES = (
+    "CI_JOB_TOKEN",
+    "CI_RUNNER_GIT_TOKEN",
+    "GITLAB_TOKEN",
+    "CI_REGISTRY_PASSWORD",
+    "CI_DEPENDENCY_PROXY_PASSWORD",
+    "AWS_SECRET_ACCESS_KEY",
+)
+ERROR_PREFIX = "ci-runner: error: "
+EXIT_ERROR = 1
+EXIT_CRASH = 2
+EXIT_INTERRUPTED = 130
+
+
+def _run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
+    job = load_job(args, runtime)
+    manifest = render_mpijob(job.config, job.ctx)
+    config = job.config
+    slots = "slot" if config.slots_per_worker == 1 else "slots"
+    runtime.stdout.write(
+        f"[ci-runner] {job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
+        f"{manifest['metadata']['name']}, {config.workers} workers x {config.slots_per_worker} "
+        f"{slots} = {config.ranks} ranks\n"
+    )
+    return 0
+
+
+def _run_render(args: argparse.Namespace, runtime: Runtime) -> int:
+    job = load_job(args, runtime)
+    manifest = render_mpijob(job.config, job.ctx)
+    runtime.stdout.write(manifest_yaml(manifest))
+    keys = ", ".join(["GIT_USERNAME", "GIT_PASSWORD", *job.config.secrets])
+    runtime.status(
+        f"the MPIJob reads Secret {secret_name(manifest['metadata']['name'])} (keys {keys}); "
+        "`ci-runner train` creates it"
+    )
+    return 0
+
+
+# The subcommands, in the order `ci-runner --help` lists them. Add one entry per subcommand.
+COMMANDS: list[Command] = [
+    Command(
+        "validate",
+        "check train.yaml at the commit and that it renders a valid MPIJob",
+        add_job_arguments,
+        _run_validate,
+    ),
+    Command(
+        "render",
+        "print the MPIJob for train.yaml at the commit (YAML, for kubectl apply)",
+        add_job_arguments,
+        _run_render,
+    ),
+    train.COMMAND,
+]
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    crash_dir: Path | None = None,
+) -> int:
+    """Run ``ci-runner argv`` and return its exit code; the process's state is the default."""
+    runtime = Runtime(
+        env=dict(os.environ if env is None else env),
+        cwd=cwd or Path.cwd(),
+        stdout=stdout or sys.stdout,
+        stderr=stderr or sys.stderr,
+    )
+    masker = SecretMasker(runtime.env.get(name) for name in TOKEN_VARIABLES)
+    try:
+        parser = _parser(runtime)
+        try:
+            args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        except _ParserExit as exit_:
+            return exit_.code
+        code: int = args.run(args, runtime)
+        return code
+    except CiRunnerError as error:
+        for line in error.lines():
+            runtime.stderr.write(masker.mask(f"{ERROR_PREFIX}{line}\n"))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        runtime.stderr.write(f"{ERROR_PREFIX}interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as error:  # a bug: keep the details, show one line
+        log = _write_crash_log(masker.mask(traceback.format_exc()), crash_dir)
+        summary = masker.mask(f"{type(error).__name__}: {error}".splitlines()[0])
+        runtime.stderr.write(
+            f"{ERROR_PREFIX}internal error ({summary}); the traceback is in {log}: "
+            "please attach it to a bug report\n"
+        )
+        return EXIT_CRASH
+
+
+def main_entry() -> NoReturn:
+    """The ``ci-runner`` console script."""
+    sys.exit(main())
+
+
+def _write_crash_log(text: str, crash_dir: Path | None) -> Path:
+    directory = crash_dir or Path(tempfile.gettempdir())
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="ci-runner-crash-", suffix=".log", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(text)
+    return Path(name)
+
+
+class _ParserExit(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _parser(runtime: Runtime) -> argparse.ArgumentParser:
+    class Parser(argparse.ArgumentParser):
+        """argparse writing to the injected streams and returning instead of exiting."""
+
+        def _print_message(self, message: str, file: object = None) -> None:
+            if message:
+                (runtime.stderr if file is sys.stderr else runtime.stdout).write(message)
+
+        def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+            if message:
+                runtime.stderr.write(message)
+            raise _ParserExit(status)
+
+    parser = Parser(
+        prog="ci-runner",
+        description="Horovod training on Kubernetes from GitLab CI, pinned to a commit.",
+    )
+    parser.add_argument("--version", action="version", version=f"ci-runner {__version__}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(sub)
+        sub.set_defaults(run=command.run)
+    return parser

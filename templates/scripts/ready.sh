@@ -1,0 +1,19 @@
+#!/bin/sh
+# Worker readinessProbe: ready only once the code and requirements of commit $CI_RUNNER_SHA are in
+# place (the ready file install-requirements.sh writes last) and sshd listens, so the launcher
+# (created on WaitForWorkersReady) never starts horovodrun against a worker still setting up.
+ready_file="${CI_RUNNER_READY_FILE:-/ci-runner/ready}"
+port="${CI_RUNNER_SSH_PORT:-22}"
+
+[ -f "$ready_file" ] || exit 1
+[ "$(cat "$ready_file")" = "${CI_RUNNER_SHA:-}" ] || exit 1
+
+# A listening TCP socket (state 0A) on the port, as the kernel lists it; no ss/netstat needed.
+hex_port="$(printf '%04X' "$port")"
+for table in /proc/net/tcp /proc/net/tcp6; do
+    [ -r "$table" ] || continue
+    if grep -Eq "^ *[0-9]+: [0-9A-F]+:$hex_port [0-9A-F]+:[0-9A-F]+ 0A " "$table"; then
+        exit 0
+    fi
+done
+exit 1

@@ -1,0 +1,331 @@
+"""``ci-runner validate`` / ``render`` through ``main(argv)``: exact output and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci_runner import __version__, cli
+from ci_runner.commands import Command, Runtime
+from ci_runner.config import load_config
+from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError
+from ci_runner.render import manifest_yaml, render_mpijob
+from tests.conftest import run_git
+from tests.crd import validate_mpijob
+
+GitRepo = Callable[[dict[str, str]], tuple[Path, str]]
+ORIGIN = "https://gitlab.example.com/group/demo.git"
+JOB_TOKEN = "glcbt-canary-job-token-8c1f"
+GIT_TOKEN = "glpat-canary-git-token-4e7a"
+API_TOKEN = "glpat-canary-api-token-2b9d"
+TRAIN_YAML = """\
+name: demo
+image: horovod/horovod:0.28.1
+command: python train.py --epochs 3
+workers: 2
+requirements: requirements.txt
+secrets: [WANDB_API_KEY]
+"""
+
+
+class Result:
+    def __init__(self, code: int, stdout: str, stderr: str) -> None:
+        self.code, self.stdout, self.stderr = code, stdout, stderr
+
+
+def run(
+    argv: list[str], cwd: Path, env: Mapping[str, str] | None = None, crash_dir: Path | None = None
+) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(argv, env=env or {}, cwd=cwd, stdout=out, stderr=err, crash_dir=crash_dir)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def project(git_repo: GitRepo) -> tuple[Path, str]:
+    repo, sha = git_repo(
+        {"train.yaml": TRAIN_YAML, "requirements.txt": "numpy\n", "src/train.py": "print(1)\n"}
+    )
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    return repo, sha
+
+
+def ci_env(sha: str) -> dict[str, str]:
+    return {
+        "GITLAB_CI": "true",
+        "CI_COMMIT_SHA": sha,
+        "CI_PROJECT_PATH": "group/demo",
+        "CI_PROJECT_URL": "https://gitlab.example.com/group/demo",
+        "CI_PIPELINE_ID": "77",
+        "CI_JOB_ID": "901",
+        "CI_COMMIT_REF_NAME": "main",
+        "CI_REPOSITORY_URL": f"https://gitlab-ci-token:{JOB_TOKEN}@gitlab.example.com/group/demo.git",
+        "CI_JOB_TOKEN": JOB_TOKEN,
+        "CI_RUNNER_GIT_TOKEN": GIT_TOKEN,
+        "GITLAB_TOKEN": API_TOKEN,
+        "WANDB_API_KEY": "wandb-canary-value-3f8e",
+    }
+
+
+def test_validate(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    result = run(["validate"], repo)
+    assert (result.code, result.stderr) == (0, "")
+    job = f"demo-{sha[:8]}-l"
+    assert result.stdout.startswith(f"[ci-runner] train.yaml at {sha[:8]} is valid: MPIJob {job}")
+    assert result.stdout.endswith(", 2 workers x 1 slot = 2 ranks\n")
+
+
+def test_render_prints_the_manifest_and_names_the_secret(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    result = run(["render"], repo, ci_env(sha))
+    config = load_config(TRAIN_YAML, "train.yaml")
+    ctx = CIContext(
+        sha=sha,
+        project_path="group/demo",
+        project_url="https://gitlab.example.com/group/demo",
+        pipeline_id="77",
+        job_id="901",
+        ref_name="main",
+        repo_url=ORIGIN,
+    )
+    assert result.code == 0
+    assert result.stdout == manifest_yaml(render_mpijob(config, ctx))
+    assert result.stderr == (
+        f"[ci-runner] the MPIJob reads Secret demo-{sha[:8]}-901-secrets (keys GIT_USERNAME, "
+        "GIT_PASSWORD, WANDB_API_KEY); `ci-runner train` creates it\n"
+    )
+    assert validate_mpijob(yaml.safe_load(result.stdout)) == []
+
+
+def test_no_token_ever_reaches_the_output(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    env = ci_env(sha)
+    for argv in (["render"], ["validate"], ["render", "--sha", JOB_TOKEN]):
+        result = run(argv, repo, env)
+        for secret in (JOB_TOKEN, GIT_TOKEN, API_TOKEN, env["WANDB_API_KEY"]):
+            assert secret not in result.stdout + result.stderr
+
+
+def test_an_error_mentioning_a_token_is_masked(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    result = run(["render", "--sha", JOB_TOKEN], repo, ci_env(sha))
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: no commit '[MASKED]' in {repo}; fix: pass --sha with a commit that "
+        "exists here (git fetch it first if it was pushed from elsewhere)\n"
+    )
+
+
+def test_train_yaml_is_read_from_the_commit_not_the_work_tree(project: tuple[Path, str]) -> None:
+    repo, _ = project
+    (repo / "train.yaml").write_text(TRAIN_YAML.replace("workers: 2", "workers: 5"))
+    result = run(["render"], repo)
+    assert result.code == 0
+    assert "      replicas: 2\n" in result.stdout
+
+
+def test_sha_selects_an_older_commit(project: tuple[Path, str], git_repo: GitRepo) -> None:
+    repo, first = project
+    git_repo({"train.yaml": TRAIN_YAML.replace("workers: 2", "workers: 3")})
+    result = run(["validate", "--sha", first[:10]], repo)
+    assert result.code == 0
+    assert result.stdout.endswith(", 2 workers x 1 slot = 2 ranks\n")
+    assert result.stdout.startswith(f"[ci-runner] train.yaml at {first[:8]} is valid")
+
+
+def test_config_from_a_subdirectory_is_resolved_to_the_repository(
+    project: tuple[Path, str], git_repo: GitRepo
+) -> None:
+    repo, _ = project
+    _, sha = git_repo({"jobs/big/train.yaml": TRAIN_YAML.replace("workers: 2", "workers: 4")})
+    result = run(["validate", "--config", "train.yaml"], repo / "jobs" / "big")
+    assert result.code == 0
+    assert result.stdout.startswith(f"[ci-runner] jobs/big/train.yaml at {sha[:8]} is valid")
+    result = run(["validate", "--config", "../../train.yaml"], repo / "jobs" / "big")
+    assert result.stdout.startswith(f"[ci-runner] train.yaml at {sha[:8]} is valid")
+
+
+def test_config_problems_are_one_line_each(git_repo: GitRepo) -> None:
+    text = TRAIN_YAML.replace("workers: 2", "workerz: 2").replace("horovod/horovod:0.28.1", "")
+    repo, _ = git_repo({"train.yaml": text, "requirements.txt": ""})
+    result = run(["render"], repo)
+    with pytest.raises(ConfigError) as expected:
+        load_config(text, "train.yaml")
+    assert (result.code, result.stdout) == (1, "")
+    assert len(expected.value.lines()) == 2
+    assert result.stderr == "".join(
+        f"ci-runner: error: {line}\n" for line in expected.value.lines()
+    )
+
+
+def test_requirements_must_exist_at_the_commit(git_repo: GitRepo) -> None:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML})
+    (repo / "requirements.txt").write_text("numpy\n")  # in the work tree only
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: train.yaml: requirements: requirements.txt does not exist in commit "
+        f"{sha[:8]}; fix: commit it, or give its path relative to the repository root\n"
+    )
+
+
+def test_a_ci_commit_missing_from_the_clone(project: tuple[Path, str]) -> None:
+    repo, _ = project
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    result = run(["validate"], repo, {**ci_env(missing)})
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: no commit '{missing}' in {repo}; fix: pass --sha with a commit that "
+        "exists here (git fetch it first if it was pushed from elsewhere)\n"
+    )
+
+
+def test_missing_train_yaml(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    result = run(["validate", "--config", "nope.yaml"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: nope.yaml does not exist in commit {sha[:8]}; fix: commit it, or pass "
+        "--config with the path of your train.yaml\n"
+    )
+
+
+def test_config_outside_the_repository(project: tuple[Path, str], tmp_path: Path) -> None:
+    repo, _ = project
+    result = run(["validate", "--config", str(tmp_path / "train.yaml")], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: --config {tmp_path / 'train.yaml'} is outside the repository {repo}; "
+        "fix: pass the path of a train.yaml inside the repository\n"
+    )
+
+
+def test_outside_a_repository(tmp_path: Path) -> None:
+    result = run(["render"], tmp_path)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: {tmp_path} is not inside a git repository; fix: run ci-runner from "
+        "your project's checkout\n"
+    )
+
+
+def test_missing_ci_variables(project: tuple[Path, str]) -> None:
+    repo, _ = project
+    result = run(["render"], repo, {"GITLAB_CI": "true", "CI_JOB_ID": "1"})
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: GitLab CI variables missing: CI_COMMIT_SHA, CI_PROJECT_PATH; fix: run "
+        "ci-runner in a GitLab CI job (GitLab sets them), or unset GITLAB_CI and CI_JOB_ID to "
+        "run outside CI\n"
+    )
+
+
+def test_without_origin_render_asks_for_a_repository_url(git_repo: GitRepo) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "requirements.txt": ""})
+    result = run(["render"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: no repository URL for the pods to fetch the code from; fix: pass "
+        "--repo-url https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in "
+        "GitLab CI\n"
+    )
+
+
+def test_repo_url_flag_overrides_origin_without_credentials(project: tuple[Path, str]) -> None:
+    repo, _ = project
+    result = run(["render", "--repo-url", f"https://u:{GIT_TOKEN}@git.example.org/x.git"], repo)
+    assert result.code == 0
+    assert "value: https://git.example.org/x.git\n" in result.stdout
+    assert GIT_TOKEN not in result.stdout
+
+
+def _install(
+    monkeypatch: pytest.MonkeyPatch, run: Callable[[argparse.Namespace, Runtime], int]
+) -> None:
+    monkeypatch.setattr(cli, "COMMANDS", [Command("boom", "fail", lambda parser: None, run)])
+
+
+def test_a_bug_writes_a_crash_log_and_says_where(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def explode(args: argparse.Namespace, runtime: Runtime) -> int:
+        raise ValueError(f"token {runtime.env['CI_JOB_TOKEN']} broke\nsecond line")
+
+    _install(monkeypatch, explode)
+    result = run(["boom"], tmp_path, {"CI_JOB_TOKEN": JOB_TOKEN}, crash_dir=tmp_path / "crash")
+    (log,) = (tmp_path / "crash").iterdir()
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr == (
+        "ci-runner: error: internal error (ValueError: token [MASKED] broke); the traceback is in "
+        f"{log}: please attach it to a bug report\n"
+    )
+    text = log.read_text()
+    assert text.startswith("Traceback (most recent call last):\n")
+    assert "ValueError: token [MASKED] broke\nsecond line\n" in text
+    assert JOB_TOKEN not in text
+
+
+def test_interrupted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def interrupt(args: argparse.Namespace, runtime: Runtime) -> int:
+        raise KeyboardInterrupt
+
+    _install(monkeypatch, interrupt)
+    result = run(["boom"], tmp_path)
+    assert (result.code, result.stdout, result.stderr) == (
+        130,
+        "",
+        "ci-runner: error: interrupted\n",
+    )
+
+
+def test_a_registered_command_gets_the_runtime(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def hello(args: argparse.Namespace, runtime: Runtime) -> int:
+        runtime.stdout.write(f"{runtime.cwd} {runtime.env['X']}\n")
+        return 3
+
+    _install(monkeypatch, hello)
+    result = run(["boom"], tmp_path, {"X": "y"})
+    assert (result.code, result.stdout, result.stderr) == (3, f"{tmp_path} y\n", "")
+
+
+def test_usage_errors_exit_2_on_stderr(tmp_path: Path) -> None:
+    result = run(["frobnicate"], tmp_path)
+    assert (result.code, result.stdout) == (2, "")
+    choices = ", ".join(repr(command.name) for command in cli.COMMANDS)
+    assert result.stderr.splitlines()[-1] == (
+        f"ci-runner: error: argument COMMAND: invalid choice: 'frobnicate' (choose from {choices})"
+    )
+    assert choices.startswith("'validate', 'render'")
+
+
+def test_help_and_version_on_stdout(tmp_path: Path) -> None:
+    result = run(["--help"], tmp_path)
+    assert (result.code, result.stderr) == (0, "")
+    assert result.stdout.startswith("usage: ci-runner [-h] [--version] COMMAND ...\n")
+    assert "    validate  check train.yaml at the commit" in result.stdout
+    assert run(["--version"], tmp_path).stdout == f"ci-runner {__version__}\n"
+
+
+def test_python_dash_m(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    proc = subprocess.run(
+        [sys.executable, "-m", "ci_runner", "validate"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(repo)},
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.startswith(f"[ci-runner] train.yaml at {sha[:8]} is valid")

@@ -1,0 +1,406 @@
+"""The shell scripts the pods run (templates/scripts/*.sh), run for real with /bin/sh.
+
+A local bare repository stands in for GitLab, a local wheelhouse for the package index, and a
+loopback socket for sshd. The scripts run exactly as rendered into the MPIJob where it matters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci_runner.config_types import TrainConfig
+from ci_runner.context import CIContext
+from ci_runner.render import render_mpijob
+from ci_runner.templating import templates_dir
+from tests.conftest import GIT_ENV, run_git
+
+SCRIPTS = templates_dir() / "scripts"
+VENV_BIN = Path(sys.executable).parent
+TOKEN = "glcbt-canary-7f3a9c1e5b"
+
+
+def _sh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path / "home"),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_INDEX": "1",
+        "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
+        "CI_RUNNER_CODE_DIR": str(tmp_path / "pod" / "code"),
+        "CI_RUNNER_DEPS_DIR": str(tmp_path / "pod" / "python"),
+        "CI_RUNNER_READY_FILE": str(tmp_path / "pod" / "ready"),
+        **GIT_ENV,
+    }
+    (tmp_path / "home").mkdir(parents=True, exist_ok=True)
+    env.update(extra)
+    return env
+
+
+def run_script(name: str, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["/bin/sh", str(SCRIPTS / name), *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> tuple[str, str, str]:
+    """A bare repository (file:// URL) whose main moved on: (url, old sha, new sha)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    run_git(["init", "-q", "-b", "main"], src)
+    (src / "train.py").write_text("print('old')\n")
+    (src / "requirements.txt").write_text("tinypkg==1.0\n")
+    (src / "broken-requirements.txt").write_text("no-such-package-anywhere==9.9\n")
+    run_git(["add", "-A"], src)
+    run_git(["commit", "-q", "-m", "old"], src)
+    old = run_git(["rev-parse", "HEAD"], src)
+    (src / "train.py").write_text("print('new')\n")
+    run_git(["commit", "-q", "-am", "new"], src)
+    new = run_git(["rev-parse", "HEAD"], src)
+    bare = tmp_path / "remote.git"
+    run_git(["clone", "-q", "--bare", str(src), str(bare)], tmp_path)
+    return f"file://{bare}", old, new
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with one wheel, tinypkg 1.0, built here from a two-file project."""
+    root = tmp_path_factory.mktemp("tinypkg")
+    project = root / "tinypkg"
+    (project / "tinypkg").mkdir(parents=True)
+    (project / "tinypkg" / "__init__.py").write_text("VALUE = 'from the wheel'\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tinypkg"\nversion = "1.0"\n'
+    )
+    wheels = root / "wheels"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-index", "--no-deps"),
+            *("--no-build-isolation", "-w", str(wheels), str(project)),
+        ],
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert [p.name for p in wheels.iterdir()] == ["tinypkg-1.0-py3-none-any.whl"]
+    return wheels
+
+
+# fetch-code.sh
+
+
+def test_fetch_checks_out_exactly_the_sha_after_the_branch_moved_on(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    url, old, _new = remote
+    env = _sh_env(tmp_path, CI_RUNNER_REPO_URL=url, CI_RUNNER_SHA=old)
+    proc = run_script("fetch-code.sh", env)
+    code = tmp_path / "pod" / "code"
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == f"ci-runner: code at commit {old} in {code}\n"
+    assert run_git(["rev-parse", "HEAD"], code) == old
+    assert (code / "train.py").read_text() == "print('old')\n"
+    assert run_git(["rev-parse", "--is-shallow-repository"], code) == "true"
+
+
+def test_fetch_of_a_sha_the_remote_does_not_have_fails_with_one_line(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    url, _old, _new = remote
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    proc = run_script(
+        "fetch-code.sh", _sh_env(tmp_path, CI_RUNNER_REPO_URL=url, CI_RUNNER_SHA=missing)
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    # git's own reason, in parentheses, is worded differently by transport and version.
+    assert re.fullmatch(
+        f"ci-runner: cannot fetch commit {missing} from {re.escape(url)} "
+        rf"\(fatal: [^\n]*not our ref {missing}\); fix: push the commit, and check that the CI "
+        r"job token \(or CI_RUNNER_GIT_TOKEN\) can read the repository\n",
+        proc.stderr,
+    )
+
+
+@pytest.mark.parametrize("sha", ["", "HEAD", "abc123", "g" * 40, "A" * 40])
+def test_fetch_refuses_anything_but_a_full_sha(tmp_path: Path, sha: str) -> None:
+    env = _sh_env(tmp_path, CI_RUNNER_REPO_URL="file:///nowhere", CI_RUNNER_SHA=sha)
+    proc = run_script("fetch-code.sh", env)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        f"ci-runner: CI_RUNNER_SHA '{sha}' is not a full commit SHA; fix: render the job with "
+        "ci-runner\n"
+    )
+
+
+def test_fetch_gives_git_the_token_only_through_the_environment(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    url, old, _new = remote
+    env = _sh_env(
+        tmp_path,
+        CI_RUNNER_REPO_URL=url,
+        CI_RUNNER_SHA=old,
+        GIT_USERNAME="gitlab-ci-token",
+        GIT_PASSWORD=TOKEN,
+    )
+    proc = run_script("fetch-code.sh", env)
+    assert proc.returncode == 0
+    code = tmp_path / "pod" / "code"
+    assert TOKEN not in proc.stdout + proc.stderr
+    assert TOKEN not in (code / ".git" / "config").read_text()
+    # The helper git would call for an HTTPS remote answers from the environment.
+    fill = subprocess.run(
+        ["git", "credential", "fill"],
+        cwd=code,
+        env=env,
+        input="protocol=https\nhost=gitlab.example.com\n\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert fill.stdout == (
+        f"protocol=https\nhost=gitlab.example.com\nusername=gitlab-ci-token\npassword={TOKEN}\n"
+    )
+
+
+# install-requirements.sh
+
+
+def _fetched(tmp_path: Path, remote: tuple[str, str, str], **extra: str) -> dict[str, str]:
+    url, old, _new = remote
+    env = _sh_env(tmp_path, CI_RUNNER_REPO_URL=url, CI_RUNNER_SHA=old, **extra)
+    assert run_script("fetch-code.sh", env).returncode == 0
+    return env
+
+
+def test_install_puts_the_requirements_where_every_rank_imports_them(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    env = _fetched(
+        tmp_path,
+        remote,
+        CI_RUNNER_REQUIREMENTS="requirements.txt",
+        PIP_FIND_LINKS=str(wheelhouse),
+    )
+    proc = run_script("install-requirements.sh", env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith(f"ci-runner: requirements installed; ready at commit {remote[1]}\n")
+    assert (tmp_path / "pod" / "ready").read_text() == f"{remote[1]}\n"
+    deps = tmp_path / "pod" / "python"
+    rank = subprocess.run(
+        ["python3", "-c", "import tinypkg; print(tinypkg.VALUE)"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": f"{deps}/purelib:{deps}/platlib"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert rank.stdout == "from the wheel\n"
+
+
+def test_install_without_requirements_marks_ready(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    env = _fetched(tmp_path, remote)
+    proc = run_script("install-requirements.sh", env)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert (tmp_path / "pod" / "ready").read_text() == f"{remote[1]}\n"
+    assert (tmp_path / "pod" / "python" / "purelib").is_dir()
+
+
+def test_failing_install_exits_non_zero_and_never_marks_ready(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    env = _fetched(
+        tmp_path,
+        remote,
+        CI_RUNNER_REQUIREMENTS="broken-requirements.txt",
+        PIP_FIND_LINKS=str(wheelhouse),
+    )
+    (tmp_path / "pod" / "ready").write_text("stale\n")
+    proc = run_script("install-requirements.sh", env)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        f"ci-runner: pip could not install broken-requirements.txt at commit {remote[1]} (its "
+        "output is above); fix: correct the requirements file, or set PIP_INDEX_URL in "
+        "train.yaml env"
+    )
+    assert not (tmp_path / "pod" / "ready").exists()
+
+
+def test_install_of_a_requirements_file_missing_at_the_commit(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    env = _fetched(tmp_path, remote, CI_RUNNER_REQUIREMENTS="nope.txt")
+    proc = run_script("install-requirements.sh", env)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        f"ci-runner: nope.txt does not exist in commit {remote[1]}; fix: commit it, or correct "
+        "'requirements' in train.yaml\n"
+    )
+    assert not (tmp_path / "pod" / "ready").exists()
+
+
+def test_install_refuses_code_at_another_commit(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    env = _fetched(tmp_path, remote)
+    env["CI_RUNNER_SHA"] = remote[2]
+    proc = run_script("install-requirements.sh", env)
+    code = tmp_path / "pod" / "code"
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        f"ci-runner: {code} is at commit {remote[1]}, not {remote[2]}; fix: the fetch-code init "
+        "container must run first\n"
+    )
+    assert not (tmp_path / "pod" / "ready").exists()
+
+
+# ready.sh
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_ready_only_with_the_ready_file_for_this_sha_and_sshd_listening(
+    tmp_path: Path, listening_port: int
+) -> None:
+    sha = "a" * 40
+    ready = tmp_path / "pod" / "ready"
+    ready.parent.mkdir()
+    env = _sh_env(tmp_path, CI_RUNNER_SHA=sha, CI_RUNNER_SSH_PORT=str(listening_port))
+    assert run_script("ready.sh", env).returncode == 1  # still setting up
+    ready.write_text("b" * 40 + "\n")
+    assert run_script("ready.sh", env).returncode == 1  # another commit's marker
+    ready.write_text(sha + "\n")
+    proc = run_script("ready.sh", env)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    closed = {**env, "CI_RUNNER_SSH_PORT": str(_free_port())}
+    assert run_script("ready.sh", closed).returncode == 1  # sshd not listening
+
+
+# launch.sh
+
+
+def test_launch_runs_its_arguments_from_the_code_at_the_sha(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    env = _fetched(tmp_path, remote)
+    proc = run_script("launch.sh", env, "python3", "train.py")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "old\n", "")
+    failing = run_script("launch.sh", env, "sh", "-c", "exit 7")
+    assert failing.returncode == 7
+
+
+def test_launch_refuses_code_at_another_commit(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    env = _fetched(tmp_path, remote)
+    env["CI_RUNNER_SHA"] = remote[2]
+    proc = run_script("launch.sh", env, "true")
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"ci-runner: {tmp_path / 'pod' / 'code'} is not at commit {remote[2]}; fix: the "
+        "fetch-code init container must run first\n"
+    )
+
+
+# The scripts as the rendered MPIJob runs them
+
+
+def _container(pod: Mapping[str, Any], name: str) -> dict[str, Any]:
+    containers = [*pod.get("initContainers", []), *pod["containers"]]
+    (container,) = [c for c in containers if c["name"] == name]
+    return dict(container)
+
+
+def _run_in_pod(
+    command: list[str], container: Mapping[str, Any], pod_dir: Path, base: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``command`` with the container's env, its /ci-runner paths moved under ``pod_dir``."""
+    env = {
+        **base,
+        "CI_RUNNER_CODE_DIR": f"{pod_dir}/code",
+        "CI_RUNNER_DEPS_DIR": f"{pod_dir}/python",
+        "CI_RUNNER_READY_FILE": f"{pod_dir}/ready",
+    }
+    for entry in container.get("env", []):
+        if "value" in entry:
+            env[entry["name"]] = entry["value"].replace("/ci-runner/", f"{pod_dir}/")
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, check=False, timeout=300
+    )
+
+
+def test_rendered_worker_and_launcher_run_the_pinned_commit(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path, listening_port: int
+) -> None:
+    url, old, _new = remote
+    config = TrainConfig(
+        name="e2e",
+        image="img",
+        command=("python3", "train.py"),
+        workers=2,
+        requirements="requirements.txt",
+    )
+    ctx = CIContext(sha=old, project_path="g/p", job_id="1", repo_url=url)
+    specs = render_mpijob(config, ctx)["spec"]["mpiReplicaSpecs"]
+    worker = specs["Worker"]["template"]["spec"]
+    launcher = specs["Launcher"]["template"]["spec"]
+    base = _sh_env(tmp_path, PIP_FIND_LINKS=str(wheelhouse), CI_RUNNER_SSH_PORT=str(listening_port))
+    worker_dir = tmp_path / "worker"
+    for name in ("fetch-code", "install-requirements"):
+        container = _container(worker, name)
+        proc = _run_in_pod(container["command"], container, worker_dir, base)
+        assert proc.returncode == 0, proc.stderr
+    main = _container(worker, "worker")
+    assert "command" not in main  # the image's sshd
+    probe = main["readinessProbe"]["exec"]["command"]
+    assert _run_in_pod(probe, main, worker_dir, base).returncode == 0
+    rank = _run_in_pod(
+        ["python3", "-c", "import tinypkg; print(tinypkg.VALUE)"], main, worker_dir, base
+    )
+    assert (rank.returncode, rank.stdout) == (0, "from the wheel\n")
+
+    launcher_dir = tmp_path / "launcher"
+    fetch = _container(launcher, "fetch-code")
+    assert _run_in_pod(fetch["command"], fetch, launcher_dir, base).returncode == 0
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    horovodrun = fake_bin / "horovodrun"
+    horovodrun.write_text('#!/bin/sh\necho "horovodrun $*"\nshift 4\nexec "$@"\n')
+    horovodrun.chmod(0o755)
+    base = {**base, "PATH": f"{fake_bin}{os.pathsep}{base['PATH']}"}
+    entry = _container(launcher, "launcher")
+    proc = _run_in_pod([*entry["command"], *entry["args"]], entry, launcher_dir, base)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == "horovodrun -np 2 --hostfile /etc/mpi/hostfile python3 train.py\nold\n"

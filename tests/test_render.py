@@ -1,0 +1,550 @@
+"""Rendering train.yaml + CI context into the MPIJob, and the Secret it reads."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ci_runner.config import load_config
+from ci_runner.config_types import (
+    DnsConfig,
+    Elastic,
+    KubernetesOptions,
+    Resources,
+    Toleration,
+    TrainConfig,
+)
+from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError, GitError
+from ci_runner.render import (
+    label_value,
+    launcher_args,
+    manifest_yaml,
+    render_mpijob,
+    secret_data,
+    secret_name,
+)
+from ci_runner.templating import yaml_quote
+from tests.conftest import REPO_ROOT
+from tests.crd import validate_mpijob
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("CI_RUNNER_UPDATE_GOLDEN") == "1"
+SHA = "0123456789abcdef0123456789abcdef01234567"
+TOKEN = "glcbt-canary-secret-9d2e"
+
+LOCAL = CIContext(
+    sha=SHA,
+    project_path="group/project",
+    ref_name="main",
+    repo_url="https://gitlab.example.com/group/project.git",
+)
+MR_PIPELINE = CIContext(
+    sha=SHA,
+    project_path="faraway/simple_ml",
+    project_id="42",
+    project_url="https://gitlab.bdap.com/faraway/simple_ml",
+    server_url="https://gitlab.bdap.com",
+    pipeline_id="1001",
+    pipeline_source="merge_request_event",
+    job_id="5005",
+    job_url="https://gitlab.bdap.com/faraway/simple_ml/-/jobs/5005",
+    ref_name="feature/faster-training",
+    mr_iid="7",
+    mr_target_branch="main",
+    default_branch="main",
+    repo_url="https://gitlab.bdap.com/faraway/simple_ml.git",
+)
+MINIMAL = TrainConfig(
+    name="minimal", image="horovod/horovod:0.28.1", command=("python", "train.py")
+)
+SEED_LIKE = TrainConfig(
+    name="simple-ml",
+    image="coreharbor.bdap.com/library/horovod-sw-base",
+    command=("python", "main_with_horovod.py", "--epochs", "20"),
+    workers=2,
+    slots_per_worker=2,
+    resources=Resources(gpu=2, cpu="8", memory="32Gi"),
+    requirements="requirements.txt",
+    env=(("LOG_LEVEL", "debug"), ("PYTHONPATH", "src")),
+    secrets=("WANDB_API_KEY",),
+    data="s3://datasets/diabetes/",
+    outputs="s3://models/{project}/{sha}/{job}/",
+    timeout=7200,
+    kubernetes=KubernetesOptions(
+        namespace="mpi-operator",
+        tolerations=(
+            Toleration(key="gpu", operator="Exists", effect="NoSchedule"),
+            Toleration(
+                key="spot",
+                operator="Equal",
+                value="true",
+                effect="NoExecute",
+                toleration_seconds=60,
+            ),
+        ),
+        node_selector=(("accelerator", "nvidia-v100"), ("pool", "training")),
+        dns_config=DnsConfig(
+            nameservers=("10.105.222.6",),
+            searches=("bdap.com",),
+            options=(("ndots", "2"), ("edns0", None)),
+        ),
+        service_account="trainer",
+        priority_class="high",
+        image_pull_secrets=("harbor",),
+        pip_cache_pvc="pip-cache",
+        ttl_seconds_after_finished=600,
+        backoff_limit=1,
+    ),
+    source_file="simple_ml/train.yaml",
+)
+ELASTIC = replace(MINIMAL, name="elastic", workers=2, elastic=Elastic(2, 4))
+GANG = replace(
+    MINIMAL,
+    name="gang",
+    workers=4,
+    kubernetes=KubernetesOptions(queue="research", priority_class="batch"),
+)
+CASES = {
+    "minimal": (MINIMAL, LOCAL),
+    "seed-like": (SEED_LIKE, MR_PIPELINE),
+    "elastic": (ELASTIC, MR_PIPELINE),
+    "gang-scheduled": (GANG, MR_PIPELINE),
+}
+
+
+def _specs(manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    specs = manifest["spec"]["mpiReplicaSpecs"]
+    return specs["Launcher"]["template"]["spec"], specs["Worker"]["template"]["spec"]
+
+
+def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [
+        c for c in [*pod.get("initContainers", []), *pod["containers"]] if c["name"] == name
+    ]
+    return dict(found)
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden_manifest(case: str) -> None:
+    config, ctx = CASES[case]
+    text = manifest_yaml(render_mpijob(config, ctx))
+    golden = GOLDEN / f"{case}.yaml"
+    if UPDATE:
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
+    assert yaml.safe_load(text) == render_mpijob(config, ctx)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_case_is_accepted_by_the_crd_and_the_controller(case: str) -> None:
+    assert validate_mpijob(render_mpijob(*CASES[case])) == []
+
+
+def test_every_example_renders_an_accepted_manifest() -> None:
+    examples = sorted((REPO_ROOT / "examples").glob("*/train.yaml"))
+    assert examples
+    for path in examples:
+        config = load_config(path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT)))
+        assert validate_mpijob(render_mpijob(config, MR_PIPELINE)) == [], path
+
+
+def test_the_validator_rejects_what_the_cluster_would() -> None:
+    manifest = render_mpijob(MINIMAL, LOCAL)
+    manifest["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"
+    manifest["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 0
+    manifest["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] = "Always"
+    manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "comand"
+    ] = ["x"]
+    manifest["metadata"]["labels"]["ci-runner/ref"] = "feature/x"
+    manifest["metadata"]["name"] = "a" * 50
+    assert validate_mpijob(manifest) == [
+        "schema: spec/mpiReplicaSpecs/Launcher/template/spec/containers/0: Additional properties "
+        "are not allowed ('comand' was unexpected)",
+        "metadata.labels.ci-runner/ref: 'feature/x' is not a valid label value",
+        "spec.runPolicy.cleanPodPolicy: 'Sometimes' is not None, Running or All",
+        "spec.mpiReplicaSpecs.Worker.replicas: must be at least 1",
+        "spec.mpiReplicaSpecs.Worker.restartPolicy: 'Always' is not Never or OnFailure",
+        f"metadata.name: '{'a' * 50}-launcher-xxxxx' is not a valid DNS-1035 label",
+    ]
+
+
+# What the manifest promises
+
+
+def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
+    manifest = render_mpijob(SEED_LIKE, MR_PIPELINE)
+    name = manifest["metadata"]["name"]
+    assert name == "simple-ml-01234567-5005"
+    for pod in _specs(manifest):
+        fetch = _container(pod, "fetch-code")
+        env = _env(fetch)
+        assert env["CI_RUNNER_SHA"] == SHA
+        assert env["CI_RUNNER_REPO_URL"] == "https://gitlab.bdap.com/faraway/simple_ml.git"
+        assert env["GIT_PASSWORD"] == {
+            "secretKeyRef": {"name": f"{name}-secrets", "key": "GIT_PASSWORD"}
+        }
+        assert fetch["command"][:2] == ["/bin/sh", "-c"]
+        assert 'git fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+
+
+def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
+    manifest = render_mpijob(SEED_LIKE, MR_PIPELINE)
+    _, worker = _specs(manifest)
+    assert [c["name"] for c in worker["initContainers"]] == ["fetch-code", "install-requirements"]
+    main = _container(worker, "worker")
+    assert "command" not in main and "args" not in main
+    assert main["readinessProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
+    assert manifest["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert "sleep" not in manifest_yaml(manifest)
+    install = _container(worker, "install-requirements")
+    assert _env(install)["CI_RUNNER_REQUIREMENTS"] == "requirements.txt"
+    assert {"name": "pip-cache", "persistentVolumeClaim": {"claimName": "pip-cache"}} in worker[
+        "volumes"
+    ]
+    assert {"name": "pip-cache", "emptyDir": {}} in _specs(render_mpijob(MINIMAL, LOCAL))[1][
+        "volumes"
+    ]
+    assert main["resources"] == {"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}}
+
+
+def test_every_rank_sees_the_environment_contract() -> None:
+    manifest = render_mpijob(SEED_LIKE, MR_PIPELINE)
+    name = manifest["metadata"]["name"]
+    launcher, worker = _specs(manifest)
+    expected = {
+        "CI_RUNNER_SHA": SHA,
+        "CI_RUNNER_JOB": name,
+        "CI_RUNNER_PROJECT": "faraway/simple_ml",
+        "CI_RUNNER_CODE_DIR": "/ci-runner/code",
+        "DATA_URI": "s3://datasets/diabetes/",
+        "OUTPUT_URI": f"s3://models/faraway/simple_ml/{SHA}/{name}/",
+        "PYTHONPATH": "/ci-runner/python/purelib:/ci-runner/python/platlib:src",
+        "PYTHONUNBUFFERED": "1",
+        "LOG_LEVEL": "debug",
+        "WANDB_API_KEY": {"secretKeyRef": {"name": f"{name}-secrets", "key": "WANDB_API_KEY"}},
+    }
+    assert _env(_container(launcher, "launcher")) == expected
+    assert _env(_container(worker, "worker")) == expected
+
+
+def test_launcher_runs_horovodrun_from_the_code_directory() -> None:
+    launcher, _ = _specs(render_mpijob(SEED_LIKE, MR_PIPELINE))
+    main = _container(launcher, "launcher")
+    assert main["args"] == [
+        "horovodrun",
+        "-np",
+        "4",
+        "--hostfile",
+        "/etc/mpi/hostfile",
+        "python",
+        "main_with_horovod.py",
+        "--epochs",
+        "20",
+    ]
+    assert 'cd "$code_dir"' in main["command"][2]
+
+
+def test_elastic_launcher_discovers_hosts() -> None:
+    assert launcher_args(replace(ELASTIC, slots_per_worker=2)) == [
+        "horovodrun",
+        "-np",
+        "4",
+        "--min-np",
+        "4",
+        "--max-np",
+        "8",
+        "--slots",
+        "2",
+        "--host-discovery-script",
+        "/etc/mpi/discover_hosts.sh",
+        "python",
+        "train.py",
+    ]
+
+
+def test_run_policy() -> None:
+    assert render_mpijob(SEED_LIKE, MR_PIPELINE)["spec"]["runPolicy"] == {
+        "cleanPodPolicy": "Running",
+        "ttlSecondsAfterFinished": 600,
+        "backoffLimit": 1,
+        "activeDeadlineSeconds": 7200,
+    }
+    assert "activeDeadlineSeconds" not in render_mpijob(MINIMAL, LOCAL)["spec"]["runPolicy"]
+
+
+def test_gang_scheduling_counts_only_the_workers() -> None:
+    # WaitForWorkersReady creates the launcher after the workers are ready: a gang of
+    # workers + launcher would wait for a pod that is never created (mpi-operator#608).
+    policy = render_mpijob(GANG, MR_PIPELINE)["spec"]["runPolicy"]["schedulingPolicy"]
+    assert policy == {"minAvailable": 4, "queue": "research", "priorityClass": "batch"}
+
+
+def test_pod_settings_on_launcher_and_workers() -> None:
+    for pod in _specs(render_mpijob(SEED_LIKE, MR_PIPELINE)):
+        assert pod["tolerations"] == [
+            {"operator": "Exists", "key": "gpu", "effect": "NoSchedule"},
+            {
+                "operator": "Equal",
+                "key": "spot",
+                "value": "true",
+                "effect": "NoExecute",
+                "tolerationSeconds": 60,
+            },
+        ]
+        assert pod["nodeSelector"] == {"accelerator": "nvidia-v100", "pool": "training"}
+        assert pod["dnsPolicy"] == "None"
+        assert pod["dnsConfig"] == {
+            "nameservers": ["10.105.222.6"],
+            "searches": ["bdap.com"],
+            "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}],
+        }
+        assert pod["serviceAccountName"] == "trainer"
+        assert pod["priorityClassName"] == "high"
+        assert pod["imagePullSecrets"] == [{"name": "harbor"}]
+
+
+def test_labels_and_annotations_link_back() -> None:
+    metadata = render_mpijob(SEED_LIKE, MR_PIPELINE)["metadata"]
+    assert metadata["namespace"] == "mpi-operator"
+    assert metadata["labels"] == {
+        "app.kubernetes.io/managed-by": "ci-runner",
+        "ci-runner/job": "simple-ml-01234567-5005",
+        "ci-runner/config-name": "simple-ml",
+        "ci-runner/project": "faraway-simple_ml",
+        "ci-runner/sha": SHA,
+        "ci-runner/pipeline": "1001",
+        "ci-runner/ci-job": "5005",
+        "ci-runner/merge-request": "7",
+    }
+    assert metadata["annotations"] == {
+        "ci-runner/project": "faraway/simple_ml",
+        "ci-runner/project-url": "https://gitlab.bdap.com/faraway/simple_ml",
+        "ci-runner/sha": SHA,
+        "ci-runner/ref": "feature/faster-training",
+        "ci-runner/pipeline-id": "1001",
+        "ci-runner/pipeline-source": "merge_request_event",
+        "ci-runner/ci-job-id": "5005",
+        "ci-runner/ci-job-url": "https://gitlab.bdap.com/faraway/simple_ml/-/jobs/5005",
+        "ci-runner/merge-request-iid": "7",
+        "ci-runner/config": "simple_ml/train.yaml",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("group/sub/project", "group-sub-project"),
+        ("-x-", "x"),
+        ("ü" * 80, ""),
+        ("a" * 80, "a" * 63),
+    ],
+)
+def test_label_value(text: str, expected: str) -> None:
+    assert label_value(text) == expected
+
+
+def test_no_repository_url_is_a_clear_error() -> None:
+    with pytest.raises(GitError) as raised:
+        render_mpijob(MINIMAL, replace(LOCAL, repo_url=None))
+    assert str(raised.value) == (
+        "no repository URL for the pods to fetch the code from; fix: pass --repo-url "
+        "https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in GitLab CI"
+    )
+
+
+def test_names_ci_runner_sets_cannot_be_reused() -> None:
+    config = replace(
+        MINIMAL, env=(("CI_RUNNER_SHA", "x"), ("DATA_URI", "y")), secrets=("GIT_PASSWORD",)
+    )
+    with pytest.raises(ConfigError) as raised:
+        render_mpijob(config, LOCAL)
+    assert raised.value.lines() == [
+        "train.yaml: env.CI_RUNNER_SHA: CI_RUNNER_SHA is set by ci-runner for every rank; fix: "
+        "use another name",
+        "train.yaml: env.DATA_URI: DATA_URI is set by ci-runner for every rank; fix: use "
+        "another name",
+        "train.yaml: secrets: GIT_PASSWORD is set by ci-runner for every rank; fix: give the "
+        "secret variable another name",
+    ]
+
+
+def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
+    config = replace(MINIMAL, env=(("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0")))
+    manifest = render_mpijob(config, LOCAL)
+    assert validate_mpijob(manifest) == []
+    env = _env(_container(_specs(manifest)[1], "worker"))
+    assert (env["PYTHONPATH"], env["PYTHONUNBUFFERED"]) == (
+        "/ci-runner/python/purelib:/ci-runner/python/platlib:lib",
+        "0",
+    )
+
+
+# The Secret
+
+
+def test_secret_data_with_the_job_token() -> None:
+    env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "wandb-value"}
+    assert secret_data(SEED_LIKE, MR_PIPELINE, env) == {
+        "GIT_USERNAME": "gitlab-ci-token",
+        "GIT_PASSWORD": TOKEN,
+        "WANDB_API_KEY": "wandb-value",
+    }
+    assert secret_name("simple-ml-01234567-5005") == "simple-ml-01234567-5005-secrets"
+
+
+def test_secret_data_prefers_a_git_token() -> None:
+    env = {"CI_JOB_TOKEN": "job", "CI_RUNNER_GIT_TOKEN": "glpat-x"}
+    assert secret_data(MINIMAL, LOCAL, env) == {"GIT_USERNAME": "oauth2", "GIT_PASSWORD": "glpat-x"}
+
+
+def test_secret_data_names_every_missing_variable() -> None:
+    config = replace(SEED_LIKE, secrets=("WANDB_API_KEY", "HF_TOKEN"))
+    with pytest.raises(ConfigError) as raised:
+        secret_data(config, MR_PIPELINE, {"CI_JOB_TOKEN": TOKEN, "HF_TOKEN": ""})
+    assert raised.value.lines() == [
+        f"simple_ml/train.yaml: secrets: CI variable {name} is not set; fix: define {name} as a "
+        "masked variable in the project's Settings > CI/CD > Variables (or export it when "
+        "running outside CI)"
+        for name in ("WANDB_API_KEY", "HF_TOKEN")
+    ]
+
+
+def test_no_secret_value_is_in_the_manifest() -> None:
+    text = manifest_yaml(render_mpijob(SEED_LIKE, MR_PIPELINE))
+    data = secret_data(SEED_LIKE, MR_PIPELINE, {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "w" * 20})
+    assert TOKEN not in text
+    assert data["WANDB_API_KEY"] not in text
+
+
+# Injection: a value can never add or change a key
+
+NASTY = [
+    'x"\n  evil: 1',
+    "x'\n- evil",
+    "{{ 7 * 7 }}{% raw %}",
+    "&anchor a\n*anchor",
+    "key: value # comment",
+    "--- !!python/object:os.system\n...",
+    "null",
+    "0x1F",
+    "\\u0041\\",
+    "tab\there\u2028line\u0085sep\ufeff",
+    "\U0001f600 ünïcödé",
+    "x" * 5000,
+]
+
+
+def _substituted(value: Any, old: str, new: str) -> Any:
+    """``value`` with ``old`` replaced by ``new`` in every string and key; labels left out."""
+    if isinstance(value, dict):
+        return {
+            _substituted(key, old, new): _substituted(item, old, new)
+            for key, item in value.items()
+            if key != "labels"  # sanitized, so not the value itself: checked separately
+        }
+    if isinstance(value, list):
+        return [_substituted(item, old, new) for item in value]
+    return value.replace(old, new) if isinstance(value, str) else value
+
+
+def _config_with(value: str) -> TrainConfig:
+    return replace(
+        SEED_LIKE,
+        image=value,
+        command=(value, value),
+        requirements=value,
+        env=(("LOG_LEVEL", value),),
+        data=value,
+        outputs=value.replace("{", "{{").replace("}", "}}"),
+        kubernetes=replace(
+            SEED_LIKE.kubernetes,
+            namespace=value,
+            tolerations=(
+                Toleration(key=value, operator="Equal", value=value, effect="NoSchedule"),
+            ),
+            node_selector=((value, value),),
+            dns_config=DnsConfig(
+                nameservers=(value,), searches=(value,), options=((value, value),)
+            ),
+            service_account=value,
+            priority_class=value,
+            image_pull_secrets=(value,),
+            queue=value,
+            pip_cache_pvc=value,
+        ),
+        source_file=value,
+    )
+
+
+def _context_with(value: str) -> CIContext:
+    return replace(
+        MR_PIPELINE,
+        project_path=value,
+        project_url=value,
+        pipeline_id=value,
+        pipeline_source=value,
+        job_url=value,
+        ref_name=value,
+        mr_iid=value,
+        repo_url=value,
+    )
+
+
+@pytest.mark.parametrize("value", NASTY, ids=range(len(NASTY)))
+def test_user_values_stay_single_values(value: str) -> None:
+    """Each value lands exactly where "benign" does, as that one scalar, and nothing else moves."""
+    benign = render_mpijob(_config_with("benign"), _context_with("benign"))
+    nasty = render_mpijob(_config_with(value), _context_with(value))
+    expected = _substituted(benign, "benign", value)
+    annotations = expected["metadata"]["annotations"]
+    expected["metadata"]["annotations"] = {k: v[:4096] for k, v in annotations.items()}
+    assert _substituted(nasty, "benign", "benign") == expected
+    assert yaml.safe_load(manifest_yaml(nasty)) == nasty
+
+
+@pytest.mark.parametrize("value", NASTY, ids=range(len(NASTY)))
+def test_hostile_ci_context_still_gives_an_accepted_manifest(value: str) -> None:
+    manifest = render_mpijob(SEED_LIKE, replace(_context_with(value), job_id=value))
+    assert validate_mpijob(manifest) == []
+    assert manifest["metadata"]["annotations"]["ci-runner/ref"] == value[:4096]
+
+
+def test_label_values_from_a_hostile_branch_name_are_valid() -> None:
+    labels = render_mpijob(MINIMAL, replace(LOCAL, project_path='x"\n  evil: 1'))["metadata"][
+        "labels"
+    ]
+    assert labels["ci-runner/project"] == "x-evil-1"
+    assert all(
+        re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", v) for v in labels.values()
+    )
+
+
+@given(st.text())
+def test_yaml_quote_round_trips_any_text(text: str) -> None:
+    assert yaml.safe_load(yaml_quote(text)) == text
+    document = f"a:\n  b: {yaml_quote(text)}\n  c: 1\n"
+    assert yaml.safe_load(document) == {"a": {"b": text, "c": 1}}
+
+
+@given(
+    st.one_of(
+        st.integers(), st.booleans(), st.none(), st.floats(allow_nan=False, allow_infinity=False)
+    )
+)
+def test_yaml_quote_keeps_scalar_types(value: object) -> None:
+    assert yaml.safe_load(yaml_quote(value)) == value
