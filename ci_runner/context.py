@@ -35,13 +35,24 @@ class CIContext:
     mr_iid: str | None = None
     mr_target_branch: str | None = None
     default_branch: str | None = None
-    repo_url: str | None = (
-        None  # what pods `git fetch` from (HTTPS; credentials come from a Secret)
-    )
+    ci_job_name: str | None = None  # the CI job's name: where the target branch's baseline is
+    mr_project_id: str | None = None  # the project the MR targets
+    mr_source_project_id: str | None = None  # differs from mr_project_id for a fork's MR
+    # What pods `git fetch` from (HTTPS; credentials come from a Secret).
+    repo_url: str | None = None
 
     @property
     def short_sha(self) -> str:
         return self.sha[:8]
+
+    @property
+    def from_fork(self) -> bool:
+        """Whether this is a merge request pipeline for a branch of another project (a fork)."""
+        return bool(
+            self.mr_source_project_id
+            and self.mr_project_id
+            and self.mr_source_project_id != self.mr_project_id
+        )
 
     @property
     def in_ci(self) -> bool:
@@ -63,6 +74,9 @@ CI_VARIABLES: Mapping[str, str] = {
     "CI_MERGE_REQUEST_IID": "mr_iid",
     "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "mr_target_branch",
     "CI_DEFAULT_BRANCH": "default_branch",
+    "CI_JOB_NAME": "ci_job_name",
+    "CI_MERGE_REQUEST_PROJECT_ID": "mr_project_id",
+    "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "mr_source_project_id",
 }
 
 # Variables whose presence means "running inside a GitLab CI job".
