@@ -1,0 +1,18 @@
+"""Every API verb ci-runner's Kubernetes backend uses: the RBAC Role it needs, no more."""
+
+from __future__ import annotations
+
+# (apiGroup, resource, verbs). tests/test_kube_permissions.py checks that the fake API server
+# saw no request outside this list, so it stays exact.
+REQUIRED_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "delete")),
+    ("", "secrets", ("create", "patch", "delete")),
+    ("", "pods", ("get", "list", "watch", "delete")),
+    ("", "pods/log", ("get",)),
+    ("", "events", ("list", "watch")),
+)
+
+
+def rbac_rule(group: str, resource: str, verb: str) -> str:
+    """An RBAC rule granting one verb, as it would appear in a Role."""
+    return f'{{apiGroups: ["{group}"], resources: ["{resource}"], verbs: ["{verb}"]}}'

@@ -1,0 +1,53 @@
+"""The Kubernetes resources ci-runner touches, and the URL paths that name them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A namespaced API resource: group ("" for core), version, plural name, kind."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def label(self) -> str:
+        """How error messages name it: ``pods/log``, ``mpijobs.kubeflow.org``."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str, name: str | None = None) -> str:
+        """The collection path, or the object path when ``name`` is given."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        collection, _, subresource = self.plural.partition("/")
+        path = f"{root}/namespaces/{namespace}/{collection}"
+        if name is not None:
+            path += f"/{name}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+
+MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+PODS = Resource("", "v1", "pods", "Pod")
+POD_LOGS = Resource("", "v1", "pods/log", "Pod")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+EVENTS = Resource("", "v1", "events", "Event")
+
+# MPI Operator v0.8.2 pod labels (FACTS.md).
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+def job_selector(job_name: str, role: str | None = None) -> str:
+    """The label selector for a job's pods (optionally one role: launcher or worker)."""
+    selector = f"{JOB_NAME_LABEL}={job_name}"
+    return f"{selector},{JOB_ROLE_LABEL}={role}" if role else selector

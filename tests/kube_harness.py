@@ -1,0 +1,218 @@
+"""Run the real Kubernetes backend against the fake API server and watch what it prints.
+
+``with running_cluster(tmp_path) as cluster:`` gives a started :class:`FakeKubeServer` with the
+fake MPI Operator, a :class:`CiLog` that records the CI log line by line, a ManualClock and
+``cluster.backend(manifest)`` to build a :class:`KubernetesBackend` whose ``run()`` goes on a
+thread (:meth:`Cluster.start`), so the test can play the cluster's part step by step, waiting
+for each status line before the next step (real waits on a condition variable, bounded; the
+backend's own waiting goes through the ManualClock).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+
+from ci_runner.clock import ManualClock
+from ci_runner.kube import KubernetesBackend
+from ci_runner.kube.api import RetryPolicy
+from ci_runner.logsink import LogSink, SecretMasker
+from ci_runner.result import RunResult
+from tests.kube_operator import JobScenario, MpiOperator
+from tests.kube_server import FakeKubeServer
+
+JSON = dict[str, Any]
+NAMESPACE = "ml"
+JOB = "train-3f2a9c1"
+IMAGE = "registry.example.com/ml/train:3f2a9c1"
+GIT_TOKEN = "glcbt-64-secret-job-token"
+WAIT = 20.0  # real seconds a test waits for the backend before failing (never reached when green)
+
+
+def mpijob_manifest(
+    name: str = JOB,
+    workers: int = 2,
+    deadline: int | None = None,
+    launcher_replicas: int = 1,
+    clean_pod_policy: str = "Running",
+) -> JSON:
+    """A small v2beta1 MPIJob like the one ci-runner renders (launcher + workers)."""
+    run_policy: JSON = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": 0}
+    if deadline is not None:
+        run_policy["activeDeadlineSeconds"] = deadline
+    env = [
+        {
+            "name": "GIT_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "git-token"}},
+        }
+    ]
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "ci-runner"}},
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiImplementation": "OpenMPI",
+            "runPolicy": run_policy,
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": launcher_replicas,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "launcher",
+                                    "image": IMAGE,
+                                    "command": [
+                                        "horovodrun",
+                                        "-np",
+                                        str(workers),
+                                        "python",
+                                        "train.py",
+                                    ],
+                                    "env": env,
+                                }
+                            ]
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "worker",
+                                    "image": IMAGE,
+                                    "resources": {"limits": {"memory": "4Gi", "nvidia.com/gpu": 1}},
+                                    "env": env,
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+class CiLog:
+    """The CI job's log: every line echoed, in order; tests wait for lines to appear."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._partial = ""
+        self._cond = threading.Condition()
+
+    def __call__(self, text: str) -> None:
+        with self._cond:
+            *complete, self._partial = (self._partial + text).split("\n")
+            self.lines.extend(complete)
+            self._cond.notify_all()
+
+    def wait_for(self, line: str) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: line in self.lines, timeout=WAIT):
+                raise AssertionError(f"never printed {line!r}; the CI log so far: {self.lines}")
+
+    def status_lines(self) -> list[str]:
+        return [line for line in self.lines if line.startswith("[ci-runner]")]
+
+
+class Cluster:
+    def __init__(self, server: FakeKubeServer, tmp_path: Path) -> None:
+        self.server = server
+        self.operator = MpiOperator(server)
+        self.tmp_path = tmp_path
+        self.log = CiLog()
+        self.clock = ManualClock()
+        self.backend_under_test: KubernetesBackend | None = None
+        self._thread: threading.Thread | None = None
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+
+    def job(self, name: str = JOB) -> JobScenario:
+        return self.operator.job(name, NAMESPACE)
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        return kubernetes.client.ApiClient(self.server.configuration())
+
+    def backend(
+        self, manifest: JSON | None = None, unschedulable_timeout: float = 600
+    ) -> KubernetesBackend:
+        sink = LogSink(self.tmp_path / "train.log", self.log, SecretMasker([GIT_TOKEN]))
+        self.backend_under_test = KubernetesBackend(
+            api_client=self.api_client(),
+            namespace=NAMESPACE,
+            manifest=manifest or mpijob_manifest(),
+            secret_data={"git-token": GIT_TOKEN},
+            sink=sink,
+            echo=self.log,
+            clock=self.clock,
+            unschedulable_timeout=unschedulable_timeout,
+            retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
+        )
+        return self.backend_under_test
+
+    def start(self, manifest: JSON | None = None, unschedulable_timeout: float = 600) -> None:
+        """``backend(...).run()`` on a thread."""
+        backend = self.backend(manifest, unschedulable_timeout)
+
+        def run() -> None:
+            try:
+                self._result = backend.run()
+            except BaseException as exc:
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def wait_watching(self) -> None:
+        """Wait until the backend watches its MPIJob, pods and Events."""
+        self.server.wait_for_watches("mpijobs.kubeflow.org", "pods", "events")
+
+    def started(
+        self, manifest: JSON | None = None, unschedulable_timeout: float = 600
+    ) -> JobScenario:
+        """Start the backend, wait until it watches; the job's scenario."""
+        self.start(manifest, unschedulable_timeout)
+        self.wait_watching()
+        return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
+
+    def result(self) -> RunResult:
+        """Wait for ``run()`` to return; its RunResult (or its exception, raised)."""
+        assert self._thread is not None
+        self._thread.join(timeout=WAIT)
+        if self._thread.is_alive():
+            raise AssertionError(f"run() did not return; the CI log so far: {self.log.lines}")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def error(self) -> BaseException:
+        """Wait for ``run()`` to raise; the exception."""
+        assert self._thread is not None
+        self._thread.join(timeout=WAIT)
+        assert self._error is not None, f"run() did not raise: {self._result}"
+        return self._error
+
+
+@contextmanager
+def running_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with FakeKubeServer() as server:
+        cluster = Cluster(server, tmp_path)
+        try:
+            yield cluster
+        finally:
+            backend = cluster.backend_under_test
+            if cluster._thread is not None and cluster._thread.is_alive() and backend:
+                backend.cancel()
+                cluster._thread.join(timeout=WAIT)

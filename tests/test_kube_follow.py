@@ -1,0 +1,134 @@
+"""JobTracker: each phase printed once; the end decided from conditions, never counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ci_runner.kube.follow import JobTracker, Verdict
+from ci_runner.kube.resources import EVENTS, MPIJOBS, PODS
+from ci_runner.kube.watching import SYNC, WatchUpdate
+from ci_runner.result import Failure, FailureKind, Outcome
+
+JSON = dict[str, Any]
+ROLE = "training.kubeflow.org/job-role"
+
+
+def worker(index: int, ready: bool = False, unschedulable: str | None = None) -> JSON:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if unschedulable:
+        conditions = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": unschedulable,
+            }
+        ]
+    return {
+        "metadata": {"name": f"j-worker-{index}", "labels": {ROLE: "worker"}},
+        "status": {"phase": "Running" if ready else "Pending", "conditions": conditions},
+    }
+
+
+def mpijob(*conditions: tuple[str, str]) -> JSON:
+    return {
+        "metadata": {"name": "j"},
+        "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 2}}},
+        "status": {
+            "conditions": [{"type": t, "status": "True", "reason": r} for t, r in conditions],
+            "replicaStatuses": {"Launcher": {"failed": 1}},
+        },
+    }
+
+
+def pods(kind: str, *objects: JSON) -> WatchUpdate:
+    return WatchUpdate(PODS, kind, objects)
+
+
+def test_ready_count_is_printed_as_it_grows_only() -> None:
+    tracker = JobTracker("j", 2, 600)
+    assert tracker.apply(pods(SYNC, worker(0), worker(1)), 0) == []
+    assert tracker.apply(pods("MODIFIED", worker(0, ready=True)), 0) == ["workers ready 1/2"]
+    assert tracker.apply(pods("MODIFIED", worker(0, ready=True)), 0) == []
+    assert tracker.apply(pods("MODIFIED", worker(1, ready=True)), 0) == ["workers ready 2/2"]
+    assert tracker.apply(pods("DELETED", worker(1, ready=True)), 0) == []
+
+
+def test_pending_reason_is_printed_once_and_times_out() -> None:
+    tracker = JobTracker("j", 2, 600)
+    update = pods(SYNC, worker(0, unschedulable="no GPU"), worker(1, unschedulable="no GPU"))
+    assert tracker.apply(update, 10) == ["workers pending: no GPU"]
+    event = {
+        "involvedObject": {"kind": "Pod", "name": "j-worker-0"},
+        "reason": "FailedScheduling",
+        "message": "no GPU",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, "ADDED", (event,)), 20) == []
+    tracker.check_time(609)
+    assert tracker.verdict() is None
+    tracker.check_time(610)
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.UNSCHEDULABLE,
+            "pod j-worker-0 stayed unschedulable for 600s: no GPU",
+            pod="j-worker-0",
+        ),
+    )
+    assert tracker.decided_here
+
+
+def test_scheduled_again_resets_the_timer() -> None:
+    tracker = JobTracker("j", 1, 600)
+    tracker.apply(pods(SYNC, worker(0, unschedulable="no GPU")), 0)
+    tracker.apply(pods("MODIFIED", worker(0, ready=True)), 500)
+    tracker.check_time(5000)
+    assert tracker.verdict() is None
+
+
+def test_the_end_comes_from_conditions_not_counters() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    assert tracker.verdict() is None  # replicaStatuses.Launcher.failed is 1: not the end
+    done = mpijob(("Created", "MPIJobCreated"), ("Succeeded", "MPIJobSucceeded"))
+    tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (done,)), 0)
+    assert tracker.verdict() == Verdict(Outcome.SUCCEEDED)
+    assert not tracker.decided_here
+
+
+def test_validation_error_fails_at_once() -> None:
+    tracker = JobTracker("j", 2, 600)
+    event = {
+        "involvedObject": {"kind": "MPIJob", "name": "j"},
+        "reason": "ValidationError",
+        "message": "Found validation errors: bad",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (event,)), 0) == []
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.VALIDATION, "MPI Operator rejected the MPIJob: Found validation errors: bad"
+        ),
+    )
+
+
+def test_a_deleted_job_is_cancelled() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(WatchUpdate(MPIJOBS, "DELETED", (mpijob(),)), 0)
+    assert tracker.verdict() == Verdict(
+        Outcome.CANCELLED, Failure(FailureKind.CANCELLED, "MPIJob j was deleted before it finished")
+    )
+
+
+def test_launcher_running_once_per_pod() -> None:
+    tracker = JobTracker("j", 1, 600)
+    running = {
+        "metadata": {"name": "j-launcher-b2c4d", "labels": {ROLE: "launcher"}},
+        "status": {"phase": "Running", "containerStatuses": [{"state": {"running": {}}}]},
+    }
+    assert tracker.apply(pods("MODIFIED", running), 0) == [
+        "launcher running (pod j-launcher-b2c4d)"
+    ]
+    assert tracker.apply(pods("MODIFIED", running), 0) == []
+    assert tracker.launcher_to_follow() == "j-launcher-b2c4d"
