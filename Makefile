@@ -4,14 +4,27 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ci-runner-installed
 
-.PHONY: demo test lint typecheck unit bench env clean
+DEMO_DIR := demo-output
+DEMO_DATA := $(DEMO_DIR)/data
+# e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
+DEMO_FLAGS ?=
 
-## demo: run the example's train.yaml on this machine (no cluster, no GitLab)
-demo: env
-	$(VENV)/bin/ci-runner render --config examples/simple_ml/train.yaml
+.PHONY: demo horovod test lint typecheck unit bench env clean
+
+## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
+demo: env horovod $(DEMO_DATA)/diabetes.csv
+	$(VENV)/bin/ci-runner train --local --config examples/simple_ml/train.yaml \
+		--data $(DEMO_DATA)/ --outputs $(DEMO_DIR)/model/ --output-dir $(DEMO_DIR) $(DEMO_FLAGS)
+
+$(DEMO_DATA)/diabetes.csv: examples/simple_ml/prepare_data.py | env
+	$(PY) examples/simple_ml/prepare_data.py $(DEMO_DATA)/
+
+## horovod: torch 2.13 (CPU) and Horovod 0.28.1 (PyTorch + Gloo), built once into a cached wheel
+horovod: env
+	scripts/setup-horovod.sh $(VENV)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
-test: env lint typecheck
+test: env horovod lint typecheck
 	$(PY) -m pytest -q
 
 lint: env
@@ -24,6 +37,12 @@ typecheck: env
 ## unit: the fast tests only
 unit: env
 	$(PY) -m pytest -q -m "not slow"
+
+## bench: what ci-runner costs on top of training, each figure next to its target (bench/README.md)
+# e.g. make bench BENCH_FLAGS=--quick (small sizes, for development)
+BENCH_FLAGS ?=
+bench: env horovod
+	$(PY) -m bench.run $(BENCH_FLAGS)
 
 ## env: the project's virtualenv with ci-runner and its test tools
 env: $(STAMP)

@@ -33,6 +33,11 @@ class SecretMasker:
         self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
 
     @property
+    def values(self) -> tuple[str, ...]:
+        """The values masked, longest first."""
+        return self._values
+
+    @property
     def longest(self) -> int:
         """Length of the longest secret (0 when there are none)."""
         return len(self._values[0]) if self._values else 0
@@ -80,13 +85,16 @@ class LogSink:
         text = self._decoder.decode(data) if isinstance(data, bytes) else data
         if not text:
             return
-        self._pending += text
-        while True:
-            newline = self._pending.find("\n")
-            if newline < 0:
-                break
-            line, self._pending = self._pending[: newline + 1], self._pending[newline + 1 :]
-            self._emit(line)
+        last = text.rfind("\n")
+        if last < 0:
+            self._pending += text
+        else:
+            # One split per piece: cutting each line off the front of the pending text copied
+            # the rest every time, quadratic in the number of lines a piece holds.
+            lines = (self._pending + text[: last + 1]).split("\n")
+            self._pending = text[last + 1 :]
+            for line in lines[:-1]:
+                self._emit(line + "\n")
         if len(self._pending) > self._max_line:
             # Mask what we have, then hold back only what could be the start of a secret that
             # the next piece completes: every whole occurrence is already replaced.
@@ -138,3 +146,18 @@ class LogSink:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def tail_lines(path: Path, count: int, max_bytes: int = 256 * 1024) -> tuple[str, ...]:
+    """The last ``count`` lines of a (possibly huge) log file, reading at most ``max_bytes``."""
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(size - max_bytes, 0))
+            data = file.read()
+    except FileNotFoundError:
+        return ()
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if len(data) == max_bytes and lines:
+        lines = lines[1:]  # the first line read is most likely cut
+    return tuple(line[:TAIL_LINE_CHARS] for line in lines[-count:])

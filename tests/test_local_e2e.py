@@ -1,0 +1,246 @@
+"""End to end: the real example trained by real horovodrun + Horovod (gloo, CPU), 2 ranks, through
+``ci-runner train --local``; data and model on file:// and on S3 (a moto server on loopback).
+
+Needs Horovod with PyTorch in this environment: `make test` installs it first
+(scripts/setup-horovod.sh), so these run in CI; elsewhere they skip, saying how to install it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ci_runner.local_backend import is_running
+from tests.conftest import REPO_ROOT, run_git
+
+BIN = Path(sys.executable).parent
+HOROVOD_MISSING = importlib.util.find_spec("horovod") is None or not (BIN / "horovodrun").exists()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        HOROVOD_MISSING,
+        reason="Horovod is not installed in this environment; run `make horovod` "
+        "(scripts/setup-horovod.sh .venv) to build it",
+    ),
+]
+
+EXAMPLE = "examples/simple_ml"
+CONFIG = f"{EXAMPLE}/train.yaml"
+EPOCHS = 20
+TRAIN_LINE = re.compile(
+    r"\[(\d)\]<stdout>:Training\. Epoch (\d+), MSE loss: ([-+0-9.eE]+), Worker: (\d)$"
+)
+TEST_LINE = re.compile(r"\[(\d)\]<stdout>:Testing\. MSE loss: ([-+0-9.eE]+), Worker: (\d)$")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ci-runner cache for the module: the Horovod check and the layer happen once."""
+    return tmp_path_factory.mktemp("ci-runner-cache")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A fresh repository with the example committed, as a user's project would hold it."""
+    repo = tmp_path / "project"
+    shutil.copytree(
+        REPO_ROOT / EXAMPLE, repo / EXAMPLE, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    run_git(["init", "-q", "-b", "main"], repo)
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "simple_ml example"], repo)
+    return repo
+
+
+def base_env(cache: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "GITLAB_", "AWS_"))}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", CI_RUNNER_CACHE=str(cache))
+    env.update(extra)
+    return env
+
+
+def prepare_data(repo: Path, uri: str, env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, f"{EXAMPLE}/prepare_data.py", uri],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
+def train(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "ci-runner"), "train", "--local", "--config", CONFIG, *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def check_training_log(log: str) -> None:
+    """Both ranks' loss for every epoch, falling, and the test loss from both ranks."""
+    losses: dict[int, dict[int, float]] = {0: {}, 1: {}}
+    tests: dict[int, float] = {}
+    for line in log.splitlines():
+        if match := TRAIN_LINE.match(line):
+            prefix, epoch, loss, worker = match.groups()
+            assert prefix == worker
+            losses[int(worker)][int(epoch)] = float(loss)
+        elif match := TEST_LINE.match(line):
+            tests[int(match[3])] = float(match[2])
+    for rank in (0, 1):
+        assert sorted(losses[rank]) == list(range(EPOCHS)), f"rank {rank}: {losses[rank]}"
+        assert losses[rank][EPOCHS - 1] < losses[rank][0]
+    assert sorted(tests) == [0, 1]
+    assert tests[0] == tests[1] > 0  # the test loss is averaged over the ranks
+
+
+def summary_value(stderr: str, key: str) -> str:
+    match = re.search(rf"^\[ci-runner\] {key}: (.+)$", stderr, re.MULTILINE)
+    assert match, stderr
+    return match[1]
+
+
+def load_model(data: bytes) -> dict[str, object]:
+    import torch
+
+    checkpoint: dict[str, object] = torch.load(io.BytesIO(data), weights_only=False)
+    return checkpoint
+
+
+def test_trains_the_example_with_files(tmp_path: Path, project: Path, cache: Path) -> None:
+    env = base_env(cache)
+    data = (tmp_path / "data").as_uri()
+    prepare_data(project, data, env)
+    out = tmp_path / "model-out"
+
+    done = train(project, env, "--data", data, "--outputs", out.as_uri())
+
+    assert done.returncode == 0, done.stderr
+    check_training_log(done.stdout)
+    log_file = Path(summary_value(done.stderr, "log"))
+    assert log_file.read_text() == done.stdout  # the saved log is exactly what was streamed
+    assert summary_value(done.stderr, "outputs") == out.as_uri()
+    model = load_model((out / "model.pt").read_bytes())
+    assert set(model) == {"state_dict", "feature_names", "feature_mean", "feature_std", "test_mse"}
+
+
+@pytest.fixture
+def s3() -> Iterator[Callable[[], object]]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+
+    def client() -> object:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    client.endpoint = endpoint  # type: ignore[attr-defined]
+    try:
+        yield client
+    finally:
+        server.stop()
+
+
+def test_trains_the_example_with_s3(project: Path, cache: Path, s3: Callable[[], object]) -> None:
+    client = s3()
+    for bucket in ("datasets", "models"):
+        client.create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+    env = base_env(
+        cache,
+        AWS_ENDPOINT_URL=s3.endpoint,  # type: ignore[attr-defined]
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    prepare_data(project, "s3://datasets/diabetes/", env)
+
+    done = train(project, env)  # train.yaml's own data and outputs
+
+    assert done.returncode == 0, done.stderr
+    check_training_log(done.stdout)
+    outputs = summary_value(done.stderr, "outputs")
+    sha = run_git(["rev-parse", "HEAD"], project)
+    assert outputs.startswith(f"s3://models/project/{sha}/simple-ml-{sha[:8]}-")
+    key = outputs.removeprefix("s3://models/") + "model.pt"
+    body = client.get_object(Bucket="models", Key=key)["Body"].read()  # type: ignore[attr-defined]
+    assert load_model(body)["feature_names"] == [
+        "age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"
+    ]  # fmt: skip
+
+
+SLEEPY_TRAIN_YAML = """\
+name: sleepy
+image: horovod/horovod:0.28.1
+command: python sleepy.py
+workers: 2
+"""
+SLEEPY = """\
+import os, time
+import horovod.torch as hvd
+hvd.init()
+print(f"pid {os.getpid()}", flush=True)
+time.sleep(600)
+"""
+
+
+def test_ctrl_c_stops_real_horovod_ranks(
+    git_repo: Callable[..., tuple[Path, str]], cache: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": SLEEPY_TRAIN_YAML, "sleepy.py": SLEEPY})
+    proc = subprocess.Popen(
+        [str(BIN / "ci-runner"), "train", "--local"],
+        cwd=repo,
+        env=base_env(cache),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    pids: list[int] = []
+    try:
+        for line in proc.stdout:
+            pids.extend(int(p) for p in re.findall(r"<stdout>:pid (\d+)", line))
+            if len(pids) == 2:
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 5  # real processes, reaped by the kernel
+    while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if is_running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+
+    assert len(pids) == 2
+    assert left == []
+    assert proc.returncode == 130
+    assert "[ci-runner] every rank stopped\n" in err
+    assert "[ci-runner] training cancelled" in err
