@@ -49,13 +49,22 @@ class ArtifactListing:
 def make_s3_client(
     environ: Mapping[str, str], endpoint_url: str | None = None, *, attempts: int = 3
 ) -> Any:
-    """A boto3 S3 client: credentials and region from the standard AWS variables (boto3 reads
-    them); endpoint from ``endpoint_url``, else ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``.
+    """A boto3 S3 client: credentials and region from the standard AWS variables in ``environ``
+    (else boto3's own chain: config files, instance roles); endpoint from ``endpoint_url``, else
+    ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``.
 
     With a custom endpoint (MinIO, Ceph) path-style addressing is used: it needs no wildcard DNS.
     """
     import boto3
     from botocore.config import Config
+
+    session = boto3.session.Session(
+        aws_access_key_id=environ.get("AWS_ACCESS_KEY_ID") or None,
+        aws_secret_access_key=environ.get("AWS_SECRET_ACCESS_KEY") or None,
+        aws_session_token=environ.get("AWS_SESSION_TOKEN") or None,
+        # S3 signs with a region even where it has none (MinIO, Ceph): default to AWS's first.
+        region_name=environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    )
 
     endpoint = endpoint_url or environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
     config = Config(
@@ -65,7 +74,7 @@ def make_s3_client(
         connect_timeout=10,
         read_timeout=30,
     )
-    return boto3.client("s3", endpoint_url=endpoint or None, config=config)
+    return session.client("s3", endpoint_url=endpoint or None, config=config)
 
 
 def check_expiry(seconds: int) -> int:

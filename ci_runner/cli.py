@@ -15,21 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from ci_runner import __version__, train
+from ci_runner import __version__, cancel_command, train
 from ci_runner.commands import Command, Runtime, add_job_arguments, load_job
 from ci_runner.errors import CiRunnerError
-from ci_runner.logsink import SecretMasker
+from ci_runner.masking import secret_masker
 from ci_runner.render import manifest_yaml, render_mpijob, secret_name
 
-# CI variables that hold credentials: never printed, masked in errors and crash logs.
-TOKEN_VARIABLES = (
-    "CI_JOB_TOKEN",
-    "CI_RUNNER_GIT_TOKEN",
-    "GITLAB_TOKEN",
-    "CI_REGISTRY_PASSWORD",
-    "CI_DEPENDENCY_PROXY_PASSWORD",
-    "AWS_SECRET_ACCESS_KEY",
-)
 ERROR_PREFIX = "ci-runner: error: "
 EXIT_ERROR = 1
 EXIT_CRASH = 2
@@ -76,6 +67,7 @@ COMMANDS: list[Command] = [
         _run_render,
     ),
     train.COMMAND,
+    cancel_command.COMMAND,
 ]
 
 
@@ -95,7 +87,7 @@ def main(
         stdout=stdout or sys.stdout,
         stderr=stderr or sys.stderr,
     )
-    masker = SecretMasker(runtime.env.get(name) for name in TOKEN_VARIABLES)
+    masker = secret_masker(runtime.env)
     try:
         parser = _parser(runtime)
         try:

@@ -48,6 +48,10 @@ class ConfigError(CiRunnerError):
         return [str(p) for p in self.problems]
 
 
+class ForkRefusedError(CiRunnerError):
+    """A merge request from a fork, which the project has not opted in to train."""
+
+
 class GitError(CiRunnerError):
     """A revision, file or repository that git cannot give us."""
 

@@ -1,8 +1,9 @@
-"""``ci-runner train --local``: train.yaml at the commit, run on this machine with horovodrun.
+"""``ci-runner train``: the CI entry point, and ``--local`` for this machine.
 
-The edge of the local backend: it reads the process's environment (through the
-:class:`~ci_runner.commands.Runtime`), finds horovodrun and the cache directory, turns SIGTERM
-into the same clean stop as Ctrl-C, and prints a plain summary of the result.
+context from the environment → train.yaml at the commit (plus a manual run's overrides) →
+"training started" comment → the job run by a backend (Kubernetes, or horovodrun here) with its
+log streamed into the CI log and saved → metrics, model links, baseline → report.md, metrics.json,
+metrics.txt and the MR comment → exit code 0 only when training succeeded.
 """
 
 from __future__ import annotations
@@ -15,22 +16,37 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from ci_runner import pyenv
+from ci_runner.clock import Clock, SystemClock
 from ci_runner.commands import Command, Job, Runtime, add_job_arguments, load_job
-from ci_runner.config import expand_outputs, load_config
-from ci_runner.errors import ConfigError, EnvironmentSetupError, Problem
-from ci_runner.local_backend import WITHHELD_VARIABLES, LocalOptions, run_local, runs_working_tree
-from ci_runner.logsink import LogSink, SecretMasker
+from ci_runner.config import apply_overrides, expand_outputs, load_config
+from ci_runner.config_types import TrainConfig
+from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError, ForkRefusedError, Problem
+from ci_runner.local_backend import LocalBackend, LocalOptions, runs_working_tree
+from ci_runner.logsink import LogSink
+from ci_runner.masking import secret_masker
 from ci_runner.metrics import parse_log_file
 from ci_runner.naming import job_name
+from ci_runner.reporting import ReportSettings, announce, finish, masker_for_report, open_gitlab
 from ci_runner.result import Outcome, RunResult
+from ci_runner.run_settings import add_output_arguments, output_settings
 
 EXIT_CANCELLED = 130
-# Credentials that may be in the environment: masked wherever the training log shows them.
-MASKED_VARIABLES = (*sorted(WITHHELD_VARIABLES), "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-LOG_NAME = "train.log"
+# Pipeline variables a manual run (from the pipeline page) may set.
+WORKERS_VARIABLE = "CI_RUNNER_WORKERS"
+ARGS_VARIABLE = "CI_RUNNER_ARGS"
+ALLOW_FORKS_VARIABLE = "CI_RUNNER_ALLOW_FORKS"
+
+
+class Backend(Protocol):
+    """What ``train`` needs of a backend: run the job once, and stop it from a signal handler."""
+
+    def run(self) -> RunResult: ...
+
+    def cancel(self) -> None: ...
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
@@ -56,6 +72,7 @@ def find_horovodrun(python: Path, env: Mapping[str, str]) -> Path | None:
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser)
+    add_output_arguments(parser)
     parser.add_argument(
         "--local",
         action="store_true",
@@ -64,48 +81,127 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-dirty",
         action="store_true",
-        help="with uncommitted changes, train the working tree as it is instead of refusing",
+        help="with --local and uncommitted changes, train the working tree as it is instead of "
+        "refusing",
     )
     parser.add_argument(
         "--data",
         metavar="URI",
-        help="DATA_URI for the ranks instead of train.yaml's data (file://, s3:// or a path)",
+        help="with --local: DATA_URI for the ranks instead of train.yaml's data (file://, s3:// "
+        "or a path)",
     )
     parser.add_argument(
         "--outputs",
         metavar="URI",
-        help="OUTPUT_URI for the ranks instead of train.yaml's outputs, taken as is "
-        "(file://, s3:// or a path)",
-    )
-    parser.add_argument(
-        "--output-dir",
-        metavar="DIR",
-        help="directory for ci-runner's own files: the training log as train.log "
-        "(default: the log goes to <cache>/logs/<job>.log)",
+        help="with --local: OUTPUT_URI for the ranks instead of train.yaml's outputs, taken as "
+        "is (file://, s3:// or a path)",
     )
 
 
 def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
-    """``ci-runner train``; only ``--local`` is available in this build."""
-    if not args.local:
-        raise EnvironmentSetupError(
-            "ci-runner train on Kubernetes is not available in this build; fix: pass --local "
-            "to train on this machine"
-        )
-    job = load_job_for_local(args, runtime)
+    """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
     env = runtime.env
-    cache = cache_dir(env)
-    name = job_name(job.config, job.ctx)
-    if args.output_dir:
-        log_path = Path(args.output_dir) / LOG_NAME
-        log_path = log_path if log_path.is_absolute() else runtime.cwd / log_path
+    job = load_job_for_local(args, runtime) if args.local else load_job(args, runtime)
+    refuse_fork(job.ctx, env)
+    config = apply_overrides(
+        job.config, workers=env.get(WORKERS_VARIABLE), extra_args=env.get(ARGS_VARIABLE)
+    )
+    ctx = job.ctx
+    name = job_name(config, ctx)
+    outputs = output_settings(args, runtime)
+    masker = secret_masker(env, config)
+    status = runtime.status
+    clock = SystemClock()
+    if args.local:
+        output_uri = as_uri(args.outputs, runtime.cwd) or _expanded_outputs(config, ctx, name)
+        make_backend = _local_backend(args, runtime, job, config, output_uri, clock)
     else:
-        log_path = cache / "logs" / f"{name}.log"
-    output_uri = as_uri(args.outputs, runtime.cwd)
+        output_uri = _expanded_outputs(config, ctx, name)
+        make_backend = _cluster_backend(config, ctx, env, clock)
+    gitlab = open_gitlab(ctx, env, status)
+    report_masker = masker_for_report(masker, env)
+    announce(gitlab, config, ctx, name, report_masker, status, status)
+    with LogSink(outputs.log_path, _writer(runtime.stdout), masker) as sink:
+        backend = make_backend(sink, _writer(runtime.stderr))
+        with _cancel_on_signals(backend):
+            result = backend.run()
+    finish(
+        config,
+        ctx,
+        result,
+        ReportSettings(outputs.out_dir, outputs.artifacts_path, output_uri, clock.now()),
+        env=env,
+        gitlab=gitlab,
+        masker=report_masker,
+        warn=status,
+        echo=status,
+    )
+    print_summary(result, config, output_uri, runtime.stderr)
+    return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
+
+
+def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
+    """A fork's merge request runs untrusted code with the cluster's credentials: only by opt-in."""
+    if not ctx.from_fork or env.get(ALLOW_FORKS_VARIABLE, "").lower() == "true":
+        return
+    raise ForkRefusedError(
+        f"merge request !{ctx.mr_iid} comes from a fork (project {ctx.mr_source_project_id}): "
+        "its code would run with this project's cluster credentials; fix: review it and run the "
+        "pipeline from a branch of this project, or set the component input "
+        "allow_fork_merge_requests: true to train forks"
+    )
+
+
+MakeBackend = Callable[[LogSink, Callable[[str], None]], Backend]
+
+
+def _expanded_outputs(config: TrainConfig, ctx: CIContext, name: str) -> str | None:
+    if not config.outputs:
+        return None
+    return expand_outputs(config.outputs, project=ctx.project_path, sha=ctx.sha, job=name)
+
+
+def _cluster_backend(
+    config: TrainConfig, ctx: CIContext, env: Mapping[str, str], clock: Clock
+) -> MakeBackend:
+    """Render, connect (every mistake found before anything is submitted), then the backend."""
+    from ci_runner.kube import KubernetesBackend
+    from ci_runner.kube.connect import connect
+    from ci_runner.render import render_mpijob, secret_data
+
+    manifest = render_mpijob(config, ctx)
+    secrets = secret_data(config, ctx, env)
+    connection = connect(config.kubernetes.namespace, env)
+    manifest["metadata"]["namespace"] = connection.namespace
+
+    def make(sink: LogSink, echo: Callable[[str], None]) -> Backend:
+        return KubernetesBackend(
+            connection.client,
+            connection.namespace,
+            manifest,
+            secrets,
+            sink,
+            echo,
+            clock,
+            config.kubernetes.unschedulable_timeout,
+        )
+
+    return make
+
+
+def _local_backend(
+    args: argparse.Namespace,
+    runtime: Runtime,
+    job: Job,
+    config: TrainConfig,
+    output_uri: str | None,
+    clock: Clock,
+) -> MakeBackend:
+    env = runtime.env
     base = pyenv.current_environment()
     options = LocalOptions(
         repo=job.root,
-        cache_dir=cache,
+        cache_dir=cache_dir(env),
         environ=env,
         horovodrun=find_horovodrun(base.python, env),
         base=base,
@@ -114,17 +210,18 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         data_uri=as_uri(args.data, runtime.cwd),
         output_uri=output_uri,
     )
-    masker = SecretMasker(env.get(var) for var in (*job.config.secrets, *MASKED_VARIABLES))
-    status = _writer(runtime.stderr)
-    with LogSink(log_path, _writer(runtime.stdout), masker) as sink, _sigterm_as_interrupt():
-        result = run_local(job.config, job.ctx, options, sink=sink, echo=status)
-    outputs = output_uri or (
-        expand_outputs(job.config.outputs, project=job.ctx.project_path, sha=job.ctx.sha, job=name)
-        if job.config.outputs
-        else None
-    )
-    print_summary(result, job, outputs, runtime.stderr)
-    return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
+
+    def make(sink: LogSink, echo: Callable[[str], None]) -> Backend:
+        return LocalBackend(
+            config,
+            job.ctx,
+            options,
+            sink,
+            echo,
+            clock,
+        )
+
+    return make
 
 
 def as_uri(location: str | None, cwd: Path) -> str | None:
@@ -160,14 +257,14 @@ def load_job_for_local(args: argparse.Namespace, runtime: Runtime) -> Job:
     return Job(config=config, ctx=job.ctx, root=job.root, config_path=job.config_path)
 
 
-def print_summary(result: RunResult, job: Job, outputs: str | None, out: TextIO) -> None:
+def print_summary(result: RunResult, config: TrainConfig, outputs: str | None, out: TextIO) -> None:
     """A few plain lines: outcome, final metrics, where the log and the outputs are."""
     took = f" in {result.duration_seconds:.0f}s" if result.duration_seconds is not None else ""
     lines = [f"training {result.outcome.value}{took}: job {result.job_name}"]
     if result.failure is not None:
         lines.append(f"reason: {result.failure.message}")
-    if job.config.metrics and result.log_path.is_file():
-        summary = parse_log_file(result.log_path, job.config.metrics)
+    if config.metrics and result.log_path.is_file():
+        summary = parse_log_file(result.log_path, config.metrics)
         for metric in summary.metrics:
             if metric.final is not None:
                 best = f"; best {metric.best:.6g}" if metric.best is not None else ""
@@ -191,21 +288,28 @@ def _writer(stream: TextIO) -> Callable[[str], None]:
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (CI cancelling the job, ``kill``) stops the ranks exactly like Ctrl-C."""
+def _cancel_on_signals(backend: Backend) -> Iterator[None]:
+    """Ctrl-C and SIGTERM (CI cancelling the job, ``kill``) cancel the job: the backend stops
+    every rank / deletes the MPIJob and returns CANCELLED, and the report says so."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+    def handler(signum: int, frame: object) -> None:
+        backend.cancel()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 COMMAND = Command(
     "train",
-    "train the job: --local runs it on this machine with horovodrun (gloo, CPU)",
+    "train the job on Kubernetes and report to the merge request; --local runs it on this "
+    "machine with horovodrun (gloo, CPU)",
     add_train_arguments,
     run_train,
 )

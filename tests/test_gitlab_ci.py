@@ -77,7 +77,7 @@ def evaluate(expression: str, variables: dict[str, str]) -> bool:
 def job_runs(rules: list[dict[str, Any]], variables: dict[str, str]) -> bool:
     for rule in rules:
         if "if" not in rule or evaluate(rule["if"], variables):
-            return rule.get("when", "on_success") != "never"
+            return bool(rule.get("when", "on_success") != "never")
     return False
 
 

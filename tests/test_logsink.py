@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci_runner.logsink import MASK, LogSink, SecretMasker
+from ci_runner.logsink import MASK, LogSink, SecretMasker, tail_lines
 
 
 def make_sink(
@@ -104,3 +104,11 @@ def test_context_manager_closes_once(tmp_path: Path) -> None:
     sink.close()
     assert sink.closed
     assert sink.path.read_text() == "end without newline\n"
+
+
+def test_tail_lines_reads_only_the_end(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100_000)))
+    assert tail_lines(log, 3) == ("line 99997", "line 99998", "line 99999")
+    assert tail_lines(log, 5, max_bytes=30) == ("line 99998", "line 99999")
+    assert tail_lines(tmp_path / "missing.log", 3) == ()

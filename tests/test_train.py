@@ -58,6 +58,9 @@ def environ(tmp_path: Path) -> dict[str, str]:
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         "CI_RUNNER_CACHE": str(tmp_path / "c"),
+        # train.yaml's outputs are on S3: a closed loopback port keeps the report's listing here.
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ACCESS_KEY_ID": "test",
     }
 
 
@@ -148,16 +151,37 @@ def test_a_failed_training_exits_1_with_the_reason(
     ]
 
 
-def test_train_without_local_says_what_to_do(git_repo: GitRepo, tmp_path: Path) -> None:
+def test_train_on_a_cluster_needs_a_repository_url_for_the_pods(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
     repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": ""})
 
-    code, _, err = run_cli(["train"], repo, environ(tmp_path))
+    code, out, err = run_cli(["train"], repo, environ(tmp_path))
 
-    assert code == 1
+    assert (code, out) == (1, "")
     assert err == (
-        "ci-runner: error: ci-runner train on Kubernetes is not available in this build; "
-        "fix: pass --local to train on this machine\n"
+        "ci-runner: error: no repository URL for the pods to fetch the code from; fix: pass "
+        "--repo-url https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in "
+        "GitLab CI\n"
     )
+
+
+def test_train_on_a_cluster_without_one_says_how_to_give_it(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": ""})
+
+    code, out, err = run_cli(
+        ["train", "--repo-url", "https://gitlab.example.com/g/p.git"], repo, environ(tmp_path)
+    )
+
+    assert (code, out) == (1, "")
+    assert err == (
+        "ci-runner: error: no Kubernetes cluster to run on: this CI job is not in a pod with a "
+        "service account and KUBECONFIG is not set; fix: add a KUBECONFIG CI/CD variable of type "
+        "File holding a kubeconfig, or run the job on a Kubernetes runner\n"
+    )
+    assert not (repo / "ci-runner-out").exists()  # nothing started, nothing written
 
 
 def test_cache_dir_follows_the_environment() -> None:
