@@ -77,6 +77,7 @@ class LogSink:
         self._tail: deque[str] = deque(maxlen=tail_size)
         self._max_line = max(max_line_chars, 2 * self._masker.longest + 1)
         self._continuing = False  # the last piece written ended mid-line
+        self._shown: list[str] = []  # written, to be echoed once flushed
         self.lines = 0
         self.closed = False
 
@@ -102,11 +103,22 @@ class LogSink:
             cut = len(masked) - max(self._masker.longest - 1, 0)
             self._pending = masked[cut:]
             self._emit(masked[:cut], already_masked=True)
+        self._publish()
+
+    def _publish(self) -> None:
+        # On disk before it is shown: whatever the CI log shows, a killed ci-runner (a
+        # cancelled CI job) has left in the saved log for `ci-runner cancel` and the artifacts.
+        if not self._shown:
+            return
+        self._file.flush()
+        for text in self._shown:
+            self._echo(text)
+        self._shown.clear()
 
     def _emit(self, piece: str, already_masked: bool = False) -> None:
         masked = piece if already_masked else self._masker.mask(piece)
         self._file.write(masked)
-        self._echo(masked)
+        self._shown.append(masked)
         complete = masked.endswith("\n")
         text = masked.rstrip("\r\n")[:TAIL_LINE_CHARS]
         if self._continuing and self._tail:
@@ -133,6 +145,7 @@ class LogSink:
         if self._pending:
             self._emit(self._pending + "\n")
             self._pending = ""
+        self._publish()
         self._file.close()
         self.closed = True
 

@@ -112,3 +112,11 @@ def test_tail_lines_reads_only_the_end(tmp_path: Path) -> None:
     assert tail_lines(log, 3) == ("line 99997", "line 99998", "line 99999")
     assert tail_lines(log, 5, max_bytes=30) == ("line 99998", "line 99999")
     assert tail_lines(tmp_path / "missing.log", 3) == ()
+
+
+def test_a_line_is_on_disk_before_the_ci_log_shows_it(tmp_path: Path) -> None:
+    on_disk_when_shown: list[str] = []
+    path = tmp_path / "train.log"
+    sink = LogSink(path, lambda text: on_disk_when_shown.append(path.read_text()))
+    sink.feed("[0]<stdout>:epoch 1\n[1]<stdout>:epo")
+    assert on_disk_when_shown == ["[0]<stdout>:epoch 1\n"]  # no close(): as a killed process
