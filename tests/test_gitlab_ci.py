@@ -190,3 +190,27 @@ def test_rule_evaluator_handles_what_the_rules_use() -> None:
     assert not evaluate("$B", variables)
     assert evaluate('$B || $A == "x"', variables)
     assert not evaluate("$A && $B", variables)
+
+
+def test_component_command_lines_parse_with_the_real_cli() -> None:
+    import io
+
+    from ci_runner.cli import _parser
+    from ci_runner.commands import Runtime
+
+    _, jobs = load_component({"image": "img:1"})
+    job = jobs["train"]
+    variables = {"CI_RUNNER_CONFIG": "train.yaml", "CI_RUNNER_OUTPUT_DIR": "ci-runner-out"}
+    after = job["after_script"][0]
+    cancel = after[after.index("ci-runner cancel") : after.rindex(";")]
+    parser = _parser(Runtime({}, REPO_ROOT, io.StringIO(), io.StringIO()))
+    parsed = []
+    for line in [*job["script"], cancel]:
+        words = shlex.split(re.sub(r"\$(\w+)", lambda m: variables[m.group(1)], line))
+        assert words[0] == "ci-runner"
+        parsed.append(parser.parse_args(words[1:]))
+    assert [(a.config, a.output_dir) for a in parsed] == [
+        ("train.yaml", "ci-runner-out"),
+        ("train.yaml", "ci-runner-out"),
+    ]
+    assert [a.run.__name__ for a in parsed] == ["run_train", "run_cancel"]
