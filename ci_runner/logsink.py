@@ -111,9 +111,10 @@ class LogSink:
         if not self._shown:
             return
         self._file.flush()
-        for text in self._shown:
+        # Taken before echoing: Ctrl-C inside an echo must not show these lines twice.
+        shown, self._shown = self._shown, []
+        for text in shown:
             self._echo(text)
-        self._shown.clear()
 
     def _emit(self, piece: str, already_masked: bool = False) -> None:
         masked = piece if already_masked else self._masker.mask(piece)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ci_runner.logsink import MASK, LogSink, SecretMasker, tail_lines
 
 
@@ -120,3 +122,19 @@ def test_a_line_is_on_disk_before_the_ci_log_shows_it(tmp_path: Path) -> None:
     sink = LogSink(path, lambda text: on_disk_when_shown.append(path.read_text()))
     sink.feed("[0]<stdout>:epoch 1\n[1]<stdout>:epo")
     assert on_disk_when_shown == ["[0]<stdout>:epoch 1\n"]  # no close(): as a killed process
+
+
+def test_an_interrupted_echo_never_shows_a_line_twice(tmp_path: Path) -> None:
+    shown: list[str] = []
+
+    def echo(text: str) -> None:
+        shown.append(text)
+        if len(shown) == 1:
+            raise KeyboardInterrupt
+
+    sink = LogSink(tmp_path / "train.log", echo)
+    with pytest.raises(KeyboardInterrupt):
+        sink.feed("one\ntwo\n")
+    sink.close()
+    assert shown == ["one\n"]  # "two" is in the saved log, never repeated in the CI log
+    assert sink.path.read_text() == "one\ntwo\n"
