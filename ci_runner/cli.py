@@ -31,11 +31,13 @@ def _run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     job = load_job(args, runtime)
     manifest = render_mpijob(job.config, job.ctx)
     config = job.config
+    workers = "worker" if config.workers == 1 else "workers"
     slots = "slot" if config.slots_per_worker == 1 else "slots"
+    ranks = "rank" if config.ranks == 1 else "ranks"
     runtime.stdout.write(
         f"[ci-runner] {job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
-        f"{manifest['metadata']['name']}, {config.workers} workers x {config.slots_per_worker} "
-        f"{slots} = {config.ranks} ranks\n"
+        f"{manifest['metadata']['name']}, {config.workers} {workers} x {config.slots_per_worker} "
+        f"{slots} = {config.ranks} {ranks}\n"
     )
     return 0
 
@@ -87,7 +89,6 @@ def main(
         stdout=stdout or sys.stdout,
         stderr=stderr or sys.stderr,
     )
-    masker = secret_masker(runtime.env)
     try:
         parser = _parser(runtime)
         try:
@@ -97,6 +98,7 @@ def main(
         code: int = args.run(args, runtime)
         return code
     except CiRunnerError as error:
+        masker = secret_masker(runtime.env).with_secrets(runtime.secrets)
         for line in error.lines():
             runtime.stderr.write(masker.mask(f"{ERROR_PREFIX}{line}\n"))
         return EXIT_ERROR
@@ -104,6 +106,7 @@ def main(
         runtime.stderr.write(f"{ERROR_PREFIX}interrupted\n")
         return EXIT_INTERRUPTED
     except Exception as error:  # a bug: keep the details, show one line
+        masker = secret_masker(runtime.env).with_secrets(runtime.secrets)
         log = _write_crash_log(masker.mask(traceback.format_exc()), crash_dir)
         summary = masker.mask(f"{type(error).__name__}: {error}".splitlines()[0])
         runtime.stderr.write(

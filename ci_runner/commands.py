@@ -27,6 +27,9 @@ class Runtime:
     cwd: Path
     stdout: TextIO
     stderr: TextIO
+    # Values masked in error messages and crash logs besides the environment's credentials: the
+    # values of train.yaml's ``secrets``, added once the file is read.
+    secrets: list[str] = dataclasses.field(default_factory=list)
 
     def status(self, message: str) -> None:
         """A ``[ci-runner] ...`` status line on stderr (stdout may carry a manifest)."""
@@ -82,4 +85,5 @@ def load_job(args: argparse.Namespace, runtime: Runtime) -> Job:
         ctx = dataclasses.replace(ctx, repo_url=without_credentials(args.repo_url))
     config_path = path_in_repo(args.config, runtime.cwd, root)
     config = load_train_config(ctx.sha, config_path, root)
+    runtime.secrets.extend(runtime.env[name] for name in config.secrets if runtime.env.get(name))
     return Job(config=config, ctx=ctx, root=root, config_path=config_path)

@@ -1160,7 +1160,7 @@ def apply_overrides(
                     WORKERS_VARIABLE,
                     "",
                     None,
-                    f"must be a whole number, got {shorten(workers)}",
+                    f"must be a whole number, got {_uncut(workers)}",
                     f"set {WORKERS_VARIABLE} to a number from 1 to {MAX_WORKERS}, e.g. 2",
                 )
             )
@@ -1186,7 +1186,7 @@ def apply_overrides(
                     ARGS_VARIABLE,
                     "",
                     None,
-                    f"has an unbalanced quote or a trailing backslash: {shorten(extra_args)}",
+                    f"has an unbalanced quote or a trailing backslash: {_uncut(extra_args)}",
                     "close every quote (the value is split like a shell command line)",
                 )
             )
@@ -1206,6 +1206,12 @@ def apply_overrides(
     if problems:
         raise ConfigError(problems)
     return replace(config, **changes)
+
+
+def _uncut(value: str, limit: int = 200) -> str:
+    """A CI variable's value for a message: whole or not at all. A value cut short could end
+    half-way through a secret the variable expanded, which the log's masker would not recognise."""
+    return repr(value) if len(value) <= limit else f"a value of {len(value)} characters"
 
 
 def expand_outputs(template: str, *, project: str, sha: str, job: str) -> str:

@@ -11,7 +11,10 @@ from ci_runner.errors import GitError
 def git(args: list[str], cwd: Path) -> str:
     """Run ``git args`` in ``cwd`` and return its stdout; a failure is a :class:`GitError`."""
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+        # errors="replace": a file name or message that is not UTF-8 must not crash us.
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, errors="replace", check=False
+        )
     except FileNotFoundError as exc:
         raise GitError("git is not installed; fix: install git and run again") from exc
     except NotADirectoryError as exc:
@@ -54,6 +57,23 @@ def read_file_at(sha: str, path: str, cwd: Path) -> str:
             f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config with "
             "its path relative to the repository root"
         ) from exc
+
+
+def read_bytes_at(sha: str, path: str, cwd: Path) -> bytes:
+    """The bytes of ``path`` in commit ``sha``, undecoded: train.yaml may not be UTF-8, and only
+    its reader can say so on the right line."""
+    try:
+        proc = subprocess.run(
+            ["git", "show", f"{sha}:{path}"], cwd=cwd, capture_output=True, check=False
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        proc = None
+    if proc is None or proc.returncode != 0:
+        raise GitError(
+            f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config with "
+            "its path relative to the repository root"
+        )
+    return proc.stdout
 
 
 def file_exists_at(sha: str, path: str, cwd: Path) -> bool:

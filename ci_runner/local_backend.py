@@ -272,8 +272,10 @@ def run_local(
         pip_tail: deque[str] = deque(maxlen=PIP_TAIL_LINES)
 
         def pip_output(text: str) -> None:
-            echo(text)
-            pip_tail.append(text)
+            # pip expands ${VARIABLES} in requirements files and may quote a line back.
+            masked = sink.mask(text)
+            echo(masked)
+            pip_tail.append(masked)
 
         try:
             layer = pyenv.ensure_layer(

@@ -130,6 +130,10 @@ class LogSink:
             self.lines += 1
         self._continuing = not complete
 
+    def mask(self, text: str) -> str:
+        """``text`` masked as this sink masks the log: for output shown beside it (pip's)."""
+        return self._masker.mask(text)
+
     def flush(self) -> None:
         self._file.flush()
 

@@ -26,7 +26,7 @@ from ci_runner.config_types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, ForkRefusedError, Problem
 from ci_runner.local_backend import LocalBackend, LocalOptions, runs_working_tree
-from ci_runner.logsink import LogSink
+from ci_runner.logsink import LogSink, SecretMasker
 from ci_runner.masking import secret_masker
 from ci_runner.metrics import parse_log_file
 from ci_runner.naming import job_name
@@ -110,7 +110,12 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     name = job_name(config, ctx)
     outputs = output_settings(args, runtime)
     masker = secret_masker(env, config)
-    status = runtime.status
+    # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
+    show = _masked_writer(runtime.stderr, masker)
+
+    def status(message: str) -> None:
+        show(f"[ci-runner] {message}\n")
+
     clock = SystemClock()
     if args.local:
         output_uri = as_uri(args.outputs, runtime.cwd) or _expanded_outputs(config, ctx, name)
@@ -122,7 +127,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     report_masker = masker_for_report(masker, env)
     announce(gitlab, config, ctx, name, report_masker, status, status)
     with LogSink(outputs.log_path, _writer(runtime.stdout), masker) as sink:
-        backend = make_backend(sink, _writer(runtime.stderr))
+        backend = make_backend(sink, show)
         with _cancel_on_signals(backend):
             result = backend.run()
     finish(
@@ -136,7 +141,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         warn=status,
         echo=status,
     )
-    print_summary(result, config, output_uri, runtime.stderr)
+    print_summary(result, config, output_uri, show)
     return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
 
 
@@ -241,7 +246,7 @@ def load_job_for_local(args: argparse.Namespace, runtime: Runtime) -> Job:
     if not runs_working_tree(job.root, job.ctx.sha, args.allow_dirty):
         return job
     path = job.root / job.config_path
-    config = load_config(path.read_text(encoding="utf-8"), job.config_path)
+    config = load_config(path.read_bytes(), job.config_path)
     if config.requirements and not (job.root / config.requirements).is_file():
         raise ConfigError(
             [
@@ -257,7 +262,9 @@ def load_job_for_local(args: argparse.Namespace, runtime: Runtime) -> Job:
     return Job(config=config, ctx=job.ctx, root=job.root, config_path=job.config_path)
 
 
-def print_summary(result: RunResult, config: TrainConfig, outputs: str | None, out: TextIO) -> None:
+def print_summary(
+    result: RunResult, config: TrainConfig, outputs: str | None, show: Callable[[str], None]
+) -> None:
     """A few plain lines: outcome, final metrics, where the log and the outputs are."""
     took = f" in {result.duration_seconds:.0f}s" if result.duration_seconds is not None else ""
     lines = [f"training {result.outcome.value}{took}: job {result.job_name}"]
@@ -275,8 +282,7 @@ def print_summary(result: RunResult, config: TrainConfig, outputs: str | None, o
     if outputs and result.succeeded:
         lines.append(f"outputs: {outputs}")
     for line in lines:
-        out.write(f"[ci-runner] {line}\n")
-    out.flush()
+        show(f"[ci-runner] {line}\n")
 
 
 def _writer(stream: TextIO) -> Callable[[str], None]:
@@ -285,6 +291,15 @@ def _writer(stream: TextIO) -> Callable[[str], None]:
         stream.flush()  # the CI log is a pipe: show each line as it comes
 
     return write
+
+
+def _masked_writer(stream: TextIO, masker: SecretMasker) -> Callable[[str], None]:
+    write = _writer(stream)
+
+    def show(text: str) -> None:
+        write(masker.mask(text))
+
+    return show
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 from ci_runner.config import load_config
 from ci_runner.config_types import TrainConfig
 from ci_runner.errors import ConfigError, GitError, Problem
-from ci_runner.gitrepo import file_exists_at, read_file_at, resolve_commit
+from ci_runner.gitrepo import file_exists_at, read_bytes_at, resolve_commit
 
 
 def path_in_repo(config_arg: str, cwd: Path, root: Path) -> str:
@@ -30,7 +30,7 @@ def load_train_config(sha: str, path: str, root: Path) -> TrainConfig:
             f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config with "
             "the path of your train.yaml"
         )
-    config = load_config(read_file_at(sha, path, root), path)
+    config = load_config(read_bytes_at(sha, path, root), path)
     if config.requirements and not file_exists_at(sha, config.requirements, root):
         raise ConfigError(
             [

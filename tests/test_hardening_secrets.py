@@ -1,0 +1,678 @@
+"""Issue 8, part 2: a canary in every secret input, searched for in every output.
+
+Every variable of ``ci_runner.masking.SECRET_VARIABLES`` and a masked CI variable listed in
+train.yaml's ``secrets`` get a distinctive value containing ``CANARY``. Training code prints them
+(whole, on stderr too, and packed into a line long enough that the pipe delivers it in several
+reads), ci-runner runs locally and on the fake cluster in a merge-request pipeline that posts to
+the fake GitLab, and then the CI log (stdout and stderr of ``cli.main``), the saved log,
+report.md, metrics.json, metrics.txt, the comments GitLab received, the MPIJob and every error
+message and crash log are searched: none may hold a canary, or any part of one.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import yaml
+
+from ci_runner import cli, train
+from ci_runner.logsink import MASK, LogSink
+from ci_runner.masking import SECRET_VARIABLES
+from tests.conftest import run_git
+from tests.gitlab_server import FakeGitLab, record_retry_sleeps
+from tests.kube_operator import MpiOperator
+from tests.kube_server import FakeKubeServer
+from tests.test_local_backend import FAKE
+
+GitRepo = Callable[..., tuple[Path, str]]
+
+JOB_TOKEN = "glcbt-64-CANARY-jobtoken-7Qz1"
+API_TOKEN = "glpat-CANARY-apitoken-5Xw2"
+CANARIES = {
+    "CI_JOB_TOKEN": JOB_TOKEN,
+    "CI_RUNNER_GIT_TOKEN": "glpat-CANARY-gittoken-3Kd8",
+    "CI_RUNNER_GITLAB_TOKEN": API_TOKEN,
+    "GITLAB_TOKEN": "glpat-CANARY-gitlabtoken-9Lm4",
+    "CI_REGISTRY_PASSWORD": "CANARY-registry-password-2Pq6",
+    "CI_DEPENDENCY_PROXY_PASSWORD": "CANARY-proxy-password-8Rt3",
+    "CI_REPOSITORY_URL": f"https://gitlab-ci-token:{JOB_TOKEN}@gitlab.example.com/group/project.git",
+    "AWS_SECRET_ACCESS_KEY": "CANARYsecretKEY/wJalrXUtnFEMI+K7MDENG",
+    "AWS_SESSION_TOKEN": "CANARYsessionTOKEN+FwoGZXIvYXdzEJr//",
+    "WANDB_API_KEY": "wandb-CANARY-masked-variable-6Vb0",  # listed in train.yaml's secrets
+}
+SECRET_VALUES = sorted(set(CANARIES.values()))
+SHA_PLACEHOLDER = "0" * 40
+MR_IID = 7
+
+TRAIN_YAML = """\
+name: canary
+image: horovod/horovod:0.28.1
+command: python train.py
+workers: 2
+secrets: [WANDB_API_KEY]
+metrics:
+  loss: {pattern: 'loss (?P<value>[0-9.]+) step (?P<step>\\d+)', goal: min}
+"""
+
+
+def train_py() -> str:
+    """Training code that leaks every canary: from its environment, from its own source, whole,
+    on stdout and stderr, in a metric-looking line, and packed into a 300 KB line."""
+    values = json.dumps(SECRET_VALUES)
+    return f"""\
+import os, sys
+values = {values}
+for name in ("WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+    print(name + "=" + os.environ.get(name, "(not given)"), flush=True)
+for step in range(3):
+    print(f"loss {{3 - step}} step {{step}}", flush=True)
+for value in values:
+    print("leak " + value, flush=True)
+    print("err " + value, file=sys.stderr, flush=True)
+print("loss " + values[0] + " step 9", flush=True)
+sys.stdout.write("long:" + "|".join(values * 1200) + "\\n")
+sys.stdout.flush()
+sys.exit(3)
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    return record_retry_sleeps(monkeypatch)
+
+
+@pytest.fixture
+def fake_horovodrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "bin" / "horovodrun"
+    path.parent.mkdir()
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    path.chmod(0o755)
+    monkeypatch.setattr(train, "find_horovodrun", lambda python, env: path)
+    return path
+
+
+@pytest.fixture
+def gitlab() -> Iterator[FakeGitLab]:
+    with FakeGitLab() as server:
+        yield server
+
+
+@pytest.fixture
+def chunks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every piece the backends feed the LogSink, as received (to prove the split happened)."""
+    received: list[str] = []
+    feed = LogSink.feed
+
+    def recording(self: LogSink, data: bytes | str) -> None:
+        received.append(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
+        feed(self, data)
+
+    monkeypatch.setattr(LogSink, "feed", recording)
+    return received
+
+
+def ci_environment(tmp_path: Path, gitlab: FakeGitLab, sha: str) -> dict[str, str]:
+    project = gitlab.add_project("group/project")
+    gitlab.add_token(API_TOKEN, gitlab.add_user("ci-bot"))
+    gitlab.add_merge_request(project, MR_IID, sha=sha, source_branch="feature")
+    pid = str(project.id)
+    return {
+        **CANARIES,
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CI_RUNNER_CACHE": str(tmp_path / "cache"),
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "GITLAB_CI": "true",
+        "CI_JOB_ID": "5005",
+        "CI_JOB_NAME": "train",
+        "CI_JOB_URL": "https://gitlab.example.com/group/project/-/jobs/5005",
+        "CI_PIPELINE_ID": "1001",
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_COMMIT_SHA": sha,
+        "CI_COMMIT_REF_NAME": "feature",
+        "CI_PROJECT_PATH": "group/project",
+        "CI_PROJECT_ID": pid,
+        "CI_PROJECT_URL": "https://gitlab.example.com/group/project",
+        "CI_SERVER_URL": gitlab.url,
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_MERGE_REQUEST_IID": str(MR_IID),
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_MERGE_REQUEST_PROJECT_ID": pid,
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": pid,
+    }
+
+
+class Outputs:
+    """Every text ci-runner produced, by where it went."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+
+    def add(self, where: str, text: str | bytes) -> None:
+        self.texts[where] = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+
+    def add_files(self, directory: Path) -> None:
+        for path in sorted(directory.rglob("*")) if directory.exists() else []:
+            if path.is_file():
+                self.add(str(path), path.read_bytes())
+
+    def add_gitlab(self, gitlab: FakeGitLab) -> None:
+        for request in gitlab.matching("POST") + gitlab.matching("PUT"):
+            self.add(f"GitLab {request.method} {request.path}", request.body)
+
+    def assert_no_canary(self) -> None:
+        leaks = {
+            where: [value for value in [*SECRET_VALUES, "CANARY"] if value in text]
+            for where, text in self.texts.items()
+        }
+        assert {where: found for where, found in leaks.items() if found} == {}
+
+
+def test_secret_variables_all_have_a_canary() -> None:
+    assert set(SECRET_VARIABLES) <= set(CANARIES)
+
+
+def assert_split_inside_a_secret(chunks: list[str]) -> None:
+    """Some secret occurrence started in one piece fed to the LogSink and ended in the next."""
+    joined = "".join(chunks)
+    cuts, position = set(), 0
+    for chunk in chunks[:-1]:
+        position += len(chunk)
+        cuts.add(position)
+    for value in SECRET_VALUES:
+        start = joined.find(value)
+        while start >= 0:
+            if any(start < cut < start + len(value) for cut in cuts):
+                return
+            start = joined.find(value, start + 1)
+    raise AssertionError(f"no secret straddled a read ({len(chunks)} pieces)")
+
+
+def test_local_training_in_an_mr_pipeline_leaks_no_secret(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    fake_horovodrun: Path,
+    gitlab: FakeGitLab,
+    chunks: list[str],
+) -> None:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": train_py()})
+    env = ci_environment(tmp_path, gitlab, sha)
+    out, err = io.StringIO(), io.StringIO()
+    crash = tmp_path / "crash"
+
+    code = cli.main(
+        ["train", "--local", "--outputs", "model", "--output-dir", "ci"],
+        env=env,
+        cwd=repo,
+        stdout=out,
+        stderr=err,
+        crash_dir=crash,
+    )
+
+    assert code == 1, err.getvalue()
+    assert "[ci-runner] reason: horovodrun exited with code 3" in err.getvalue()
+    ci_dir = repo / "ci"
+    assert sorted(p.name for p in ci_dir.iterdir()) == [
+        "metrics.json",
+        "metrics.txt",
+        "report.md",
+        "train.log",
+    ]
+    outputs = Outputs()
+    outputs.add("stdout", out.getvalue())
+    outputs.add("stderr", err.getvalue())
+    outputs.add_files(ci_dir)
+    outputs.add_files(crash)
+    outputs.add_gitlab(gitlab)
+    mr = gitlab._projects[0].merge_requests[MR_IID]
+    for note in mr.notes:
+        outputs.add(f"note {note.id}", note.body)
+    outputs.assert_no_canary()
+
+    # The secrets were there to leak, and were masked where they were printed.
+    log = out.getvalue()
+    assert "[0]<stdout>:WANDB_API_KEY=[MASKED]" in log
+    assert "[1]<stderr>:err [MASKED]" in log
+    assert log.count(MASK) >= 2 * (3 + 2 * len(SECRET_VALUES) + 1 + 1200 * len(SECRET_VALUES))
+    assert (ci_dir / "train.log").read_text() == log
+    assert_split_inside_a_secret(chunks)
+    # ... and what was posted is the real report, masked.
+    assert len(mr.notes) == 1
+    assert mr.notes[0].body.startswith("<!-- ci-runner:canary -->")
+    assert "❌ Training failed" in mr.notes[0].body
+    assert MASK in mr.notes[0].body  # the log tail
+    assert not crash.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors and crash logs.
+
+
+def error_run(
+    argv: list[str], repo: Path, env: dict[str, str], crash: Path
+) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(argv, env=env, cwd=repo, stdout=out, stderr=err, crash_dir=crash)
+    return code, out.getvalue(), err.getvalue()
+
+
+def padded(secret: str) -> str:
+    """A value longer than the 40 characters messages used to quote, cut inside ``secret``."""
+    return "-" * (40 - len(secret)) + " " + secret + " 'unbalanced" + " x" * 10
+
+
+@pytest.mark.parametrize(
+    ("case", "argv", "extra_env"),
+    [
+        ("sha is a token", ["validate", "--sha", CANARIES["CI_RUNNER_GIT_TOKEN"]], {}),
+        ("missing config", ["validate", "--config", CANARIES["AWS_SECRET_ACCESS_KEY"]], {}),
+        (
+            "override args",
+            ["train", "--local"],
+            {"CI_RUNNER_ARGS": padded(CANARIES["CI_RUNNER_GITLAB_TOKEN"])},
+        ),
+        (
+            "override args with the masked variable",
+            ["train", "--local"],
+            {"CI_RUNNER_ARGS": padded(CANARIES["WANDB_API_KEY"])},
+        ),
+        ("override workers", ["train", "--local"], {"CI_RUNNER_WORKERS": CANARIES["GITLAB_TOKEN"]}),
+        ("kubeconfig", ["train"], {"KUBECONFIG": CANARIES["CI_REGISTRY_PASSWORD"]}),
+        ("ci sha", ["validate"], {"CI_COMMIT_SHA": CANARIES["CI_DEPENDENCY_PROXY_PASSWORD"]}),
+    ],
+)
+def test_error_messages_leak_no_secret(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    fake_horovodrun: Path,
+    case: str,
+    argv: list[str],
+    extra_env: dict[str, str],
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print(1)\n"})
+    run_git(["remote", "add", "origin", "https://gitlab.example.com/group/project.git"], repo)
+    env = {
+        **CANARIES,
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CI_RUNNER_CACHE": str(tmp_path / "cache"),
+        **extra_env,
+    }
+    if "CI_COMMIT_SHA" in extra_env:
+        env.update({"CI_JOB_ID": "1", "CI_PROJECT_PATH": "group/project"})
+    crash = tmp_path / "crash"
+
+    code, out, err = error_run(argv, repo, env, crash)
+
+    assert code == 1, (case, err)
+    assert err.startswith("ci-runner: error: ") and err.count("\n") == 1, err
+    outputs = Outputs()
+    outputs.add("stdout", out)
+    outputs.add("stderr", err)
+    outputs.add_files(crash)
+    outputs.assert_no_canary()
+
+
+@pytest.mark.parametrize("leaked", ["CI_JOB_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY"])
+def test_a_crash_log_leaks_no_secret(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_horovodrun: Path,
+    leaked: str,
+) -> None:
+    """A bug after train.yaml is read: its message and traceback hold a secret."""
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print(1)\n"})
+    env = {**CANARIES, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"cannot use {env[leaked]}\nsecond line {env[leaked]}")
+
+    monkeypatch.setattr(train, "output_settings", broken)
+    crash = tmp_path / "crash"
+
+    code, out, err = error_run(["train", "--local"], repo, env, crash)
+
+    assert code == 2
+    assert err.startswith("ci-runner: error: internal error (RuntimeError: cannot use [MASKED])")
+    logs = list(crash.iterdir())
+    assert len(logs) == 1
+    assert "RuntimeError: cannot use [MASKED]\nsecond line [MASKED]" in logs[0].read_text()
+    outputs = Outputs()
+    outputs.add("stdout", out)
+    outputs.add("stderr", err)
+    outputs.add_files(crash)
+    outputs.assert_no_canary()
+
+
+# ---------------------------------------------------------------------------------------------
+# `ci-runner render`: secrets by name only.
+
+
+def test_rendered_manifest_names_secrets_only(git_repo: GitRepo, tmp_path: Path) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print(1)\n"})
+    run_git(["remote", "add", "origin", "https://gitlab.example.com/group/project.git"], repo)
+    env = {**CANARIES, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+
+    code, out, err = error_run(["render"], repo, env, tmp_path / "crash")
+
+    assert code == 0, err
+    manifest = yaml.safe_load(out)
+    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    env_vars = {e["name"]: e for e in launcher["containers"][0]["env"]}
+    assert env_vars["WANDB_API_KEY"] == {
+        "name": "WANDB_API_KEY",
+        "valueFrom": {
+            "secretKeyRef": {
+                "name": f"{manifest['metadata']['name']}-secrets",
+                "key": "WANDB_API_KEY",
+            }
+        },
+    }
+    assert manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["initContainers"][0][
+        "env"
+    ][0] == {"name": "CI_RUNNER_REPO_URL", "value": "https://gitlab.example.com/group/project.git"}
+    outputs = Outputs()
+    outputs.add("stdout", out)
+    outputs.add("stderr", err)
+    outputs.assert_no_canary()
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster: `ci-runner train` against the fake kube-apiserver and MPI Operator.
+
+NAMESPACE = "ml"
+WAIT = 30.0
+
+
+def kubeconfig(path: Path, server: FakeKubeServer) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+                "users": [{"name": "ci", "user": {"token": server.token}}],
+                "contexts": [
+                    {
+                        "name": "fake",
+                        "context": {"cluster": "fake", "user": "ci", "namespace": NAMESPACE},
+                    }
+                ],
+                "current-context": "fake",
+            }
+        )
+    )
+    return path
+
+
+def wait_until(condition: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
+    git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab, chunks: list[str]
+) -> None:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": train_py()})
+    with FakeKubeServer() as server:
+        operator = MpiOperator(server)
+        env = {
+            **ci_environment(tmp_path, gitlab, sha),
+            "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", server)),
+        }
+        out, err = io.StringIO(), io.StringIO()
+        crash = tmp_path / "crash"
+        codes: list[int] = []
+
+        def run() -> None:
+            codes.append(
+                cli.main(
+                    ["train", "--output-dir", "ci"],
+                    env=env,
+                    cwd=repo,
+                    stdout=out,
+                    stderr=err,
+                    crash_dir=crash,
+                )
+            )
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        jobs = wait_until(
+            lambda: server.store.list("mpijobs.kubeflow.org", NAMESPACE)[0], "the MPIJob"
+        )
+        name = jobs[0]["metadata"]["name"]
+        server.wait_for_watches("mpijobs.kubeflow.org", "pods", "events")
+        job = operator.job(name, NAMESPACE)
+        job.workers_running()
+        job.launcher_running()
+        wait_until(lambda: f"launcher running (pod {job.launcher_pod})" in err.getvalue(), "launch")
+        job.launcher_log(*[f"[0]<stdout>:leak {value}" for value in SECRET_VALUES])
+        job.launcher_log("[0]<stdout>:loss 2 step 0", "[0]<stdout>:loss 1 step 1")
+        for value in SECRET_VALUES:  # the log stream breaks half-way through a secret
+            job.launcher_log_cut(f"[1]<stderr>:{value}{value}")
+        job.launcher_log_unterminated(f"[0]<stdout>:last words {SECRET_VALUES[0]}")
+        job.launcher_exits(1)
+        thread.join(timeout=WAIT)
+        assert not thread.is_alive(), err.getvalue()
+        submitted = server.store.get("mpijobs.kubeflow.org", NAMESPACE, name)
+        secrets, _ = server.store.list("secrets", NAMESPACE)
+
+    assert codes == [1], err.getvalue()
+    # The Secret holds the values; the MPIJob only its name and keys.
+    (secret,) = [s for s in secrets if s["metadata"]["name"] == f"{name}-secrets"]
+    stored = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+    assert stored == {
+        "GIT_USERNAME": "oauth2",
+        "GIT_PASSWORD": CANARIES["CI_RUNNER_GIT_TOKEN"],
+        "WANDB_API_KEY": CANARIES["WANDB_API_KEY"],
+    }
+    manifest_text = json.dumps(submitted)
+    assert f"{name}-secrets" in manifest_text
+    outputs = Outputs()
+    outputs.add("MPIJob", manifest_text)
+    outputs.add("stdout", out.getvalue())
+    outputs.add("stderr", err.getvalue())
+    outputs.add_files(repo / "ci")
+    outputs.add_files(crash)
+    outputs.add_gitlab(gitlab)
+    outputs.assert_no_canary()
+    log = out.getvalue()
+    assert log.count(f"[0]<stdout>:leak {MASK}\n") == len(SECRET_VALUES)
+    assert f"[0]<stdout>:last words {MASK}\n" in log
+    assert "[0]<stdout>:loss 1 step 1\n" in log
+    assert (repo / "ci" / "train.log").read_text() == log
+    notes = gitlab._projects[0].merge_requests[MR_IID].notes
+    assert len(notes) == 1 and "❌ Training failed" in notes[0].body
+
+
+@pytest.mark.slow
+def test_pip_output_leaks_no_secret(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path
+) -> None:
+    """pip expands ${VARIABLES} in a requirements file and quotes a bad line back: the CI log,
+    the saved log and the report must show it masked."""
+    repo, _ = git_repo(
+        {
+            "train.yaml": TRAIN_YAML + "requirements: requirements.txt\n",
+            "train.py": "print(1)\n",
+            "requirements.txt": "torch @ https://x/${AWS_SECRET_ACCESS_KEY} ;; ${WANDB_API_KEY}\n",
+        }
+    )
+    env = {
+        **CANARIES,
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CI_RUNNER_CACHE": str(tmp_path / "cache"),
+        "PIP_NO_INDEX": "1",
+    }
+    crash = tmp_path / "crash"
+
+    code, out, err = error_run(["train", "--local", "--output-dir", "ci"], repo, env, crash)
+
+    assert code == 1, err
+    saved = (repo / "ci" / "train.log").read_text()
+    assert MASK in saved  # pip did quote the expanded line back
+    outputs = Outputs()
+    outputs.add("stdout", out)
+    outputs.add("stderr", err)
+    outputs.add_files(repo / "ci")
+    outputs.add_files(crash)
+    outputs.assert_no_canary()
+
+
+@pytest.mark.slow
+def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
+    git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab
+) -> None:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print(1)\n"})
+    leaked = CANARIES["WANDB_API_KEY"]
+    with FakeKubeServer() as server:
+        operator = MpiOperator(server)
+        env = {
+            **ci_environment(tmp_path, gitlab, sha),
+            "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", server)),
+        }
+        out, err = io.StringIO(), io.StringIO()
+        codes: list[int] = []
+
+        def run() -> None:
+            codes.append(
+                cli.main(["train", "--output-dir", "ci"], env=env, cwd=repo, stdout=out, stderr=err)
+            )
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        jobs = wait_until(
+            lambda: server.store.list("mpijobs.kubeflow.org", NAMESPACE)[0], "the MPIJob"
+        )
+        server.wait_for_watches("mpijobs.kubeflow.org", "pods", "events")
+        job = operator.job(jobs[0]["metadata"]["name"], NAMESPACE)
+        with server.store.cond:  # e.g. an admission webhook quoting a value back
+            job._finish("Failed", "AdmissionDenied", f"policy refused WANDB_API_KEY={leaked}")
+        thread.join(timeout=WAIT)
+        assert not thread.is_alive(), err.getvalue()
+
+    assert codes == [1], err.getvalue()
+    assert "AdmissionDenied" in err.getvalue()
+    outputs = Outputs()
+    outputs.add("stdout", out.getvalue())
+    outputs.add("stderr", err.getvalue())
+    outputs.add_files(repo / "ci")
+    outputs.add_gitlab(gitlab)
+    outputs.assert_no_canary()
+
+
+# ---------------------------------------------------------------------------------------------
+# S3 links: the one documented exception.
+
+
+@pytest.mark.slow
+def test_s3_links_carry_the_session_token_but_never_the_secret_key(
+    tmp_path: Path, gitlab: FakeGitLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Presigned links need AWS_SESSION_TOKEN with temporary credentials (useless without the
+    secret key), so ``masker_for_report`` leaves it in links; the secret key appears nowhere, and
+    outside the links not even the session token does."""
+    from moto.server import ThreadedMotoServer
+
+    from ci_runner.artifacts import make_s3_client
+    from ci_runner.config import load_config
+    from ci_runner.context import from_environment
+    from ci_runner.masking import secret_masker
+    from ci_runner.reporting import ReportSettings, finish, masker_for_report, open_gitlab
+    from ci_runner.result import Outcome, RunResult
+
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        run_git(["init", "-q", "-b", "main"], repo)
+        (repo / "train.yaml").write_text(TRAIN_YAML)
+        run_git(["add", "-A"], repo)
+        run_git(["commit", "-q", "-m", "c"], repo)
+        sha = run_git(["rev-parse", "HEAD"], repo)
+        env = {
+            **ci_environment(tmp_path, gitlab, sha),
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        }
+        client = make_s3_client(env)
+        client.create_bucket(Bucket="models")
+        client.put_object(Bucket="models", Key="run/model.pt", Body=b"weights")
+        config = load_config(TRAIN_YAML)
+        ctx = from_environment(env, repo)
+        masker = secret_masker(env, config)
+        out = tmp_path / "ci"
+        with LogSink(out / "train.log", lambda text: None, masker) as sink:
+            for value in SECRET_VALUES:
+                sink.feed(f"[0]<stdout>:leak {value}\n[0]<stdout>:loss 1 step 0\n")
+        result = RunResult(
+            outcome=Outcome.SUCCEEDED,
+            job_name="canary-job",
+            log_path=out / "train.log",
+            log_tail=sink.tail,
+        )
+        warnings: list[str] = []
+        destination = open_gitlab(ctx, env, warnings.append)
+        finish(
+            config,
+            ctx,
+            result,
+            ReportSettings(out, "ci", "s3://models/run/", result.started_at or _now()),
+            env=env,
+            gitlab=destination,
+            masker=masker_for_report(masker, env),
+            warn=warnings.append,
+            echo=lambda line: None,
+        )
+    finally:
+        server.stop()
+
+    report = (out / "report.md").read_text()
+    (link,) = re.findall(r"\]\((http://127\.0\.0\.1:\d+/models/run/model\.pt\?[^)]+)\)", report)
+    assert "X-Amz-Security-Token=" in link
+    outputs = Outputs()
+    outputs.add_files(out)
+    outputs.add_gitlab(gitlab)
+    outputs.add("warnings", "\n".join(warnings))
+    secret_key = CANARIES["AWS_SECRET_ACCESS_KEY"]
+    for where, text in outputs.texts.items():
+        assert secret_key not in text and quote(secret_key, safe="") not in text, where
+        outputs.texts[where] = text.replace(link, "(link)").replace(
+            link.replace("&", "&amp;"), "(link)"
+        )
+    outputs.assert_no_canary()
+    assert report.count(link) == 1
+    (note,) = gitlab._projects[0].merge_requests[MR_IID].notes
+    assert link in note.body and warnings == []
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
