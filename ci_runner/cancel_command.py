@@ -34,10 +34,13 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     clock = SystemClock()
     connection = connect(job.config.kubernetes.namespace, runtime.env)
     cancel_on_cluster(connection.client, connection.namespace, name, clock)
-    runtime.status(f"cancelled: MPIJob {name} and everything it owned deleted")
-
-    outputs = output_settings(args, runtime)
     masker = secret_masker(runtime.env, job.config)
+
+    def status(message: str) -> None:
+        runtime.stderr.write(masker.mask(f"[ci-runner] {message}\n"))
+
+    status(f"cancelled: MPIJob {name} and everything it owned deleted")
+    outputs = output_settings(args, runtime)
     result = RunResult(
         outcome=Outcome.CANCELLED,
         job_name=name,
@@ -46,7 +49,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         failure=Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
         finished_at=clock.now(),
     )
-    gitlab = open_gitlab(job.ctx, runtime.env, runtime.status)
+    gitlab = open_gitlab(job.ctx, runtime.env, status)
     finish(
         job.config,
         job.ctx,
@@ -60,8 +63,8 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         env=runtime.env,
         gitlab=gitlab,
         masker=masker_for_report(masker, runtime.env),
-        warn=runtime.status,
-        echo=runtime.status,
+        warn=status,
+        echo=status,
     )
     return 0
 

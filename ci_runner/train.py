@@ -28,7 +28,7 @@ from ci_runner.errors import ConfigError, ForkRefusedError, Problem
 from ci_runner.local_backend import LocalBackend, LocalOptions, runs_working_tree
 from ci_runner.logsink import LogSink, SecretMasker
 from ci_runner.masking import secret_masker
-from ci_runner.metrics import parse_log_file
+from ci_runner.metrics import MetricsSummary
 from ci_runner.naming import job_name
 from ci_runner.reporting import ReportSettings, announce, finish, masker_for_report, open_gitlab
 from ci_runner.result import Outcome, RunResult
@@ -130,7 +130,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         backend = make_backend(sink, show)
         with _cancel_on_signals(backend):
             result = backend.run()
-    finish(
+    report = finish(
         config,
         ctx,
         result,
@@ -141,7 +141,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         warn=status,
         echo=status,
     )
-    print_summary(result, config, output_uri, show)
+    print_summary(result, report.metrics, output_uri, show)
     return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
 
 
@@ -263,21 +263,22 @@ def load_job_for_local(args: argparse.Namespace, runtime: Runtime) -> Job:
 
 
 def print_summary(
-    result: RunResult, config: TrainConfig, outputs: str | None, show: Callable[[str], None]
+    result: RunResult,
+    metrics: MetricsSummary | None,
+    outputs: str | None,
+    show: Callable[[str], None],
 ) -> None:
     """A few plain lines: outcome, final metrics, where the log and the outputs are."""
     took = f" in {result.duration_seconds:.0f}s" if result.duration_seconds is not None else ""
     lines = [f"training {result.outcome.value}{took}: job {result.job_name}"]
     if result.failure is not None:
         lines.append(f"reason: {result.failure.message}")
-    if config.metrics and result.log_path.is_file():
-        summary = parse_log_file(result.log_path, config.metrics)
-        for metric in summary.metrics:
-            if metric.final is not None:
-                best = f"; best {metric.best:.6g}" if metric.best is not None else ""
-                lines.append(f"{metric.name}: {metric.final:.6g} (final, mean over ranks{best})")
-            else:
-                lines.append(f"{metric.name}: not found in the log")
+    for metric in metrics.metrics if metrics else ():
+        if metric.final is not None:
+            best = f"; best {metric.best:.6g}" if metric.best is not None else ""
+            lines.append(f"{metric.name}: {metric.final:.6g} (final, mean over ranks{best})")
+        else:
+            lines.append(f"{metric.name}: not found in the log")
     lines.append(f"log: {result.log_path}")
     if outputs and result.succeeded:
         lines.append(f"outputs: {outputs}")
