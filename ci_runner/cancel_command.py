@@ -14,7 +14,6 @@ from ci_runner.clock import SystemClock
 from ci_runner.commands import Command, Runtime, add_job_arguments, load_job
 from ci_runner.masking import secret_masker
 from ci_runner.naming import job_name
-from ci_runner.reporting import ReportSettings, finish, masker_for_report, open_gitlab
 from ci_runner.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.run_settings import add_output_arguments, output_settings
 
@@ -28,6 +27,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
     from ci_runner.kube.cancel import cancel_on_cluster
     from ci_runner.kube.connect import connect
+    from ci_runner.reporting import ReportSettings, finish, masker_for_report, open_gitlab
 
     job = load_job(args, runtime)
     name = job_name(job.config, job.ctx)

@@ -16,23 +16,25 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
-from ci_runner import pyenv
 from ci_runner.clock import Clock, SystemClock
 from ci_runner.commands import Command, Job, Runtime, add_job_arguments, load_job
 from ci_runner.config import apply_overrides, expand_outputs, load_config
 from ci_runner.config_types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, ForkRefusedError, Problem
-from ci_runner.local_backend import LocalBackend, LocalOptions, runs_working_tree
 from ci_runner.logsink import LogSink, SecretMasker
 from ci_runner.masking import secret_masker
-from ci_runner.metrics import MetricsSummary
 from ci_runner.naming import job_name
-from ci_runner.reporting import ReportSettings, announce, finish, masker_for_report, open_gitlab
 from ci_runner.result import Outcome, RunResult
 from ci_runner.run_settings import add_output_arguments, output_settings
+
+if TYPE_CHECKING:
+    from ci_runner.metrics import MetricsSummary
+
+# The backends and the reporting stage are imported where they are used: `validate` and
+# `render` import this module too (the CLI lists every command) and must stay light.
 
 EXIT_CANCELLED = 130
 # Pipeline variables a manual run (from the pipeline page) may set.
@@ -100,6 +102,14 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
+    from ci_runner.reporting import (
+        ReportSettings,
+        announce,
+        finish,
+        masker_for_report,
+        open_gitlab,
+    )
+
     env = runtime.env
     job = load_job_for_local(args, runtime) if args.local else load_job(args, runtime)
     refuse_fork(job.ctx, env)
@@ -202,6 +212,9 @@ def _local_backend(
     output_uri: str | None,
     clock: Clock,
 ) -> MakeBackend:
+    from ci_runner import pyenv
+    from ci_runner.local_backend import LocalBackend, LocalOptions
+
     env = runtime.env
     base = pyenv.current_environment()
     options = LocalOptions(
@@ -242,6 +255,8 @@ def as_uri(location: str | None, cwd: Path) -> str | None:
 def load_job_for_local(args: argparse.Namespace, runtime: Runtime) -> Job:
     """The job as ``load_job`` reads it, except that ``--allow-dirty`` on a dirty ``HEAD`` reads
     train.yaml from the working tree, the code that will actually run."""
+    from ci_runner.local_backend import runs_working_tree
+
     job = load_job(args, runtime)
     if not runs_working_tree(job.root, job.ctx.sha, args.allow_dirty):
         return job
