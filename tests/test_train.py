@@ -210,8 +210,8 @@ def test_horovodrun_is_found_beside_python_first(tmp_path: Path) -> None:
 
 
 def test_plain_paths_become_file_uris() -> None:
-    cwd = Path("/work/project")
-    assert train.as_uri("data/", cwd) == "file:///work/project/data/"
+    cwd = Path("/home/dev/project")
+    assert train.as_uri("data/", cwd) == "file:///home/dev/project/data/"
     assert train.as_uri("/abs/model", cwd) == "file:///abs/model"
     assert train.as_uri("s3://bucket/key/", cwd) == "s3://bucket/key/"
     assert train.as_uri(None, cwd) is None
