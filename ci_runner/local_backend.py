@@ -35,24 +35,13 @@ from ci_runner.context import CIContext
 from ci_runner.errors import EnvironmentSetupError
 from ci_runner.gitrepo import checkout_commit, is_dirty, resolve_commit
 from ci_runner.logsink import LogSink
+from ci_runner.masking import GITLAB_CREDENTIALS
 from ci_runner.naming import job_name
 from ci_runner.result import Failure, FailureKind, Outcome, RunResult
 
 INSTALL_HINT = "run `make demo`, or scripts/setup-horovod.sh <your virtualenv>"
 STOP_GRACE_SECONDS = 10.0
 PIP_TAIL_LINES = 30
-# GitLab credentials in the CI job's environment: pods never get them, so ranks do not either
-# (unless train.yaml lists one under `secrets`).
-WITHHELD_VARIABLES = frozenset(
-    {
-        "CI_JOB_TOKEN",
-        "CI_RUNNER_GIT_TOKEN",
-        "GITLAB_TOKEN",
-        "CI_REGISTRY_PASSWORD",
-        "CI_DEPENDENCY_PROXY_PASSWORD",
-        "CI_REPOSITORY_URL",  # embeds the job token
-    }
-)
 _READ_CHUNK = 65536
 _POLL_SECONDS = 1.0
 
@@ -187,7 +176,7 @@ def rank_environment(
     path_prefix: Sequence[Path],
 ) -> dict[str, str]:
     """The environment every rank gets: the pods' contract over the user's own environment."""
-    env = {k: v for k, v in options.environ.items() if k not in WITHHELD_VARIABLES}
+    env = {k: v for k, v in options.environ.items() if k not in GITLAB_CREDENTIALS}
     missing = [name for name in config.secrets if not options.environ.get(name)]
     if missing:
         raise EnvironmentSetupError(

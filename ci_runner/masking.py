@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from ci_runner.config_types import TrainConfig
 from ci_runner.logsink import SecretMasker
 
-# CI variables that hold credentials. CI_REPOSITORY_URL embeds the job token.
-SECRET_VARIABLES = (
+# GitLab credentials in the CI job's environment. Pods never get them, so neither do ranks on
+# this machine (unless train.yaml lists one under `secrets`). CI_REPOSITORY_URL embeds the job
+# token.
+GITLAB_CREDENTIALS = (
     "CI_JOB_TOKEN",
     "CI_RUNNER_GIT_TOKEN",
     "CI_RUNNER_GITLAB_TOKEN",
@@ -16,9 +18,10 @@ SECRET_VARIABLES = (
     "CI_REGISTRY_PASSWORD",
     "CI_DEPENDENCY_PROXY_PASSWORD",
     "CI_REPOSITORY_URL",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
 )
+# Every variable whose value is masked wherever ci-runner writes: GitLab's, and the S3 secret
+# (ranks do get that one: they read data from and write models to S3).
+SECRET_VARIABLES = (*GITLAB_CREDENTIALS, "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
 def secret_masker(env: Mapping[str, str], config: TrainConfig | None = None) -> SecretMasker:

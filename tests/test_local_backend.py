@@ -157,7 +157,7 @@ def rank_lines(console: Console) -> list[str]:
 PRINT_ENV = """\
 import os
 names = ["DATA_URI", "OUTPUT_URI", "CI_RUNNER_SHA", "CI_RUNNER_JOB", "CI_RUNNER_PROJECT",
-         "LEVEL", "API_KEY", "CI_JOB_TOKEN"]
+         "LEVEL", "API_KEY", "CI_JOB_TOKEN", "CI_RUNNER_GITLAB_TOKEN"]
 print(" ".join(f"{n}={os.environ.get(n)}" for n in names), flush=True)
 """
 
@@ -175,7 +175,12 @@ def test_every_rank_gets_the_pods_environment(
     opts = options(repo, tmp_path, horovodrun, base, record)
     opts = replace(
         opts,
-        environ={**opts.environ, "API_KEY": "s3cr3t-value", "CI_JOB_TOKEN": "job-token-value"},
+        environ={
+            **opts.environ,
+            "API_KEY": "s3cr3t-value",
+            "CI_JOB_TOKEN": "job-token-value",
+            "CI_RUNNER_GITLAB_TOKEN": "glpat-api-token-value",
+        },
     )
 
     result, console = run(cfg, sha, opts, tmp_path, masker=SecretMasker(["s3cr3t-value"]))
@@ -184,7 +189,7 @@ def test_every_rank_gets_the_pods_environment(
     expected = (
         f"DATA_URI=s3://datasets/toy/ OUTPUT_URI=s3://models/{PROJECT}/{sha}/{job}/ "
         f"CI_RUNNER_SHA={sha} CI_RUNNER_JOB={job} CI_RUNNER_PROJECT={PROJECT} LEVEL=3 "
-        "API_KEY=[MASKED] CI_JOB_TOKEN=None"
+        "API_KEY=[MASKED] CI_JOB_TOKEN=None CI_RUNNER_GITLAB_TOKEN=None"
     )
     assert rank_lines(console) == [f"[0]<stdout>:{expected}", f"[1]<stdout>:{expected}"]
     assert result.outcome is Outcome.SUCCEEDED
