@@ -31,6 +31,7 @@ NAMESPACE = "ml"
 JOB = "train-3f2a9c1"
 IMAGE = "registry.example.com/ml/train:3f2a9c1"
 GIT_TOKEN = "glcbt-64-secret-job-token"
+WATCHED = ("mpijobs.kubeflow.org", "pods", "events")
 WAIT = 20.0  # real seconds a test waits for the backend before failing (never reached when green)
 
 
@@ -176,7 +177,16 @@ class Cluster:
 
     def wait_watching(self) -> None:
         """Wait until the backend watches its MPIJob, pods and Events."""
-        self.server.wait_for_watches("mpijobs.kubeflow.org", "pods", "events")
+        self.server.wait_for_watches(*WATCHED)
+
+    def watched(self) -> list[str]:
+        """The backend's resources with a watch open now (the fake sees a client hang up)."""
+        with self.server.store.cond:
+            return [key for key in WATCHED if self.server.open_watches.get(key, 0) > 0]
+
+    def wait_watching_pods_alone(self) -> None:
+        """Wait until the backend watches only the pods (the job runs steadily)."""
+        self.server.wait_until(lambda: self.watched() == ["pods"])
 
     def started(
         self, manifest: JSON | None = None, unschedulable_timeout: float = 600

@@ -4,7 +4,8 @@ It keeps objects with increasing resourceVersions and serves get / list / watch 
 / delete for the resources ci-runner uses (pods, pod logs, secrets, configmaps, services,
 events, batch Jobs, kubeflow.org MPIJobs), answering errors with ``Status`` bodies the way the
 API server does (404 NotFound, 409 AlreadyExists, 422 Invalid, 410 Gone, 401, 403).
-Watches stream chunked JSON events (ADDED / MODIFIED / DELETED / BOOKMARK / ERROR); pod logs
+Watches stream chunked JSON events (ADDED / MODIFIED / DELETED / BOOKMARK / ERROR) and end when
+the client hangs up (``open_watches`` counts the live ones); pod logs
 stream with ``follow``, ``timestamps`` and ``sinceTime``. Deletes cascade along
 ownerReferences like the garbage collector.
 
@@ -30,6 +31,7 @@ import base64
 import copy
 import json
 import re
+import select
 import socket
 import threading
 from collections.abc import Callable
@@ -47,6 +49,7 @@ JSON = dict[str, Any]
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 TOKEN = "fake-cluster-token"
 CUT = -1  # fail_next(CUT): answer 200 but drop the connection half-way through the body
+CLIENT_CHECK_SECONDS = 0.05  # how often an idle watch looks whether its client has hung up
 
 
 @dataclass(frozen=True)
@@ -628,7 +631,9 @@ class FakeKubeServer:
         while True:
             with store.cond:
                 while not (len(store.history) > position or self._drops != drops or self._stopping):
-                    store.cond.wait()
+                    store.cond.wait(timeout=CLIENT_CHECK_SECONDS)
+                    if _client_gone(handler):
+                        return  # as the API server ends a watch whose client hung up
                 if self._stopping:
                     _end_chunked(handler)
                     return
@@ -769,6 +774,16 @@ def _end_chunked(handler: BaseHTTPRequestHandler) -> None:
         handler.wfile.flush()
     except OSError:
         handler.close_connection = True
+
+
+def _client_gone(handler: BaseHTTPRequestHandler) -> bool:
+    """The client closed the connection (it sends nothing else while a watch streams)."""
+    connection = handler.connection
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def _abort(handler: BaseHTTPRequestHandler) -> None:

@@ -5,20 +5,23 @@ Each scenario plays the cluster's part step by step and asserts the exact CI log
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ci_runner.config_types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ClusterError
+from ci_runner.kube.watching import SYNC, WatchUpdate
 from ci_runner.render import render_mpijob
 from ci_runner.result import Failure, FailureKind, Outcome
 from tests.kube_harness import JOB, NAMESPACE, Cluster, mpijob_manifest, running_cluster
-from tests.kube_operator import INSUFFICIENT_GPU, JobScenario
+from tests.kube_operator import INSUFFICIENT_GPU, MPIJOBS, JobScenario
 
 SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
 LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
@@ -31,7 +34,8 @@ def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def start_training(cluster: Cluster) -> JobScenario:
-    """Submit, then workers and launcher come up and the launcher logs LOG."""
+    """Submit, then workers and launcher come up and the launcher logs LOG; the job runs
+    steadily, so the backend watches its pods alone."""
     job = cluster.started()
     job.workers_running()
     cluster.log.wait_for("[ci-runner] workers ready 2/2")
@@ -39,7 +43,31 @@ def start_training(cluster: Cluster) -> JobScenario:
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_log(*LOG)
     cluster.log.wait_for(LOG[-1])
+    cluster.wait_watching_pods_alone()
     return job
+
+
+def drop_every_watch(cluster: Cluster) -> None:
+    """Cut every open watch (as a real API server does at timeoutSeconds); wait until each is
+    back."""
+    server = cluster.server
+    watched = cluster.watched()
+    watches = server.count("watch", "pods") + server.count("watch", "mpijobs")
+    watches += server.count("watch", "events")
+    server.drop_watches()
+    server.wait_until(
+        lambda: (
+            server.count("watch", "pods")
+            + server.count("watch", "mpijobs")
+            + server.count("watch", "events")
+            == watches + len(watched)
+            and cluster.watched() == watched
+        )
+    )
+
+
+def requests_made(cluster: Cluster) -> dict[str, int]:
+    return dict(collections.Counter(f"{r.verb} {r.resource}" for r in cluster.server.requests))
 
 
 def running_lines(job: JobScenario) -> list[str]:
@@ -107,6 +135,9 @@ def test_launcher_exits_1(cluster: Cluster) -> None:
 def test_worker_oom_killed(cluster: Cluster) -> None:
     job = start_training(cluster)
     job.worker_oom_killed(1)
+    # The worker's end ends the steady run: the MPIJob is listed and watched again.
+    cluster.server.wait_for_watches("mpijobs.kubeflow.org")
+    assert cluster.server.count("list", "mpijobs") == 2
     job.launcher_log("[1]<stderr>:ORTE has lost communication with a remote daemon.")
     job.launcher_exits(1)
     result = cluster.result()
@@ -121,6 +152,7 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
     )
     # The OOMKilled worker has ended; the one still running was stopped.
     assert job.workers() == [f"{JOB}-worker-1"]
+    assert cluster.server.count("watch", "mpijobs") == 2  # the Failed condition came this way
 
 
 def test_unschedulable_fails_after_the_timeout_with_the_schedulers_message(
@@ -201,7 +233,9 @@ def test_watch_dropped_mid_run_resumes_without_relisting(cluster: Cluster) -> No
     job.workers_running([0])
     cluster.log.wait_for("[ci-runner] workers ready 1/2")
     cluster.server.drop_watches()
-    cluster.server.wait_until(lambda: cluster.server.count("watch", "events") == 2)
+    cluster.server.wait_until(
+        lambda: all(cluster.server.count("watch", r) == 2 for r in ("mpijobs", "pods", "events"))
+    )
     job.workers_running([1])
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
@@ -222,18 +256,128 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
     cluster.log.wait_for("[ci-runner] workers ready 1/2")
     cluster.server.expire_history()
     cluster.server.drop_watches()
-    cluster.server.wait_until(lambda: cluster.server.count("watch", "events") == 2)
+    cluster.server.wait_until(
+        lambda: all(cluster.server.count("list", r) == 2 for r in ("mpijobs", "pods", "events"))
+    )
     job.workers_running([1])
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_log(*LOG)
+    cluster.wait_watching_pods_alone()
     job.launcher_exits(0)
     result = cluster.result()
     assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
     assert result.outcome is Outcome.SUCCEEDED
-    assert cluster.server.count("list", "mpijobs") == 2
+    # First, after 410, and once more when the launcher ended (its watch was paused meanwhile).
+    assert cluster.server.count("list", "mpijobs") == 3
     assert cluster.server.count("list", "events") == 2
     assert cluster.server.count("list", "pods") == 3  # first, after 410, the final look
+
+
+def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
+    job = start_training(cluster)
+    drop_every_watch(cluster)
+    drop_every_watch(cluster)
+    assert requests_made(cluster) == {
+        "create secrets": 1,
+        "create mpijobs": 1,
+        "patch secrets": 1,
+        "list mpijobs": 1,
+        "watch mpijobs": 1,
+        "list pods": 1,
+        "watch pods": 3,
+        "list events": 1,
+        "watch events": 1,
+        "get pods/log": 1,
+    }
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    # The launcher's end: one list of the MPIJob says Succeeded, no watch needed.
+    assert cluster.server.count("list", "mpijobs") == 2
+    assert cluster.server.count("watch", "mpijobs") == 1
+
+
+def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_steady(
+    cluster: Cluster,
+) -> None:
+    job = cluster.started()
+    drop_every_watch(cluster)  # pending: all three come back
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log(*LOG)
+    cluster.log.wait_for(LOG[-1])
+    cluster.wait_watching_pods_alone()
+    for _ in range(4):  # running: the pods watch alone comes back
+        drop_every_watch(cluster)
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert result.outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert requests_made(cluster) == {
+        "create secrets": 1,
+        "create mpijobs": 1,
+        "patch secrets": 1,
+        "list mpijobs": 2,  # at the start, and once the launcher ended
+        "watch mpijobs": 2,
+        "list pods": 2,  # at the start, and the final look
+        "watch pods": 6,
+        "list events": 1,
+        "watch events": 2,
+        "get pods/log": 1,
+        "get pods": 1,
+    }
+    assert len(cluster.server.requests) == 20
+
+
+class Handling:
+    """What run() does with watch updates: every update it applies (in order), and how many
+    updates it has finished with (watches fitted)."""
+
+    def __init__(self, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        backend = cluster.backend_under_test
+        assert backend is not None
+        self.cond = cluster.server.store.cond  # so that server.wait_until wakes
+        self.applied: list[tuple[str, str]] = []
+        self.finished = 0
+        apply, fit = backend._apply, backend._fit_watches
+
+        def applied(update: WatchUpdate) -> None:
+            with self.cond:
+                self.applied.append((update.resource.plural, update.type))
+            apply(update)
+
+        def fitted() -> None:
+            fit()
+            with self.cond:
+                self.finished += 1
+                self.cond.notify_all()
+
+        monkeypatch.setattr(backend, "_apply", applied)
+        monkeypatch.setattr(backend, "_fit_watches", fitted)
+
+
+def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = start_training(cluster)
+    handling = Handling(cluster, monkeypatch)
+    cluster.server.expire_history()
+    cluster.server.drop_watches()  # the reconnect gets 410 Gone: the pods are listed again
+    cluster.server.wait_until(lambda: handling.finished == 1)
+    # The same pods, still steady: the MPIJob was not listed (resumed) for it.
+    assert handling.applied == [("pods", SYNC)]
+    assert cluster.server.count("list", "pods") == 2
+    assert cluster.server.count("list", "mpijobs") == 1
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert result.outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert cluster.server.count("watch", "pods") == 3  # first, 410 Gone, after the new list
+    # Listed again only once the launcher ended; never watched again.
+    assert cluster.server.count("list", "mpijobs") == 2
+    assert cluster.server.count("watch", "mpijobs") == 1
+    assert cluster.server.count("list", "events") == 1
 
 
 def test_burst_of_500s_is_retried_with_exponential_backoff(cluster: Cluster) -> None:
@@ -315,6 +459,32 @@ def test_job_deleted_by_someone_else(cluster: Cluster) -> None:
     message = f"MPIJob {JOB} was deleted before it finished"
     assert cluster.log.lines == [*lines, f"[ci-runner] {message}"]
     assert result.outcome is Outcome.CANCELLED
+    assert result.failure == Failure(FailureKind.CANCELLED, message)
+    assert_all_gone(cluster)
+    # Its watch was paused: the garbage collector deleting the pods sent us to list it again.
+    assert cluster.server.count("list", "mpijobs") == 2
+    assert cluster.server.count("watch", "mpijobs") == 1
+
+
+def test_job_deleted_by_someone_else_in_the_foreground(cluster: Cluster) -> None:
+    """As the API server does it: the MPIJob stays, being deleted, until its pods are gone."""
+    job = start_training(cluster)
+    lines = running_lines(job)
+    store = cluster.server.store
+
+    def deleting(mpijob: dict[str, Any]) -> None:
+        mpijob["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+        mpijob["metadata"]["finalizers"] = ["foregroundDeletion"]
+
+    with store.cond:
+        store.update(MPIJOBS, NAMESPACE, JOB, deleting)
+        for pod in job.pods():
+            store.delete("pods", NAMESPACE, pod)
+    cluster.server.wait_for_watches(MPIJOBS)  # the pods went: the MPIJob is watched again
+    store.delete(MPIJOBS, NAMESPACE, JOB)
+    result = cluster.result()
+    message = f"MPIJob {JOB} was deleted before it finished"
+    assert cluster.log.lines == [*lines, f"[ci-runner] {message}"]
     assert result.failure == Failure(FailureKind.CANCELLED, message)
     assert_all_gone(cluster)
 

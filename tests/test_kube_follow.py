@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ci_runner.kube.follow import JobTracker, Verdict
 from ci_runner.kube.resources import EVENTS, MPIJOBS, PODS
 from ci_runner.kube.watching import SYNC, WatchUpdate
@@ -24,9 +26,22 @@ def worker(index: int, ready: bool = False, unschedulable: str | None = None) ->
                 "message": unschedulable,
             }
         ]
+    status: JSON = {"phase": "Running" if ready else "Pending", "conditions": conditions}
+    if ready:
+        status["containerStatuses"] = [{"state": {"running": {}}}]
+    return {"metadata": {"name": f"j-worker-{index}", "labels": {ROLE: "worker"}}, "status": status}
+
+
+def launcher(name: str = "j-launcher-b2c4d", exit_code: int | None = None) -> JSON:
+    """A launcher pod whose container runs (or has exited with ``exit_code``)."""
+    if exit_code is None:
+        phase, state = "Running", {"running": {}}
+    else:
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+        state = {"terminated": {"exitCode": exit_code}}
     return {
-        "metadata": {"name": f"j-worker-{index}", "labels": {ROLE: "worker"}},
-        "status": {"phase": "Running" if ready else "Pending", "conditions": conditions},
+        "metadata": {"name": name, "labels": {ROLE: "launcher"}},
+        "status": {"phase": phase, "containerStatuses": [{"state": state}]},
     }
 
 
@@ -132,3 +147,64 @@ def test_launcher_running_once_per_pod() -> None:
     ]
     assert tracker.apply(pods("MODIFIED", running), 0) == []
     assert tracker.launcher_to_follow() == "j-launcher-b2c4d"
+
+
+def steady_tracker() -> JobTracker:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.steady
+    return tracker
+
+
+def test_steady_once_the_launcher_runs_and_every_worker_is_ready() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1), launcher()), 0)
+    assert not tracker.steady  # the MPIJob itself not seen yet
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    assert not tracker.steady  # worker 1 not Ready
+    tracker.apply(pods("MODIFIED", worker(1, ready=True)), 0)
+    assert tracker.steady
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.steady  # listed again (a 410 Gone): nothing changed
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        pods("MODIFIED", worker(1)),
+        pods("DELETED", worker(1, ready=True)),
+        pods("MODIFIED", launcher(exit_code=0)),
+        pods("MODIFIED", launcher(exit_code=1)),
+        pods("DELETED", launcher()),
+        pods("MODIFIED", worker(2)),
+    ],
+    ids=[
+        "worker-not-ready",
+        "worker-deleted",
+        "launcher-done",
+        "launcher-failed",
+        "launcher-deleted",
+        "new-pod",
+    ],
+)
+def test_steady_ends_with_a_pod_change(update: WatchUpdate) -> None:
+    tracker = steady_tracker()
+    tracker.apply(update, 0)
+    assert not tracker.steady
+
+
+def test_steady_ends_when_a_pod_is_being_deleted() -> None:
+    tracker = steady_tracker()
+    going = launcher()
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    tracker.apply(pods("MODIFIED", going), 0)
+    assert not tracker.steady
+
+
+def test_steady_again_with_a_relaunched_launcher() -> None:
+    tracker = steady_tracker()
+    tracker.apply(pods("MODIFIED", launcher(exit_code=1)), 0)
+    tracker.apply(pods("ADDED", launcher("j-launcher-x7k2m")), 0)
+    assert tracker.launcher_to_follow() == "j-launcher-x7k2m"
+    assert tracker.steady  # the failed launcher pod stays; it has ended

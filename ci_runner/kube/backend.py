@@ -1,8 +1,16 @@
 """Run one training job on Kubernetes: submit, follow to the end with its log, explain, clean up.
 
-Three watcher threads (MPIJob, its pods, Events) and one log thread feed an inbox; the calling
-thread alone owns the job's state, prints status lines and decides. :meth:`cancel` only posts to
-the inbox, so a signal handler may call it.
+Watcher threads (MPIJob, its pods, Events) and one log thread feed an inbox; the calling thread
+alone owns the job's state, prints status lines and decides. :meth:`cancel` only posts to the
+inbox, so a signal handler may call it.
+
+Each watch asks the API server to end it after 5 minutes and is then made again (a request), so
+while the job runs steadily (launcher running, every worker Ready) only its pods are watched.
+The Events watch stops for good then: Events matter before the job runs (scheduling, image
+pulls, the operator's ValidationError), and a relaunched launcher stuck pending shows in its
+pod's status. The MPIJob watch pauses: its terminal conditions always follow a pod change (the
+launcher ends or is killed at the deadline; deleting or suspending the job deletes its pods).
+The first pod change that ends the steady state lists the MPIJob at once, then watches it again.
 """
 
 from __future__ import annotations
@@ -63,11 +71,14 @@ class KubernetesBackend:
         self.echo = echo
         self.clock = clock
         self.job_name = str(manifest["metadata"]["name"])
+        self._mpijob_field = f"metadata.name={self.job_name}"
         workers = manifest["spec"]["mpiReplicaSpecs"].get("Worker", {}).get("replicas", 1)
         self.tracker = JobTracker(self.job_name, int(workers), unschedulable_timeout)
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._cancelled = False
-        self._watchers: list[Watcher] = []
+        self._watchers: list[Watcher] = []  # the watchers running
+        self._mpijob_watcher: Watcher | None = None  # None while paused
+        self._events_watcher: Watcher | None = None  # None once stopped for good
         self._threads: list[threading.Thread] = []
         self._log_pods: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._followed: list[str] = []
@@ -149,6 +160,7 @@ class KubernetesBackend:
                 return None
             if isinstance(item, WatchUpdate):
                 self._apply(item)
+                self._fit_watches()
             elif isinstance(item, BaseException):
                 raise item
             self.tracker.check_time(self.clock.monotonic())
@@ -171,15 +183,48 @@ class KubernetesBackend:
     # -- threads -------------------------------------------------------------------------------
 
     def _start_watchers(self) -> None:
-        self._watchers = [
+        self._mpijob_watcher = self._watch_mpijob()
+        pods = job_selector(self.job_name)
+        self._watch(Watcher(self.api, PODS, self._inbox.put, label_selector=pods))
+        self._events_watcher = self._watch(
+            Watcher(self.api, EVENTS, self._inbox.put, keep=self._about_job)
+        )
+
+    def _watch_mpijob(self, resource_version: str | None = None) -> Watcher:
+        field, version = self._mpijob_field, resource_version
+        return self._watch(
             Watcher(
-                self.api, MPIJOBS, self._inbox.put, field_selector=f"metadata.name={self.job_name}"
-            ),
-            Watcher(self.api, PODS, self._inbox.put, label_selector=job_selector(self.job_name)),
-            Watcher(self.api, EVENTS, self._inbox.put, keep=self._about_job),
-        ]
-        for watcher in self._watchers:
-            self._spawn(watcher.run, f"watch-{watcher.resource.plural}")
+                self.api, MPIJOBS, self._inbox.put, field_selector=field, resource_version=version
+            )
+        )
+
+    def _watch(self, watcher: Watcher) -> Watcher:
+        self._watchers.append(watcher)
+        self._spawn(watcher.run, f"watch-{watcher.resource.plural}")
+        return watcher
+
+    def _fit_watches(self) -> None:
+        """Only the pods while the job runs steadily; the MPIJob again when that ends."""
+        if self.tracker.steady:
+            for watcher in (self._events_watcher, self._mpijob_watcher):
+                if watcher is not None:
+                    watcher.stop()  # what it had already delivered is still read: harmless
+                    self._watchers.remove(watcher)
+            self._events_watcher = self._mpijob_watcher = None
+        elif self._mpijob_watcher is None and self.tracker.verdict() is None:
+            self._resume_mpijob_watch()
+
+    def _resume_mpijob_watch(self) -> None:
+        """List the MPIJob now, then watch it from there unless that listing decided the job.
+
+        Listing here rather than on the watcher's thread: an ended job is decided at once,
+        without opening a watch that would only be closed again.
+        """
+        listing = self.api.list(MPIJOBS, field_selector=self._mpijob_field)
+        self._apply(WatchUpdate(MPIJOBS, SYNC, tuple(listing.get("items", []))))
+        if self.tracker.verdict() is None:
+            version = str(listing.get("metadata", {}).get("resourceVersion", ""))
+            self._mpijob_watcher = self._watch_mpijob(version or None)
 
     def _start_log_thread(self) -> None:
         self._log_thread = self._spawn(self._follow_logs, "launcher-log")
@@ -192,6 +237,7 @@ class KubernetesBackend:
                 self._inbox.put(exc)
 
         thread = threading.Thread(target=guarded, name=f"ci-runner-{name}", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()]  # paused watchers' ended
         self._threads.append(thread)
         thread.start()
         return thread

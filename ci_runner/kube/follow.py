@@ -198,6 +198,29 @@ class JobTracker:
             return Verdict(Outcome.CANCELLED, failure)
         return None
 
+    @property
+    def steady(self) -> bool:
+        """The job runs as it should: its launcher's container runs and every worker is Ready.
+
+        Only a pod change ends this: the operator's terminal conditions follow the launcher pod
+        ending or being killed, and deleting or suspending the job deletes its pods.
+        """
+        launcher = self.launcher_to_follow()
+        if self.mpijob is None or self.finished_on_cluster or launcher not in self.pods:
+            return False
+        workers = 0
+        for name, pod in self.pods.items():
+            if name == launcher:
+                fine = _running(pod)
+            elif explain.role(pod) == "worker":
+                workers += 1
+                fine = _running(pod) and _is_ready(pod)
+            else:  # an earlier launcher pod: it must have ended (the Job made a new one)
+                fine = _ended(pod)
+            if not fine:
+                return False
+        return workers == self.workers
+
     def launcher_to_follow(self) -> str | None:
         """The newest launcher pod whose container has started."""
         return self._launchers[-1] if self._launchers else None
@@ -210,6 +233,21 @@ class JobTracker:
             if explain.role(pod) == "worker"
             and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed")
         )
+
+
+def _running(pod: JSON) -> bool:
+    """Running, every container too, and not being deleted."""
+    states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
+    return (
+        pod.get("status", {}).get("phase") == "Running"
+        and not pod.get("metadata", {}).get("deletionTimestamp")
+        and bool(states)
+        and all("running" in state for state in states)
+    )
+
+
+def _ended(pod: JSON) -> bool:
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _is_ready(pod: JSON) -> bool:

@@ -40,7 +40,10 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
 
 
 class Watcher:
-    """Follows one resource (optionally filtered) until stopped or a non-retryable error."""
+    """Follows one resource (optionally filtered) until stopped or a non-retryable error.
+
+    Given a ``resource_version`` (from a list the caller made), it watches from there at once.
+    """
 
     def __init__(
         self,
@@ -50,6 +53,7 @@ class Watcher:
         label_selector: str | None = None,
         field_selector: str | None = None,
         keep: Callable[[JSON], bool] | None = None,
+        resource_version: str | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
@@ -62,7 +66,7 @@ class Watcher:
         self._stream: Stream | None = None
         # Where the next watch resumes; None: list first. Kept here so a dropped connection
         # resumes after the last change we delivered.
-        self.resource_version: str | None = None
+        self.resource_version = resource_version
         self._progress = False  # the current connection brought something
 
     def stop(self) -> None:
