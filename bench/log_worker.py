@@ -24,6 +24,20 @@ from ci_runner.logsink import LogSink, SecretMasker
 from ci_runner.metrics import parse_log_file
 
 
+def peak_rss() -> int:
+    """This process's peak resident set size in bytes.
+
+    Linux's ``VmHWM``: ``ru_maxrss`` would also count the parent's size at the fork, which
+    lingers through the exec.
+    """
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(kib) * 1024
+
+
 def main(argv: list[str]) -> int:
     log, out_dir = Path(argv[1]), Path(argv[2])
     saved = out_dir / "saved.log"
@@ -46,7 +60,7 @@ def main(argv: list[str]) -> int:
             {
                 "sink_seconds": sink_seconds,
                 "parse_seconds": parse_seconds,
-                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "peak_rss_bytes": peak_rss(),
                 "lines": summary.lines,
                 "points": train.count if train else 0,
                 "saved_bytes": saved.stat().st_size,

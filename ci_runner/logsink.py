@@ -1,7 +1,9 @@
 """The training log's one way out: mask secrets, echo to the CI log, save to a file, keep a tail.
 
 Backends feed it chunks as they arrive (bytes or text, split anywhere, even inside a UTF-8
-character or a secret); it emits whole lines. Memory stays bounded however long the log or a line.
+character or a secret); it passes on whole lines, all those a chunk completes at once: the work per
+chunk is a few C-level passes over its text, none per line. Memory stays bounded however long the
+log or a line.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class SecretMasker:
 
     def mask(self, text: str) -> str:
         """``text`` with every secret value replaced."""
-        if self._pattern is None:
+        # A substring test per value is a fast scan; the alternation tries every position.
+        if self._pattern is None or not any(value in text for value in self._values):
             return text
         return self._pattern.sub(MASK, text)
 
@@ -54,7 +57,9 @@ class SecretMasker:
 
 
 class LogSink:
-    """Receives a log stream, writes each complete line (masked) to the echo and to ``path``.
+    """Receives a log stream, writes its complete lines (masked) to the echo and to ``path``.
+
+    Each call of ``echo`` gets one or more whole lines (a piece of an overlong line at most).
 
     Use as a context manager, or call :meth:`close` to flush a final unterminated line.
     """
@@ -90,12 +95,9 @@ class LogSink:
         if last < 0:
             self._pending += text
         else:
-            # One split per piece: cutting each line off the front of the pending text copied
-            # the rest every time, quadratic in the number of lines a piece holds.
-            lines = (self._pending + text[: last + 1]).split("\n")
+            lines = self._pending + text[: last + 1]
             self._pending = text[last + 1 :]
-            for line in lines[:-1]:
-                self._emit(line + "\n")
+            self._emit(lines)
         if len(self._pending) > self._max_line:
             # Mask what we have, then hold back only what could be the start of a secret that
             # the next piece completes: every whole occurrence is already replaced.
@@ -117,17 +119,28 @@ class LogSink:
             self._echo(text)
 
     def _emit(self, piece: str, already_masked: bool = False) -> None:
+        """Save and show ``piece``: whole lines, or a part of an overlong one."""
         masked = piece if already_masked else self._masker.mask(piece)
         self._file.write(masked)
         self._shown.append(masked)
+        newlines = masked.count("\n")
+        self.lines += newlines
+        self._remember(masked, newlines)
+
+    def _remember(self, masked: str, newlines: int) -> None:
+        """Keep the last lines of ``masked`` in the tail: split only as far as the tail reaches."""
+        keep = self._tail.maxlen or 0
+        segments = masked.rsplit("\n", keep + 1)
         complete = masked.endswith("\n")
-        text = masked.rstrip("\r\n")[:TAIL_LINE_CHARS]
-        if self._continuing and self._tail:
-            self._tail[-1] = (self._tail[-1] + text)[:TAIL_LINE_CHARS]
-        else:
-            self._tail.append(text)
         if complete:
-            self.lines += 1
+            segments.pop()  # the empty text after the last newline
+        first = 0
+        if newlines > keep + 1:
+            first = 1  # the lines before the tail, unsplit
+        elif self._continuing and self._tail:
+            self._tail[-1] = (self._tail[-1] + _tail_text(segments[0]))[:TAIL_LINE_CHARS]
+            first = 1
+        self._tail.extend(_tail_text(segment) for segment in segments[first:])
         self._continuing = not complete
 
     def mask(self, text: str) -> str:
@@ -164,6 +177,10 @@ class LogSink:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _tail_text(segment: str) -> str:
+    return segment.rstrip("\r")[:TAIL_LINE_CHARS]
 
 
 def tail_lines(path: Path, count: int, max_bytes: int = 256 * 1024) -> tuple[str, ...]:

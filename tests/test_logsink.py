@@ -132,9 +132,32 @@ def test_an_interrupted_echo_never_shows_a_line_twice(tmp_path: Path) -> None:
         if len(shown) == 1:
             raise KeyboardInterrupt
 
-    sink = LogSink(tmp_path / "train.log", echo)
+    # One piece that completes a line and starts an overlong one: two echoes are due.
+    sink = LogSink(tmp_path / "train.log", echo, max_line_chars=8)
     with pytest.raises(KeyboardInterrupt):
-        sink.feed("one\ntwo\n")
+        sink.feed("one\n" + "x" * 12)
     sink.close()
-    assert shown == ["one\n"]  # "two" is in the saved log, never repeated in the CI log
-    assert sink.path.read_text() == "one\ntwo\n"
+    assert shown == ["one\n"]  # the x's are in the saved log, never repeated in the CI log
+    assert sink.path.read_text() == "one\n" + "x" * 12
+
+
+def test_a_piece_of_many_lines_is_one_echo_and_the_tail_keeps_the_last(tmp_path: Path) -> None:
+    sink, echoed = make_sink(tmp_path, ["s3cr3t-value"], tail_size=3)
+    text = "".join(f"[{i % 8}]<stdout>:step {i} s3cr3t-value\r\n" for i in range(100))
+    sink.feed(text.encode())
+    masked = text.replace("s3cr3t-value", MASK)
+    assert echoed == [masked]
+    assert sink.tail == tuple(f"[{i % 8}]<stdout>:step {i} {MASK}" for i in (97, 98, 99))
+    assert sink.lines == 100
+    sink.close()
+    assert (tmp_path / "log" / "launcher.log").read_bytes() == masked.encode()
+
+
+def test_the_tail_joins_the_pieces_of_an_overlong_line_to_the_lines_after(tmp_path: Path) -> None:
+    sink, echoed = make_sink(tmp_path, tail_size=3, max_line_chars=10)
+    sink.feed("a\n" + "x" * 15)  # "a" and a piece of the long line
+    sink.feed("y" * 5 + "\nb\nc\n")  # the long line ends, two more follow
+    sink.close()
+    assert echoed == ["a\n", "x" * 15, "y" * 5 + "\nb\nc\n"]
+    assert sink.tail == ("x" * 15 + "y" * 5, "b", "c")
+    assert sink.lines == 4

@@ -10,7 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from ci_runner import metrics
 from ci_runner.config_types import MetricSpec
 from ci_runner.metrics import (
     MAX_JSON_METRICS,
@@ -340,3 +343,76 @@ def test_empty_summary_outputs() -> None:
         "ignored_json_lines": 0,
         "metrics": {},
     }
+
+
+# -- blocks at once give what line by line gives ----------------------------------------------
+
+FAST_TRAIN = MetricSpec(
+    "train_loss",
+    re.compile(
+        r"Epoch (?P<step>\d+), loss: (?P<value>[-+0-9.eEnaif]*)(?:, Worker: (?P<rank>\d+))?"
+    ),
+)
+FAST_ACC = MetricSpec("accuracy", re.compile(r"acc=(?P<value>[-+0-9.eEnaif]+)"), goal="max")
+
+
+def test_the_examples_patterns_are_parsed_a_block_at_a_time() -> None:
+    parser = metrics._Parser([FAST_TRAIN, FAST_ACC])
+    assert parser.block_patterns is not None
+    assert metrics._Parser([TRAIN, ACC]).block_patterns is None  # [^,] matches a line break
+
+
+def one_of(draw: st.DrawFn, usual: list[str], unusual: list[str], messy: bool) -> str:
+    """One of ``usual``, or in a messy log now and then of ``unusual``."""
+    return draw(st.sampled_from(unusual if messy and not draw(st.integers(0, 9)) else usual))
+
+
+def metric_line(draw: st.DrawFn, messy: bool) -> str:
+    prefix = draw(st.sampled_from(["", "[0]<stdout>:", "[3]<stderr>:", "[1,2]<stdout>:"]))
+    numbers = (["0", "1", "2", "3"], ["007", "", "+3", "\u0663", "9" * 19, "5"])
+    values = (["1.5", "0.25", "-2", "3e2", "2", "1.5"], ["nan", "inf", "1,5", "", "1e999"])
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return prefix + draw(st.sampled_from(["", "chatter", "acc=", "Epoch x", "\r", "é"]))
+    if kind == 1 and messy:
+        payload = draw(st.sampled_from(['{"name": "acc2", "value": 1}', "{bad", '{"name": 1}']))
+        return f"{prefix}CI_RUNNER_METRIC {payload}"
+    if kind <= 2:
+        return f"{prefix}acc={one_of(draw, *values, messy)} acc={one_of(draw, *values, messy)}"
+    worker = f", Worker: {one_of(draw, *numbers, messy)}"
+    if messy and not draw(st.integers(0, 9)):
+        worker = ""  # the rank group does not take part: the prefix's rank
+    step, value = one_of(draw, *numbers, messy), one_of(draw, *values, messy)
+    return f"{prefix}Epoch {step}, loss: {value}{worker}"
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> str:
+    messy = draw(st.booleans())  # a clean log goes a block at a time, a messy one partly not
+    lines = [metric_line(draw, messy) for _ in range(draw(st.integers(0, 60)))]
+    ending = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    return ending.join(lines) + draw(st.sampled_from(["", ending]))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    log=logs(),
+    block=st.sampled_from([1, 40, 200, 4096]),
+    capacity=st.sampled_from([2, 3, 1024]),
+    longest=st.sampled_from([30, MAX_LINE_CHARS]),
+)
+def test_blocks_give_the_line_by_line_summary(
+    tmp_path_factory: pytest.TempPathFactory, log: str, block: int, capacity: int, longest: int
+) -> None:
+    path = tmp_path_factory.mktemp("log") / "train.log"
+    path.write_bytes(log.encode())
+    specs = [FAST_TRAIN, FAST_ACC]
+    with pytest.MonkeyPatch.context() as patch:
+        # Small blocks, series, rank caps and line limits: every boundary is crossed often.
+        patch.setattr(metrics, "BLOCK_CHARS", block)
+        patch.setattr(metrics, "SERIES_CAPACITY", capacity)
+        patch.setattr(metrics, "MAX_RANKS_PER_METRIC", 3)
+        patch.setattr(metrics, "MAX_LINE_CHARS", longest)
+        with path.open(encoding="utf-8", errors="replace") as text:
+            expected = parse_metrics(iter(lambda: text.readline(longest), ""), specs)
+        assert parse_log_file(path, specs) == expected
