@@ -9,7 +9,8 @@ later runs with the same key reuse it without running pip at all.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
+import os
+import re
 import shutil
 import site
 import subprocess
@@ -73,21 +74,36 @@ class BaseEnvironment:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
+# An installed distribution's metadata folder: "PyYAML-6.0.2.dist-info", "foo-1.0-py3.11.egg-info".
+_METADATA_DIR = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[^-]*)?\.(?:dist|egg)-info")
+
+
 def current_environment() -> BaseEnvironment:
     """The environment running ci-runner."""
-    packages = sorted(
-        {
-            f"{dist.metadata['Name']}=={dist.version}".lower()
-            for dist in importlib.metadata.distributions()
-            if dist.metadata["Name"]
-        }
-    )
     return BaseEnvironment(
         python=Path(sys.executable),
         version=".".join(str(part) for part in sys.version_info[:3]),
         site_packages=tuple(site.getsitepackages()),
-        packages=tuple(packages),
+        packages=installed_packages(sys.path),
     )
+
+
+def installed_packages(paths: Sequence[str]) -> tuple[str, ...]:
+    """Sorted "name==version" (lower case) of the distributions installed on ``paths``.
+
+    Read from the names of their metadata folders, as ``importlib.metadata`` finds them:
+    parsing every METADATA file instead took a quarter of a second per run.
+    """
+    found = set()
+    for path in paths:
+        try:
+            names = os.listdir(path or ".")
+        except OSError:
+            continue  # a zip file or a folder that is gone
+        for name in names:
+            if match := _METADATA_DIR.fullmatch(name):
+                found.add(f"{match['name']}=={match['version']}".lower())
+    return tuple(sorted(found))
 
 
 def layer_key(requirements_text: str, base: BaseEnvironment) -> str:

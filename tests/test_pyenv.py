@@ -40,6 +40,24 @@ def test_the_current_environment_lists_its_packages() -> None:
     assert base.packages == tuple(sorted(base.packages))
 
 
+def test_installed_packages_are_read_from_metadata_folder_names(tmp_path: Path) -> None:
+    for name in [
+        "PyYAML-6.0.2.dist-info",
+        "scikit_learn-1.5.0.dist-info",
+        "oldstyle-1.0-py3.11.egg-info",
+        "torch-2.13.0+cpu.dist-info",
+        "yaml",  # a package, not metadata
+        "notes.txt",
+    ]:
+        (tmp_path / name).mkdir()
+    assert pyenv.installed_packages([str(tmp_path), str(tmp_path / "gone")]) == (
+        "oldstyle==1.0",
+        "pyyaml==6.0.2",
+        "scikit_learn==1.5.0",
+        "torch==2.13.0+cpu",
+    )
+
+
 def test_a_layer_sees_the_base_environment_and_is_reused(tmp_path: Path) -> None:
     base = pyenv.current_environment()
     requirements = tmp_path / "requirements.txt"
