@@ -1083,8 +1083,11 @@ SCHEMA: Final = Record(
                 Field(
                     "pattern",
                     Pattern(),
-                    "Regular expression matched against each log line; the group `value` is "
-                    "the number, optional groups `step` and `rank`.",
+                    "Regular expression matched against each log line (without horovodrun's "
+                    "`[rank]<stdout>:` prefix, first match); the group `value` is the number, "
+                    "optional groups `step` and `rank` (else the prefix's rank). Long logs are "
+                    "parsed two to three times faster when the pattern starts with fixed text and "
+                    "cannot match a line break: `[^,\\n]+`, not `[^,]+`; no `\\s`, `^`, `$`.",
                     r"'loss: (?P<value>[-+0-9.eE]+)'",
                     required=True,
                 ),

@@ -22,6 +22,7 @@ MIN_SECRET_LENGTH = 4
 # A line longer than this is passed on in pieces so one huge line cannot exhaust memory.
 MAX_LINE_CHARS = 64 * 1024
 TAIL_LINE_CHARS = 2000
+_TAIL_KEPT = 2 * TAIL_LINE_CHARS  # room for the trailing "\r"s cut when the tail is read
 
 
 class SecretMasker:
@@ -138,9 +139,13 @@ class LogSink:
         if newlines > keep + 1:
             first = 1  # the lines before the tail, unsplit
         elif self._continuing and self._tail:
-            self._tail[-1] = (self._tail[-1] + _tail_text(segments[0]))[:TAIL_LINE_CHARS]
+            self._tail[-1] = (self._tail[-1] + segments[0])[:_TAIL_KEPT]
             first = 1
-        self._tail.extend(_tail_text(segment) for segment in segments[first:])
+        # Kept as they are, cut to a readable length when read: no work per line here.
+        kept = segments[first:]
+        if kept and max(map(len, kept)) > _TAIL_KEPT:
+            kept = [segment[:_TAIL_KEPT] for segment in kept]
+        self._tail.extend(kept)
         self._continuing = not complete
 
     def mask(self, text: str) -> str:
@@ -153,7 +158,7 @@ class LogSink:
     @property
     def tail(self) -> tuple[str, ...]:
         """The last complete (or final partial) lines, masked, each cut to a readable length."""
-        return tuple(self._tail)
+        return tuple(_tail_text(line) for line in self._tail)
 
     def close(self) -> None:
         """Flush the decoder and any unterminated last line, then close the file."""
@@ -179,8 +184,8 @@ class LogSink:
         self.close()
 
 
-def _tail_text(segment: str) -> str:
-    return segment.rstrip("\r")[:TAIL_LINE_CHARS]
+def _tail_text(line: str) -> str:
+    return line.rstrip("\r")[:TAIL_LINE_CHARS]
 
 
 def tail_lines(path: Path, count: int, max_bytes: int = 256 * 1024) -> tuple[str, ...]:
