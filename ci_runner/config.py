@@ -49,7 +49,8 @@ MAX_DURATION: Final = 7 * 24 * 3600
 MAX_INT32: Final = 2**31 - 1
 OUTPUT_PLACEHOLDERS: Final = ("project", "sha", "job")
 METRIC_GROUPS: Final = ("value", "step", "rank")
-RESERVED_ENV: Final = ("DATA_URI", "OUTPUT_URI")
+# Set by ci-runner in every rank (the Git credentials in the fetch step); not for env or secrets.
+RESERVED_ENV: Final = ("DATA_URI", "OUTPUT_URI", "PIP_CACHE_DIR", "GIT_USERNAME", "GIT_PASSWORD")
 RESERVED_ENV_PREFIX: Final = "CI_RUNNER_"
 WORKERS_VARIABLE: Final = "CI_RUNNER_WORKERS"
 ARGS_VARIABLE: Final = "CI_RUNNER_ARGS"
@@ -686,7 +687,7 @@ def _env_name(value: str) -> tuple[str, str] | None:
     if value in RESERVED_ENV or value.startswith(RESERVED_ENV_PREFIX):
         return (
             f"{value} is set by ci-runner for every rank",
-            "choose another name (DATA_URI, OUTPUT_URI and CI_RUNNER_* are reserved)",
+            f"choose another name ({', '.join(RESERVED_ENV)} and CI_RUNNER_* are reserved)",
         )
     return None
 
@@ -1307,7 +1308,8 @@ _FORMATS = """
   GitLab project path), `{sha}` (the full commit SHA) and `{job}` (the name ci-runner gives the
   training job) are filled in; `{{` and `}}` stand for literal braces.
 - **names** (`secrets`, `env` keys, metric names): letters, digits and `_`, not starting with a
-  digit; `DATA_URI`, `OUTPUT_URI` and `CI_RUNNER_*` are reserved for ci-runner.
+  digit; `DATA_URI`, `OUTPUT_URI`, `PIP_CACHE_DIR`, `GIT_USERNAME`, `GIT_PASSWORD` and
+  `CI_RUNNER_*` are reserved for ci-runner.
 - Kubernetes names (`service_account`, `priority_class`, `image_pull_secrets`, `queue`,
   `pip_cache_pvc`): lowercase letters, digits, `-` and `.`; `namespace`: lowercase letters,
   digits and `-`.

@@ -18,7 +18,7 @@ try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
 except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
-from ci_runner.config import expand_outputs
+from ci_runner.config import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
 from ci_runner.config_types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError, Problem
@@ -37,11 +37,6 @@ LABEL_PREFIX = "ci-runner"
 # API server's 256 KiB annotation limit.
 MAX_ANNOTATION_CHARS = 4096
 
-# Names ci-runner sets itself; train.yaml's env and secrets may not reuse them.
-_RESERVED_ENV = frozenset(
-    {"DATA_URI", "OUTPUT_URI", "PIP_CACHE_DIR", GIT_USERNAME_KEY, GIT_PASSWORD_KEY}
-)
-_RESERVED_PREFIX = "CI_RUNNER_"
 _LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 # libyaml's safe loader when PyYAML has it: ten times faster on the ~17 KB manifest.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -226,7 +221,7 @@ def _rank_env(config: TrainConfig, ctx: CIContext, name: str) -> list[tuple[str,
 def _check_names(config: TrainConfig) -> None:
     problems = []
     for key, _ in config.env:
-        if key in _RESERVED_ENV or key.startswith(_RESERVED_PREFIX):
+        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
             problems.append(
                 Problem(
                     config.source_file,
@@ -238,7 +233,7 @@ def _check_names(config: TrainConfig) -> None:
             )
     env_names = {key for key, _ in config.env}
     for secret in config.secrets:
-        if secret in _RESERVED_ENV or secret.startswith(_RESERVED_PREFIX) or secret in env_names:
+        if secret in RESERVED_ENV or secret.startswith(RESERVED_ENV_PREFIX) or secret in env_names:
             what = "also in env" if secret in env_names else "set by ci-runner for every rank"
             problems.append(
                 Problem(

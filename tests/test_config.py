@@ -34,6 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "train-yaml.md"
 
 BASE = "name: job\nimage: img\ncommand: python train.py\n"
+RESERVED = "DATA_URI, OUTPUT_URI, PIP_CACHE_DIR, GIT_USERNAME, GIT_PASSWORD and CI_RUNNER_*"
 BASE_WITHOUT_COMMAND = "name: job\nimage: img\n"
 
 SEED_JOB = r"""name: simple-ml
@@ -407,13 +408,17 @@ ONE_PROBLEM = [
     (
         "env: {CI_RUNNER_SHA: x}",
         "train.yaml:4: env.CI_RUNNER_SHA: CI_RUNNER_SHA is set by ci-runner for every "
-        "rank; fix: choose another name (DATA_URI, OUTPUT_URI and CI_RUNNER_* are "
-        "reserved)",
+        f"rank; fix: choose another name ({RESERVED} are reserved)",
     ),
     (
         "env: {OUTPUT_URI: x}",
         "train.yaml:4: env.OUTPUT_URI: OUTPUT_URI is set by ci-runner for every rank; fix: "
-        "choose another name (DATA_URI, OUTPUT_URI and CI_RUNNER_* are reserved)",
+        f"choose another name ({RESERVED} are reserved)",
+    ),
+    (
+        "env: {GIT_PASSWORD: x}",
+        "train.yaml:4: env.GIT_PASSWORD: GIT_PASSWORD is set by ci-runner for every rank; fix: "
+        f"choose another name ({RESERVED} are reserved)",
     ),
     (
         "env: {'A B': x}",
@@ -451,7 +456,7 @@ ONE_PROBLEM = [
     (
         "secrets: [DATA_URI]",
         "train.yaml:4: secrets[0]: DATA_URI is set by ci-runner for every rank; fix: "
-        "choose another name (DATA_URI, OUTPUT_URI and CI_RUNNER_* are reserved)",
+        f"choose another name ({RESERVED} are reserved)",
     ),
     (
         "secrets: [5]",

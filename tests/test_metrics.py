@@ -86,6 +86,9 @@ def test_prefix_is_removed_and_gives_the_rank() -> None:
     assert split_prefix("[1,12]<stderr>:loss 1") == (12, "loss 1")
     assert split_prefix("loss 1") == (None, "loss 1")
     assert split_prefix(" [3]<stdout>:x") == (None, " [3]<stdout>:x")
+    # Not a rank: int() of 5000 digits raises; such a "prefix" is text like any other.
+    huge = "[" + "9" * 5000 + "]<stdout>:x"
+    assert split_prefix(huge) == (None, huge)
     # The pattern sees the line without the prefix: anchors work.
     spec = MetricSpec("loss", re.compile(r"^loss (?P<value>\S+)$"))
     summary = parse_metrics(["[2]<stdout>:loss 0.5\n", "loss 0.25\n"], [spec])
