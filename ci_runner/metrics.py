@@ -334,7 +334,8 @@ class _BlockPattern:
             ranks = [0] * len(matches)
             if _PREFIX_MARK in block:
                 ranks = [_line_rank(block, match.start()) for match in matches]
-        columns = list(zip(*(match.groups() for match in matches), strict=True))
+        # "" for a group that took no part, as findall gives it.
+        columns = list(zip(*(match.groups("") for match in matches), strict=True))
         return _columns(columns, self.value, self.step, self.rank, block_ranks=ranks)
 
     def _matches_at_candidates(self, block: str) -> list[re.Match[str]]:

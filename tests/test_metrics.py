@@ -403,9 +403,15 @@ def logs(draw: st.DrawFn) -> str:
     block=st.sampled_from([1, 40, 200, 4096]),
     capacity=st.sampled_from([2, 3, 1024]),
     longest=st.sampled_from([30, MAX_LINE_CHARS]),
+    sparse=st.sampled_from([1, 10**9]),  # always / never try each candidate on its own
 )
 def test_blocks_give_the_line_by_line_summary(
-    tmp_path_factory: pytest.TempPathFactory, log: str, block: int, capacity: int, longest: int
+    tmp_path_factory: pytest.TempPathFactory,
+    log: str,
+    block: int,
+    capacity: int,
+    longest: int,
+    sparse: int,
 ) -> None:
     path = tmp_path_factory.mktemp("log") / "train.log"
     path.write_bytes(log.encode())
@@ -416,6 +422,7 @@ def test_blocks_give_the_line_by_line_summary(
         patch.setattr(metrics, "SERIES_CAPACITY", capacity)
         patch.setattr(metrics, "MAX_RANKS_PER_METRIC", 3)
         patch.setattr(metrics, "MAX_LINE_CHARS", longest)
+        patch.setattr(metrics, "SPARSE_CHARS", sparse)
         with path.open(encoding="utf-8", errors="replace") as text:
             expected = parse_metrics(iter(lambda: text.readline(longest), ""), specs)
         assert parse_log_file(path, specs) == expected
