@@ -57,7 +57,7 @@ def block_pattern(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
             and not _nullable(items)
             and _cannot_start_in_prefix(items, ignore_case)
         )
-    except _Unknown:
+    except Exception:  # _Unknown, or a parse tree unlike the ones this knows: line by line
         return None
     if not safe:
         return None
