@@ -204,6 +204,10 @@ class _Metric:
         if step is None:
             step = series.count
         series.add(step, value)
+        self._offer_best(value, step, rank)
+
+    def _offer_best(self, value: float, step: int, rank: int) -> None:
+        """Keep (value, step, rank) when strictly better than the best so far: the first wins."""
         best = self.best
         if best is None or (value < best[0] if self.goal == "min" else value > best[0]):
             self.best = (value, step, rank)
@@ -240,10 +244,7 @@ class _Metric:
                 best_step = rank_steps[bisect_left(indices, best)]
             series.add_block(rank_steps, list(map(values.__getitem__, indices)))
             start = end
-        value = values[best]
-        known = self.best
-        if known is None or (value < known[0] if self.goal == "min" else value > known[0]):
-            self.best = (value, best_step, ranks[best])
+        self._offer_best(values[best], best_step, ranks[best])
 
     def freeze(self) -> MetricResult:
         series = tuple(self.ranks[r].freeze(r) for r in sorted(self.ranks))
