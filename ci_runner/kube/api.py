@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +79,36 @@ class Stream:
         # Close rather than hand a half-read connection back to the pool for reuse.
         self._response.close()
         self._response.release_conn()
+
+
+class StreamReader:
+    """Reads streams on one thread that any other thread may stop, even mid-read."""
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._stream: Stream | None = None
+
+    def stop(self) -> None:
+        """Stop reading; interrupts a blocked read. Safe from any thread."""
+        self._stopped.set()
+        with self._lock:
+            if self._stream is not None:
+                self._stream.interrupt()
+
+    @contextmanager
+    def reading(self, stream: Stream) -> Iterator[Stream]:
+        """``stream``, interruptible by :meth:`stop` while the block reads it; closed after."""
+        with self._lock:
+            self._stream = stream
+        if self._stopped.is_set():
+            stream.interrupt()
+        try:
+            yield stream
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
 
 
 class KubeApi:

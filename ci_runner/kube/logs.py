@@ -9,10 +9,9 @@ Only the current line is held in memory.
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timezone
 
-from ci_runner.kube.api import KubeApi, Stream
+from ci_runner.kube.api import KubeApi, StreamReader
 from ci_runner.kube.errors import KubeError, NotFound
 from ci_runner.kube.resources import PODS
 from ci_runner.logsink import LogSink
@@ -39,10 +38,11 @@ def since_time(nanos: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class LogFollower:
+class LogFollower(StreamReader):
     """Follows one pod's log to the end of its container, feeding ``sink``."""
 
     def __init__(self, api: KubeApi, pod: str, sink: LogSink) -> None:
+        super().__init__()
         self.api = api
         self.pod = pod
         self.sink = sink
@@ -50,17 +50,7 @@ class LogFollower:
         self._last: int | None = None  # timestamp of the last line passed on
         self._at_last = 0  # lines passed on with exactly that timestamp
         self._skip = 0  # lines at ``_last`` still to skip on this connection
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()
-        self._stream: Stream | None = None
         self._opened = False  # the current connection was established
-
-    def stop(self) -> None:
-        """Stop following; interrupts a blocked read. Safe from any thread."""
-        self._stopped.set()
-        with self._lock:
-            if self._stream is not None:
-                self._stream.interrupt()
 
     def run(self) -> None:
         """Follow until the container has ended (or :meth:`stop`); raises :class:`KubeError`."""
@@ -90,21 +80,13 @@ class LogFollower:
         self._skip = self._at_last
         stream = self.api.follow_log(self.pod, since)
         self._opened = True
-        with self._lock:
-            self._stream = stream
-        if self._stopped.is_set():
-            stream.interrupt()
         pending = b""
-        try:
+        with self.reading(stream):
             for chunk in stream.chunks():
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     self._line(line)
-        finally:
-            with self._lock:
-                self._stream = None
-            stream.close()
         if self._stopped.is_set():
             return True
         # A clean end: the container finished, or the server ended the request early.

@@ -7,11 +7,10 @@ It never polls: between changes it blocks reading the watch stream.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ci_runner.kube.api import JSON, KubeApi, Stream
+from ci_runner.kube.api import JSON, KubeApi, StreamReader
 from ci_runner.kube.errors import Gone, KubeError, error_class
 from ci_runner.kube.resources import Resource
 
@@ -39,7 +38,7 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield from (line for line in lines if line.strip())
 
 
-class Watcher:
+class Watcher(StreamReader):
     """Follows one resource (optionally filtered) until stopped or a non-retryable error.
 
     Given a ``resource_version`` (from a list the caller made), it watches from there at once.
@@ -55,26 +54,17 @@ class Watcher:
         keep: Callable[[JSON], bool] | None = None,
         resource_version: str | None = None,
     ) -> None:
+        super().__init__()
         self.api = api
         self.resource = resource
         self.deliver = deliver
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.keep = keep or (lambda _obj: True)
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()
-        self._stream: Stream | None = None
         # Where the next watch resumes; None: list first. Kept here so a dropped connection
         # resumes after the last change we delivered.
         self.resource_version = resource_version
         self._progress = False  # the current connection brought something
-
-    def stop(self) -> None:
-        """Stop watching; interrupts a blocked read. Safe from any thread."""
-        self._stopped.set()
-        with self._lock:
-            if self._stream is not None:
-                self._stream.interrupt()
 
     def run(self) -> None:
         """List and watch until :meth:`stop`; raises :class:`KubeError` if it cannot go on."""
@@ -110,13 +100,9 @@ class Watcher:
         stream = self.api.watch(
             self.resource, self.resource_version or "", self.label_selector, self.field_selector
         )
-        with self._lock:
-            self._stream = stream
-        if self._stopped.is_set():
-            stream.interrupt()
         events = 0
         self._progress = False
-        try:
+        with self.reading(stream):
             for line in split_lines(stream.chunks()):
                 if self._stopped.is_set():
                     break
@@ -139,10 +125,6 @@ class Watcher:
                 events += 1
                 if self.keep(obj):
                     self.deliver(WatchUpdate(self.resource, kind, (obj,)))
-        finally:
-            with self._lock:
-                self._stream = None
-            stream.close()
         return events
 
     def _status_error(self, status: JSON) -> KubeError:
