@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.common import Row, check, median, say, spread
-from ci_runner.config_types import MetricSpec, Resources, TrainConfig
+from bench.logs import SPECS
+from ci_runner.config_types import Resources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.metrics import parse_metrics
 from ci_runner.report import HistoryEntry, ReportInput, render_comment, render_report
@@ -28,15 +29,6 @@ STEPS = 100_000
 MAX_POINTS = 100
 MAX_BYTES = 50_000
 MAX_SECONDS = 1.0
-TRAIN = MetricSpec(
-    "train_loss",
-    re.compile(
-        r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"
-    ),
-)
-TEST = MetricSpec(
-    "test_loss", re.compile(r"Testing\. MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)")
-)
 CTX = CIContext(
     sha="0123456789abcdef0123456789abcdef01234567",
     project_path="faraway/simple_ml",
@@ -54,7 +46,7 @@ CONFIG = TrainConfig(
     command=("python", "examples/simple_ml/main_with_horovod.py"),
     workers=RANKS,
     resources=Resources(gpu=1),
-    metrics=(TRAIN, TEST),
+    metrics=SPECS,  # the example's train_loss and test_loss
 )
 
 
