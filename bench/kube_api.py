@@ -1,15 +1,15 @@
 """4. Kubernetes API cost.
 
-The real :class:`~ci_runner.kube.KubernetesBackend` against the fake API server and MPI
-Operator of the test suite (``tests/kube_server.py``, ``tests/kube_operator.py``), over real
-HTTP. A one-hour job in simulated time (the backend's :class:`~ci_runner.clock.ManualClock` is
-moved on, nothing sleeps an hour): workers and launcher start, the launcher logs a loss line a
-minute, and every five minutes a watch is dropped, then the launcher succeeds. Two readings of
-"a watch dropped": one open watch (in turn), and every open watch at once (what a real API
-server does when each watch asks for ``timeoutSeconds=300``, as ours do). While the job runs
-steadily the backend watches its pods alone (the MPIJob watch paused, the Events watch stopped
-for good), so in that hour both readings drop the pods watch; when the launcher ends, the
-backend lists the MPIJob once and sees Succeeded.
+The real :class:`~ci_runner.backends.kubernetes.backend.KubernetesBackend` against the fake API
+server and MPI Operator of the test suite (``tests/kube_server.py``, ``tests/kube_operator.py``),
+over real HTTP. A one-hour job in simulated time (the backend's
+:class:`~ci_runner.clock.ManualClock` is moved on, nothing sleeps an hour): workers and launcher
+start, the launcher logs a loss line a minute, and every five minutes a watch is dropped, then the
+launcher succeeds. Two readings of "a watch dropped": one open watch (in turn), and every open watch
+at once (what a real API server does when each watch asks for ``timeoutSeconds=300``, as ours do).
+While the job runs steadily the backend watches its pods alone (the MPIJob watch paused, the Events
+watch stopped for good), so in that hour both readings drop the pods watch; when the launcher ends,
+the backend lists the MPIJob once and sees Succeeded.
 
 Targets: at most 30 requests in all (a loop polling the MPIJob every 5 s would make 720 in that
 hour), and ``run()`` returns within 1 s (wall time) of the Succeeded condition being set.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import INFO, Row, check, median, say, spread
-from ci_runner.result import Outcome
+from ci_runner.backends.result import Outcome
 from tests.kube_harness import Cluster
 from tests.kube_server import FakeKubeServer
 

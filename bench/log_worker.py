@@ -6,8 +6,9 @@ Usage: python -m bench.log_worker LOG OUT_DIR
   OUT_DIR  where the LogSink saves its copy
 
 The log is read in the local backend's pipe-sized chunks (64 KiB) and fed to a
-:class:`~ci_runner.logsink.LogSink` whose echo (the CI log) is a buffered write to /dev/null;
-then :func:`~ci_runner.metrics.parse_log_file` reads the saved copy with the example's metrics.
+:class:`~ci_runner.backends.logsink.LogSink` whose echo (the CI log) is a buffered write to
+/dev/null; then :func:`~ci_runner.results.metrics.parse_log_file` reads the saved copy with the
+example's metrics.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import time
 from pathlib import Path
 
 from bench.logs import CHUNK, SPECS, TOKEN
-from ci_runner.logsink import LogSink, SecretMasker
-from ci_runner.metrics import parse_log_file
+from ci_runner.backends.logsink import LogSink
+from ci_runner.masking import SecretMasker
+from ci_runner.results.metrics import parse_log_file
 
 
 def peak_rss() -> int:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from bench.common import Row, check, median, say, spread
 from bench.logs import SPECS
-from ci_runner.config_types import Resources, TrainConfig
+from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.context import CIContext
-from ci_runner.metrics import parse_metrics
-from ci_runner.report import HistoryEntry, ReportInput, render_comment, render_report
-from ci_runner.result import Outcome, RunResult
+from ci_runner.results.metrics import parse_metrics
+from ci_runner.results.report import HistoryEntry, ReportInput, render_comment, render_report
+from ci_runner.spec.types import Resources, TrainConfig
 
 NAME = "5 report size"
 RANKS = 8

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from ci_runner import __version__, cancel_command, train
-from ci_runner.commands import Command, Runtime, add_job_arguments, load_job
+from ci_runner import __version__
+from ci_runner.commands import cancel, render, train, validate
+from ci_runner.commands.common import Command, Runtime
 from ci_runner.errors import CiRunnerError
 from ci_runner.masking import secret_masker
-from ci_runner.render import manifest_yaml, render_mpijob, secret_name
 
 ERROR_PREFIX = "ci-runner: error: "
 EXIT_ERROR = 1
@@ -27,50 +27,8 @@ EXIT_CRASH = 2
 EXIT_INTERRUPTED = 130
 
 
-def _run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
-    job = load_job(args, runtime)
-    manifest = render_mpijob(job.config, job.ctx)
-    config = job.config
-    workers = "worker" if config.workers == 1 else "workers"
-    slots = "slot" if config.slots_per_worker == 1 else "slots"
-    ranks = "rank" if config.ranks == 1 else "ranks"
-    runtime.stdout.write(
-        f"[ci-runner] {job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
-        f"{manifest['metadata']['name']}, {config.workers} {workers} x {config.slots_per_worker} "
-        f"{slots} = {config.ranks} {ranks}\n"
-    )
-    return 0
-
-
-def _run_render(args: argparse.Namespace, runtime: Runtime) -> int:
-    job = load_job(args, runtime)
-    manifest = render_mpijob(job.config, job.ctx)
-    runtime.stdout.write(manifest_yaml(manifest))
-    keys = ", ".join(["GIT_USERNAME", "GIT_PASSWORD", *job.config.secrets])
-    runtime.status(
-        f"the MPIJob reads Secret {secret_name(manifest['metadata']['name'])} (keys {keys}); "
-        "`ci-runner train` creates it"
-    )
-    return 0
-
-
 # The subcommands, in the order `ci-runner --help` lists them. Add one entry per subcommand.
-COMMANDS: list[Command] = [
-    Command(
-        "validate",
-        "check train.yaml at the commit and that it renders a valid MPIJob",
-        add_job_arguments,
-        _run_validate,
-    ),
-    Command(
-        "render",
-        "print the MPIJob for train.yaml at the commit (YAML, for kubectl apply)",
-        add_job_arguments,
-        _run_render,
-    ),
-    train.COMMAND,
-    cancel_command.COMMAND,
-]
+COMMANDS: list[Command] = [validate.COMMAND, render.COMMAND, train.COMMAND, cancel.COMMAND]
 
 
 def main(

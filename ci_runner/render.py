@@ -18,11 +18,11 @@ try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
 except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
-from ci_runner.config import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
-from ci_runner.config_types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError, Problem
-from ci_runner.naming import job_name
+from ci_runner.plan.job_name import job_name
+from ci_runner.spec.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
+from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import environment, templates_dir
 
 CODE_DIR = "/ci-runner/code"

@@ -18,11 +18,12 @@ from typing import Any
 
 import kubernetes.client
 
+from ci_runner.backends.kubernetes.api import RetryPolicy
+from ci_runner.backends.kubernetes.backend import KubernetesBackend
+from ci_runner.backends.logsink import LogSink
+from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
-from ci_runner.kube import KubernetesBackend
-from ci_runner.kube.api import RetryPolicy
-from ci_runner.logsink import LogSink, SecretMasker
-from ci_runner.result import RunResult
+from ci_runner.masking import SecretMasker
 from tests.kube_operator import JobScenario, MpiOperator
 from tests.kube_server import FakeKubeServer
 

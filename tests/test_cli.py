@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from ci_runner import __version__, cli
-from ci_runner.commands import Command, Runtime
-from ci_runner.config import load_config
+from ci_runner.commands.common import Command, Runtime
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.render import manifest_yaml, render_mpijob
+from ci_runner.spec.schema import load_config
 from tests.conftest import run_git
 from tests.crd import validate_mpijob
 

@@ -196,7 +196,7 @@ def test_component_command_lines_parse_with_the_real_cli() -> None:
     import io
 
     from ci_runner.cli import _parser
-    from ci_runner.commands import Runtime
+    from ci_runner.commands.common import Runtime
 
     _, jobs = load_component({"image": "img:1"})
     job = jobs["train"]

@@ -28,11 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ci_runner import cli
-from ci_runner.config import EXAMPLE, load_config
-from ci_runner.config_types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.render import manifest_yaml, render_mpijob
+from ci_runner.spec.schema import EXAMPLE, load_config
+from ci_runner.spec.types import TrainConfig
 from tests.conftest import run_git
 from tests.crd import validate_mpijob
 

@@ -28,14 +28,15 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-from ci_runner import cli, train
-from ci_runner.logsink import MASK, LogSink
-from ci_runner.masking import SECRET_VARIABLES
+from ci_runner import cli
+from ci_runner.backends.logsink import LogSink
+from ci_runner.commands import train
+from ci_runner.masking import MASK, SECRET_VARIABLES
 from tests.conftest import run_git
 from tests.gitlab_server import FakeGitLab, record_retry_sleeps
 from tests.kube_operator import MpiOperator
 from tests.kube_server import FakeKubeServer
-from tests.test_local_backend import FAKE
+from tests.test_backends_local import FAKE
 
 GitRepo = Callable[..., tuple[Path, str]]
 
@@ -597,12 +598,12 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
     outside the links not even the session token does."""
     from moto.server import ThreadedMotoServer
 
-    from ci_runner.artifacts import make_s3_client
-    from ci_runner.config import load_config
+    from ci_runner.backends.result import Outcome, RunResult
     from ci_runner.context import from_environment
     from ci_runner.masking import secret_masker
-    from ci_runner.reporting import ReportSettings, finish, masker_for_report, open_gitlab
-    from ci_runner.result import Outcome, RunResult
+    from ci_runner.results.artifacts import make_s3_client
+    from ci_runner.results.stage import ReportSettings, finish, masker_for_report, open_gitlab
+    from ci_runner.spec.schema import load_config
 
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
@@ -628,7 +629,7 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
         client.put_object(Bucket="models", Key="run/model.pt", Body=b"weights")
         config = load_config(TRAIN_YAML)
         ctx = from_environment(env, repo)
-        masker = secret_masker(env, config)
+        masker = secret_masker(env, config.secrets)
         out = tmp_path / "ci"
         with LogSink(out / "train.log", lambda text: None, masker) as sink:
             for value in SECRET_VALUES:

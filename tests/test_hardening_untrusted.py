@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from ci_runner.config import load_config
+from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.context import CIContext
-from ci_runner.logsink import SecretMasker
-from ci_runner.publish import find_targets
-from ci_runner.report import extract_history
-from ci_runner.reporting import GitLabDestination, ReportSettings, finish, open_gitlab
-from ci_runner.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.gitlab.comments import find_targets
+from ci_runner.masking import SecretMasker
+from ci_runner.results.report import extract_history
+from ci_runner.results.stage import GitLabDestination, ReportSettings, finish, open_gitlab
+from ci_runner.spec.schema import load_config
 from tests.gitlab_server import FakeGitLab, record_retry_sleeps
-from tests.test_report import _cell_borders, _outside_code, _skeleton
+from tests.test_results_report import _cell_borders, _outside_code, _skeleton
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 TOKEN = "glpat-untrusted-test-token"

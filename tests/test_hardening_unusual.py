@@ -22,19 +22,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci_runner import cli, train
-from ci_runner.config import load_config
+from ci_runner import cli
+from ci_runner.backends.logsink import LogSink
+from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.commands import train
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
-from ci_runner.logsink import MASK, LogSink, SecretMasker
-from ci_runner.metrics import parse_log_file, summary_to_json
-from ci_runner.naming import DNS_1035_LABEL
+from ci_runner.masking import MASK, SecretMasker
+from ci_runner.plan.job_name import DNS_1035_LABEL
 from ci_runner.render import launcher_args, render_mpijob
-from ci_runner.report import ReportInput, render_report
-from ci_runner.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.results.metrics import parse_log_file, summary_to_json
+from ci_runner.results.report import ReportInput, render_report
+from ci_runner.spec.schema import load_config
 from tests.conftest import run_git
 from tests.crd import validate_mpijob
-from tests.test_local_backend import FAKE
+from tests.test_backends_local import FAKE
 
 GitRepo = Callable[..., tuple[Path, str]]
 SHA = "0123456789abcdef0123456789abcdef01234567"

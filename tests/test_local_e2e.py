@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_runner.local_backend import is_running
+from ci_runner.backends.local.backend import is_running
 from tests.conftest import REPO_ROOT, run_git
 
 BIN = Path(sys.executable).parent

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from ci_runner.config_types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.render import render_mpijob
+from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import templates_dir
 from tests.conftest import GIT_ENV, run_git
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ci_runner.kube import REQUIRED_PERMISSIONS
+from ci_runner.backends.kubernetes.permissions import REQUIRED_PERMISSIONS
 
 RBAC = Path(__file__).resolve().parent.parent / "examples" / "rbac.yaml"
 

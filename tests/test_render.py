@@ -13,15 +13,6 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ci_runner.config import load_config
-from ci_runner.config_types import (
-    DnsConfig,
-    Elastic,
-    KubernetesOptions,
-    Resources,
-    Toleration,
-    TrainConfig,
-)
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
 from ci_runner.render import (
@@ -31,6 +22,15 @@ from ci_runner.render import (
     render_mpijob,
     secret_data,
     secret_name,
+)
+from ci_runner.spec.schema import load_config
+from ci_runner.spec.types import (
+    DnsConfig,
+    Elastic,
+    KubernetesOptions,
+    Resources,
+    Toleration,
+    TrainConfig,
 )
 from ci_runner.templating import yaml_quote
 from tests.conftest import REPO_ROOT

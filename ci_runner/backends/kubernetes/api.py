@@ -1,0 +1,354 @@
+"""Every request to the API server goes through :meth:`KubeApi.request`.
+
+One retry policy, our own errors.
+
+We use the ``kubernetes`` client's ``ApiClient`` for configuration, authentication and TLS, and work
+with plain JSON dicts: manifests are dicts already, and watches and logs need the raw stream.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from ci_runner.backends.kubernetes.errors import KubeError, Unreachable, error_class
+from ci_runner.backends.kubernetes.resources import POD_LOGS, Resource
+from ci_runner.clock import Clock
+
+JSON = dict[str, Any]
+Query = Sequence[tuple[str, str | int | bool]]
+
+LOG_READ_TIMEOUT = 300.0  # seconds
+
+# Errors raised while reading a response body when the connection breaks.
+STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff for 429, 5xx and connection errors, honouring ``Retry-After``."""
+
+    attempts: int = 6  # tries in all, the first included
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+    max_retry_after: float = 300.0
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        return float(min(self.base_delay * 2**retry, self.max_delay))
+
+
+class Stream:
+    """An open streaming response (a watch or a followed log), read chunk by chunk."""
+
+    def __init__(self, response: urllib3.HTTPResponse, error: KubeError) -> None:
+        self._response = response
+        self._error = error  # raised (as Unreachable) when the stream breaks
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body as it arrives; raises :class:`Unreachable` if the connection breaks."""
+        try:
+            yield from self._response.stream(64 * 1024, decode_content=True)
+        except STREAM_ERRORS as exc:
+            err = self._error
+            raise Unreachable(
+                err.verb, err.resource, err.namespace, None, f"stream broken: {exc}", err.host
+            ) from exc
+
+    def interrupt(self) -> None:
+        """Make a read blocked in another thread return; the reading thread then closes."""
+        try:
+            self._response.shutdown()
+        except (*STREAM_ERRORS, RuntimeError):
+            pass  # already read to the end and back in the pool
+
+    def close(self) -> None:
+        """Done reading (from the thread that reads)."""
+        self.interrupt()
+        # Close rather than hand a half-read connection back to the pool for reuse.
+        self._response.close()
+        self._response.release_conn()
+
+
+class StreamReader:
+    """Reads streams on one thread that any other thread may stop, even mid-read."""
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._stream: Stream | None = None
+
+    def stop(self) -> None:
+        """Stop reading; interrupts a blocked read. Safe from any thread."""
+        self._stopped.set()
+        with self._lock:
+            if self._stream is not None:
+                self._stream.interrupt()
+
+    @contextmanager
+    def reading(self, stream: Stream) -> Iterator[Stream]:
+        """``stream``, interruptible by :meth:`stop` while the block reads it; closed after."""
+        with self._lock:
+            self._stream = stream
+        if self._stopped.is_set():
+            stream.interrupt()
+        try:
+            yield stream
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
+
+
+class KubeApi:
+    """The API calls the backend makes, in one namespace."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        namespace: str,
+        clock: Clock,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.clock = clock
+        self.retry = retry or RetryPolicy()
+        self.host: str = client.configuration.host
+        _disable_client_retries(client)
+
+    # -- the verbs --------------------------------------------------------------------------
+
+    def get(self, resource: Resource, name: str) -> JSON:
+        return self._json("get", resource, "GET", resource.path(self.namespace, name))
+
+    def list(
+        self,
+        resource: Resource,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> JSON:
+        query = _selectors(label_selector, field_selector)
+        return self._json("list", resource, "GET", resource.path(self.namespace), query)
+
+    def create(self, resource: Resource, body: JSON) -> JSON:
+        return self._json("create", resource, "POST", resource.path(self.namespace), body=body)
+
+    def patch(self, resource: Resource, name: str, body: JSON) -> JSON:
+        """A JSON merge patch (RFC 7386)."""
+        path = resource.path(self.namespace, name)
+        return self._json(
+            "patch", resource, "PATCH", path, body=body, content_type="application/merge-patch+json"
+        )
+
+    def delete(self, resource: Resource, name: str, propagation: str | None = None) -> JSON:
+        body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        path = resource.path(self.namespace, name)
+        return self._json("delete", resource, "DELETE", path, body=body)
+
+    def watch(
+        self,
+        resource: Resource,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Stream:
+        query: list[tuple[str, str | int | bool]] = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout_seconds),
+            *_selectors(label_selector, field_selector),
+        ]
+        path = resource.path(self.namespace)
+        return self._stream("watch", resource, path, query, timeout_seconds + 30)
+
+    def follow_log(self, pod: str, since_time: str | None = None) -> Stream:
+        """The pod's log with RFC 3339 timestamps, followed as it is written."""
+        query: list[tuple[str, str | int | bool]] = [("follow", "true"), ("timestamps", "true")]
+        if since_time:
+            query.append(("sinceTime", since_time))
+        # A quiet training writes nothing for long: the read timeout only makes a connection
+        # that died silently (a NAT forgetting it) come back; the reconnect loses nothing.
+        path = POD_LOGS.path(self.namespace, pod)
+        return self._stream("get", POD_LOGS, path, query, LOG_READ_TIMEOUT)
+
+    # -- the one way out ---------------------------------------------------------------------
+
+    def request(
+        self,
+        verb: str,
+        resource: Resource,
+        method: str,
+        path: str,
+        query: Query = (),
+        body: JSON | None = None,
+        content_type: str = "application/json",
+        read_timeout: float | None = 60.0,
+        stream: bool = False,
+    ) -> urllib3.HTTPResponse:
+        """Send one request, retrying 429/5xx/connection errors; the response on 2xx.
+
+        Unless ``stream``, the body is read here (``response.data``), so an answer broken off
+        half-way is retried like a refused connection.
+        """
+        retry = 0
+        while True:
+            try:
+                response = self._send(
+                    verb, resource, method, path, query, body, content_type, read_timeout
+                )
+                if not stream:
+                    self._read_body(verb, resource, response)
+                return response
+            except KubeError as err:
+                if not err.retryable or retry + 1 >= self.retry.attempts:
+                    raise
+                self.clock.sleep(self.retry.delay(retry, err.retry_after))
+                retry += 1
+
+    def _read_body(self, verb: str, resource: Resource, response: urllib3.HTTPResponse) -> None:
+        try:
+            response.data  # noqa: B018 -- reads and keeps the body
+        except STREAM_ERRORS as exc:
+            raise Unreachable(
+                verb, resource, self.namespace, None, _short(str(exc)), self.host
+            ) from exc
+        finally:
+            response.release_conn()
+
+    def _send(
+        self,
+        verb: str,
+        resource: Resource,
+        method: str,
+        path: str,
+        query: Query,
+        body: JSON | None,
+        content_type: str,
+        read_timeout: float | None,
+    ) -> urllib3.HTTPResponse:
+        headers = {"Accept": "application/json, */*", "Content-Type": content_type}
+        serialized = self.client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            answer = self.client.call_api(
+                *serialized, _request_timeout=(10.0, read_timeout) if read_timeout else None
+            )
+        except (ApiException, *STREAM_ERRORS) as exc:
+            reason = str(getattr(exc, "reason", None) or exc)
+            raise Unreachable(
+                verb, resource, self.namespace, None, _short(reason), self.host
+            ) from exc
+        response: urllib3.HTTPResponse = answer.response
+        if 200 <= response.status <= 299:
+            return response
+        raise self._error(verb, resource, response)
+
+    def _error(self, verb: str, resource: Resource, response: urllib3.HTTPResponse) -> KubeError:
+        try:
+            data = response.data
+        except STREAM_ERRORS:
+            data = b""
+        finally:
+            response.release_conn()
+        message = _status_message(data) or f"{response.status} {response.reason}"
+        retry_after = _retry_after(response.headers.get("Retry-After"))
+        cls = error_class(response.status)
+        return cls(verb, resource, self.namespace, response.status, message, self.host, retry_after)
+
+    def _json(
+        self,
+        verb: str,
+        resource: Resource,
+        method: str,
+        path: str,
+        query: Query = (),
+        body: JSON | None = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        response = self.request(verb, resource, method, path, query, body, content_type)
+        parsed = json.loads(response.data) if response.data else {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _stream(
+        self,
+        verb: str,
+        resource: Resource,
+        path: str,
+        query: Query,
+        read_timeout: float | None,
+    ) -> Stream:
+        response = self.request(
+            verb, resource, "GET", path, query, read_timeout=read_timeout, stream=True
+        )
+        template = KubeError(verb, resource, self.namespace, None, "", self.host)
+        return Stream(response, template)
+
+
+def _disable_client_retries(client: ApiClient) -> None:
+    """Retrying is ours alone: urllib3's default would retry 429/503 sleeping for real (on
+    ``Retry-After``) and hide connection errors behind its own retries."""
+    pool_manager = getattr(getattr(client, "rest_client", None), "pool_manager", None)
+    if pool_manager is not None:
+        pool_manager.connection_pool_kw["retries"] = False
+        pool_manager.clear()
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
+    query = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
+def _status_message(data: bytes) -> str:
+    """The ``message`` of a ``Status`` body, else the body's first line."""
+    text = data.decode("utf-8", errors="replace").strip()
+    try:
+        status = json.loads(text)
+    except ValueError:
+        return text.splitlines()[0][:300] if text else ""
+    if isinstance(status, dict) and isinstance(status.get("message"), str):
+        return str(status["message"])
+    return text[:300]
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+def _short(reason: str) -> str:
+    """urllib3's reasons nest the whole retry history; keep the last, most specific part."""
+    reason = " ".join(reason.split())
+    marker = "Caused by "
+    if marker in reason:
+        reason = reason.split(marker)[-1].rstrip(")")
+    return reason[:300]

@@ -1,0 +1,322 @@
+"""Run one training job on Kubernetes: submit, follow to the end with its log, explain, clean up.
+
+Watcher threads (MPIJob, its pods, Events) and one log thread feed an inbox; the calling thread
+alone owns the job's state, prints status lines and decides. :meth:`cancel` only posts to the
+inbox, so a signal handler may call it.
+
+Each watch asks the API server to end it after 5 minutes and is then made again (a request), so
+while the job runs steadily (launcher running, every worker Ready) only its pods are watched.
+The Events watch stops for good then: Events matter before the job runs (scheduling, image
+pulls, the operator's ValidationError), and a relaunched launcher stuck pending shows in its
+pod's status. The MPIJob watch pauses: its terminal conditions always follow a pod change (the
+launcher ends or is killed at the deadline; deleting or suspending the job deletes its pods).
+The first pod change that ends the steady state lists the MPIJob at once, then watches it again.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from ci_runner.backends.kubernetes.api import JSON, KubeApi, RetryPolicy
+from ci_runner.backends.kubernetes.cancel import cancel_job, delete_pods
+from ci_runner.backends.kubernetes.errors import KubeError
+from ci_runner.backends.kubernetes.follow import JobTracker, Verdict
+from ci_runner.backends.kubernetes.logs import LogFollower
+from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS, job_selector
+from ci_runner.backends.kubernetes.submit import submit
+from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
+from ci_runner.backends.logsink import LogSink
+from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.clock import Clock
+
+# Real seconds between checks of the unschedulable timer when nothing happens. Not a poll of
+# the API: the inbox wakes us on every change.
+WAKE_SECONDS = 5.0
+
+
+class _Cancel:
+    """The inbox message :meth:`KubernetesBackend.cancel` posts."""
+
+
+class _LogDone:
+    """The inbox message the log thread posts when the launcher's log has ended."""
+
+
+class KubernetesBackend:
+    """Runs a rendered MPIJob on the cluster and returns how it ended."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        namespace: str,
+        manifest: Mapping[str, Any],
+        secret_data: Mapping[str, str],
+        sink: LogSink,
+        echo: Callable[[str], None],
+        clock: Clock,
+        unschedulable_timeout: float,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.api = KubeApi(api_client, namespace, clock, retry)
+        self.manifest: JSON = dict(manifest)
+        self.secret_data = dict(secret_data)
+        self.sink = sink
+        self.echo = echo
+        self.clock = clock
+        self.job_name = str(manifest["metadata"]["name"])
+        self._mpijob_field = f"metadata.name={self.job_name}"
+        workers = manifest["spec"]["mpiReplicaSpecs"].get("Worker", {}).get("replicas", 1)
+        self.tracker = JobTracker(self.job_name, int(workers), unschedulable_timeout)
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._cancelled = False
+        self._watchers: list[Watcher] = []  # the watchers running
+        self._mpijob_watcher: Watcher | None = None  # None while paused
+        self._events_watcher: Watcher | None = None  # None once stopped for good
+        self._threads: list[threading.Thread] = []
+        self._log_pods: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._followed: list[str] = []
+        self._follower: LogFollower | None = None
+        self._log_thread: threading.Thread | None = None
+        self._job_uid = ""
+
+    # -- public --------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Ask :meth:`run` to delete the job and return CANCELLED. Safe from a signal handler."""
+        self._cancelled = True
+        self._inbox.put(_Cancel())
+
+    def run(self) -> RunResult:
+        """Submit (or attach), follow to the end, and say how it went.
+
+        Raises :class:`~ci_runner.errors.ClusterError` when the API refuses us.
+        """
+        started = self.clock.now()
+        try:
+            verdict = self._run()
+        except KubeError as err:
+            raise err.cluster_error() from None
+        finally:
+            self._stop_threads()
+            self.sink.close()
+        return self._result(verdict, started)
+
+    # -- the steps -----------------------------------------------------------------------------
+
+    def _run(self) -> Verdict:
+        if self._cancelled:
+            return Verdict(Outcome.CANCELLED, _cancelled_failure())
+        submission = submit(self.api, self.manifest, self.secret_data)
+        self._job_uid = submission.uid
+        where = f"MPIJob {self.job_name} in namespace {self.api.namespace}"
+        if submission.attached:
+            self._say(f"attached to {where}: it was already submitted (the CI job restarted)")
+        else:
+            self._say(f"submitted {where}")
+        self._start_watchers()
+        self._start_log_thread()
+        verdict = self._follow()
+        if verdict is None:
+            return self._cancel_on_cluster()
+        for watcher in self._watchers:
+            watcher.stop()
+        if self.tracker.decided_here:
+            self._say(f"MPIJob {self.job_name} failed: {_message(verdict)}")
+            cancel_job(self.api, self.job_name)
+            self._say(f"deleted MPIJob {self.job_name} and its pods")
+            return verdict
+        # The end as the cluster says it: look at the pods once more so the explanation does not
+        # depend on which watch spoke first, and finish the log before the last word.
+        pods = self.api.list(PODS, label_selector=job_selector(self.job_name))
+        self._apply(WatchUpdate(PODS, SYNC, tuple(pods.get("items", []))))
+        self._follow_launcher()
+        if not self._drain_log():
+            return self._cancel_on_cluster()
+        verdict = self.tracker.verdict() or verdict
+        delete_pods(self.api, self.tracker.running_workers())
+        if verdict.outcome is Outcome.SUCCEEDED:
+            self._say(f"MPIJob {self.job_name} succeeded")
+        elif verdict.outcome is Outcome.CANCELLED:
+            self._say(_message(verdict))
+        else:
+            self._say(f"MPIJob {self.job_name} failed: {_message(verdict)}")
+        return verdict
+
+    def _follow(self) -> Verdict | None:
+        """Take updates until the job is decided (None: cancelled)."""
+        while True:
+            try:
+                item = self._inbox.get(timeout=WAKE_SECONDS)
+            except queue.Empty:
+                item = None
+            if self._cancelled:
+                return None
+            if isinstance(item, WatchUpdate):
+                self._apply(item)
+                self._fit_watches()
+            elif isinstance(item, BaseException):
+                raise item
+            self.tracker.check_time(self.clock.monotonic())
+            self._follow_launcher()
+            verdict = self.tracker.verdict()
+            if verdict is not None:
+                return verdict
+
+    def _apply(self, update: WatchUpdate) -> None:
+        for line in self.tracker.apply(update, self.clock.monotonic()):
+            self._say(line)
+
+    def _cancel_on_cluster(self) -> Verdict:
+        self._say(f"cancelling: deleting MPIJob {self.job_name}, its pods and its Secret")
+        self._stop_threads()
+        cancel_job(self.api, self.job_name)
+        self._say(f"MPIJob {self.job_name} cancelled")
+        return Verdict(Outcome.CANCELLED, _cancelled_failure())
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def _start_watchers(self) -> None:
+        self._mpijob_watcher = self._watch_mpijob()
+        pods = job_selector(self.job_name)
+        self._watch(Watcher(self.api, PODS, self._inbox.put, label_selector=pods))
+        self._events_watcher = self._watch(
+            Watcher(self.api, EVENTS, self._inbox.put, keep=self._about_job)
+        )
+
+    def _watch_mpijob(self, resource_version: str | None = None) -> Watcher:
+        field, version = self._mpijob_field, resource_version
+        return self._watch(
+            Watcher(
+                self.api, MPIJOBS, self._inbox.put, field_selector=field, resource_version=version
+            )
+        )
+
+    def _watch(self, watcher: Watcher) -> Watcher:
+        self._watchers.append(watcher)
+        self._spawn(watcher.run, f"watch-{watcher.resource.plural}")
+        return watcher
+
+    def _fit_watches(self) -> None:
+        """Only the pods while the job runs steadily; the MPIJob again when that ends."""
+        if self.tracker.steady:
+            for watcher in (self._events_watcher, self._mpijob_watcher):
+                if watcher is not None:
+                    watcher.stop()  # what it had already delivered is still read: harmless
+                    self._watchers.remove(watcher)
+            self._events_watcher = self._mpijob_watcher = None
+        elif self._mpijob_watcher is None and self.tracker.verdict() is None:
+            self._resume_mpijob_watch()
+
+    def _resume_mpijob_watch(self) -> None:
+        """List the MPIJob now, then watch it from there unless that listing decided the job.
+
+        Listing here rather than on the watcher's thread: an ended job is decided at once,
+        without opening a watch that would only be closed again.
+        """
+        listing = self.api.list(MPIJOBS, field_selector=self._mpijob_field)
+        self._apply(WatchUpdate(MPIJOBS, SYNC, tuple(listing.get("items", []))))
+        if self.tracker.verdict() is None:
+            version = str(listing.get("metadata", {}).get("resourceVersion", ""))
+            self._mpijob_watcher = self._watch_mpijob(version or None)
+
+    def _start_log_thread(self) -> None:
+        self._log_thread = self._spawn(self._follow_logs, "launcher-log")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        def guarded() -> None:
+            try:
+                target()
+            except BaseException as exc:  # handed to the main thread, which raises it
+                self._inbox.put(exc)
+
+        thread = threading.Thread(target=guarded, name=f"ci-runner-{name}", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()]  # paused watchers' ended
+        self._threads.append(thread)
+        thread.start()
+        return thread
+
+    def _follow_logs(self) -> None:
+        """The log thread: follow each launcher pod in turn (a relaunch makes a new one)."""
+        while (pod := self._log_pods.get()) is not None:
+            follower = LogFollower(self.api, pod, self.sink)
+            self._follower = follower
+            if self._cancelled:
+                return
+            follower.run()
+        self._inbox.put(_LogDone())
+
+    def _follow_launcher(self) -> None:
+        pod = self.tracker.launcher_to_follow()
+        if pod is not None and pod not in self._followed:
+            self._followed.append(pod)
+            self._log_pods.put(pod)
+
+    def _drain_log(self) -> bool:
+        """Wait for the launcher's log to end; False when cancelled meanwhile."""
+        self._log_pods.put(None)
+        thread = self._log_thread
+        while thread is not None:
+            try:
+                item = self._inbox.get(timeout=WAKE_SECONDS)
+            except queue.Empty:
+                if thread.is_alive():
+                    continue
+                break  # it ended, and said so before we looked
+            if self._cancelled:
+                return False
+            if isinstance(item, BaseException):
+                raise item  # the log thread's (or a late watcher's) error
+            if isinstance(item, _LogDone):
+                break
+        return not self._cancelled
+
+    def _stop_threads(self) -> None:
+        for watcher in self._watchers:
+            watcher.stop()
+        self._log_pods.put(None)
+        if self._follower is not None:
+            self._follower.stop()  # when the log was drained it has already ended
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=10)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _about_job(self, event: JSON) -> bool:
+        involved = event.get("involvedObject", {})
+        name = str(involved.get("name", ""))
+        if involved.get("kind") == "MPIJob":
+            return name == self.job_name and involved.get("uid") in (None, "", self._job_uid)
+        job = re.escape(self.job_name)
+        return involved.get("kind") == "Pod" and bool(
+            re.fullmatch(rf"{job}-(worker-\d+|launcher-[a-z0-9]+)", name)
+        )
+
+    def _say(self, line: str) -> None:
+        self.echo(f"[ci-runner] {line}\n")
+
+    def _result(self, verdict: Verdict, started: datetime) -> RunResult:
+        return RunResult(
+            outcome=verdict.outcome,
+            job_name=self.job_name,
+            log_path=self.sink.path,
+            log_tail=self.sink.tail,
+            failure=verdict.failure,
+            started_at=started,
+            finished_at=self.clock.now(),
+        )
+
+
+def _message(verdict: Verdict) -> str:
+    return verdict.failure.message if verdict.failure else "no reason given"
+
+
+def _cancelled_failure() -> Failure:
+    return Failure(FailureKind.CANCELLED, "cancelled before the job finished")

@@ -1,0 +1,134 @@
+"""What can go wrong talking to the API server, as our own exceptions (no client types leak).
+
+Each carries the verb and resource refused, so the user gets one line naming them and, for a
+403, the RBAC rule to add.
+"""
+
+from __future__ import annotations
+
+from ci_runner.backends.kubernetes.permissions import rbac_rule
+from ci_runner.backends.kubernetes.resources import Resource
+from ci_runner.errors import ClusterError
+
+
+class KubeError(Exception):
+    """The API server refused a request (or could not be reached) after any retries."""
+
+    def __init__(
+        self,
+        verb: str,
+        resource: Resource,
+        namespace: str,
+        status: int | None,
+        message: str,
+        host: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+        self.status = status
+        self.message = message
+        self.host = host
+        self.retry_after = retry_after
+        super().__init__(f"{verb} {resource.label}: {status} {message}")
+
+    @property
+    def action(self) -> str:
+        return f"{self.verb} {self.resource.label} in namespace {self.namespace}"
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+    def cluster_error(self) -> ClusterError:
+        """The one line to show the user."""
+        return ClusterError(f"Kubernetes answered {self.status} to {self.action}: {self.message}")
+
+
+class Unreachable(KubeError):
+    """No HTTP answer: connection refused or reset, DNS failure, timeout, TLS failure."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+    def cluster_error(self) -> ClusterError:
+        return ClusterError(
+            f"cannot reach the Kubernetes API at {self.host} to {self.action}: {self.message}; "
+            "fix: check the server address in KUBECONFIG and that the CI runner can reach it"
+        )
+
+
+class Unauthorized(KubeError):
+    def cluster_error(self) -> ClusterError:
+        return ClusterError(
+            f"Kubernetes rejected ci-runner's credentials (401 Unauthorized) when trying to "
+            f"{self.action}; fix: renew the token or client certificate in KUBECONFIG "
+            "(or the service account token) — it is missing, wrong or expired"
+        )
+
+
+class Forbidden(KubeError):
+    def cluster_error(self) -> ClusterError:
+        rule = rbac_rule(self.resource.group, self.resource.plural, self.verb)
+        return ClusterError(
+            f"Kubernetes refused to {self.action} (403 Forbidden: {self.message}); "
+            f"fix: add the RBAC rule {rule} to the Role bound to the CI job's identity "
+            "(examples/rbac.yaml grants everything ci-runner needs)"
+        )
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    """409: AlreadyExists on create, or a conflicting update."""
+
+
+class Gone(KubeError):
+    """410: the resourceVersion asked for is too old; list again."""
+
+
+class Invalid(KubeError):
+    """422: the object failed validation."""
+
+    def cluster_error(self) -> ClusterError:
+        return ClusterError(
+            f"Kubernetes rejected the request to {self.action} as invalid: {self.message}"
+        )
+
+
+class Throttled(KubeError):
+    """429 Too Many Requests."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class ServerError(KubeError):
+    """5xx."""
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in (500, 502, 503, 504)
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: Throttled,
+}
+
+
+def error_class(status: int) -> type[KubeError]:
+    """The exception class for an HTTP status."""
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    return ServerError if status >= 500 else KubeError

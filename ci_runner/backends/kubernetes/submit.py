@@ -1,0 +1,68 @@
+"""Create the job's Secret, then the MPIJob, then hand the Secret to the MPIJob to delete with it.
+
+A restarted CI job re-submits the same job name: we attach to the MPIJob already there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.errors import Conflict
+from ci_runner.backends.kubernetes.resources import MPIJOBS, SECRETS
+from ci_runner.render import secret_name
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Submission:
+    mpijob: JSON  # as the API server returned it
+    attached: bool  # True when the job already existed
+
+    @property
+    def name(self) -> str:
+        return str(self.mpijob["metadata"]["name"])
+
+    @property
+    def uid(self) -> str:
+        return str(self.mpijob["metadata"]["uid"])
+
+
+def submit(api: KubeApi, manifest: JSON, secret_data: Mapping[str, str]) -> Submission:
+    """Submit ``manifest`` with its Secret, or attach to the job of that name already running."""
+    job_name = str(manifest["metadata"]["name"])
+    secret = secret_name(job_name)
+    _put_secret(api, secret, manifest, secret_data)
+    try:
+        mpijob = api.create(MPIJOBS, manifest)
+        attached = False
+    except Conflict:
+        mpijob = api.get(MPIJOBS, job_name)
+        attached = True
+    owner = {
+        "apiVersion": MPIJOBS.api_version,
+        "kind": MPIJOBS.kind,
+        "name": job_name,
+        "uid": mpijob["metadata"]["uid"],
+    }
+    api.patch(SECRETS, secret, {"metadata": {"ownerReferences": [owner]}})
+    return Submission(mpijob, attached)
+
+
+def _put_secret(api: KubeApi, name: str, manifest: JSON, data: Mapping[str, str]) -> None:
+    labels = dict(manifest["metadata"].get("labels") or {})
+    body: JSON = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "labels": labels},
+        "type": "Opaque",
+        "stringData": dict(data),
+    }
+    try:
+        api.create(SECRETS, body)
+    except Conflict:
+        # Left by an earlier run of this CI job: give it this run's values.
+        api.patch(SECRETS, name, {"stringData": dict(data)})

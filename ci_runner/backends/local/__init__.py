@@ -1,0 +1,1 @@
+"""The embedded backend: real ``horovodrun`` (gloo, CPU) on this machine, no cluster."""

@@ -1,0 +1,1 @@
+"""The ``ci-runner`` subcommands, one module each; ``common`` holds what they share."""

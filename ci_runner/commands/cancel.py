@@ -1,0 +1,78 @@
+"""``ci-runner cancel``: the component's ``after_script`` when GitLab cancels the CI job.
+
+GitLab does not promise that SIGTERM reaches ``ci-runner train``, but it runs ``after_script``
+with ``CI_JOB_STATUS=canceled`` in the same job: the same commit, the same CI job id, so the
+same MPIJob name. This deletes that job and everything it owns, and turns the comment (and
+report.md) into "cancelled" with the tail of the log ``train`` had saved.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.clock import SystemClock
+from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
+from ci_runner.commands.outputs import add_output_arguments, output_settings
+from ci_runner.masking import secret_masker
+from ci_runner.plan.job_name import job_name
+
+
+def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
+    add_job_arguments(parser)
+    add_output_arguments(parser)
+
+
+def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
+    from ci_runner.backends.kubernetes.cancel import cancel_on_cluster
+    from ci_runner.backends.kubernetes.connect import connect
+    from ci_runner.results.stage import ReportSettings, finish, masker_for_report, open_gitlab
+
+    job = load_job(args, runtime)
+    name = job_name(job.config, job.ctx)
+    clock = SystemClock()
+    connection = connect(job.config.kubernetes.namespace, runtime.env)
+    cancel_on_cluster(connection.client, connection.namespace, name, clock)
+    masker = secret_masker(runtime.env, job.config.secrets)
+
+    def status(message: str) -> None:
+        runtime.stderr.write(masker.mask(f"[ci-runner] {message}\n"))
+
+    status(f"cancelled: MPIJob {name} and everything it owned deleted")
+    outputs = output_settings(args, runtime)
+    result = RunResult(
+        outcome=Outcome.CANCELLED,
+        job_name=name,
+        log_path=outputs.log_path,
+        log_tail=tuple(masker.mask(line) for line in outputs.saved_log_tail()),
+        failure=Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
+        finished_at=clock.now(),
+    )
+    gitlab = open_gitlab(job.ctx, runtime.env, status)
+    finish(
+        job.config,
+        job.ctx,
+        result,
+        ReportSettings(
+            out_dir=outputs.out_dir,
+            artifacts_path=outputs.artifacts_path,
+            output_uri=None,
+            now=clock.now(),
+        ),
+        env=runtime.env,
+        gitlab=gitlab,
+        masker=masker_for_report(masker, runtime.env),
+        warn=status,
+        echo=status,
+    )
+    return 0
+
+
+COMMAND = Command(
+    "cancel",
+    "delete this CI job's MPIJob and all it owns, and report the run as cancelled "
+    "(for the CI job's after_script)",
+    add_cancel_arguments,
+    run_cancel,
+)

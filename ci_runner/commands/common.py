@@ -1,0 +1,89 @@
+"""What every ``ci-runner`` subcommand is built from: the outside world, read once by ``main``,
+and the job (train.yaml at the commit + CI context) most subcommands start from.
+
+A subcommand is a :class:`Command`; register it in ``ci_runner.cli.COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from ci_runner.context import CIContext, from_environment, without_credentials
+from ci_runner.gitrepo import repo_root
+from ci_runner.spec.commit import load_train_config, path_in_repo
+from ci_runner.spec.types import TrainConfig
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The environment, working directory and output streams, as ``main`` found them."""
+
+    env: Mapping[str, str]
+    cwd: Path
+    stdout: TextIO
+    stderr: TextIO
+    # Values masked in error messages and crash logs besides the environment's credentials: the
+    # values of train.yaml's ``secrets``, added once the file is read.
+    secrets: list[str] = dataclasses.field(default_factory=list)
+
+    def status(self, message: str) -> None:
+        """A ``[ci-runner] ...`` status line on stderr (stdout may carry a manifest)."""
+        self.stderr.write(f"[ci-runner] {message}\n")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its name, one-line help, its options, and what it does (→ exit code)."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Runtime], int]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A validated train.yaml read from the commit being trained, with its context."""
+
+    config: TrainConfig
+    ctx: CIContext
+    root: Path  # the repository's top directory
+    config_path: str  # train.yaml's path relative to ``root``
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and ``--sha``, shared by every subcommand that reads train.yaml."""
+    parser.add_argument(
+        "--config",
+        default="train.yaml",
+        metavar="PATH",
+        help="train.yaml to use, relative to the current directory (default: train.yaml)",
+    )
+    parser.add_argument(
+        "--sha",
+        metavar="REV",
+        help="commit to train (default: CI_COMMIT_SHA in GitLab CI, else HEAD)",
+    )
+    parser.add_argument(
+        "--repo-url",
+        metavar="URL",
+        help="HTTPS URL the pods fetch the commit from (default: CI_REPOSITORY_URL in GitLab "
+        "CI, else the origin remote)",
+    )
+
+
+def load_job(args: argparse.Namespace, runtime: Runtime) -> Job:
+    """The job ``--config`` / ``--sha`` name: train.yaml read from the commit, not the work tree."""
+    root = repo_root(runtime.cwd)
+    ctx = from_environment(runtime.env, runtime.cwd, sha=args.sha)
+    if args.repo_url:
+        ctx = dataclasses.replace(ctx, repo_url=without_credentials(args.repo_url))
+    config_path = path_in_repo(args.config, runtime.cwd, root)
+    config = load_train_config(ctx.sha, config_path, root)
+    runtime.secrets.extend(runtime.env[name] for name in config.secrets if runtime.env.get(name))
+    return Job(config=config, ctx=ctx, root=root, config_path=config_path)

@@ -1,0 +1,28 @@
+"""``ci-runner render``: the MPIJob for train.yaml at the commit, as YAML on stdout."""
+
+from __future__ import annotations
+
+import argparse
+
+from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
+from ci_runner.render import manifest_yaml, render_mpijob, secret_name
+
+
+def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
+    job = load_job(args, runtime)
+    manifest = render_mpijob(job.config, job.ctx)
+    runtime.stdout.write(manifest_yaml(manifest))
+    keys = ", ".join(["GIT_USERNAME", "GIT_PASSWORD", *job.config.secrets])
+    runtime.status(
+        f"the MPIJob reads Secret {secret_name(manifest['metadata']['name'])} (keys {keys}); "
+        "`ci-runner train` creates it"
+    )
+    return 0
+
+
+COMMAND = Command(
+    "render",
+    "print the MPIJob for train.yaml at the commit (YAML, for kubectl apply)",
+    add_job_arguments,
+    run_render,
+)

@@ -1,0 +1,644 @@
+"""Metrics from the training log: one streaming pass, bounded memory, pure.
+
+Each log line is matched with horovodrun's ``[rank]<stdout>:`` / ``[rank]<stderr>:`` prefix
+removed (mpirun's ``[job,rank]<stdout>:`` too). Two sources of points:
+
+* the ``metrics`` patterns of ``train.yaml``: ``pattern.search(line)``, first match only, named
+  group ``value`` and optionally ``step`` and ``rank``;
+* a structured line for programs that prefer printing JSON::
+
+      CI_RUNNER_METRIC {"name": "train_loss", "value": 0.5, "step": 3}
+
+  ``name`` (string) and ``value`` (number) are required; ``step`` and ``rank`` (integers) and
+  ``goal`` (``"min"``/``"max"``, for names ``train.yaml`` does not declare) are optional.
+  Such a line is never matched against the patterns.
+
+The rank is the ``rank`` group/field, else the line's prefix, else 0. Without a step, each rank
+numbers its points 0, 1, 2, ... A value that is not a finite number (``nan``, ``inf``, ``1,5``)
+or a step/rank that is not an integer is counted as *unparseable* and reported, never fatal:
+a NaN loss is exactly what the report must point out, and it cannot be averaged or charted.
+
+Exact per metric: the number of points, the best point (over every rank and step, by the goal)
+and the final value: the mean over ranks of each rank's value at the highest step any rank
+reported. The series kept for the chart are decimated (at most :data:`SERIES_CAPACITY` points per
+rank, evenly spread, always with the rank's last point), so a 1 GiB log costs a few MB.
+
+:func:`parse_log_file` reads the log in blocks of whole lines. A block goes through C-level
+passes (one ``findall`` a pattern, ``float``/``int`` over the columns, a sort by rank) when every
+pattern is one :mod:`ci_runner.results.linepattern` proves exact over blocks, no
+``CI_RUNNER_METRIC`` line is in it and every value and number converts plainly; otherwise line
+by line. Both ways give the same summary.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ci_runner.errors import CiRunnerError
+from ci_runner.results.linepattern import block_pattern, leading_text
+from ci_runner.spec.types import Goal, MetricSpec
+
+JSON_PREFIX = "CI_RUNNER_METRIC"
+SCHEMA_VERSION = 1
+# Points kept per (metric, rank) for the chart; halved by dropping every other point when full.
+SERIES_CAPACITY = 1024
+# Caps that keep memory bounded whatever the log says.
+MAX_RANKS_PER_METRIC = 1024
+MAX_JSON_METRICS = 50
+MAX_NAME_CHARS = 100
+SAMPLE_CHARS = 80
+MAX_LINE_CHARS = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
+BLOCK_CHARS = 1024 * 1024  # read at a time by parse_log_file
+# Fewer candidate matches than one in this many characters: try each (see _BlockPattern).
+SPARSE_CHARS = 256
+SAMPLE_CHARS = 64 * 1024
+MAX_DIGITS = 18  # a step or rank with more digits is not a plain integer
+
+# ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
+_PREFIX = re.compile(r"\[(?:[0-9]+,)?([0-9]{1,9})\]<(?:stdout|stderr)>:")
+_PREFIX_MARK = "]<std"
+
+
+class MetricsFileError(CiRunnerError):
+    """A ``metrics.json`` (e.g. the target branch's baseline) that ci-runner cannot read."""
+
+
+@dataclass(frozen=True)
+class RankSeries:
+    """One rank's points of one metric: exact count and last point, decimated ``points``."""
+
+    rank: int
+    count: int
+    last_step: int
+    last_value: float
+    points: tuple[tuple[int, float], ...]  # (step, value), ascending by arrival, ends at last
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """Everything the report and the artifacts need about one metric."""
+
+    name: str
+    goal: Goal
+    count: int  # points parsed, all ranks
+    unparseable: int  # matches whose value/step/rank was not a finite number / integer
+    final: float | None  # mean over ranks at final_step; None when no point was seen
+    final_step: int | None
+    best: float | None
+    best_step: int | None
+    best_rank: int | None
+    series: tuple[RankSeries, ...]  # by rank
+    unparseable_sample: str | None = None  # the first bad value text, cut to SAMPLE_CHARS
+
+    @property
+    def found(self) -> bool:
+        return self.count > 0
+
+
+@dataclass(frozen=True)
+class MetricsSummary:
+    """The metrics of one log, declared ones first (``train.yaml`` order), then JSON-only ones."""
+
+    metrics: tuple[MetricResult, ...]
+    lines: int  # log lines read
+    ignored_json: int = 0  # CI_RUNNER_METRIC lines that were malformed or over the caps
+
+    def get(self, name: str) -> MetricResult | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+    @property
+    def unparseable(self) -> int:
+        return sum(m.unparseable for m in self.metrics)
+
+
+class _Series:
+    """Streaming state of one (metric, rank)."""
+
+    __slots__ = ("count", "last_step", "last_value", "max_step", "points", "stride", "value_at_max")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.stride = 1
+        self.points: list[tuple[int, float]] = []
+        self.last_step = 0
+        self.last_value = 0.0
+        self.max_step = -(2**63)
+        self.value_at_max = 0.0
+
+    def add(self, step: int, value: float) -> None:
+        if self.count % self.stride == 0:
+            if len(self.points) >= SERIES_CAPACITY:
+                self.points = self.points[::2]
+                self.stride *= 2
+            if self.count % self.stride == 0:
+                self.points.append((step, value))
+        self.count += 1
+        self.last_step, self.last_value = step, value
+        if step >= self.max_step:
+            self.max_step, self.value_at_max = step, value
+
+    def add_block(self, steps: Sequence[int], values: Sequence[float]) -> None:
+        """:meth:`add` of each point in turn, with the work done on the points kept only."""
+        first, count = self.count, len(values)
+        position = 0
+        while True:
+            # The next point whose number (first + index) the stride divides.
+            index = position + (-(first + position)) % self.stride
+            if index >= count:
+                break
+            if len(self.points) >= SERIES_CAPACITY:
+                self.points = self.points[::2]
+                self.stride *= 2
+                if (first + index) % self.stride:
+                    position = index + 1
+                    continue
+            kept = range(index, count, self.stride)[: SERIES_CAPACITY - len(self.points)]
+            self.points += [(steps[i], values[i]) for i in kept]
+            position = kept[-1] + 1
+        self.count = first + count
+        self.last_step, self.last_value = steps[-1], values[-1]
+        top = max(steps)
+        if top >= self.max_step:
+            # The last point with that step wins, as in add().
+            at = count - 1 - list(reversed(steps)).index(top)
+            self.max_step, self.value_at_max = top, values[at]
+
+    def freeze(self, rank: int) -> RankSeries:
+        points = self.points
+        if not points or points[-1] != (self.last_step, self.last_value):
+            points = [*points, (self.last_step, self.last_value)]
+        return RankSeries(rank, self.count, self.last_step, self.last_value, tuple(points))
+
+
+class _Metric:
+    """Streaming state of one metric."""
+
+    def __init__(self, name: str, goal: Goal) -> None:
+        self.name = name
+        self.goal: Goal = goal
+        self.ranks: dict[int, _Series] = {}
+        self.unparseable = 0
+        self.sample: str | None = None
+        self.best: tuple[float, int, int] | None = None  # value, step, rank
+
+    def bad(self, text: str) -> None:
+        self.unparseable += 1
+        if self.sample is None:
+            self.sample = text[:SAMPLE_CHARS]
+
+    def add(self, rank: int, step: int | None, value: float) -> None:
+        series = self.ranks.get(rank)
+        if series is None:
+            if len(self.ranks) >= MAX_RANKS_PER_METRIC:
+                self.bad(f"rank {rank}")
+                return
+            series = self.ranks[rank] = _Series()
+        if step is None:
+            step = series.count
+        series.add(step, value)
+        self._offer_best(value, step, rank)
+
+    def _offer_best(self, value: float, step: int, rank: int) -> None:
+        """Keep (value, step, rank) when strictly better than the best so far: the first wins."""
+        best = self.best
+        if best is None or (value < best[0] if self.goal == "min" else value > best[0]):
+            self.best = (value, step, rank)
+
+    def fits(self, ranks: Sequence[int]) -> bool:
+        """Whether ``ranks`` stay within :data:`MAX_RANKS_PER_METRIC` (else: line by line)."""
+        return len(self.ranks.keys() | set(ranks)) <= MAX_RANKS_PER_METRIC
+
+    def add_block(
+        self, ranks: Sequence[int], steps: Sequence[int] | None, values: Sequence[float]
+    ) -> None:
+        """:meth:`add` of each point in arrival order, a rank's points at a time."""
+        count = len(values)
+        if not count:
+            return
+        pick = min if self.goal == "min" else max
+        best = pick(range(count), key=values.__getitem__)  # the first of the best, as in add()
+        order = sorted(range(count), key=ranks.__getitem__)  # stable: arrival order in a rank
+        by_rank = list(map(ranks.__getitem__, order))
+        best_step = 0
+        start = 0
+        while start < count:
+            rank = by_rank[start]
+            end = bisect_right(by_rank, rank, start)
+            indices = order[start:end]
+            series = self.ranks.get(rank)
+            if series is None:
+                series = self.ranks[rank] = _Series()
+            if steps is None:
+                rank_steps: Sequence[int] = range(series.count, series.count + len(indices))
+            else:
+                rank_steps = list(map(steps.__getitem__, indices))
+            if rank == ranks[best]:
+                best_step = rank_steps[bisect_left(indices, best)]
+            series.add_block(rank_steps, list(map(values.__getitem__, indices)))
+            start = end
+        self._offer_best(values[best], best_step, ranks[best])
+
+    def freeze(self) -> MetricResult:
+        series = tuple(self.ranks[r].freeze(r) for r in sorted(self.ranks))
+        final = final_step = None
+        if self.ranks:
+            final_step = max(s.max_step for s in self.ranks.values())
+            at_final = [s.value_at_max for s in self.ranks.values() if s.max_step == final_step]
+            final = math.fsum(at_final) / len(at_final)
+        best = self.best
+        return MetricResult(
+            name=self.name,
+            goal=self.goal,
+            count=sum(s.count for s in series),
+            unparseable=self.unparseable,
+            final=final,
+            final_step=final_step,
+            best=None if best is None else best[0],
+            best_step=None if best is None else best[1],
+            best_rank=None if best is None else best[2],
+            series=series,
+            unparseable_sample=self.sample,
+        )
+
+
+def _finite(raw: str | float) -> float | None:
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _integer(text: str | None) -> int | None:
+    if text is None:
+        return None
+    digits = text.strip()
+    unsigned = digits[1:] if digits[:1] in ("+", "-") else digits
+    if not (unsigned.isascii() and unsigned.isdigit() and len(unsigned) <= 18):
+        raise ValueError(text)
+    return int(digits)
+
+
+def split_prefix(line: str) -> tuple[int | None, str]:
+    """``(rank, text)`` of a log line: horovodrun's ``[rank]<stdout>:`` prefix removed."""
+    match = _PREFIX.match(line)
+    if match is None:
+        return None, line
+    return int(match.group(1)), line[match.end() :]
+
+
+@dataclass(frozen=True)
+class _BlockPattern:
+    """A metric pattern matched over blocks: where its groups are in ``findall``'s rows."""
+
+    regex: re.Pattern[str]
+    value: int
+    step: int | None
+    rank: int | None
+    leading: str  # what every match begins with, or ""
+
+    @classmethod
+    def of(cls, pattern: re.Pattern[str]) -> _BlockPattern | None:
+        regex = block_pattern(pattern)
+        groups = pattern.groupindex
+        if regex is None or "value" not in groups:
+            return None
+        where = {name: number - 1 for name, number in groups.items()}
+        return cls(
+            regex, where["value"], where.get("step"), where.get("rank"), leading_text(pattern)
+        )
+
+    def points(self, block: str) -> tuple[list[int], list[int] | None, list[float]] | None:
+        """(ranks, steps or None, values) of ``block``; None when a point needs a closer look."""
+        if self.leading not in block:
+            return [], None, []
+        # How dense the candidates are, from a sample: counting them all is another full scan.
+        sample = min(len(block), SAMPLE_CHARS)
+        sparse = bool(self.leading) and (
+            block.count(self.leading, 0, sample) * SPARSE_CHARS <= sample
+        )
+        if self.rank is not None and not sparse:
+            rows = self.regex.findall(block)
+            columns = list(zip(*rows, strict=True)) if self.regex.groups > 1 else [rows]
+            return _columns(columns, self.value, self.step, self.rank, block_ranks=None)
+        matches = self._matches_at_candidates(block) if sparse else list(self.regex.finditer(block))
+        ranks = None
+        if self.rank is None:
+            ranks = [0] * len(matches)
+            if _PREFIX_MARK in block:
+                ranks = [_line_rank(block, match.start()) for match in matches]
+        # "" for a group that took no part, as findall gives it.
+        columns = list(zip(*(match.groups("") for match in matches), strict=True))
+        return _columns(columns, self.value, self.step, self.rank, block_ranks=ranks)
+
+    def _matches_at_candidates(self, block: str) -> list[re.Match[str]]:
+        """What ``finditer`` finds, trying only where the leading text is: ``str.find`` skips
+        the lines between far faster than the regex engine's scan."""
+        found = []
+        at = block.find(self.leading)
+        while at >= 0:
+            match = self.regex.match(block, at)
+            if match is not None:
+                found.append(match)
+            at = block.find(self.leading, match.end() if match else at + 1)
+        return found
+
+
+def _line_rank(block: str, position: int) -> int:
+    """The prefix rank (or 0) of the line of ``block`` that ``position`` is on."""
+    prefix = _PREFIX.match(block, block.rfind("\n", 0, position) + 1)
+    return int(prefix.group(1)) if prefix else 0
+
+
+def _columns(
+    columns: list[Any],
+    value: int,
+    step: int | None,
+    rank: int | None,
+    block_ranks: list[int] | None,
+) -> tuple[list[int], list[int] | None, list[float]] | None:
+    if not columns:
+        return [], None, []
+    try:
+        values = list(map(float, columns[value]))
+    except (ValueError, OverflowError):
+        return None
+    if not all(map(math.isfinite, values)):
+        return None
+    steps = None if step is None else _plain_integers(columns[step])
+    ranks = block_ranks if rank is None else _plain_integers(columns[rank])
+    if (step is not None and steps is None) or ranks is None:
+        return None
+    return ranks, steps, values
+
+
+def _plain_integers(texts: Sequence[str]) -> list[int] | None:
+    """``texts`` as integers when each is 1 to 18 ASCII digits (an unmatched group is "")."""
+    joined = "".join(texts)
+    if not (joined.isascii() and joined.isdigit() and all(texts)):
+        return None
+    if max(map(len, texts)) > MAX_DIGITS:
+        return None
+    return list(map(int, texts))
+
+
+class _Parser:
+    def __init__(self, specs: Sequence[MetricSpec]) -> None:
+        self.specs = tuple(specs)
+        self.metrics: dict[str, _Metric] = {}
+        for spec in self.specs:
+            self.metrics.setdefault(spec.name, _Metric(spec.name, spec.goal))
+        self.declared = len(self.metrics)
+        self.lines = 0
+        self.ignored_json = 0
+        patterns = [_BlockPattern.of(spec.pattern) for spec in self.specs]
+        unique = len(self.metrics) == len(self.specs)
+        self.block_patterns = (
+            [p for p in patterns if p is not None] if unique and None not in patterns else None
+        )
+
+    def feed_block(self, block: str) -> None:
+        """Lines of a log, each ending with ``\\n`` but maybe the last: as :meth:`feed` each."""
+        if not self._block_at_once(block):
+            lines = block.split("\n")
+            if block.endswith("\n"):
+                lines.pop()
+            for line in lines:
+                self.feed(line)
+
+    def _block_at_once(self, block: str) -> bool:
+        if self.block_patterns is None or JSON_PREFIX in block:
+            return False
+        found = []
+        for spec, pattern in zip(self.specs, self.block_patterns, strict=True):
+            points = pattern.points(block)
+            metric = self.metrics[spec.name]
+            if points is None or not metric.fits(points[0]):
+                return False
+            found.append((metric, points))
+        for metric, (ranks, steps, values) in found:
+            metric.add_block(ranks, steps, values)
+        self.lines += block.count("\n") + (not block.endswith("\n"))
+        return True
+
+    def feed(self, raw: str) -> None:
+        self.lines += 1
+        prefix_rank, text = split_prefix(raw.rstrip("\r\n"))
+        if JSON_PREFIX in text:
+            stripped = text.lstrip()
+            if stripped.startswith(JSON_PREFIX):
+                self._json(stripped[len(JSON_PREFIX) :], prefix_rank)
+                return
+        for spec in self.specs:
+            match = spec.pattern.search(text)
+            if match is not None:
+                self._match(self.metrics[spec.name], match, prefix_rank)
+
+    def _match(self, metric: _Metric, match: re.Match[str], prefix_rank: int | None) -> None:
+        groups = match.groupdict()
+        value_text = groups.get("value") or ""
+        value = _finite(value_text)
+        if value is None:
+            metric.bad(value_text)
+            return
+        try:
+            step = _integer(groups.get("step"))
+            rank = _integer(groups.get("rank"))
+        except ValueError as bad:
+            metric.bad(str(bad))
+            return
+        metric.add(rank if rank is not None else (prefix_rank or 0), step, value)
+
+    def _json(self, payload: str, prefix_rank: int | None) -> None:
+        try:
+            data = json.loads(payload)
+        except (ValueError, RecursionError):
+            self.ignored_json += 1
+            return
+        name = data.get("name") if isinstance(data, dict) else None
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
+            self.ignored_json += 1
+            return
+        metric = self.metrics.get(name)
+        if metric is None:
+            if len(self.metrics) - self.declared >= MAX_JSON_METRICS:
+                self.ignored_json += 1
+                return
+            goal: Goal = "max" if data.get("goal") == "max" else "min"
+            metric = self.metrics[name] = _Metric(name, goal)
+        raw_value = data.get("value")
+        value = _finite(raw_value) if _is_number(raw_value) else None
+        step = data.get("step")
+        rank = data.get("rank")
+        if (
+            value is None
+            or not (_is_int(step) or step is None)
+            or not (_is_int(rank) or rank is None)
+        ):
+            metric.bad(_short(raw_value))
+            return
+        metric.add(rank if rank is not None else (prefix_rank or 0), step, value)
+
+    def summary(self) -> MetricsSummary:
+        return MetricsSummary(
+            metrics=tuple(m.freeze() for m in self.metrics.values()),
+            lines=self.lines,
+            ignored_json=self.ignored_json,
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+
+
+def parse_metrics(lines: Iterable[str], specs: Sequence[MetricSpec]) -> MetricsSummary:
+    """Every metric in ``lines`` (one pass; memory bounded by the caps, not by the log)."""
+    parser = _Parser(specs)
+    for line in lines:
+        parser.feed(line)
+    return parser.summary()
+
+
+def parse_log_file(path: Path, specs: Sequence[MetricSpec]) -> MetricsSummary:
+    """:func:`parse_metrics` over a saved log's lines as ``readline(MAX_LINE_CHARS)`` reads
+    them (undecodable bytes replaced, never fatal), a block of lines at a time."""
+    parser = _Parser(specs)
+    with path.open(encoding="utf-8", errors="replace") as log:
+        for block in _blocks(log):
+            parser.feed_block(block)
+    return parser.summary()
+
+
+def _blocks(log: TextIO) -> Iterator[str]:
+    """``log`` in blocks of whole lines; a line over :data:`MAX_LINE_CHARS` in pieces that
+    long (a block of its own each), as ``readline(MAX_LINE_CHARS)`` would return them."""
+    carry = ""
+    while chunk := log.read(BLOCK_CHARS):
+        text = carry + chunk
+        cut = text.rfind("\n") + 1
+        body, carry = text[:cut], text[cut:]
+        if len(body) > MAX_LINE_CHARS:  # it may hold an overlong line
+            yield from _readline_pieces(body)
+        elif body:
+            yield body
+        while len(carry) >= MAX_LINE_CHARS:
+            yield carry[:MAX_LINE_CHARS]
+            carry = carry[MAX_LINE_CHARS:]
+    if carry:
+        yield carry
+
+
+def _readline_pieces(text: str) -> Iterator[str]:
+    lines = io.StringIO(text)
+    while line := lines.readline(MAX_LINE_CHARS):
+        yield line
+
+
+def summary_to_json(summary: MetricsSummary) -> dict[str, Any]:
+    """``metrics.json``: a stable schema (``version`` 1) with the decimated series."""
+    return {
+        "version": SCHEMA_VERSION,
+        "lines": summary.lines,
+        "ignored_json_lines": summary.ignored_json,
+        "metrics": {
+            m.name: {
+                "goal": m.goal,
+                "count": m.count,
+                "unparseable": m.unparseable,
+                "final": m.final,
+                "final_step": m.final_step,
+                "best": m.best,
+                "best_step": m.best_step,
+                "best_rank": m.best_rank,
+                "ranks": {
+                    str(s.rank): {
+                        "count": s.count,
+                        "last_step": s.last_step,
+                        "last_value": s.last_value,
+                        "points": [[step, value] for step, value in s.points],
+                    }
+                    for s in m.series
+                },
+            }
+            for m in summary.metrics
+        },
+    }
+
+
+def summary_from_json(data: object) -> dict[str, float]:
+    """Final values by metric name from a parsed ``metrics.json``; :class:`MetricsFileError`
+    when it is not one ci-runner wrote (metrics without a final value are left out)."""
+    if not isinstance(data, Mapping):
+        raise MetricsFileError("metrics.json is not a JSON object")
+    if data.get("version") != SCHEMA_VERSION:
+        raise MetricsFileError(
+            f"metrics.json has version {_short(data.get('version'))}, expected {SCHEMA_VERSION}"
+        )
+    metrics = data.get("metrics")
+    if not isinstance(metrics, Mapping):
+        raise MetricsFileError("metrics.json has no 'metrics' object")
+    finals: dict[str, float] = {}
+    for name, entry in metrics.items():
+        if not isinstance(name, str) or not isinstance(entry, Mapping):
+            raise MetricsFileError(f"metrics.json: metric {_short(name)} is not an object")
+        final = entry.get("final")
+        if final is None:
+            continue
+        if not _is_number(final) or not math.isfinite(final):
+            raise MetricsFileError(f"metrics.json: metric {_short(name)} has final {_short(final)}")
+        finals[name] = float(final)
+    return finals
+
+
+def load_baseline(text: str | bytes) -> dict[str, float]:
+    """:func:`summary_from_json` of raw ``metrics.json`` text (e.g. a downloaded artifact)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise MetricsFileError(f"metrics.json is not valid JSON: {_short(str(error))}") from None
+    return summary_from_json(data)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 3] + "..."
+
+
+def openmetrics_name(name: str) -> str:
+    """``name`` as an OpenMetrics metric name (``[a-zA-Z_:][a-zA-Z0-9_:]*``)."""
+    cleaned = re.sub(r"[^a-zA-Z0-9_:]", "_", name) or "_"
+    return "_" + cleaned if cleaned[0].isdigit() else cleaned
+
+
+def summary_to_openmetrics(summary: MetricsSummary) -> str:
+    """``metrics.txt`` for GitLab's ``artifacts:reports:metrics``: ``name value`` lines.
+
+    Per metric with points: ``<name> <final>`` and ``<name>_best <best>``. GitLab compares the
+    values as strings, so they are written with ``repr`` (shortest round-tripping form).
+    """
+    lines: list[str] = []
+    used: set[str] = set()
+    for metric in summary.metrics:
+        if metric.final is None or metric.best is None:
+            continue
+        base = openmetrics_name(metric.name)
+        name, n = base, 2
+        while name in used or f"{name}_best" in used:
+            name, n = f"{base}_{n}", n + 1
+        used.update((name, f"{name}_best"))
+        lines.append(f"{name} {metric.final!r}")
+        lines.append(f"{name}_best {metric.best!r}")
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"

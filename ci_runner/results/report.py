@@ -1,0 +1,590 @@
+"""The merge-request comment: one Markdown body per train config, rendered from a template.
+
+Pure: :func:`render_report` turns a :class:`ReportInput` into Markdown. The body carries a
+hidden :func:`marker` (so the publisher finds its comment again) and the verdicts of earlier
+runs as hidden JSON (read back with :func:`extract_history`). :func:`render_comment` is the
+publisher's callback: it keeps the history of the comment it is about to replace.
+
+Untrusted text (names, branch, log lines, failure messages) only ever appears inside code
+spans, fenced code blocks or sanitised chart labels, never at a line start outside a fence,
+so it cannot change the structure, mention anyone, reference issues or run quick actions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from ci_runner.backends.result import Failure, Outcome, RunResult
+from ci_runner.context import CIContext
+from ci_runner.results.artifacts import ArtifactListing
+from ci_runner.results.metrics import (
+    MetricResult,
+    MetricsSummary,
+    RankSeries,
+    summary_to_json,
+    summary_to_openmetrics,
+)
+from ci_runner.spec.types import Goal, TrainConfig
+from ci_runner.templating import environment
+
+TEMPLATE = "comment.md.j2"
+MAX_CHART_POINTS = 100
+MAX_CHARTS = 4
+MAX_RANK_LINES = 4  # with more ranks than this, the chart shows only the mean
+MAX_TABLE_ROWS = 60
+MAX_HISTORY = 20
+TAIL_LINES = 100
+TAIL_LINE_CHARS = 500
+TAIL_TOTAL_CHARS = 30_000
+MAX_TEXT_CHARS = 200  # any other untrusted text (names, messages) is cut to this
+HISTORY_TAG = "ci-runner-history:"
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
+_HISTORY = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*?\]) -->")
+
+_VERDICTS = {
+    Outcome.SUCCEEDED: ("✅", "training succeeded"),
+    Outcome.FAILED: ("❌", "training failed"),
+    Outcome.CANCELLED: ("🚫", "training cancelled"),
+    Outcome.RUNNING: ("⏳", "training started"),
+}
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One run's verdict, as kept in the comment's hidden history (newest first)."""
+
+    job_id: str | None
+    pipeline_id: str | None
+    sha: str  # short SHA
+    outcome: str  # an Outcome value
+    duration_seconds: float | None = None
+    metric: str | None = None  # the first metric's name and final value
+    value: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job_id,
+            "pipeline": self.pipeline_id,
+            "sha": self.sha,
+            "outcome": self.outcome,
+            "duration": self.duration_seconds,
+            "metric": self.metric,
+            "value": self.value,
+        }
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """Everything one comment shows. Build it with :meth:`from_run` or directly."""
+
+    outcome: Outcome
+    config_name: str
+    context: CIContext
+    job_name: str  # the MPIJob (or local run) name
+    workers: int = 1
+    slots_per_worker: int = 1
+    gpus_per_worker: int = 0
+    duration_seconds: float | None = None
+    metrics: MetricsSummary | None = None
+    baseline: Mapping[str, float] | None = None  # final values from the target branch
+    baseline_ref: str | None = None  # the branch the baseline came from
+    artifacts: ArtifactListing | None = None
+    failure: Failure | None = None
+    log_tail: Sequence[str] = ()
+    history: Sequence[HistoryEntry] = field(default_factory=tuple)  # previous runs, newest first
+
+    @classmethod
+    def from_run(
+        cls,
+        config: TrainConfig,
+        context: CIContext,
+        result: RunResult,
+        *,
+        metrics: MetricsSummary | None = None,
+        baseline: Mapping[str, float] | None = None,
+        baseline_ref: str | None = None,
+        artifacts: ArtifactListing | None = None,
+    ) -> ReportInput:
+        """The report of a finished (or, with ``Outcome.RUNNING``, just started) run."""
+        return cls(
+            outcome=result.outcome,
+            config_name=config.name,
+            context=context,
+            job_name=result.job_name,
+            workers=config.workers,
+            slots_per_worker=config.slots_per_worker,
+            gpus_per_worker=config.resources.gpu,
+            duration_seconds=result.duration_seconds,
+            metrics=metrics,
+            baseline=baseline,
+            baseline_ref=baseline_ref,
+            artifacts=artifacts,
+            failure=result.failure,
+            log_tail=result.log_tail,
+        )
+
+    def history_entry(self) -> HistoryEntry:
+        """This run's line in the history kept by later comments."""
+        first = next((m for m in self.metrics.metrics if m.found), None) if self.metrics else None
+        return HistoryEntry(
+            job_id=self.context.job_id,
+            pipeline_id=self.context.pipeline_id,
+            sha=self.context.short_sha,
+            outcome=self.outcome.value,
+            duration_seconds=self.duration_seconds,
+            metric=first.name[:MAX_TEXT_CHARS] if first else None,
+            value=first.final if first else None,
+        )
+
+
+def marker(config_name: str) -> str:
+    """The hidden line that identifies this train config's comment, e.g.
+    ``<!-- ci-runner:simple-ml -->`` (anything but ``[A-Za-z0-9._/]`` and single dashes is
+    percent-encoded, so the name can never end the HTML comment)."""
+    encoded = re.sub(
+        r"[^A-Za-z0-9._/-]|-(?=-)|-$",
+        lambda m: "".join(f"%{b:02X}" for b in m.group().encode()),
+        config_name,
+    )
+    return f"<!-- ci-runner:{encoded} -->"
+
+
+def extract_history(body: str | None) -> list[HistoryEntry]:
+    """The runs recorded in a comment body we wrote earlier, newest first ([] for garbage)."""
+    if not body:
+        return []
+    match = _HISTORY.search(body)
+    if match is None:
+        return []
+    try:
+        data = json.loads(match.group(1))
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(data, list):
+        return []
+    entries = [entry for item in data if (entry := _entry_from_json(item)) is not None]
+    return entries[: MAX_HISTORY + 1]
+
+
+def _entry_from_json(item: object) -> HistoryEntry | None:
+    if not isinstance(item, dict):
+        return None
+    outcome = item.get("outcome")
+    sha = item.get("sha")
+    if outcome not in {o.value for o in Outcome} or not isinstance(sha, str):
+        return None
+    job, pipeline, metric = item.get("job"), item.get("pipeline"), item.get("metric")
+    duration, value = item.get("duration"), item.get("value")
+    if not all(isinstance(x, str | None) for x in (job, pipeline, metric)):
+        return None
+    if not all(x is None or _finite_number(x) for x in (duration, value)):
+        return None
+    return HistoryEntry(
+        job_id=job,
+        pipeline_id=pipeline,
+        sha=sha[:12],
+        outcome=str(outcome),
+        duration_seconds=None if duration is None else float(duration),
+        metric=None if metric is None else metric[:MAX_TEXT_CHARS],
+        value=None if value is None else float(value),
+    )
+
+
+def _finite_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def render_comment(report: ReportInput, previous_body: str | None) -> str:
+    """The new comment body, keeping the history found in ``previous_body`` (the publisher's
+    ``render(previous_body)`` callback: ``functools.partial(render_comment, report)``)."""
+    return render_report(replace(report, history=tuple(extract_history(previous_body))))
+
+
+def render_report(report: ReportInput) -> str:
+    """The comment's Markdown (also ``report.md``)."""
+    current = report.history_entry()
+    history = [e for e in report.history if current.job_id is None or e.job_id != current.job_id]
+    history = history[:MAX_HISTORY]
+    icon, verdict = _VERDICTS[report.outcome]
+    ctx = report.context
+    view = {
+        "marker": marker(report.config_name),
+        "verdict": f"### {icon} {verdict[0].upper()}{verdict[1:]}: {code(report.config_name)}",
+        "details": _details_line(report),
+        "running": report.outcome is Outcome.RUNNING,
+        "failure": _failure_text(report.failure) if report.failure else None,
+        "metrics": _metrics_section(report) if report.outcome is not Outcome.RUNNING else None,
+        "charts": _charts(report.metrics) if report.metrics else [],
+        "artifacts": _artifacts_section(report.artifacts) if report.artifacts else None,
+        "tail": _log_tail(report.log_tail)
+        if report.outcome in (Outcome.FAILED, Outcome.CANCELLED)
+        else None,
+        "history": [_history_line(e, ctx) for e in history],
+        "history_tag": HISTORY_TAG,
+        "history_json": _history_json([current, *history]),
+    }
+    return environment().get_template(TEMPLATE).render(**view)
+
+
+# ----------------------------------------------------------------------------- escaping
+
+
+def clean(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """One line of untrusted text: ANSI and control characters gone, cut to ``limit``."""
+    text = _CONTROL.sub(" ", _ANSI.sub("", text.replace("\r\n", " ").replace("\n", " ")))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def code(text: str, *, in_table: bool = False, limit: int = MAX_TEXT_CHARS) -> str:
+    """Untrusted text as an inline code span nothing inside can end (Markdown, HTML,
+    mentions and references are not parsed in code). In a table cell ``|`` is escaped."""
+    text = clean(text, limit)
+    if not text.strip():
+        return "(empty)"
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if text.startswith("`") or text.endswith("`") or longest:
+        text = f" {text} "
+    if in_table:
+        text = _TABLE_PIPE.sub(_escape_pipe, text)
+    return f"{fence}{text}{fence}"
+
+
+# GFM splits table cells before parsing code spans, reading ``\X`` pairs left to right; a pipe
+# is a cell border unless its backslash escape is the odd one out of the run before it.
+_TABLE_PIPE = re.compile(r"(\\*)\|")
+
+
+def _escape_pipe(match: re.Match[str]) -> str:
+    run = match.group(1)
+    return run + (" " if len(run) % 2 else "") + "\\|"
+
+
+def safe_url(url: str | None) -> str | None:
+    """``url`` usable as a Markdown link target (http/https only; parens and spaces encoded)."""
+    if not url:
+        return None
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return quote(url.strip(), safe=":/?#@!$&'*+,;=%-._~")
+
+
+def link(label: str, url: str | None) -> str:
+    """``[label](url)``, or just ``label`` when the URL is missing or unsafe (label is trusted)."""
+    target = safe_url(url)
+    return f"[{label}]({target})" if target else label
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def fmt(value: float | None) -> str:
+    """A metric value for people: 6 significant digits."""
+    if value is None:
+        return "–"
+    return f"{value:.6g}"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def size(num_bytes: int) -> str:
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{num_bytes} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _project_link(ctx: CIContext, path: str) -> str | None:
+    return f"{ctx.project_url.rstrip('/')}/-/{path}" if ctx.project_url else None
+
+
+def _details_line(report: ReportInput) -> str:
+    ctx = report.context
+    parts = [link(f"`{ctx.short_sha}`", _project_link(ctx, f"commit/{ctx.sha}"))]
+    if ctx.ref_name:
+        parts[0] += f" on {code(ctx.ref_name)}"
+    if ctx.pipeline_id:
+        parts.append(
+            link(f"pipeline #{ctx.pipeline_id}", _project_link(ctx, f"pipelines/{ctx.pipeline_id}"))
+        )
+    if ctx.job_id:
+        parts.append(link(f"job #{ctx.job_id}", ctx.job_url))
+    if report.outcome is not Outcome.RUNNING:
+        parts.append(duration(report.duration_seconds))
+    ranks = report.workers * report.slots_per_worker
+    shape = (
+        f"{_plural(report.workers, 'worker')} × {_plural(report.slots_per_worker, 'slot')}"
+        f" ({_plural(ranks, 'rank')})"
+    )
+    if report.gpus_per_worker:
+        total = report.gpus_per_worker * report.workers
+        shape += f", {_plural(report.gpus_per_worker, 'GPU')} per worker ({total} in all)"
+    else:
+        shape += ", CPU only"
+    parts.append(shape)
+    parts.append(f"MPIJob {code(report.job_name)}")
+    return " · ".join(parts)
+
+
+def _failure_text(failure: Failure) -> str:
+    facts = [failure.kind.value]
+    if failure.exit_code is not None:
+        facts.append(f"exit code {failure.exit_code}")
+    if failure.pod:
+        facts.append(f"pod {code(failure.pod)}")
+    return f"**Reason:** {code(failure.message, limit=1000)} ({', '.join(facts)})"
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def _better(goal: Goal, delta: float) -> str:
+    if delta == 0:
+        return "unchanged"
+    improved = delta < 0 if goal == "min" else delta > 0
+    return "🟢 better" if improved else "🔴 worse"
+
+
+def _change(metric: MetricResult, base: float | None) -> str:
+    if metric.final is None or base is None:
+        return "–"
+    delta = metric.final - base
+    relative = f" ({delta / abs(base) * 100:+.1f}%)" if base else ""
+    return f"{delta:+.4g}{relative} {_better(metric.goal, delta)}"
+
+
+def _metrics_section(report: ReportInput) -> dict[str, Any] | None:
+    summary = report.metrics
+    if summary is None or not summary.metrics:
+        return None
+    has_baseline = report.baseline is not None
+    header = ["Metric", "Goal", "Final", "Best"]
+    if has_baseline:
+        header += ["Baseline", "Change"]
+    header.append("Points")
+    rows = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([" --- ", " --- "] + [" ---: "] * (len(header) - 2)) + "|",
+    ]
+    notes: list[str] = []
+    for metric in summary.metrics[:MAX_TABLE_ROWS]:
+        name = code(metric.name, in_table=True, limit=80)
+        goal = "lower is better" if metric.goal == "min" else "higher is better"
+        if metric.found:
+            final = f"**{fmt(metric.final)}**"
+            best = f"{fmt(metric.best)} (step {metric.best_step}, rank {metric.best_rank})"
+        else:
+            final, best = "not in the log", "–"
+        cells = [name, goal, final, best]
+        if report.baseline is not None:
+            base = report.baseline.get(metric.name)
+            cells += [fmt(base), _change(metric, base)]
+        cells.append(str(metric.count))
+        rows.append("| " + " | ".join(cells) + " |")
+        if metric.unparseable:
+            sample = code(metric.unparseable_sample or "", limit=40)
+            notes.append(
+                f"⚠️ {code(metric.name, limit=80)}: "
+                f"{_plural(metric.unparseable, 'value')} not a finite number (first: {sample})"
+            )
+    hidden = len(summary.metrics) - MAX_TABLE_ROWS
+    if hidden > 0:
+        notes.append(f"… and {_plural(hidden, 'more metric')} (see `metrics.json`)")
+    if summary.ignored_json:
+        notes.append(
+            f"⚠️ {_plural(summary.ignored_json, 'malformed `CI_RUNNER_METRIC` line')} ignored"
+        )
+    if report.baseline is None:
+        target = f" from {code(report.baseline_ref)}" if report.baseline_ref else ""
+        notes.append(f"No baseline{target}: no `metrics.json` from a successful target run.")
+    elif report.baseline_ref:
+        notes.append(f"Baseline: the latest successful run on {code(report.baseline_ref)}.")
+    return {"table": "\n".join(rows), "notes": notes}
+
+
+# ----------------------------------------------------------------------------- chart
+
+
+def mermaid_label(text: str, limit: int = 60) -> str:
+    """Text safe inside a quoted Mermaid label: letters, digits and a few marks only."""
+    cleaned = re.sub(r"[^\w .:/()+-]", "_", clean(text, limit), flags=re.UNICODE)
+    return cleaned.strip() or "metric"
+
+
+def chart_number(value: float) -> str:
+    """A plain decimal (no exponent, which Mermaid's parser does not take)."""
+    text = f"{value:.6g}"
+    if "e" in text:
+        text = format(Decimal(text), "f")
+    return text
+
+
+def _sample(points: tuple[tuple[int, float], ...], grid: Sequence[float]) -> list[float]:
+    """The series' value at each grid step (last point at or before it; first point before)."""
+    values: list[float] = []
+    i = 0
+    for step in grid:
+        while i + 1 < len(points) and points[i + 1][0] <= step:
+            i += 1
+        values.append(points[i][1])
+    return values
+
+
+def _chart_series(series: tuple[RankSeries, ...]) -> tuple[list[float], list[list[float]]]:
+    """(grid of at most MAX_CHART_POINTS steps, per-rank values on that grid)."""
+    ordered = [tuple(sorted(s.points)) for s in series]
+    low = min(p[0][0] for p in ordered)
+    high = max(p[-1][0] for p in ordered)
+    if high - low + 1 <= MAX_CHART_POINTS:
+        grid = [float(s) for s in range(low, high + 1)]
+    else:
+        grid = [low + (high - low) * i / (MAX_CHART_POINTS - 1) for i in range(MAX_CHART_POINTS)]
+    return grid, [_sample(points, grid) for points in ordered]
+
+
+def _charts(summary: MetricsSummary) -> list[dict[str, Any]]:
+    charts: list[dict[str, Any]] = []
+    for metric in summary.metrics:
+        if len(charts) >= MAX_CHARTS:
+            break
+        steps = {p[0] for s in metric.series for p in s.points}
+        if len(steps) < 2:
+            continue
+        grid, per_rank = _chart_series(metric.series)
+        mean = [math.fsum(col) / len(col) for col in zip(*per_rank, strict=True)]
+        lines = [mean]
+        legend = f"mean over {_plural(len(per_rank), 'rank')}"
+        if 1 < len(per_rank) <= MAX_RANK_LINES:
+            lines += per_rank
+            ranks = ", ".join(f"rank {s.rank}" for s in metric.series)
+            legend = f"lines: {legend} (first), then {ranks}"
+        label = mermaid_label(metric.name)
+        charts.append(
+            {
+                "title": label,
+                "x_axis": f'"step" {round(grid[0])} --> {round(grid[-1])}',
+                "y_axis": f'"{label}"',
+                "lines": ["[" + ", ".join(chart_number(v) for v in line) + "]" for line in lines],
+                "legend": legend,
+                "name": code(metric.name, limit=80),
+            }
+        )
+    return charts
+
+
+# ----------------------------------------------------------------------------- artifacts
+
+
+def _artifacts_section(listing: ArtifactListing) -> dict[str, Any]:
+    items = []
+    for item in listing.links:
+        name = code(item.name, limit=200)
+        if listing.local:
+            items.append(f"{name}: {code(item.url, limit=500)} ({size(item.size)})")
+        else:
+            items.append(f"{link(name, item.url)} ({size(item.size)})")
+    if listing.more:
+        more = f"more than {listing.more}" if listing.more_is_lower_bound else str(listing.more)
+        items.append(f"… and {more} more under {code(listing.location)}")
+    expires = (
+        f"Links expire {listing.expires_at.strftime('%Y-%m-%d %H:%M UTC')}."
+        if listing.expires_at
+        else None
+    )
+    return {
+        "location": code(listing.location, limit=500),
+        "links": items,
+        "warning": code(listing.warning, limit=500) if listing.warning else None,
+        "expires": expires,
+    }
+
+
+# ----------------------------------------------------------------------------- log tail
+
+
+def _log_tail(lines: Sequence[str]) -> dict[str, Any] | None:
+    if not lines:
+        return None
+    kept: list[str] = []
+    total = 0
+    for raw in reversed(lines[-TAIL_LINES:]):
+        line = _ANSI.sub("", raw.rstrip("\r\n")).replace("\t", "    ").replace("\n", " ")
+        line = _CONTROL.sub(" ", line)
+        if len(line) > TAIL_LINE_CHARS:
+            line = line[: TAIL_LINE_CHARS - 1] + "…"
+        total += len(line) + 1
+        if total > TAIL_TOTAL_CHARS:
+            break
+        kept.append(line)
+    kept.reverse()
+    text = "\n".join(kept)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return {"count": len(kept), "fence": "`" * max(3, longest + 1), "text": text}
+
+
+# ----------------------------------------------------------------------------- history
+
+
+def _history_line(entry: HistoryEntry, ctx: CIContext) -> str:
+    icon = _VERDICTS[Outcome(entry.outcome)][0]
+    word = "started, no result" if entry.outcome == Outcome.RUNNING.value else entry.outcome
+    parts = [f"{icon} {word}", f"`{clean(entry.sha, 12).replace('`', '')}`"]
+    if entry.job_id and entry.job_id.isdigit():
+        parts.append(link(f"job #{entry.job_id}", _project_link(ctx, f"jobs/{entry.job_id}")))
+    if entry.metric is not None and entry.value is not None:
+        parts.append(f"{code(entry.metric, limit=80)} {fmt(entry.value)}")
+    if entry.duration_seconds is not None:
+        parts.append(duration(entry.duration_seconds))
+    return " · ".join(parts)
+
+
+def _history_json(entries: Sequence[HistoryEntry]) -> str:
+    """Compact one-line JSON that cannot end the HTML comment it sits in (no ``--``, no ``>``)
+    nor hold anything GitLab could read as markup or a mention (ASCII only, no ``<&@``)."""
+    text = json.dumps([e.to_json() for e in entries], ensure_ascii=True, separators=(",", ":"))
+    for char in "<>&@":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text.replace("--", "-\\u002d")
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def write_outputs(out_dir: Path, report_md: str, summary: MetricsSummary | None) -> None:
+    """``report.md``, ``metrics.json`` and ``metrics.txt`` (GitLab's metrics report)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.md").write_text(report_md, encoding="utf-8")
+    if summary is None:
+        summary = MetricsSummary(metrics=(), lines=0)
+    (out_dir / "metrics.json").write_text(
+        json.dumps(summary_to_json(summary), indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    (out_dir / "metrics.txt").write_text(summary_to_openmetrics(summary), encoding="utf-8")

@@ -1,0 +1,46 @@
+"""train.yaml as it is in a commit: the file named on the command line, read with ``git show``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ci_runner.errors import ConfigError, GitError, Problem
+from ci_runner.gitrepo import file_exists_at, read_bytes_at, resolve_commit
+from ci_runner.spec.schema import load_config
+from ci_runner.spec.types import TrainConfig
+
+
+def path_in_repo(config_arg: str, cwd: Path, root: Path) -> str:
+    """``--config`` (relative to ``cwd``, or absolute) as a path relative to the repository root."""
+    absolute = (cwd / config_arg).resolve()
+    try:
+        return absolute.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise GitError(
+            f"--config {config_arg} is outside the repository {root}; fix: pass the path of a "
+            "train.yaml inside the repository"
+        ) from None
+
+
+def load_train_config(sha: str, path: str, root: Path) -> TrainConfig:
+    """The validated train.yaml at ``path`` in commit ``sha``; its requirements file must exist."""
+    resolve_commit(sha, root)  # a commit missing from this clone is not a missing file
+    if not file_exists_at(sha, path, root):
+        raise GitError(
+            f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config with "
+            "the path of your train.yaml"
+        )
+    config = load_config(read_bytes_at(sha, path, root), path)
+    if config.requirements and not file_exists_at(sha, config.requirements, root):
+        raise ConfigError(
+            [
+                Problem(
+                    path,
+                    "requirements",
+                    None,
+                    f"{config.requirements} does not exist in commit {sha[:8]}",
+                    "commit it, or give its path relative to the repository root",
+                )
+            ]
+        )
+    return config

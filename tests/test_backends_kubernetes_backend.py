@@ -1,0 +1,628 @@
+"""KubernetesBackend end to end: the real kubernetes client against the fake API server + operator.
+
+Each scenario plays the cluster's part step by step and asserts the exact CI log and RunResult.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
+from ci_runner.backends.result import Failure, FailureKind, Outcome
+from ci_runner.context import CIContext
+from ci_runner.errors import ClusterError
+from ci_runner.render import render_mpijob
+from ci_runner.spec.types import TrainConfig
+from tests.kube_harness import JOB, NAMESPACE, Cluster, mpijob_manifest, running_cluster
+from tests.kube_operator import INSUFFICIENT_GPU, MPIJOBS, JobScenario
+
+SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
+LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
+    with running_cluster(tmp_path) as cluster:
+        yield cluster
+
+
+def start_training(cluster: Cluster) -> JobScenario:
+    """Submit, then workers and launcher come up and the launcher logs LOG; the job runs
+    steadily, so the backend watches its pods alone."""
+    job = cluster.started()
+    job.workers_running()
+    cluster.log.wait_for("[ci-runner] workers ready 2/2")
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log(*LOG)
+    cluster.log.wait_for(LOG[-1])
+    cluster.wait_watching_pods_alone()
+    return job
+
+
+def drop_every_watch(cluster: Cluster) -> None:
+    """Cut every open watch (as a real API server does at timeoutSeconds); wait until each is
+    back."""
+    server = cluster.server
+    watched = cluster.watched()
+    watches = server.count("watch", "pods") + server.count("watch", "mpijobs")
+    watches += server.count("watch", "events")
+    server.drop_watches()
+    server.wait_until(
+        lambda: (
+            server.count("watch", "pods")
+            + server.count("watch", "mpijobs")
+            + server.count("watch", "events")
+            == watches + len(watched)
+            and cluster.watched() == watched
+        )
+    )
+
+
+def requests_made(cluster: Cluster) -> dict[str, int]:
+    return dict(collections.Counter(f"{r.verb} {r.resource}" for r in cluster.server.requests))
+
+
+def running_lines(job: JobScenario) -> list[str]:
+    return [
+        SUBMITTED,
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {job.launcher_pod})",
+        *LOG,
+    ]
+
+
+def test_success(cluster: Cluster, tmp_path: Path) -> None:
+    job = start_training(cluster)
+    job.launcher_log("[0]<stdout>:token glcbt-64-secret-job-token")
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert cluster.log.lines == [
+        *running_lines(job),
+        "[0]<stdout>:token [MASKED]",
+        f"[ci-runner] MPIJob {JOB} succeeded",
+    ]
+    assert result.outcome is Outcome.SUCCEEDED
+    assert result.failure is None
+    assert result.exit_code == 0
+    assert result.job_name == JOB
+    assert result.log_path == tmp_path / "train.log"
+    assert result.log_path.read_text() == "\n".join([*LOG, "[0]<stdout>:token [MASKED]"]) + "\n"
+    assert result.log_tail == (*LOG, "[0]<stdout>:token [MASKED]")
+    # cleanPodPolicy Running removed the workers; the launcher pod stays for `kubectl logs`.
+    assert job.pods() == [job.launcher_pod]
+    assert cluster.clock.sleeps == []
+
+
+def test_workers_left_running_by_the_operator_are_stopped(cluster: Cluster) -> None:
+    job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert job.pods() == [job.launcher_pod]
+    assert cluster.server.count("delete", "pods") == 2
+
+
+def test_launcher_exits_1(cluster: Cluster) -> None:
+    job = start_training(cluster)
+    launcher = job.launcher_pod
+    job.launcher_log("Traceback (most recent call last):", "ValueError: bad batch")
+    job.launcher_exits(1)
+    result = cluster.result()
+    message = f"launcher {launcher} exited with code 1"
+    assert cluster.log.lines == [
+        *running_lines(job),
+        "Traceback (most recent call last):",
+        "ValueError: bad batch",
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+    ]
+    assert result.outcome is Outcome.FAILED
+    assert result.failure == Failure(FailureKind.EXIT_CODE, message, exit_code=1, pod=launcher)
+    assert result.exit_code == 1
+    assert job.workers() == []
+
+
+def test_worker_oom_killed(cluster: Cluster) -> None:
+    job = start_training(cluster)
+    job.worker_oom_killed(1)
+    # The worker's end ends the steady run: the MPIJob is listed and watched again.
+    cluster.server.wait_for_watches("mpijobs.kubeflow.org")
+    assert cluster.server.count("list", "mpijobs") == 2
+    job.launcher_log("[1]<stderr>:ORTE has lost communication with a remote daemon.")
+    job.launcher_exits(1)
+    result = cluster.result()
+    message = f"worker {JOB}-worker-1 was OOMKilled (memory limit 4Gi)"
+    assert cluster.log.lines == [
+        *running_lines(job),
+        "[1]<stderr>:ORTE has lost communication with a remote daemon.",
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+    ]
+    assert result.failure == Failure(
+        FailureKind.OOM_KILLED, message, exit_code=137, pod=f"{JOB}-worker-1"
+    )
+    # The OOMKilled worker has ended; the one still running was stopped.
+    assert job.workers() == [f"{JOB}-worker-1"]
+    assert cluster.server.count("watch", "mpijobs") == 2  # the Failed condition came this way
+
+
+def test_unschedulable_fails_after_the_timeout_with_the_schedulers_message(
+    cluster: Cluster,
+) -> None:
+    job = cluster.started(unschedulable_timeout=600)
+    job.workers_unschedulable()
+    cluster.log.wait_for(f"[ci-runner] workers pending: {INSUFFICIENT_GPU}")
+    cluster.clock.advance(599)
+    job.workers_unschedulable()  # the scheduler tries again, in vain
+    cluster.clock.advance(2)
+    job.workers_unschedulable()
+    result = cluster.result()
+    message = f"pod {JOB}-worker-0 stayed unschedulable for 601s: {INSUFFICIENT_GPU}"
+    assert cluster.log.lines == [
+        SUBMITTED,
+        f"[ci-runner] workers pending: {INSUFFICIENT_GPU}",
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert result.failure == Failure(FailureKind.UNSCHEDULABLE, message, pod=f"{JOB}-worker-0")
+    assert_all_gone(cluster)
+
+
+def test_validation_error_fails_at_once(cluster: Cluster) -> None:
+    cluster.start(mpijob_manifest(launcher_replicas=2))
+    result = cluster.result()
+    message = (
+        "MPI Operator rejected the MPIJob: Found validation errors: "
+        "spec.mpiReplicaSpecs.Launcher.replicas: must be exactly 1"
+    )
+    assert cluster.log.lines == [
+        SUBMITTED,
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert result.failure == Failure(FailureKind.VALIDATION, message)
+    assert_all_gone(cluster)
+
+
+def test_image_pull_error(cluster: Cluster) -> None:
+    job = cluster.started()
+    job.image_pull_fails(f"{JOB}-worker-0")
+    result = cluster.result()
+    message = (
+        f"pod {JOB}-worker-0 cannot pull image registry.example.com/ml/train:3f2a9c1 "
+        "(ErrImagePull): rpc error: code = NotFound desc = failed to pull and unpack image "
+        '"registry.example.com/ml/train:3f2a9c1": not found'
+    )
+    assert cluster.log.lines == [
+        SUBMITTED,
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert result.failure == Failure(FailureKind.IMAGE_PULL, message, pod=f"{JOB}-worker-0")
+    assert_all_gone(cluster)
+
+
+def test_deadline_exceeded(cluster: Cluster) -> None:
+    job = cluster.started(mpijob_manifest(deadline=3600))
+    job.workers_running()
+    cluster.log.wait_for("[ci-runner] workers ready 2/2")
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log(*LOG)
+    cluster.log.wait_for(LOG[-1])
+    lines = running_lines(job)
+    job.deadline_exceeded()
+    result = cluster.result()
+    message = "the job ran past its time limit of 3600s (activeDeadlineSeconds) and was stopped"
+    assert cluster.log.lines == [*lines, f"[ci-runner] MPIJob {JOB} failed: {message}"]
+    assert result.failure == Failure(FailureKind.DEADLINE, message)
+    assert job.pods() == []
+
+
+def test_watch_dropped_mid_run_resumes_without_relisting(cluster: Cluster) -> None:
+    job = cluster.started()
+    job.workers_running([0])
+    cluster.log.wait_for("[ci-runner] workers ready 1/2")
+    cluster.server.drop_watches()
+    cluster.server.wait_until(
+        lambda: all(cluster.server.count("watch", r) == 2 for r in ("mpijobs", "pods", "events"))
+    )
+    job.workers_running([1])
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log(*LOG)
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert result.outcome is Outcome.SUCCEEDED
+    # Each watch came back from where it was (one backoff second each), without a new list.
+    assert cluster.clock.sleeps == [1.0, 1.0, 1.0]
+    assert cluster.server.count("list", "pods") == 2  # the first, and the final look
+    assert cluster.server.count("watch", "pods") == 2
+
+
+def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
+    job = cluster.started()
+    job.workers_running([0])
+    cluster.log.wait_for("[ci-runner] workers ready 1/2")
+    cluster.server.expire_history()
+    cluster.server.drop_watches()
+    cluster.server.wait_until(
+        lambda: all(cluster.server.count("list", r) == 2 for r in ("mpijobs", "pods", "events"))
+    )
+    job.workers_running([1])
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log(*LOG)
+    cluster.wait_watching_pods_alone()
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert result.outcome is Outcome.SUCCEEDED
+    # First, after 410, and once more when the launcher ended (its watch was paused meanwhile).
+    assert cluster.server.count("list", "mpijobs") == 3
+    assert cluster.server.count("list", "events") == 2
+    assert cluster.server.count("list", "pods") == 3  # first, after 410, the final look
+
+
+def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
+    job = start_training(cluster)
+    drop_every_watch(cluster)
+    drop_every_watch(cluster)
+    assert requests_made(cluster) == {
+        "create secrets": 1,
+        "create mpijobs": 1,
+        "patch secrets": 1,
+        "list mpijobs": 1,
+        "watch mpijobs": 1,
+        "list pods": 1,
+        "watch pods": 3,
+        "list events": 1,
+        "watch events": 1,
+        "get pods/log": 1,
+    }
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    # The launcher's end: one list of the MPIJob says Succeeded, no watch needed.
+    assert cluster.server.count("list", "mpijobs") == 2
+    assert cluster.server.count("watch", "mpijobs") == 1
+
+
+def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_steady(
+    cluster: Cluster,
+) -> None:
+    job = cluster.started()
+    drop_every_watch(cluster)  # pending: all three come back
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log(*LOG)
+    cluster.log.wait_for(LOG[-1])
+    cluster.wait_watching_pods_alone()
+    for _ in range(4):  # running: the pods watch alone comes back
+        drop_every_watch(cluster)
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert result.outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert requests_made(cluster) == {
+        "create secrets": 1,
+        "create mpijobs": 1,
+        "patch secrets": 1,
+        "list mpijobs": 2,  # at the start, and once the launcher ended
+        "watch mpijobs": 2,
+        "list pods": 2,  # at the start, and the final look
+        "watch pods": 6,
+        "list events": 1,
+        "watch events": 2,
+        "get pods/log": 1,
+        "get pods": 1,
+    }
+    assert len(cluster.server.requests) == 20
+
+
+class Handling:
+    """What run() does with watch updates: every update it applies (in order), and how many
+    updates it has finished with (watches fitted)."""
+
+    def __init__(self, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        backend = cluster.backend_under_test
+        assert backend is not None
+        self.cond = cluster.server.store.cond  # so that server.wait_until wakes
+        self.applied: list[tuple[str, str]] = []
+        self.finished = 0
+        apply, fit = backend._apply, backend._fit_watches
+
+        def applied(update: WatchUpdate) -> None:
+            with self.cond:
+                self.applied.append((update.resource.plural, update.type))
+            apply(update)
+
+        def fitted() -> None:
+            fit()
+            with self.cond:
+                self.finished += 1
+                self.cond.notify_all()
+
+        monkeypatch.setattr(backend, "_apply", applied)
+        monkeypatch.setattr(backend, "_fit_watches", fitted)
+
+
+def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = start_training(cluster)
+    handling = Handling(cluster, monkeypatch)
+    cluster.server.expire_history()
+    cluster.server.drop_watches()  # the reconnect gets 410 Gone: the pods are listed again
+    cluster.server.wait_until(lambda: handling.finished == 1)
+    # The same pods, still steady: the MPIJob was not listed (resumed) for it.
+    assert handling.applied == [("pods", SYNC)]
+    assert cluster.server.count("list", "pods") == 2
+    assert cluster.server.count("list", "mpijobs") == 1
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert result.outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert cluster.server.count("watch", "pods") == 3  # first, 410 Gone, after the new list
+    # Listed again only once the launcher ended; never watched again.
+    assert cluster.server.count("list", "mpijobs") == 2
+    assert cluster.server.count("watch", "mpijobs") == 1
+    assert cluster.server.count("list", "events") == 1
+
+
+def test_burst_of_500s_is_retried_with_exponential_backoff(cluster: Cluster) -> None:
+    cluster.server.fail_next(500, times=3, verb="create", resource="secrets")
+    job = start_training(cluster)
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert result.outcome is Outcome.SUCCEEDED
+    assert cluster.clock.sleeps == [1.0, 2.0, 4.0]
+    assert cluster.server.count("create", "secrets") == 4
+    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+
+
+def test_429_waits_as_long_as_retry_after_says(cluster: Cluster) -> None:
+    cluster.server.fail_next(429, times=2, retry_after=7, verb="create", resource="mpijobs")
+    job = start_training(cluster)
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert cluster.clock.sleeps == [7.0, 7.0]
+    assert cluster.server.count("create", "mpijobs") == 3
+
+
+def test_log_stream_dropped_mid_line_loses_and_repeats_nothing(cluster: Cluster) -> None:
+    job = start_training(cluster)
+    # Three lines with one timestamp, the stream breaking inside the third: on reconnect the
+    # server sends all three again (sinceTime has whole seconds) and the first two are skipped.
+    job.launcher_log("[0]<stdout>:step 1", "[1]<stdout>:step 1", same_time=True)
+    job.launcher_log_cut("[0]<stdout>:step 2 loss 0.25", same_time=True)
+    job.launcher_log("[1]<stdout>:step 2 loss 0.26")
+    job.launcher_exits(0)
+    result = cluster.result()
+    lines = [
+        *LOG,
+        "[0]<stdout>:step 1",
+        "[1]<stdout>:step 1",
+        "[0]<stdout>:step 2 loss 0.25",
+        "[1]<stdout>:step 2 loss 0.26",
+    ]
+    assert cluster.log.lines == [
+        *running_lines(job)[:-2],
+        *lines,
+        f"[ci-runner] MPIJob {JOB} succeeded",
+    ]
+    assert result.log_path.read_text() == "\n".join(lines) + "\n"
+    assert cluster.server.count("get", "pods/log") == 2
+
+
+def test_cancel_mid_run_deletes_every_pod_and_the_secret(cluster: Cluster) -> None:
+    job = start_training(cluster)
+    lines = running_lines(job)
+    assert cluster.backend_under_test is not None
+    cluster.backend_under_test.cancel()
+    result = cluster.result()
+    assert cluster.log.lines == [
+        *lines,
+        f"[ci-runner] cancelling: deleting MPIJob {JOB}, its pods and its Secret",
+        f"[ci-runner] MPIJob {JOB} cancelled",
+    ]
+    assert result.outcome is Outcome.CANCELLED
+    assert result.failure == Failure(FailureKind.CANCELLED, "cancelled before the job finished")
+    assert result.exit_code == 1
+    assert_all_gone(cluster)
+
+
+def test_cancel_twice_is_harmless(cluster: Cluster) -> None:
+    cluster.started()
+    assert cluster.backend_under_test is not None
+    cluster.backend_under_test.cancel()
+    cluster.backend_under_test.cancel()
+    assert cluster.result().outcome is Outcome.CANCELLED
+    assert_all_gone(cluster)
+
+
+def test_job_deleted_by_someone_else(cluster: Cluster) -> None:
+    job = start_training(cluster)
+    lines = running_lines(job)
+    cluster.server.store.delete("mpijobs.kubeflow.org", NAMESPACE, JOB, "Foreground")
+    result = cluster.result()
+    message = f"MPIJob {JOB} was deleted before it finished"
+    assert cluster.log.lines == [*lines, f"[ci-runner] {message}"]
+    assert result.outcome is Outcome.CANCELLED
+    assert result.failure == Failure(FailureKind.CANCELLED, message)
+    assert_all_gone(cluster)
+    # Its watch was paused: the garbage collector deleting the pods sent us to list it again.
+    assert cluster.server.count("list", "mpijobs") == 2
+    assert cluster.server.count("watch", "mpijobs") == 1
+
+
+def test_job_deleted_by_someone_else_in_the_foreground(cluster: Cluster) -> None:
+    """As the API server does it: the MPIJob stays, being deleted, until its pods are gone."""
+    job = start_training(cluster)
+    lines = running_lines(job)
+    store = cluster.server.store
+
+    def deleting(mpijob: dict[str, Any]) -> None:
+        mpijob["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+        mpijob["metadata"]["finalizers"] = ["foregroundDeletion"]
+
+    with store.cond:
+        store.update(MPIJOBS, NAMESPACE, JOB, deleting)
+        for pod in job.pods():
+            store.delete("pods", NAMESPACE, pod)
+    cluster.server.wait_for_watches(MPIJOBS)  # the pods went: the MPIJob is watched again
+    store.delete(MPIJOBS, NAMESPACE, JOB)
+    result = cluster.result()
+    message = f"MPIJob {JOB} was deleted before it finished"
+    assert cluster.log.lines == [*lines, f"[ci-runner] {message}"]
+    assert result.failure == Failure(FailureKind.CANCELLED, message)
+    assert_all_gone(cluster)
+
+
+def test_attach_to_a_job_submitted_by_an_earlier_run(cluster: Cluster) -> None:
+    store = cluster.server.store
+    store.create("secrets", NAMESPACE, {"metadata": {"name": f"{JOB}-secrets"}, "data": {}})
+    store.create("mpijobs.kubeflow.org", NAMESPACE, mpijob_manifest())
+    job = cluster.job()
+    job.workers_running()
+    job.launcher_running()
+    job.launcher_log(*LOG)
+    cluster.start()
+    cluster.log.wait_for(LOG[-1])
+    job.launcher_exits(0)
+    result = cluster.result()
+    assert cluster.log.lines == [
+        f"[ci-runner] attached to MPIJob {JOB} in namespace {NAMESPACE}: it was already "
+        "submitted (the CI job restarted)",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {job.launcher_pod})",
+        *LOG,
+        f"[ci-runner] MPIJob {JOB} succeeded",
+    ]
+    assert result.outcome is Outcome.SUCCEEDED
+    jobs, _ = store.list("mpijobs.kubeflow.org", NAMESPACE)
+    assert len(jobs) == 1
+    secret = store.get("secrets", NAMESPACE, f"{JOB}-secrets")
+    assert [ref["uid"] for ref in secret["metadata"]["ownerReferences"]] == [
+        jobs[0]["metadata"]["uid"]
+    ]
+    assert secret["data"] == {"git-token": "Z2xjYnQtNjQtc2VjcmV0LWpvYi10b2tlbg=="}
+
+
+def test_403_names_the_verb_resource_and_rbac_rule(cluster: Cluster) -> None:
+    cluster.server.forbid("create", "mpijobs")
+    cluster.start()
+    error = cluster.error()
+    assert isinstance(error, ClusterError)
+    assert str(error) == (
+        "Kubernetes refused to create mpijobs.kubeflow.org in namespace ml (403 Forbidden: "
+        'mpijobs is forbidden: User "system:serviceaccount:ci:gitlab-runner" cannot create '
+        'resource "mpijobs" in API group "kubeflow.org" in the namespace "ml"); fix: add the '
+        'RBAC rule {apiGroups: ["kubeflow.org"], resources: ["mpijobs"], verbs: ["create"]} to '
+        "the Role bound to the CI job's identity (examples/rbac.yaml grants everything "
+        "ci-runner needs)"
+    )
+
+
+def test_403_on_the_log_names_the_subresource(cluster: Cluster) -> None:
+    cluster.server.forbid("get", "pods/log")
+    job = cluster.started()
+    job.workers_running()
+    job.launcher_running()
+    error = cluster.error()
+    assert isinstance(error, ClusterError)
+    assert 'fix: add the RBAC rule {apiGroups: [""], resources: ["pods/log"], verbs: ["get"]}' in (
+        str(error)
+    )
+
+
+def test_401_is_one_line(cluster: Cluster) -> None:
+    cluster.server.reject_credentials()
+    cluster.start()
+    error = cluster.error()
+    assert isinstance(error, ClusterError)
+    assert str(error) == (
+        "Kubernetes rejected ci-runner's credentials (401 Unauthorized) when trying to create "
+        "secrets in namespace ml; fix: renew the token or client certificate in KUBECONFIG "
+        "(or the service account token) — it is missing, wrong or expired"
+    )
+    assert cluster.log.lines == []
+
+
+def test_invalid_manifest_is_refused_with_the_api_servers_422(cluster: Cluster) -> None:
+    manifest = mpijob_manifest()
+    manifest["spec"]["slotsPerWorker"] = "two"
+    cluster.start(manifest)
+    error = cluster.error()
+    assert isinstance(error, ClusterError)
+    assert str(error) == (
+        "Kubernetes rejected the request to create mpijobs.kubeflow.org in namespace ml as "
+        f'invalid: MPIJob.kubeflow.org "{JOB}" is invalid: schema: spec/slotsPerWorker: '
+        "'two' is not of type 'integer'"
+    )
+
+
+def assert_all_gone(cluster: Cluster) -> None:
+    store = cluster.server.store
+    for key in ("pods", "secrets", "configmaps", "services", "jobs.batch", "mpijobs.kubeflow.org"):
+        items, _ = store.list(key, NAMESPACE)
+        assert items == [], key
+
+
+def test_a_manifest_from_render_runs(cluster: Cluster) -> None:
+    config = TrainConfig(
+        name="simple-ml", image="horovod/horovod:0.28.1", command=("python", "train.py"), workers=2
+    )
+    context = CIContext(
+        sha="0123456789abcdef0123456789abcdef01234567",
+        project_path="group/project",
+        job_id="5005",
+        repo_url="https://gitlab.example.com/group/project.git",
+    )
+    manifest = render_mpijob(config, context)
+    name = manifest["metadata"]["name"]
+    job = cluster.started(manifest)
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log("[0]<stdout>:hello")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines[0] == f"[ci-runner] submitted MPIJob {name} in namespace {NAMESPACE}"
+    assert cluster.log.lines[-1] == f"[ci-runner] MPIJob {name} succeeded"
+
+
+def test_cancel_from_a_signal_handler_while_run_waits(cluster: Cluster) -> None:
+    backend = cluster.backend()
+    previous = signal.signal(signal.SIGUSR1, lambda _signum, _frame: backend.cancel())
+
+    def play() -> None:
+        job = cluster.job()
+        cluster.wait_watching()
+        job.workers_running()
+        cluster.log.wait_for("[ci-runner] workers ready 2/2")
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    driver = threading.Thread(target=play, daemon=True)
+    driver.start()
+    try:
+        result = backend.run()  # on the main thread, where Python runs signal handlers
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    driver.join(timeout=20)
+    assert result.outcome is Outcome.CANCELLED
+    assert cluster.log.lines[-2:] == [
+        f"[ci-runner] cancelling: deleting MPIJob {JOB}, its pods and its Secret",
+        f"[ci-runner] MPIJob {JOB} cancelled",
+    ]
+    assert_all_gone(cluster)

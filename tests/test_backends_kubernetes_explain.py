@@ -1,0 +1,104 @@
+"""explain: the root cause of a failed MPIJob, from MPIJob and Pod dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.result import Failure, FailureKind
+
+JSON = dict[str, Any]
+
+
+def pod(name: str, role: str, **state: Any) -> JSON:
+    status: JSON = {"phase": "Failed" if state else "Running"}
+    if state:
+        status["containerStatuses"] = [{"name": "c", "image": "img:1", "state": state}]
+    return {
+        "metadata": {"name": name, "labels": {"training.kubeflow.org/job-role": role}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"memory": "8Gi"}}}]},
+        "status": status,
+    }
+
+
+def failed_job(reason: str = "BackoffLimitExceeded/", deadline: int | None = None) -> JSON:
+    spec: JSON = {"runPolicy": {"activeDeadlineSeconds": deadline} if deadline else {}}
+    return {
+        "spec": spec,
+        "status": {
+            "conditions": [
+                {"type": "Created", "status": "True"},
+                {"type": "Failed", "status": "True", "reason": reason, "message": "it broke"},
+            ]
+        },
+    }
+
+
+def exited(code: int, reason: str = "Error") -> JSON:
+    return {"terminated": {"exitCode": code, "reason": reason}}
+
+
+def test_worker_oom_beats_the_launchers_exit_code() -> None:
+    pods = {
+        "j-launcher-abcde": pod("j-launcher-abcde", "launcher", **exited(1)),
+        "j-worker-0": pod("j-worker-0", "worker"),
+        "j-worker-1": pod("j-worker-1", "worker", **exited(137, "OOMKilled")),
+    }
+    assert explain.explain_failed_job(failed_job(), pods) == Failure(
+        FailureKind.OOM_KILLED,
+        "worker j-worker-1 was OOMKilled (memory limit 8Gi)",
+        exit_code=137,
+        pod="j-worker-1",
+    )
+
+
+def test_a_worker_crash_beats_the_launchers_exit_code() -> None:
+    pods = {
+        "j-launcher-abcde": pod("j-launcher-abcde", "launcher", **exited(1)),
+        "j-worker-0": pod("j-worker-0", "worker", **exited(2)),
+    }
+    assert explain.explain_failed_job(failed_job(), pods) == Failure(
+        FailureKind.WORKER_FAILED, "worker j-worker-0 exited with code 2", 2, "j-worker-0"
+    )
+
+
+def test_the_launchers_exit_code() -> None:
+    pods = {"j-launcher-abcde": pod("j-launcher-abcde", "launcher", **exited(3))}
+    assert explain.explain_failed_job(failed_job(), pods) == Failure(
+        FailureKind.EXIT_CODE, "launcher j-launcher-abcde exited with code 3", 3, "j-launcher-abcde"
+    )
+
+
+def test_deadline() -> None:
+    assert explain.explain_failed_job(failed_job("DeadlineExceeded", 600), {}) == Failure(
+        FailureKind.DEADLINE,
+        "the job ran past its time limit of 600s (activeDeadlineSeconds) and was stopped",
+    )
+
+
+def test_nothing_to_go_on_gives_the_conditions_words() -> None:
+    assert explain.explain_failed_job(failed_job("MPIJobEvicted"), {}) == Failure(
+        FailureKind.UNKNOWN, "MPIJob failed: MPIJobEvicted: it broke"
+    )
+
+
+def test_image_pull_failure_and_unschedulable_message() -> None:
+    waiting = pod("j-worker-0", "worker", waiting={"reason": "ImagePullBackOff", "message": "m"})
+    assert explain.image_pull_failure(waiting) == Failure(
+        FailureKind.IMAGE_PULL,
+        "pod j-worker-0 cannot pull image img:1 (ImagePullBackOff): m",
+        pod="j-worker-0",
+    )
+    assert explain.image_pull_failure(pod("j-worker-0", "worker")) is None
+    pending = pod("j-worker-0", "worker")
+    pending["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no"}
+    ]
+    assert explain.unschedulable_message(pending) == "no"
+    assert explain.unschedulable_message(pod("j-worker-0", "worker")) is None
+
+
+def test_condition_needs_status_true() -> None:
+    job = {"status": {"conditions": [{"type": "Running", "status": "False"}]}}
+    assert explain.condition(job, "Running") is None
+    assert explain.condition(failed_job(), "Failed") is not None

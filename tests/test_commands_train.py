@@ -1,0 +1,232 @@
+"""``ci-runner train --local`` through ``cli.main``, with the stand-in horovodrun."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ci_runner import cli
+from ci_runner.backends.local.backend import dirty_refusal
+from ci_runner.commands import train
+from tests.test_backends_local import FAKE
+
+GitRepo = Callable[..., tuple[Path, str]]
+
+TRAIN_YAML = """\
+name: toy
+image: horovod/horovod:0.28.1
+command: python train.py
+workers: 2
+requirements: requirements.txt
+outputs: s3://models/{project}/{sha}/{job}/
+metrics:
+  loss: {pattern: 'loss (?P<value>[0-9.]+) step (?P<step>\\d+)', goal: min}
+"""
+TRAIN_PY = """\
+import os
+rank = int(os.environ["HOROVOD_RANK"])
+for step in range(3):
+    print(f"loss {(3 - step) * (rank + 1)} step {step}", flush=True)
+print("OUTPUT_URI=" + os.environ["OUTPUT_URI"], flush=True)
+"""
+
+
+@pytest.fixture
+def fake_horovodrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "bin" / "horovodrun"
+    path.parent.mkdir()
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    path.chmod(0o755)
+    monkeypatch.setattr(train, "find_horovodrun", lambda python, env: path)
+    return path
+
+
+def run_cli(args: list[str], repo: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(args, env=env, cwd=repo, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def environ(tmp_path: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CI_RUNNER_CACHE": str(tmp_path / "c"),
+        # train.yaml's outputs are on S3: a closed loopback port keeps the report's listing here.
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ACCESS_KEY_ID": "test",
+    }
+
+
+def test_train_local_streams_the_log_and_prints_a_summary(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path
+) -> None:
+    repo, _ = git_repo(
+        {"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": "PyYAML\n"}
+    )
+    out_dir = repo / "out"  # relative to where ci-runner runs, not to the pinned worktree
+
+    code, out, err = run_cli(
+        ["train", "--local", "--outputs", "out", "--output-dir", "ci"], repo, environ(tmp_path)
+    )
+
+    assert code == 0, err
+    assert sorted(out.splitlines()) == [
+        f"[0]<stdout>:OUTPUT_URI={out_dir.as_uri()}",
+        "[0]<stdout>:loss 1 step 2",
+        "[0]<stdout>:loss 2 step 1",
+        "[0]<stdout>:loss 3 step 0",
+        f"[1]<stdout>:OUTPUT_URI={out_dir.as_uri()}",
+        "[1]<stdout>:loss 2 step 2",
+        "[1]<stdout>:loss 4 step 1",
+        "[1]<stdout>:loss 6 step 0",
+    ]
+    summary = err.splitlines()[-4:]
+    job = re.fullmatch(r"\[ci-runner\] training succeeded in \d+s: job (toy-\S+)", summary[0])
+    assert job, summary
+    log = repo / "ci" / "train.log"
+    assert summary[1:] == [
+        "[ci-runner] loss: 1.5 (final, mean over ranks; best 1)",
+        f"[ci-runner] log: {log}",
+        f"[ci-runner] outputs: {out_dir.as_uri()}",
+    ]
+    assert log.read_text() == out
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored after the run
+
+
+def test_train_local_refuses_a_dirty_tree(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": ""})
+    (repo / "train.py").write_text("print('edited')\n")
+
+    code, out, err = run_cli(["train", "--local"], repo, environ(tmp_path))
+
+    assert (code, out) == (1, "")
+    assert err == f"ci-runner: error: {dirty_refusal(repo)}\n"
+
+
+def test_allow_dirty_reads_train_yaml_from_the_working_tree(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": ""})
+    edited = TRAIN_YAML.replace("workers: 2", "workers: 1").replace("requirements.txt", "req.txt")
+    (repo / "train.yaml").write_text(edited)
+
+    code, _, err = run_cli(["train", "--local", "--allow-dirty"], repo, environ(tmp_path))
+
+    assert code == 1
+    assert err == (
+        "ci-runner: error: train.yaml: requirements: req.txt does not exist in the working tree; "
+        "fix: create it, or give its path relative to the repository root\n"
+    )
+    (repo / "req.txt").write_text("")
+    code, out, err = run_cli(["train", "--local", "--allow-dirty"], repo, environ(tmp_path))
+    assert code == 0, err
+    assert "[1]<stdout>" not in out  # one worker, as the edited train.yaml says
+    assert "[0]<stdout>:loss 3 step 0\n" in out
+
+
+def test_a_failed_training_exits_1_with_the_reason(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path
+) -> None:
+    repo, _ = git_repo(
+        {"train.yaml": TRAIN_YAML, "train.py": "raise SystemExit(4)\n", "requirements.txt": ""}
+    )
+
+    code, _, err = run_cli(["train", "--local"], repo, environ(tmp_path))
+
+    assert code == 1
+    lines = err.splitlines()
+    assert re.fullmatch(r"\[ci-runner\] training failed in \d+s: job toy-\S+", lines[-4])
+    assert lines[-3:-1] == [
+        "[ci-runner] reason: horovodrun exited with code 4",
+        "[ci-runner] loss: not found in the log",
+    ]
+
+
+def test_train_on_a_cluster_needs_a_repository_url_for_the_pods(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": ""})
+
+    code, out, err = run_cli(["train"], repo, environ(tmp_path))
+
+    assert (code, out) == (1, "")
+    assert err == (
+        "ci-runner: error: no repository URL for the pods to fetch the code from; fix: pass "
+        "--repo-url https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in "
+        "GitLab CI\n"
+    )
+
+
+def test_train_on_a_cluster_without_one_says_how_to_give_it(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": ""})
+
+    code, out, err = run_cli(
+        ["train", "--repo-url", "https://gitlab.example.com/g/p.git"], repo, environ(tmp_path)
+    )
+
+    assert (code, out) == (1, "")
+    assert err == (
+        "ci-runner: error: no Kubernetes cluster to run on: this CI job is not in a pod with a "
+        "service account and KUBECONFIG is not set; fix: add a KUBECONFIG CI/CD variable of type "
+        "File holding a kubeconfig, or run the job on a Kubernetes runner\n"
+    )
+    assert not (repo / "ci-runner-out").exists()  # nothing started, nothing written
+
+
+def test_cache_dir_follows_the_environment() -> None:
+    assert train.cache_dir({"CI_RUNNER_CACHE": "/c", "XDG_CACHE_HOME": "/x"}) == Path("/c")
+    assert train.cache_dir({"XDG_CACHE_HOME": "/x", "HOME": "/h"}) == Path("/x/ci-runner")
+    assert train.cache_dir({"HOME": "/h"}) == Path("/h/.cache/ci-runner")
+
+
+def test_horovodrun_is_found_beside_python_first(tmp_path: Path) -> None:
+    beside = tmp_path / "env" / "bin"
+    beside.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for directory in (beside, elsewhere):
+        (directory / "horovodrun").write_text("#!/bin/sh\n")
+        (directory / "horovodrun").chmod(0o755)
+
+    assert train.find_horovodrun(beside / "python", {"PATH": str(elsewhere)}) == (
+        beside / "horovodrun"
+    )
+    (beside / "horovodrun").unlink()
+    assert train.find_horovodrun(beside / "python", {"PATH": str(elsewhere)}) == (
+        elsewhere / "horovodrun"
+    )
+    assert train.find_horovodrun(beside / "python", {"PATH": str(tmp_path)}) is None
+
+
+def test_plain_paths_become_file_uris() -> None:
+    cwd = Path("/home/dev/project")
+    assert train.as_uri("data/", cwd) == "file:///home/dev/project/data/"
+    assert train.as_uri("/abs/model", cwd) == "file:///abs/model"
+    assert train.as_uri("s3://bucket/key/", cwd) == "s3://bucket/key/"
+    assert train.as_uri(None, cwd) is None
+
+
+def test_credentials_are_masked_in_the_training_log(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path
+) -> None:
+    train_py = "import os\nprint('key=' + os.environ['AWS_SECRET_ACCESS_KEY'], flush=True)\n"
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": train_py, "requirements.txt": ""})
+    env = {**environ(tmp_path), "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG"}
+
+    code, out, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert code == 0, err
+    assert sorted(out.splitlines()) == ["[0]<stdout>:key=[MASKED]", "[1]<stdout>:key=[MASKED]"]
+    assert (repo / "ci" / "train.log").read_text() == out
