@@ -12,7 +12,13 @@ import argparse
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import SystemClock
-from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
+from ci_runner.commands.common import (
+    Command,
+    Runtime,
+    add_cluster_arguments,
+    add_job_arguments,
+    load_job,
+)
 from ci_runner.commands.outputs import add_output_arguments, output_settings
 from ci_runner.masking import secret_masker
 from ci_runner.plan.job_name import job_name
@@ -20,6 +26,7 @@ from ci_runner.plan.job_name import job_name
 
 def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser)
+    add_cluster_arguments(parser)
     add_output_arguments(parser)
 
 
@@ -32,7 +39,13 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     job = load_job(args, runtime)
     name = job_name(job.config, job.ctx)
     clock = SystemClock()
-    connection = connect(job.config.kubernetes.namespace, runtime.env)
+    kubernetes = job.config.kubernetes
+    connection = connect(
+        kubernetes.namespace,
+        runtime.env,
+        context=kubernetes.context,
+        context_flag=args.kube_context,
+    )
     cancel_on_cluster(connection.client, connection.namespace, name, clock)
     masker = secret_masker(runtime.env, job.config.secrets)
 

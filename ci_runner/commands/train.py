@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
-from ci_runner.commands.common import Command, Job, Runtime, add_job_arguments, load_job
+from ci_runner.commands.common import (
+    Command,
+    Job,
+    Runtime,
+    add_cluster_arguments,
+    add_job_arguments,
+    load_job,
+)
 from ci_runner.commands.outputs import add_output_arguments, output_settings
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, ForkRefusedError, Problem
@@ -74,6 +81,7 @@ def find_horovodrun(python: Path, env: Mapping[str, str]) -> Path | None:
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser)
+    add_cluster_arguments(parser)
     add_output_arguments(parser)
     parser.add_argument(
         "--local",
@@ -132,7 +140,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         make_backend = _local_backend(args, runtime, job, config, output_uri, clock)
     else:
         output_uri = _expanded_outputs(config, ctx, name)
-        make_backend = _cluster_backend(config, ctx, env, clock)
+        make_backend = _cluster_backend(config, ctx, env, clock, args.kube_context)
     gitlab = open_gitlab(ctx, env, status)
     report_masker = masker_for_report(masker, env)
     announce(gitlab, config, ctx, name, report_masker, status, status)
@@ -177,7 +185,11 @@ def _expanded_outputs(config: TrainConfig, ctx: CIContext, name: str) -> str | N
 
 
 def _cluster_backend(
-    config: TrainConfig, ctx: CIContext, env: Mapping[str, str], clock: Clock
+    config: TrainConfig,
+    ctx: CIContext,
+    env: Mapping[str, str],
+    clock: Clock,
+    context_flag: str | None,
 ) -> MakeBackend:
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
@@ -186,7 +198,10 @@ def _cluster_backend(
 
     manifest = render_mpijob(config, ctx)
     secrets = secret_data(config, ctx, env)
-    connection = connect(config.kubernetes.namespace, env)
+    kubernetes = config.kubernetes
+    connection = connect(
+        kubernetes.namespace, env, context=kubernetes.context, context_flag=context_flag
+    )
     manifest["metadata"]["namespace"] = connection.namespace
 
     def make(sink: LogSink, echo: Callable[[str], None]) -> Backend:
