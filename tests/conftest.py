@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CRD_PATH = (
-    REPO_ROOT.parent / "shared" / "reference" / "mpi-operator-v0.8.2" / "kubeflow.org_mpijobs.yaml"
-)
+# Upstream and seed files the tests read, vendored with their source and licence (README.md).
+TEST_DATA = REPO_ROOT / "tests" / "data"
+SEED_LOG = TEST_DATA / "seed" / "horovod-on-kubernetes.log"
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -47,10 +47,3 @@ def git_repo(tmp_path: Path) -> Callable[[dict[str, str]], tuple[Path, str]]:
         return repo, run_git(["rev-parse", "HEAD"], repo)
 
     return commit
-
-
-@pytest.fixture(scope="session")
-def crd_path() -> Path:
-    if not CRD_PATH.is_file():
-        pytest.fail(f"the MPIJob CRD is missing at {CRD_PATH}")
-    return CRD_PATH

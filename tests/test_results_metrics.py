@@ -30,9 +30,7 @@ from ci_runner.results.metrics import (
     summary_to_openmetrics,
 )
 from ci_runner.spec.types import MetricSpec
-from tests.conftest import REPO_ROOT
-
-SEED_LOG = REPO_ROOT.parent / "shared" / "seed" / "horovod-on-kubernetes.txt"
+from tests.conftest import SEED_LOG
 
 TRAIN = MetricSpec(
     "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")

@@ -34,10 +34,9 @@ from ci_runner.results.report import (
     write_outputs,
 )
 from ci_runner.spec.types import MetricSpec, Resources, TrainConfig
-from tests.conftest import REPO_ROOT
+from tests.conftest import SEED_LOG
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-SEED_LOG = REPO_ROOT.parent / "shared" / "seed" / "horovod-on-kubernetes.txt"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 TRAIN = MetricSpec(
