@@ -111,6 +111,22 @@ def test_a_garbled_baseline_is_a_warning(
     assert (tmp_path / "out" / "report.md").is_file()
 
 
+def test_a_garbled_baseline_is_quoted_short(
+    server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    garbled = b'{"version": 1, "metrics": {"' + b"x" * 5000 + b'": 3}}'
+    server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", garbled)
+    gitlab = open_gitlab(ctx(server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "warning: no baseline from main: metrics.json: metric '" + "x" * 76 + "... is not an object"
+    ]
+
+
 def test_a_missing_log_is_a_warning_and_the_report_still_written(
     server: FakeGitLab, tmp_path: Path
 ) -> None:
