@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from gitlab.v4.objects import Project
+
+from ci_runner.gitlab.client import connect, open_project
+from tests.gitlab_server import FakeGitLab, User, record_retry_sleeps
+from tests.gitlab_server import Project as FakeProject
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Upstream and seed files the tests read, vendored with their source and licence (README.md).
 TEST_DATA = REPO_ROOT / "tests" / "data"
 SEED_LOG = TEST_DATA / "seed" / "horovod-on-kubernetes.log"
+FAKE_HOROVODRUN = REPO_ROOT / "tests" / "fake_horovodrun.py"
+
+# The fake GitLab's bot: its token must never show up in an error message.
+GITLAB_TOKEN = "glpat-CANARY-9f2c71d4e8"
+GITLAB_BOT = "project_42_bot"
+GITLAB_PROJECT = "group/proj"
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -47,3 +59,57 @@ def git_repo(tmp_path: Path) -> Callable[[dict[str, str]], tuple[Path, str]]:
         return repo, run_git(["rev-parse", "HEAD"], repo)
 
     return commit
+
+
+@pytest.fixture
+def horovodrun(tmp_path: Path) -> Path:
+    """An executable ``horovodrun`` that runs tests/fake_horovodrun.py with this interpreter."""
+    path = tmp_path / "bin" / "horovodrun"
+    path.parent.mkdir()
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HOROVODRUN}" "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def fake_horovodrun(horovodrun: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """:func:`horovodrun`, the one ``ci-runner train --local`` finds."""
+    from ci_runner.commands import train
+
+    monkeypatch.setattr(train, "find_horovodrun", lambda python, env: horovodrun)
+    return horovodrun
+
+
+@pytest.fixture
+def gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits python-gitlab's retry logic asked for, recorded instead of slept."""
+    return record_retry_sleeps(monkeypatch)
+
+
+@pytest.fixture
+def gitlab_server(gitlab_sleeps: list[float]) -> Iterator[FakeGitLab]:
+    """An empty fake GitLab on loopback; python-gitlab's retries against it never sleep."""
+    with FakeGitLab() as server:
+        yield server
+
+
+@pytest.fixture
+def gitlab_bot(gitlab_server: FakeGitLab) -> User:
+    """The user ``project_42_bot``, whose token is ``GITLAB_TOKEN``."""
+    user = gitlab_server.add_user(GITLAB_BOT)
+    gitlab_server.add_token(GITLAB_TOKEN, user)
+    return user
+
+
+@pytest.fixture
+def gitlab_fake_project(gitlab_server: FakeGitLab) -> FakeProject:
+    """The project ``group/proj`` as the fake GitLab holds it."""
+    return gitlab_server.add_project(GITLAB_PROJECT)
+
+
+@pytest.fixture
+def gitlab_project(
+    gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_fake_project: FakeProject
+) -> Project:
+    """``group/proj`` opened with python-gitlab as the bot, as ci-runner opens it."""
+    return open_project(connect(gitlab_server.url, GITLAB_TOKEN), GITLAB_PROJECT)
