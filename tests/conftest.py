@@ -14,6 +14,7 @@ from gitlab.v4.objects import Project
 from ci_runner.gitlab.client import connect, open_project
 from tests.gitlab_server import FakeGitLab, User, record_retry_sleeps
 from tests.gitlab_server import Project as FakeProject
+from tests.golden_files import GOLDEN_DIR, UPDATE_OPTION, Golden
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Upstream and seed files the tests read, vendored with their source and licence (README.md).
@@ -33,6 +34,25 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "test@example.com",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        UPDATE_OPTION,
+        action="store_true",
+        help="rewrite the golden files in tests/golden/ that differ, after printing each diff",
+    )
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> Golden:
+    """``golden.check(name, text)``: ``text`` must equal tests/golden/<name> (see golden_files)."""
+
+    def show(text: str) -> None:
+        with capsys.disabled():
+            sys.stdout.write("\n" + text)
+
+    return Golden(GOLDEN_DIR, bool(request.config.getoption(UPDATE_OPTION)), show)
 
 
 def run_git(args: list[str], cwd: Path) -> str:
