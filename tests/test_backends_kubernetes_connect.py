@@ -110,6 +110,18 @@ def test_kubeconfig_that_is_not_a_kubeconfig(tmp_path: Path) -> None:
     assert "\n" not in message
 
 
+def test_a_kubeconfig_that_is_not_yaml_is_named_without_quoting_it(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("users:\n- name: u\n  user: {token: s3cret-t0ken\n")
+    with pytest.raises(ClusterError) as caught:
+        connect(None, {"KUBECONFIG": str(path)}, tmp_path / "no-sa")
+    assert str(caught.value) == (
+        f"{path}: not a usable kubeconfig: it is not valid YAML on line 4: expected ',' or '}}', "
+        "but got '<stream end>'; fix: point KUBECONFIG at a valid kubeconfig file "
+        "(kubectl config view --raw)"
+    )
+
+
 def test_a_service_account_kubeconfig_wins_over_the_pods_service_account(tmp_path: Path) -> None:
     # Like kubectl: KUBECONFIG, when set, is what the job was given to use.
     path = kubeconfig(tmp_path, "team-ml")

@@ -182,8 +182,14 @@ def _contexts(path: Path) -> tuple[dict[str, str], str]:
     """The kubeconfig's contexts (name → namespace, "" for none) and its current context."""
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         _unusable(path, exc)
+    except yaml.YAMLError as exc:
+        # Not str(exc): it quotes the offending line, which may hold a token.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" on line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "a syntax error"
+        _unusable(path, ValueError(f"it is not valid YAML{where}: {problem}"))
     if not isinstance(document, dict) or not isinstance(document.get("contexts") or [], list):
         _unusable(path, ValueError("it is not a mapping with a list of contexts"))
     contexts: dict[str, str] = {}
