@@ -24,6 +24,7 @@ from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
 from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import JobSecret, secret_name
 from tests.kube_operator import JobScenario, MpiOperator
 from tests.kube_server import FakeKubeServer
 
@@ -150,11 +151,13 @@ class Cluster:
         self, manifest: JSON | None = None, unschedulable_timeout: float = 600
     ) -> KubernetesBackend:
         sink = LogSink(self.tmp_path / "train.log", self.log, SecretMasker([GIT_TOKEN]))
+        manifest = manifest or mpijob_manifest()
+        name = secret_name(manifest["metadata"]["name"])
         self.backend_under_test = KubernetesBackend(
             api_client=self.api_client(),
             namespace=NAMESPACE,
-            manifest=manifest or mpijob_manifest(),
-            secret_data={"git-token": GIT_TOKEN},
+            manifest=manifest,
+            secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
             sink=sink,
             echo=self.log,
             clock=self.clock,

@@ -601,8 +601,9 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
     from ci_runner.backends.result import Outcome, RunResult
     from ci_runner.context import from_environment
     from ci_runner.masking import secret_masker
+    from ci_runner.plan.run_plan import OutputPaths, build_plan
     from ci_runner.results.artifacts import make_s3_client
-    from ci_runner.results.stage import ReportSettings, finish, masker_for_report, open_gitlab
+    from ci_runner.results.stage import finish, masker_for_report, open_gitlab
     from ci_runner.spec.schema import load_config
 
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
@@ -642,11 +643,13 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
         )
         warnings: list[str] = []
         destination = open_gitlab(ctx, env, warnings.append)
+        plan = build_plan(
+            config, ctx, env, output_uri="s3://models/run/", outputs=OutputPaths(out, "ci")
+        )
         finish(
-            config,
-            ctx,
+            plan,
             result,
-            ReportSettings(out, "ci", "s3://models/run/", result.started_at or _now()),
+            now=result.started_at or _now(),
             env=env,
             gitlab=destination,
             masker=masker_for_report(masker, env),

@@ -23,8 +23,9 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.context import CIContext
 from ci_runner.gitlab.comments import find_targets
 from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.report import extract_history
-from ci_runner.results.stage import GitLabDestination, ReportSettings, finish, open_gitlab
+from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.schema import load_config
 from tests.gitlab_server import FakeGitLab, record_retry_sleeps
 from tests.test_results_report import _cell_borders, _outside_code, _skeleton
@@ -161,11 +162,11 @@ def run_and_report(
     destination = open_gitlab(ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, _fail)
     assert isinstance(destination, GitLabDestination)
     assert [getattr(t, "iid", None) for t in find_targets(destination.project, ctx)] == [5]
+    plan = build_plan(config, ctx, output_uri=model.as_uri() + "/", outputs=OutputPaths(out, "out"))
     report = finish(
-        config,
-        ctx,
+        plan,
         result,
-        ReportSettings(out, "out", model.as_uri() + "/", started),
+        now=started,
         env={},
         gitlab=destination,
         masker=SecretMasker(),

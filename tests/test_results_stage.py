@@ -11,7 +11,8 @@ import pytest
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
-from ci_runner.results.stage import GitLabDestination, ReportSettings, finish, open_gitlab
+from ci_runner.plan.run_plan import OutputPaths, build_plan
+from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.types import TrainConfig
 from tests.gitlab_server import FakeGitLab
 from tests.gitlab_server import Project as FakeProject
@@ -49,8 +50,8 @@ def ctx(server: FakeGitLab) -> CIContext:
     )
 
 
-def settings(tmp_path: Path) -> ReportSettings:
-    return ReportSettings(tmp_path / "out", "ci-runner-out", None, NOW)
+def paths(tmp_path: Path) -> OutputPaths:
+    return OutputPaths(tmp_path / "out", "ci-runner-out")
 
 
 def result(log: Path, outcome: Outcome = Outcome.SUCCEEDED) -> RunResult:
@@ -63,10 +64,9 @@ def run_finish(
 ) -> list[str]:
     warnings: list[str] = []
     finish(
-        CONFIG,
-        ctx(server),
+        build_plan(CONFIG, ctx(server), outputs=paths(tmp_path)),
         run,
-        settings(tmp_path),
+        now=NOW,
         env={},
         gitlab=gitlab,
         masker=SecretMasker([TOKEN]),
