@@ -38,8 +38,6 @@ from ci_runner.plan.job_name import job_name
 from ci_runner.plan.run_plan import RunPlan, build_plan
 from ci_runner.spec.types import Elastic, TrainConfig
 
-TESTS = Path(__file__).resolve().parent
-FAKE = TESTS / "fake_horovodrun.py"
 PROJECT = "group/toy"
 
 GitRepo = Callable[..., tuple[Path, str]]
@@ -48,16 +46,6 @@ GitRepo = Callable[..., tuple[Path, str]]
 @pytest.fixture(scope="module")
 def base() -> pyenv.BaseEnvironment:
     return pyenv.current_environment()
-
-
-@pytest.fixture
-def horovodrun(tmp_path: Path) -> Path:
-    """An executable ``horovodrun`` that runs the fake with this interpreter."""
-    path = tmp_path / "bin" / "horovodrun"
-    path.parent.mkdir()
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    path.chmod(0o755)
-    return path
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from ci_runner.commands.common import Runtime
 from ci_runner.plan.run_plan import OutputPaths
 
 DEFAULT_OUTPUT_DIR = "ci-runner-out"
-TAIL_LINES = 100
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,5 +30,8 @@ def output_settings(args: argparse.Namespace, runtime: Runtime) -> OutputPaths:
 
 
 def saved_log_tail(paths: OutputPaths) -> tuple[str, ...]:
-    """The end of the log a previous ``ci-runner train`` saved there (none: empty)."""
+    """As much of the end of the log a previous ``ci-runner train`` saved there as the report
+    shows (none: empty)."""
+    from ci_runner.results.report import TAIL_LINES  # the report's modules load on use
+
     return tail_lines(paths.log_path, TAIL_LINES)

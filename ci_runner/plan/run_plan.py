@@ -21,6 +21,7 @@ from ci_runner.plan.job_name import job_name
 from ci_runner.spec.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
 from ci_runner.spec.types import TrainConfig
 
+LOG_NAME: Final = "train.log"  # the training log, in the output directory
 GIT_USERNAME_KEY: Final = "GIT_USERNAME"
 GIT_PASSWORD_KEY: Final = "GIT_PASSWORD"
 # The rank variables whose values depend on where the ranks run (PATH only exists locally:
@@ -75,7 +76,7 @@ class OutputPaths:
 
     @property
     def log_path(self) -> Path:
-        return self.out_dir / "train.log"
+        return self.out_dir / LOG_NAME
 
 
 @dataclass(frozen=True)
