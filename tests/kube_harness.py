@@ -23,6 +23,7 @@ from ci_runner.backends.kubernetes.backend import KubernetesBackend
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
+from ci_runner.console import Console
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from tests.kube_operator import JobScenario, MpiOperator
@@ -120,6 +121,12 @@ class CiLog:
             self.lines.extend(complete)
             self._cond.notify_all()
 
+    def write(self, text: str) -> None:  # a Console's stdout and stderr both
+        self(text)
+
+    def flush(self) -> None:
+        pass
+
     def wait_for(self, line: str) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: line in self.lines, timeout=WAIT):
@@ -159,7 +166,7 @@ class Cluster:
             manifest=manifest,
             secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
             sink=sink,
-            echo=self.log,
+            console=Console(self.log, self.log),
             clock=self.clock,
             unschedulable_timeout=unschedulable_timeout,
             retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),

@@ -31,6 +31,7 @@ from ci_runner.backends.local.backend import (
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import ManualClock
+from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, EnvironmentSetupError
 from ci_runner.masking import SecretMasker
@@ -87,7 +88,7 @@ def options(
     return replace(opts, **changes)  # type: ignore[arg-type]
 
 
-class Console:
+class Screen:
     """What the backend printed: status lines and the training log, in order."""
 
     def __init__(self) -> None:
@@ -95,6 +96,12 @@ class Console:
 
     def __call__(self, text: str) -> None:
         self.text += text
+
+    def write(self, text: str) -> None:  # a Console's stdout and stderr both
+        self(text)
+
+    def flush(self) -> None:
+        pass
 
     @property
     def status(self) -> list[str]:
@@ -137,17 +144,18 @@ def run(
     clock: ManualClock | None = None,
     masker: SecretMasker | None = None,
     **overrides: str,
-) -> tuple[RunResult, Console]:
-    console = Console()
+) -> tuple[RunResult, Screen]:
+    screen = Screen()
+    console = Console(screen, screen)
     plan = plan_for(cfg, sha, opts, **overrides)
-    with LogSink(tmp_path / "logs" / "train.log", console, masker) as sink:
+    with LogSink(tmp_path / "logs" / "train.log", console.echo, masker) as sink:
         result = run_local(
-            plan, opts, sink=sink, echo=console, run=runner, clock=clock or ManualClock()
+            plan, opts, sink=sink, console=console, run=runner, clock=clock or ManualClock()
         )
-    return result, console
+    return result, screen
 
 
-def rank_lines(console: Console) -> list[str]:
+def rank_lines(console: Screen) -> list[str]:
     return sorted(line for line in console.text.splitlines() if re.match(r"\[\d+\]<", line))
 
 
@@ -480,7 +488,7 @@ def test_the_timeout_stops_every_rank(
     clock = ManualClock()
     pids: list[int] = []
 
-    class Watch(Console):
+    class Watch(Screen):
         def __call__(self, text: str) -> None:
             super().__call__(text)
             pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
@@ -494,7 +502,7 @@ def test_the_timeout_stops_every_rank(
             plan_for(config(timeout=60), sha, opts),
             opts,
             sink=sink,
-            echo=console,
+            console=Console(console, console),
             clock=clock,
         )
 
@@ -518,6 +526,7 @@ from ci_runner.spec.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.backends.local.backend import LocalOptions, run_local
 from ci_runner.backends.logsink import LogSink
+from ci_runner.console import Console
 from ci_runner.plan.run_plan import build_plan
 
 repo, sha, cache, horovodrun = sys.argv[1:5]
@@ -527,12 +536,10 @@ opts = LocalOptions(
     stop_grace_seconds=5.0,
 )
 cfg = TrainConfig(name="toy", image="img", command=("python", "train.py"), workers=2)
-def echo(text):
-    sys.stdout.write(text)
-    sys.stdout.flush()
-with LogSink(Path(cache) / "train.log", echo) as sink:
+console = Console(sys.stdout, sys.stdout)
+with LogSink(Path(cache) / "train.log", console.echo) as sink:
     plan = build_plan(cfg, CIContext(sha=sha, project_path="g/p"), opts.environ, read_secrets=True)
-    result = run_local(plan, opts, sink=sink, echo=echo)
+    result = run_local(plan, opts, sink=sink, console=console)
 print(f"outcome {result.outcome.value}", flush=True)
 """
 
@@ -594,7 +601,7 @@ def test_local_backend_cancel_stops_every_rank(
     pids: list[int] = []
     backend: LocalBackend | None = None
 
-    class Watch(Console):
+    class Watch(Screen):
         def __call__(self, text: str) -> None:
             super().__call__(text)
             pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
@@ -609,7 +616,7 @@ def test_local_backend_cancel_stops_every_rank(
         plan_for(config(), sha, opts),
         opts,
         sink,
-        console,
+        Console(console, console),
         ManualClock(),
     )
 

@@ -159,7 +159,7 @@ def run_and_report(
         started_at=started,
         finished_at=started.replace(minute=5),
     )
-    destination = open_gitlab(ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, _fail)
+    destination = open_gitlab(ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, _NoWarnings())
     assert isinstance(destination, GitLabDestination)
     assert [getattr(t, "iid", None) for t in find_targets(destination.project, ctx)] == [5]
     plan = build_plan(config, ctx, output_uri=model.as_uri() + "/", outputs=OutputPaths(out, "out"))
@@ -170,8 +170,7 @@ def run_and_report(
         env={},
         gitlab=destination,
         masker=SecretMasker(),
-        warn=_fail,
-        echo=lambda line: None,
+        console=_NoWarnings(),
     )
     assert report.outcome is result.outcome
     assert (report.artifacts is not None) is (failure is None)
@@ -182,8 +181,14 @@ def run_and_report(
     return body
 
 
-def _fail(line: str) -> None:
-    raise AssertionError(f"unexpected warning: {line}")
+class _NoWarnings:
+    """A console on which any warning fails the test."""
+
+    def status(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        raise AssertionError(f"unexpected warning: {message}")
 
 
 HOSTILE_FILES = ["model.pt", "`x`|<b>@all.pt", "line\n/merge.pt", "[a](javascript:x).pt", "-->.pt"]

@@ -32,33 +32,29 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     config = run_config(job.config, runtime.env)
     plan = build_plan(config, job.ctx, runtime.env, outputs=output_settings(args, runtime))
     assert plan.outputs is not None
-    name, masker = plan.job_name, plan.masker
+    name, console = plan.job_name, runtime.console
     clock = SystemClock()
     connection = connect(config.kubernetes.namespace, runtime.env)
     cancel_on_cluster(connection.client, connection.namespace, name, plan.secret.name, clock)
 
-    def status(message: str) -> None:
-        runtime.stderr.write(masker.mask(f"[ci-runner] {message}\n"))
-
-    status(f"cancelled: MPIJob {name} and everything it owned deleted")
+    console.status(f"cancelled: MPIJob {name} and everything it owned deleted")
     result = RunResult(
         outcome=Outcome.CANCELLED,
         job_name=name,
         log_path=plan.outputs.log_path,
-        log_tail=tuple(masker.mask(line) for line in saved_log_tail(plan.outputs)),
+        log_tail=tuple(plan.masker.mask(line) for line in saved_log_tail(plan.outputs)),
         failure=Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
         finished_at=clock.now(),
     )
-    gitlab = open_gitlab(job.ctx, runtime.env, status)
+    gitlab = open_gitlab(job.ctx, runtime.env, console)
     finish(
         plan,
         result,
         now=clock.now(),
         env=runtime.env,
         gitlab=gitlab,
-        masker=masker_for_report(masker, runtime.env),
-        warn=status,
-        echo=status,
+        masker=masker_for_report(plan.masker, runtime.env),
+        console=console,
     )
     return 0
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
 from ci_runner.gitrepo import repo_root
 from ci_runner.spec.commit import load_train_config, path_in_repo
@@ -32,9 +34,11 @@ class Runtime:
     # values of train.yaml's ``secrets``, added once the file is read.
     secrets: list[str] = dataclasses.field(default_factory=list)
 
-    def status(self, message: str) -> None:
-        """A ``[ci-runner] ...`` status line on stderr (stdout may carry a manifest)."""
-        self.stderr.write(f"[ci-runner] {message}\n")
+    @functools.cached_property
+    def console(self) -> Console:
+        """Where ci-runner prints, masking the environment's credentials (and train.yaml's
+        ``secrets`` once :func:`load_job` has read them)."""
+        return Console.for_environment(self.stdout, self.stderr, self.env)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,9 @@ def load_job(
     config_path = path_in_repo(args.config, runtime.cwd, root)
     working_tree = runs_working_tree(root, ctx.sha)
     config = load_train_config(ctx.sha, config_path, root, working_tree=working_tree)
-    runtime.secrets.extend(runtime.env[name] for name in config.secrets if runtime.env.get(name))
+    values = [runtime.env[name] for name in config.secrets if runtime.env.get(name)]
+    runtime.secrets.extend(values)
+    runtime.console.add_secrets(values)
     return Job(config=config, ctx=ctx, root=root, config_path=config_path)
 
 

@@ -14,7 +14,7 @@ def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
     plan = build_plan(job.config, job.ctx, runtime.env)
     runtime.stdout.write(manifest_yaml(render_mpijob(plan)))
     keys = ", ".join(plan.secret.keys)
-    runtime.status(
+    runtime.console.status(
         f"the MPIJob reads Secret {plan.secret.name} (keys {keys}); `ci-runner train` creates it"
     )
     return 0

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol
 
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Outcome, RunResult
@@ -31,9 +31,9 @@ from ci_runner.commands.common import (
     run_config,
 )
 from ci_runner.commands.outputs import add_output_arguments, output_settings
+from ci_runner.console import Console, StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import ForkRefusedError
-from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import RunPlan, build_plan
 
 if TYPE_CHECKING:
@@ -131,23 +131,18 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         outputs=output_settings(args, runtime),
     )
     assert plan.outputs is not None
-    masker = plan.masker
     # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
-    show = _masked_writer(runtime.stderr, masker)
-
-    def status(message: str) -> None:
-        show(f"[ci-runner] {message}\n")
-
+    console = runtime.console
     clock = SystemClock()
     if args.local:
         make_backend = _local_backend(args, runtime, job, plan, clock)
     else:
-        make_backend = _cluster_backend(plan, env, clock)
-    gitlab = open_gitlab(plan.context, env, status)
-    report_masker = masker_for_report(masker, env)
-    announce(gitlab, plan, report_masker, status, status)
-    with LogSink(plan.outputs.log_path, _writer(runtime.stdout), masker) as sink:
-        backend = make_backend(sink, show)
+        make_backend = _cluster_backend(plan, env, console, clock)
+    gitlab = open_gitlab(plan.context, env, console)
+    report_masker = masker_for_report(plan.masker, env)
+    announce(gitlab, plan, report_masker, console)
+    with LogSink(plan.outputs.log_path, console.echo, plan.masker) as sink:
+        backend = make_backend(sink)
         with _cancel_on_signals(backend):
             result = backend.run()
     report = finish(
@@ -157,10 +152,9 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         env=env,
         gitlab=gitlab,
         masker=report_masker,
-        warn=status,
-        echo=status,
+        console=console,
     )
-    print_summary(result, report.metrics, plan.output_uri, show)
+    print_summary(result, report.metrics, plan.output_uri, console)
     return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
 
 
@@ -176,10 +170,12 @@ def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
     )
 
 
-MakeBackend = Callable[[LogSink, Callable[[str], None]], Backend]
+MakeBackend = Callable[[LogSink], Backend]
 
 
-def _cluster_backend(plan: RunPlan, env: Mapping[str, str], clock: Clock) -> MakeBackend:
+def _cluster_backend(
+    plan: RunPlan, env: Mapping[str, str], console: Console, clock: Clock
+) -> MakeBackend:
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect
@@ -190,14 +186,14 @@ def _cluster_backend(plan: RunPlan, env: Mapping[str, str], clock: Clock) -> Mak
     connection = connect(k8s.namespace, env)
     manifest["metadata"]["namespace"] = connection.namespace
 
-    def make(sink: LogSink, echo: Callable[[str], None]) -> Backend:
+    def make(sink: LogSink) -> Backend:
         return KubernetesBackend(
             connection.client,
             connection.namespace,
             manifest,
             plan.secret,
             sink,
-            echo,
+            console,
             clock,
             k8s.unschedulable_timeout,
         )
@@ -223,8 +219,8 @@ def _local_backend(
         allow_dirty=args.allow_dirty,
     )
 
-    def make(sink: LogSink, echo: Callable[[str], None]) -> Backend:
-        return LocalBackend(plan, options, sink, echo, clock)
+    def make(sink: LogSink) -> Backend:
+        return LocalBackend(plan, options, sink, runtime.console, clock)
 
     return make
 
@@ -243,7 +239,7 @@ def print_summary(
     result: RunResult,
     metrics: MetricsSummary | None,
     outputs: str | None,
-    show: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """A few plain lines: outcome, final metrics, where the log and the outputs are."""
     took = f" in {result.duration_seconds:.0f}s" if result.duration_seconds is not None else ""
@@ -260,24 +256,7 @@ def print_summary(
     if outputs and result.succeeded:
         lines.append(f"outputs: {outputs}")
     for line in lines:
-        show(f"[ci-runner] {line}\n")
-
-
-def _writer(stream: TextIO) -> Callable[[str], None]:
-    def write(text: str) -> None:
-        stream.write(text)
-        stream.flush()  # the CI log is a pipe: show each line as it comes
-
-    return write
-
-
-def _masked_writer(stream: TextIO, masker: SecretMasker) -> Callable[[str], None]:
-    write = _writer(stream)
-
-    def show(text: str) -> None:
-        write(masker.mask(text))
-
-    return show
+        console.status(line)
 
 
 @contextmanager

@@ -17,10 +17,10 @@ def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     workers = "worker" if config.workers == 1 else "workers"
     slots = "slot" if config.slots_per_worker == 1 else "slots"
     ranks = "rank" if config.ranks == 1 else "ranks"
-    runtime.stdout.write(
-        f"[ci-runner] {job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
+    runtime.console.answer(
+        f"{job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
         f"{plan.job_name}, {config.workers} {workers} x {config.slots_per_worker} "
-        f"{slots} = {config.ranks} {ranks}\n"
+        f"{slots} = {config.ranks} {ranks}"
     )
     return 0
 

@@ -7,12 +7,13 @@ S3 failing never changes the training result: each becomes one warning line in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
 from ci_runner.masking import SecretMasker
@@ -47,7 +48,7 @@ class GitLabDestination:
 
 
 def open_gitlab(
-    ctx: CIContext, env: Mapping[str, str], warn: Callable[[str], None]
+    ctx: CIContext, env: Mapping[str, str], console: StatusOutput
 ) -> GitLabDestination | None:
     """The merge requests to comment on, or None (with one warning) when we cannot post.
 
@@ -63,7 +64,7 @@ def open_gitlab(
         project = open_project(gl, ctx.project_id or ctx.project_path)
         targets = find_targets(project, ctx)
     except GitLabError as error:
-        warn(f"warning: not commenting on GitLab: {error}")
+        console.warning(f"not commenting on GitLab: {error}")
         return None
     return GitLabDestination(project, tuple(targets))
 
@@ -72,8 +73,7 @@ def post(
     gitlab: GitLabDestination | None,
     report: ReportInput,
     masker: SecretMasker,
-    warn: Callable[[str], None],
-    echo: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """Create or edit this config's comment on every target; a failure is only a warning."""
     if gitlab is None:
@@ -92,19 +92,18 @@ def post(
             final=report.outcome is not Outcome.RUNNING,
         )
     except GitLabError as error:
-        warn(f"warning: the comment was not posted: {error}")
+        console.warning(f"the comment was not posted: {error}")
         return
     for comment in posted:
         if comment.action in (Action.CREATED, Action.UPDATED):
-            echo(f"comment {comment.action.value}: {comment.url}")
+            console.status(f"comment {comment.action.value}: {comment.url}")
 
 
 def announce(
     gitlab: GitLabDestination | None,
     plan: RunPlan,
     masker: SecretMasker,
-    warn: Callable[[str], None],
-    echo: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """Post "training started" with the job's name, to be edited with the result later."""
     config = plan.config
@@ -117,7 +116,7 @@ def announce(
         slots_per_worker=config.slots_per_worker,
         gpus_per_worker=config.resources.gpu,
     )
-    post(gitlab, report, masker, warn, echo)
+    post(gitlab, report, masker, console)
 
 
 def finish(
@@ -128,8 +127,7 @@ def finish(
     env: Mapping[str, str],
     gitlab: GitLabDestination | None,
     masker: SecretMasker,
-    warn: Callable[[str], None],
-    echo: Callable[[str], None],
+    console: StatusOutput,
     link_expiry_seconds: int = LINK_EXPIRY_SECONDS,
 ) -> ReportInput:
     """Metrics, links, baseline → report.md / metrics.json / metrics.txt (in the plan's output
@@ -137,12 +135,12 @@ def finish(
     config, ctx, paths = plan.config, plan.context, plan.outputs
     if paths is None:
         raise ValueError("a run plan without output paths has nowhere to write the report")
-    summary = _metrics(config, result, warn)
+    summary = _metrics(config, result, console)
     artifacts = None
     if result.succeeded and plan.output_uri:
         artifacts = _artifacts(plan.output_uri, env, now, link_expiry_seconds)
     baseline_ref = ctx.mr_target_branch or ctx.default_branch
-    baseline = _baseline(gitlab, ctx, baseline_ref, paths.artifacts_path, warn)
+    baseline = _baseline(gitlab, ctx, baseline_ref, paths.artifacts_path, console)
     report = ReportInput.from_run(
         config,
         ctx,
@@ -153,17 +151,17 @@ def finish(
         artifacts=artifacts,
     )
     write_outputs(paths.out_dir, masker.mask(render_report(report)), summary)
-    echo(f"report: {paths.out_dir / REPORT_NAME}")
-    post(gitlab, report, masker, warn, echo)
+    console.status(f"report: {paths.out_dir / REPORT_NAME}")
+    post(gitlab, report, masker, console)
     return report
 
 
 def _metrics(
-    config: TrainConfig, result: RunResult, warn: Callable[[str], None]
+    config: TrainConfig, result: RunResult, console: StatusOutput
 ) -> MetricsSummary | None:
     if not result.log_path.is_file():
         if result.outcome is not Outcome.CANCELLED:
-            warn(f"warning: no training log at {result.log_path}: the report has no metrics")
+            console.warning(f"no training log at {result.log_path}: the report has no metrics")
         return None
     return parse_log_file(result.log_path, config.metrics)
 
@@ -180,7 +178,7 @@ def _baseline(
     ctx: CIContext,
     ref: str | None,
     artifacts_path: str,
-    warn: Callable[[str], None],
+    console: StatusOutput,
 ) -> dict[str, float] | None:
     if gitlab is None or not ref or not ctx.ci_job_name:
         return None
@@ -188,7 +186,7 @@ def _baseline(
     try:
         return load_target_baseline(gitlab.project, ref, ctx.ci_job_name, path)
     except (GitLabError, MetricsFileError) as error:
-        warn(f"warning: no baseline from {ref}: {error}")
+        console.warning(f"no baseline from {ref}: {error}")
         return None
 
 

@@ -34,6 +34,7 @@ from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock
+from ci_runner.console import StatusOutput
 from ci_runner.plan.run_plan import JobSecret
 
 # Real seconds between checks of the unschedulable timer when nothing happens. Not a poll of
@@ -59,7 +60,7 @@ class KubernetesBackend:
         manifest: Mapping[str, Any],
         secret: JobSecret,
         sink: LogSink,
-        echo: Callable[[str], None],
+        console: StatusOutput,
         clock: Clock,
         unschedulable_timeout: float,
         retry: RetryPolicy | None = None,
@@ -68,7 +69,7 @@ class KubernetesBackend:
         self.manifest: JSON = dict(manifest)
         self.secret = secret
         self.sink = sink
-        self.echo = echo
+        self.console = console
         self.clock = clock
         self.job_name = str(manifest["metadata"]["name"])
         self._mpijob_field = f"metadata.name={self.job_name}"
@@ -298,7 +299,7 @@ class KubernetesBackend:
         )
 
     def _say(self, line: str) -> None:
-        self.echo(f"[ci-runner] {line}\n")
+        self.console.status(line)
 
     def _result(self, verdict: Verdict, started: datetime) -> RunResult:
         return RunResult(

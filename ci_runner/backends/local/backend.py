@@ -33,6 +33,7 @@ from ci_runner.backends.local import pyenv
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
+from ci_runner.console import StatusOutput, ToolOutput, status_line
 from ci_runner.context import CIContext
 from ci_runner.errors import EnvironmentSetupError
 from ci_runner.gitrepo import checkout_commit, is_dirty, resolve_commit
@@ -102,7 +103,7 @@ def check_horovod(
     environ: Mapping[str, str],
     run: pyenv.CommandRunner,
     cache_dir: Path,
-    echo: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """Fail with one line unless ``horovodrun`` exists and Horovod has PyTorch and Gloo.
 
@@ -119,7 +120,7 @@ def check_horovod(
     passed = cache_dir / "checks" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if passed.is_file():
         return
-    echo("[ci-runner] checking the Horovod build (horovodrun --check-build, once) ...\n")
+    console.status("checking the Horovod build (horovodrun --check-build, once) ...")
     chunks: list[str] = []
     code = run([str(horovodrun), "--check-build"], environ, chunks.append)
     report = "".join(chunks)
@@ -174,18 +175,18 @@ def rank_environment(
     return env
 
 
-def pin_source(context: CIContext, options: LocalOptions, echo: Callable[[str], None]) -> Path:
+def pin_source(context: CIContext, options: LocalOptions, console: StatusOutput) -> Path:
     """The directory holding exactly the code to run (see the module docstring)."""
     if runs_working_tree(options.repo, context.sha, options.allow_dirty):
-        echo(
-            f"[ci-runner] warning: running the uncommitted working tree {options.repo} as it "
-            f"is, not commit {context.short_sha}\n"
+        console.warning(
+            f"running the uncommitted working tree {options.repo} as it is, not commit "
+            f"{context.short_sha}"
         )
         return options.repo
     repo_id = hashlib.sha256(str(options.repo.resolve()).encode()).hexdigest()[:8]
     dest = options.cache_dir / "worktrees" / f"{repo_id}-{context.sha[:12]}"
     checkout_commit(options.repo, context.sha, dest)
-    echo(f"[ci-runner] code: commit {context.short_sha} checked out in {dest}\n")
+    console.status(f"code: commit {context.short_sha} checked out in {dest}")
     return dest
 
 
@@ -194,7 +195,7 @@ def run_local(
     options: LocalOptions,
     *,
     sink: LogSink,
-    echo: Callable[[str], None],
+    console: ToolOutput,
     launch: Launch = launch_process,
     run: pyenv.CommandRunner = pyenv.run_command,
     clock: Clock | None = None,
@@ -209,14 +210,14 @@ def run_local(
     """
     clock = clock or SystemClock()
     config, context, job = plan.config, plan.context, plan.job_name
-    check_horovod(options.horovodrun, options.environ, run, options.cache_dir, echo)
+    check_horovod(options.horovodrun, options.environ, run, options.cache_dir, console)
     assert options.horovodrun is not None
     if config.ranks > options.cpu_count:
-        echo(
-            f"[ci-runner] warning: {config.ranks} ranks on {options.cpu_count} CPU cores: "
-            "ranks will share cores and train slower\n"
+        console.warning(
+            f"{config.ranks} ranks on {options.cpu_count} CPU cores: ranks will share cores "
+            "and train slower"
         )
-    source = pin_source(context, options, echo)
+    source = pin_source(context, options, console)
     started_at = clock.now()
     path_prefix = [options.base.python.parent]
     if config.requirements:  # its existence was checked when train.yaml was read
@@ -227,7 +228,7 @@ def run_local(
         def pip_output(text: str) -> None:
             # pip expands ${VARIABLES} in requirements files and may quote a line back.
             masked = sink.mask(text)
-            echo(masked)
+            console.relay(masked)
             pip_tail.append(masked)
 
         try:
@@ -238,12 +239,12 @@ def run_local(
                 environ=options.environ,
                 run=run,
                 output=pip_output,
-                echo=echo,
+                console=console,
                 clock=clock,
             )
         except pyenv.RequirementsInstallError as exc:
             sink.feed("".join(pip_tail))
-            sink.feed(f"[ci-runner] {exc}\n")
+            sink.feed(status_line(str(exc)))  # the log says why the training never started
             return _result(
                 Outcome.FAILED,
                 job,
@@ -258,16 +259,16 @@ def run_local(
         write_discovery_script(plan, options.cache_dir / "discovery") if config.elastic else None
     )
     argv = plan.horovodrun_argv(local_hosts(plan, discovery), str(options.horovodrun))
-    echo(f"[ci-runner] starting {config.ranks} ranks on this machine: {shlex.join(argv)}\n")
+    console.status(f"starting {config.ranks} ranks on this machine: {shlex.join(argv)}")
     proc = launch(argv, source, env)
     try:
         deadline = clock.monotonic() + config.timeout if config.timeout else None
         finished = _pump(proc, sink, clock, deadline, cancelled)
     except (KeyboardInterrupt, _Cancelled):
-        echo("[ci-runner] interrupted: stopping every rank\n")
+        console.status("interrupted: stopping every rank")
         stop_process_tree(proc, options.stop_grace_seconds)
         sink.flush()
-        echo("[ci-runner] every rank stopped\n")
+        console.status("every rank stopped")
         return _result(
             Outcome.CANCELLED,
             job,
@@ -280,7 +281,7 @@ def run_local(
         stop_process_tree(proc, options.stop_grace_seconds)
         raise
     if not finished:
-        echo(f"[ci-runner] timeout {config.timeout}s reached: stopping every rank\n")
+        console.status(f"timeout {config.timeout}s reached: stopping every rank")
         stop_process_tree(proc, options.stop_grace_seconds)
         return _result(
             Outcome.FAILED,
@@ -314,7 +315,7 @@ class LocalBackend:
         plan: RunPlan,
         options: LocalOptions,
         sink: LogSink,
-        echo: Callable[[str], None],
+        console: ToolOutput,
         clock: Clock,
         launch: Launch = launch_process,
         run: pyenv.CommandRunner = pyenv.run_command,
@@ -322,7 +323,7 @@ class LocalBackend:
         self.plan = plan
         self.options = options
         self.sink = sink
-        self.echo = echo
+        self.console = console
         self.clock = clock
         self._launch = launch
         self._run = run
@@ -339,7 +340,7 @@ class LocalBackend:
                 self.plan,
                 self.options,
                 sink=self.sink,
-                echo=self.echo,
+                console=self.console,
                 launch=self._launch,
                 run=self._run,
                 clock=self.clock,
