@@ -221,7 +221,7 @@ def render_report(report: ReportInput) -> str:
         "failure": _failure_text(report.failure) if report.failure else None,
         "metrics": _metrics_section(report) if report.outcome is not Outcome.RUNNING else None,
         "charts": [
-            {**drawn, "name": code(drawn["metric"], limit=80)}
+            {"name": code(drawn.metric, limit=80), "source": drawn.source, "key": drawn.key}
             for drawn in (chart.charts(report.metrics) if report.metrics else [])
         ],
         "artifacts": _artifacts_section(report.artifacts) if report.artifacts else None,
