@@ -261,6 +261,22 @@ def test_very_large_or_small_values_are_scaled(scale: float, title: str, first: 
     assert _values(lines[4])[0] == first
 
 
+@pytest.mark.parametrize(
+    ("base", "step", "title", "values"),
+    [
+        (1e9, 0.001, 'y-axis "loss (minus 1000000000)"', [0, 0.001, 0.002]),
+        (5.0, 1e-6, 'y-axis "loss (minus 5; ×1e-6)"', [0, 1, 2]),
+    ],
+)
+def test_values_that_differ_only_in_late_digits_are_shown_less_a_round_number(
+    base: float, step: float, title: str, values: list[float]
+) -> None:
+    lines = _source(_metric({0: [(s, base + s * step) for s in range(12)]}))
+
+    assert lines[3] == title
+    assert _values(lines[4])[:3] == values
+
+
 def test_a_constant_metric_gets_room_around_it() -> None:
     lines = _source(_metric({0: [(s, 0.5) for s in range(3)]}))
 

@@ -268,13 +268,18 @@ def _named(lines: list[_Line]) -> str:
 
 @dataclass(frozen=True)
 class _Axis:
-    """The y axis: range (None: Mermaid's own, from the data), power of ten, what was cut."""
+    """The y axis: range (None: Mermaid's own, from the data), what is taken off the values
+    and the power of ten they are shown in, the title's suffix and the key's note."""
 
     low: float | None
     high: float | None
+    offset: float
     exponent: int
-    suffix: str  # for the axis title
-    note: str | None  # for the key
+    suffix: str
+    note: str | None
+
+    def show(self, value: float) -> float:
+        return (value - self.offset) / 10.0**self.exponent
 
 
 def _round_to(value: float, quantum: float, up: bool) -> float:
@@ -285,14 +290,13 @@ def _round_to(value: float, quantum: float, up: bool) -> float:
 def _y_axis(lines: list[_Line], grid: Grid) -> _Axis:
     values = [v for line in lines for v in line.values]
     low, high = min(values), max(values)
-    skip = max(1, math.ceil(grid.count * FIRST_STEPS_SHARE))
-    rest = [v for line in lines for v in line.values[skip:]]
     cut_low = cut_high = None
     if low == high:  # Mermaid would squash the axis to one tick: give it room around it
         room = abs(low) / 10 or 1.0
-        low, high = low - room, high + room
-        cut_low, cut_high = low, high
+        cut_low, cut_high = low - room, high + room
     elif grid.count >= SPIKE_MIN_POINTS:
+        skip = max(1, math.ceil(grid.count * FIRST_STEPS_SHARE))
+        rest = [v for line in lines for v in line.values[skip:]]
         rest_low, rest_high = min(rest), max(rest)
         rest_span = rest_high - rest_low
         if rest_span > 0 and high - low > SPIKE_RATIO * rest_span:
@@ -300,43 +304,56 @@ def _y_axis(lines: list[_Line], grid: Grid) -> _Axis:
             margin = rest_span / 20
             if high > rest_high + margin:
                 cut_high = _round_to(rest_high + margin, quantum, up=True)
+                if low >= rest_low - margin:
+                    cut_low = _round_to(low, quantum, up=False)
             if low < rest_low - margin:
                 cut_low = _round_to(rest_low - margin, quantum, up=False)
+                if cut_high is None:
+                    cut_high = _round_to(high, quantum, up=True)
     shown_low = low if cut_low is None else cut_low
     shown_high = high if cut_high is None else cut_high
-    largest = max(abs(shown_low), abs(shown_high))
+    # Values far from zero that differ only in late digits: show them less a round number.
+    offset = 0.0
+    span = shown_high - shown_low
+    if (
+        span > 0
+        and shown_low * shown_high > 0
+        and min(abs(shown_low), abs(shown_high)) > 1e3 * span
+    ):
+        offset = _round_to(shown_low, 10.0 ** math.ceil(math.log10(span)), up=False)
+    largest = max(abs(shown_low - offset), abs(shown_high - offset))
     exponent = 0
     if largest >= SCALE_ABOVE or 0 < largest < SCALE_BELOW:
         exponent = 3 * math.floor(math.log10(largest) / 3)
-    parts = [f"×1e{exponent}"] if exponent else []
-    note = None
-    if cut_low is None and cut_high is None:
-        return _Axis(None, None, exponent, _suffix(parts), None)
-    unit = 10.0**exponent
-    if min(values) == max(values):
-        return _Axis(low, high, exponent, _suffix(parts), None)
-    if cut_high is not None and cut_low is None:
-        shown_low = _round_to(low, 10.0 ** math.floor(math.log10(shown_high - low) - 1), False)
-        parts.append(f"cut at {_short(cut_high / unit)}")
+    parts = (
+        [f"minus {chart_number(offset, max(0, -math.floor(math.log10(span))))}"] if offset else []
+    )
+    parts += [f"×1e{exponent}"] if exponent else []
+    axis = _Axis(cut_low, cut_high, offset, exponent, "", None)
+    if low == high or (cut_low is None and cut_high is None):
+        return _Axis(cut_low, cut_high, offset, exponent, _suffix(parts), None)
+    top = cut_high is not None and high > cut_high
+    bottom = cut_low is not None and low < cut_low
+    if top and not bottom:
+        parts.append(f"cut at {_short(axis.show(shown_high))}")
         note = (
-            f"The axis is cut at {_short(cut_high / unit)}: higher values of the first steps "
-            f"(up to {_short(high / unit)}) are drawn at its top."
+            f"The axis is cut at {_short(axis.show(shown_high))}: higher values of the first "
+            f"steps (up to {_short(axis.show(high))}) are drawn at its top."
         )
-    elif cut_low is not None and cut_high is None:
-        shown_high = _round_to(high, 10.0 ** math.floor(math.log10(high - shown_low) - 1), True)
-        parts.append(f"cut at {_short(cut_low / unit)}")
+    elif bottom and not top:
+        parts.append(f"cut at {_short(axis.show(shown_low))}")
         note = (
-            f"The axis is cut at {_short(cut_low / unit)}: lower values of the first steps "
-            f"(down to {_short(low / unit)}) are drawn at its bottom."
+            f"The axis is cut at {_short(axis.show(shown_low))}: lower values of the first "
+            f"steps (down to {_short(axis.show(low))}) are drawn at its bottom."
         )
     else:
-        parts.append(f"cut to {_short(shown_low / unit)}..{_short(shown_high / unit)}")
+        limits = f"{_short(axis.show(shown_low))}..{_short(axis.show(shown_high))}"
+        parts.append(f"cut to {limits}")
         note = (
-            f"The axis is cut to {_short(shown_low / unit)}..{_short(shown_high / unit)}: values "
-            f"of the first steps beyond it ({_short(low / unit)} to {_short(high / unit)}) are "
-            "drawn at its edges."
+            f"The axis is cut to {limits}: values of the first steps beyond it "
+            f"({_short(axis.show(low))} to {_short(axis.show(high))}) are drawn at its edges."
         )
-    return _Axis(shown_low, shown_high, exponent, _suffix(parts), note)
+    return _Axis(shown_low, shown_high, offset, exponent, _suffix(parts), note)
 
 
 def _suffix(parts: list[str]) -> str:
@@ -361,16 +378,13 @@ def _decimals(span: float, finer: bool) -> int:
 
 
 def _source(label: str, grid: Grid, plan: _Plan, axis: _Axis, finer: bool) -> str:
-    unit = 10.0**axis.exponent
-    low, high = axis.low, axis.high
     lines = plan.lines
+    low, high = axis.low, axis.high
     if low is None or high is None:
         values = [v for line in lines for v in line.values]
-        span = (max(values) - min(values)) / unit
+        span = axis.show(max(values)) - axis.show(min(values))
     else:
-        span = (high - low) / unit
-    if span == 0:
-        span = abs(lines[0].values[0]) / unit or 1.0
+        span = axis.show(high) - axis.show(low)
     decimals = _decimals(span, finer)
     palette = ",".join(line.colour.hex for line in lines)
     out = [
@@ -384,13 +398,14 @@ def _source(label: str, grid: Grid, plan: _Plan, axis: _Axis, finer: bool) -> st
         out.append(f'x-axis "step" [{ticks}]')
     y_axis = f'y-axis "{label}{axis.suffix}"'
     if low is not None and high is not None:
-        y_axis += f" {chart_number(low / unit, decimals)} --> {chart_number(high / unit, decimals)}"
+        shown_range = (chart_number(axis.show(v), decimals) for v in (low, high))
+        y_axis += " {} --> {}".format(*shown_range)
     out.append(y_axis)
     for line in lines:
         shown = line.values
         if low is not None and high is not None:
             shown = [min(max(v, low), high) for v in shown]
-        numbers = ",".join(chart_number(v / unit, decimals) for v in shown)
+        numbers = ",".join(chart_number(axis.show(v), decimals) for v in shown)
         out.append(f'line "{line.name}" [{numbers}]')
     return "\n".join(out) + "\n"
 
