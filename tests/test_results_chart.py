@@ -152,7 +152,7 @@ def test_irregular_steps_get_a_grid_every_step_of_which_was_logged() -> None:
     assert _source(metric)[2:] == ['x-axis "step" [0, 7]', 'y-axis "loss"', 'line "rank 0" [1,5]']
     assert _key(metric) == (
         "Line: rank 0 blue (the only rank that logged it). Sampled at 2 evenly spaced steps "
-        "(up to 5 points logged a rank)."
+        "(a rank logged up to 5 points)."
     )
 
 
@@ -216,10 +216,10 @@ def test_a_warm_up_spike_is_cut_off_and_said_so() -> None:
 
     lines = _source(metric)
 
-    assert lines[3] == 'y-axis "loss (cut at 10.27)" 10.03 --> 10.27'
-    assert _values(lines[4])[:4] == [10.27, 10.27, 10.27, 10.25]
+    assert lines[3] == 'y-axis "loss (cut at 10.53)" 10.03 --> 10.53'
+    assert _values(lines[4])[:4] == [10.53, 10.5, 10.3333, 10.25]
     assert _key(metric) == (
-        "Line: rank 0 blue (the only rank that logged it). The axis is cut at 10.27: higher "
+        "Line: rank 0 blue (the only rank that logged it). The axis is cut at 10.53: higher "
         "values of the first steps (up to 1011) are drawn at its top."
     )
 
@@ -228,8 +228,15 @@ def test_a_low_start_of_a_metric_to_maximise_is_cut_at_the_bottom() -> None:
     values = {0: [(s, 0.9 - 0.8 * (s < 2) + s / 1000) for s in range(30)]}
     metric = _metric(values, name="accuracy", goal="max")
 
-    assert _source(metric)[3] == 'y-axis "accuracy (cut at 0.901)" 0.901 --> 0.929'
+    assert _source(metric)[3] == 'y-axis "accuracy (cut at 0.9)" 0.9 --> 0.929'
     assert "lower values of the first steps (down to 0.1) are drawn at its bottom" in _key(metric)
+
+
+def test_a_learning_curve_is_not_cut() -> None:
+    # Steep at first over many points: the shape of learning, not a warm-up spike.
+    metric = _metric({0: [(s, 0.98 - 0.5 / (1 + s / 10)) for s in range(300)]}, goal="max")
+
+    assert _source(metric)[3] == 'y-axis "loss"'
 
 
 def test_a_spike_that_leaves_room_is_not_cut() -> None:

@@ -40,7 +40,8 @@ MAX_RANK_LINES = 4  # with more ranks: the mean and the lowest and highest rank 
 LABEL_CHARS = 60
 # d3's scale.ticks() (10 ticks, what xychart-beta asks for) steps by 1 or more from a span of 8.
 LINEAR_AXIS_SPAN = 8
-FIRST_STEPS_SHARE = 0.1  # a spike in the first tenth of the steps is the warm-up ...
+# A warm-up spike: at most the first 2 points or 5% of them (more is the learning curve) ...
+FIRST_STEPS_SHARE = 0.05
 SPIKE_MIN_POINTS = 10  # ... of a chart with this many points or more
 SPIKE_RATIO = 3.0  # cut the axis when the rest would fill less than a third of it
 SCALE_ABOVE = 1e5  # tick labels of 6+ digits ...
@@ -295,10 +296,13 @@ def _y_axis(lines: list[_Line], grid: Grid) -> _Axis:
         room = abs(low) / 10 or 1.0
         cut_low, cut_high = low - room, high + room
     elif grid.count >= SPIKE_MIN_POINTS:
-        skip = max(1, math.ceil(grid.count * FIRST_STEPS_SHARE))
-        rest = [v for line in lines for v in line.values[skip:]]
-        rest_low, rest_high = min(rest), max(rest)
-        rest_span = rest_high - rest_low
+        # The fewest first points whose leaving out lets the rest fill a third of the axis.
+        for skip in range(1, max(2, math.ceil(grid.count * FIRST_STEPS_SHARE)) + 1):
+            rest = [v for line in lines for v in line.values[skip:]]
+            rest_low, rest_high = min(rest), max(rest)
+            rest_span = rest_high - rest_low
+            if high - low > SPIKE_RATIO * rest_span:
+                break
         if rest_span > 0 and high - low > SPIKE_RATIO * rest_span:
             quantum = 10.0 ** (math.floor(math.log10(rest_span)) - 1)
             margin = rest_span / 20
@@ -453,7 +457,7 @@ def _key(plan: _Plan, axis: _Axis, grid: Grid, logged: int) -> str:
         key.append(axis.note)
     if grid.count < logged:
         key.append(
-            f"Sampled at {grid.count} evenly spaced steps (up to {logged} points logged a rank)."
+            f"Sampled at {grid.count} evenly spaced steps (a rank logged up to {logged} points)."
         )
     return " ".join(key)
 
