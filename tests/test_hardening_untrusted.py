@@ -193,12 +193,13 @@ class _NoWarnings:
 
 HOSTILE_FILES = ["model.pt", "`x`|<b>@all.pt", "line\n/merge.pt", "[a](javascript:x).pt", "-->.pt"]
 
+_NUMBER = r"-?\d+(\.\d+)?"
 MERMAID_LINE = re.compile(
-    r"xychart-beta"
-    r'|    title "[\w .:/()+-]*"'
-    r'|    x-axis "step" -?\d+ --> -?\d+'
-    r'|    y-axis "[\w .:/()+-]*"'
-    r"|    line \[-?\d+(\.\d+)?(, -?\d+(\.\d+)?)*\]"
+    r'%%\{init:\{"themeVariables":\{"xyChart":\{"plotColorPalette":"#[0-9a-f]{6}(,#[0-9a-f]{6})*"\}\}\}\}%%'
+    r"|xychart-beta"
+    r'|x-axis "step" (-?\d+ --> -?\d+|\[-?\d+(, -?\d+)*\])'
+    rf'|y-axis "[\w .:/()+;×-]*"( {_NUMBER} --> {_NUMBER})?'
+    rf'|line "(rank \d+|mean|lowest rank|highest rank)" \[{_NUMBER}(,{_NUMBER})*\]'
 )
 
 
