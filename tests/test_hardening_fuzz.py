@@ -644,8 +644,9 @@ def test_worst_shapes_stay_under_200_mb_by_tracemalloc() -> None:
     tally = Tally()
     tracemalloc.start()
     try:
+        # No wall-clock bound here (speed is measured under bench/); pytest-timeout still ends a
+        # parse that never finishes.
         for text in WORST + [_laughs_document(levels, 10) for levels in (3, 5, 9)]:
-            started = time.monotonic()
             try:
                 load_config(text)
             except ConfigError as error:
@@ -653,7 +654,6 @@ def test_worst_shapes_stay_under_200_mb_by_tracemalloc() -> None:
                 tally.refused += 1
             else:
                 tally.rendered += 1
-            assert time.monotonic() - started < 30  # tracemalloc slows parsing about eightfold
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
