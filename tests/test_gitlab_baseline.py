@@ -9,7 +9,7 @@ from gitlab.v4.objects import Project
 
 from ci_runner.errors import GitLabError
 from ci_runner.gitlab.baseline import fetch_baseline
-from ci_runner.results.metrics import SCHEMA_VERSION
+from ci_runner.results.metrics_file import SCHEMA_VERSION
 from ci_runner.results.stage import load_target_baseline
 from tests.conftest import GITLAB_TOKEN
 from tests.gitlab_server import FakeGitLab

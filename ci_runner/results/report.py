@@ -25,12 +25,8 @@ from ci_runner.backends.result import Failure, Outcome, RunResult
 from ci_runner.context import CIContext
 from ci_runner.results import chart
 from ci_runner.results.artifacts import ArtifactListing
-from ci_runner.results.metrics import (
-    MetricResult,
-    MetricsSummary,
-    summary_to_json,
-    summary_to_openmetrics,
-)
+from ci_runner.results.metrics import MetricResult, MetricsSummary
+from ci_runner.results.metrics_file import summary_to_json, summary_to_openmetrics
 from ci_runner.spec.types import Goal, TrainConfig
 from ci_runner.templating import environment
 

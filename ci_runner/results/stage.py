@@ -19,12 +19,8 @@ from ci_runner.errors import GitLabError
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.results.artifacts import ArtifactListing, list_artifacts, make_s3_client
-from ci_runner.results.metrics import (
-    MetricsFileError,
-    MetricsSummary,
-    load_baseline,
-    parse_log_file,
-)
+from ci_runner.results.metrics import MetricsSummary, parse_log_file
+from ci_runner.results.metrics_file import MetricsFileError, load_baseline
 from ci_runner.results.report import (
     ReportInput,
     marker,
