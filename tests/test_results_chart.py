@@ -16,6 +16,7 @@ from ci_runner.results.chart import (
     charts,
     mermaid_label,
     metric_chart,
+    natural_grid,
 )
 from ci_runner.results.metrics import (
     SERIES_CAPACITY,
@@ -165,13 +166,33 @@ def test_a_long_run_is_sampled_at_real_points_nearest_each_grid_step() -> None:
 
     assert lines[2] == 'x-axis "step" 0 --> 99999'
     values = _values(lines[-1])
-    assert len(values) == 100
-    grid = Grid(0, 99_999, 100)
-    half = 99_999 / 99 / 2
+    assert len(values) == 99  # not 100: see test_no_grid_that_mermaid_draws_short
+    grid = Grid(0, 99_999, 99)
+    half = 99_999 / 98 / 2
     for k, value in enumerate(values):
         assert abs(value - grid.step(k)) <= half
     assert values[0] == 0 and values[-1] == 99_999
     assert {round(v) for v in values} <= kept | {99_999}
+
+
+def _mermaid_positions(first: int, last: int, step: float) -> int:
+    """xychartDb.ts transformDataWithoutCategory (v10.7.0, mermaid@11.14.0 :148):
+    ``for (let i = min; i <= max; i += step)``."""
+    count, at = 0, float(first)
+    while at <= last:
+        count, at = count + 1, at + step
+    return count
+
+
+@pytest.mark.parametrize("last", [19, 99, 1999, 99_910, 99_999, 123_457])
+def test_no_grid_that_mermaid_draws_short(last: int) -> None:
+    # Mermaid 11.14 steps by (max - min) / (n - 1), 10.7 by (max - min + 1) / n, in doubles:
+    # 0 --> 99999 with 100 values gives 11.14 only 99 positions, and the last value is lost.
+    assert _mermaid_positions(0, 99_999, 99_999 / 99) == 99
+    grid = natural_grid([*range(0, last, 7), last], 100)
+
+    assert _mermaid_positions(0, last, last / (grid.count - 1)) == grid.count
+    assert _mermaid_positions(0, last, (last + 1) / grid.count) == grid.count
 
 
 def test_grid_sample_takes_the_nearest_point_within_half_a_spacing_later_on_a_tie() -> None:
@@ -379,18 +400,18 @@ def test_every_chart_fits_gitlabs_limit(ranks: int, steps: int) -> None:
 def test_points_and_digits_go_before_rank_lines() -> None:
     metric = _run(2, 100_000)
     full = metric_chart(metric)
-    assert full is not None and len(_values(full.source.splitlines()[-1])) == 100
+    assert full is not None and len(_values(full.source.splitlines()[-1])) == 99
 
     # Coarser digits first, then fewer points; the rank lines stay.
     tighter = _source(metric, budget=full.chars - 50)
-    assert len(_values(tighter[-1])) == 100
+    assert len(_values(tighter[-1])) == 99
     assert [line.split(" [")[0] for line in tighter[4:]] == [
         'line "rank 0"',
         'line "rank 1"',
         'line "mean"',
     ]
     smaller = _source(metric, budget=700)
-    assert 20 <= len(_values(smaller[-1])) < 100
+    assert 20 <= len(_values(smaller[-1])) < 99
     assert len(smaller) == 7
     assert "Sampled at" in _key(metric, budget=700)
 
