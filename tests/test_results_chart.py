@@ -157,6 +157,15 @@ def test_irregular_steps_get_a_grid_every_step_of_which_was_logged() -> None:
     )
 
 
+def test_fewer_points_to_fit_still_find_a_logged_step_at_each() -> None:
+    # Steps 0-9 and 20-29: 6 grid steps each land near a logged one, 5 would not (14.5).
+    steps = [*range(10), *range(20, 30)]
+    metric = _metric({r: [(s, 1.0 + s / 7 + r) for s in steps] for r in range(2)})
+
+    assert natural_grid(steps, 100) == Grid(0, 29, 6)
+    assert _source(metric, budget=160)[4:] == ['line "mean" [1.5,2.786,4.357,5.643]']
+
+
 def test_a_long_run_is_sampled_at_real_points_nearest_each_grid_step() -> None:
     # The value is the step: what is drawn at each grid step says which real point it is.
     metric = _metric({0: [(s, float(s)) for s in range(0, 100_000, 3)]}, name="at")

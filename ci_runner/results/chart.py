@@ -187,9 +187,14 @@ def natural_grid(steps: Sequence[int], limit: int) -> Grid:
     for step in steps:
         spacing = math.gcd(spacing, step - first)
     grid = Grid(first, last, min((last - first) // spacing + 1, limit))
-    while not (_drawable(grid) and None not in grid.sample(steps, [0.0] * len(steps))):
+    while not _usable(grid, steps):
         grid = Grid(first, last, grid.count - 1)  # two grid steps always qualify
     return grid
+
+
+def _usable(grid: Grid, steps: Sequence[int]) -> bool:
+    """Whether ``grid`` can be drawn and every grid step has one of ``steps`` near it."""
+    return _drawable(grid) and None not in grid.sample(steps, [0.0] * len(steps))
 
 
 def _drawable(grid: Grid) -> bool:
@@ -461,7 +466,7 @@ def metric_chart(metric: MetricResult, budget: int = CHART_CHARS) -> Chart | Non
         count = grid.count
         while True:
             trial = Grid(grid.first, grid.last, count)
-            if _drawable(trial):
+            if _usable(trial, union):
                 plan = _lines(points, trial, ranks_drawn)
                 axis = _y_axis(plan.lines, trial)
                 for finer in (True, False):
