@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ci_runner.results.chart import (
     CHART_CHARS,
@@ -435,6 +438,46 @@ def test_rank_lines_go_last_and_the_key_says_why() -> None:
         "Line: mean grey, of the 2 ranks at each step; rank lines left out to keep the chart "
         "within GitLab's 2,000 characters."
     )
+
+
+_FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)
+_RANK_POINTS = st.lists(st.tuples(st.integers(0, 10**6), _FINITE), min_size=1, max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 12), _RANK_POINTS, min_size=1, max_size=9))
+def test_any_series_gives_a_well_formed_chart_within_budget(
+    ranks: dict[int, list[tuple[int, float]]],
+) -> None:
+    series = []
+    for rank, points in sorted(ranks.items()):
+        last = points[-1]
+        series.append(RankSeries(rank, len(points), last[0], last[1], tuple(points)))
+    metric = MetricResult("m", "min", 1, 0, None, None, None, None, None, tuple(series))
+    steps = {step for points in ranks.values() for step, _ in points}
+
+    chart = metric_chart(metric)
+
+    if len(steps) < 2:
+        assert chart is None
+        return
+    assert chart is not None
+    assert chart.chars <= CHART_CHARS
+    lines = chart.source.splitlines()
+    palette = lines[0].split('"plotColorPalette":"')[1].split('"')[0].split(",")
+    series_lines = [line for line in lines if line.startswith("line ")]
+    assert len(series_lines) == len(palette) >= 1
+    lengths = {len(_values(line)) for line in series_lines}
+    assert len(lengths) == 1
+    (length,) = lengths
+    axis = lines[2]
+    if "[" in axis:
+        assert len(axis.split("[")[1].split(",")) == length
+    else:
+        first, last = (int(v) for v in axis.removeprefix('x-axis "step" ').split(" --> "))
+        assert (first, last) == (min(steps), max(steps))
+    for line in series_lines:
+        assert all(map(math.isfinite, _values(line)))
 
 
 # ----------------------------------------------------------------------------- text
