@@ -13,7 +13,17 @@ at (or, when steps are sampled, nearest to) that step, never a value carried for
 without points over the whole chart is left out of the lines and said so; the mean at a step is
 over the ranks that have that step. Axes: whole-number step ticks; a y range cut to the part
 after the first steps when a first-steps spike would flatten the rest (said in the axis title);
-a power of ten taken out of very large or small values (said in the axis title too).
+a power of ten taken out of very large or small values, and a round number off values that
+differ only in late digits (said in the axis title too).
+
+Mermaid places the k-th of n values on a linear x axis at ``first + k * (last - first) / (n - 1)``
+(11.x) or ``first + k * (last - first + 1) / n`` (10.7). The two agree when the grid is every
+step; on a sampled or sparse grid 10.7 draws the points up to one grid spacing short of their
+steps towards the right end. The axis is set for 11.x (10.7's drift stays under one spacing).
+Up to at least 11.14 both make the positions with a floating-point loop that can stop one short,
+dropping the last value (``xychartDb.ts`` ``transformDataWithoutCategory``, v10.7.0 and
+mermaid@11.14.0 :143-152; 11.17 computes each from its index): the number of points is chosen
+so that it does not.
 
 GitLab ships Mermaid 10.7, which draws series in palette order and ignores their names: the
 palette is set in the chart and each chart's :attr:`Chart.key` spells out which colour is which.
@@ -177,15 +187,39 @@ def natural_grid(steps: Sequence[int], limit: int) -> Grid:
     for step in steps:
         spacing = math.gcd(spacing, step - first)
     grid = Grid(first, last, min((last - first) // spacing + 1, limit))
-    while not (_drawable(grid) and None not in grid.sample(steps, [0.0] * len(steps))):
+    while not _usable(grid, steps):
         grid = Grid(first, last, grid.count - 1)  # two grid steps always qualify
     return grid
 
 
+def _usable(grid: Grid, steps: Sequence[int]) -> bool:
+    """Whether ``grid`` can be drawn and every grid step has one of ``steps`` near it."""
+    return _drawable(grid) and None not in grid.sample(steps, [0.0] * len(steps))
+
+
 def _drawable(grid: Grid) -> bool:
-    """Whether the x axis has whole-number ticks: a linear axis spans enough steps for d3's
-    ticks to be whole; a shorter one is a band axis labelled with the grid steps."""
-    return grid.last - grid.first >= LINEAR_AXIS_SPAN or grid.whole
+    """Whether the x axis has whole-number ticks (a linear axis spans enough steps for d3's
+    ticks to be whole; a shorter one is a band axis labelled with the grid steps) and, on a
+    linear axis, both Mermaid versions place every value."""
+    if grid.last - grid.first < LINEAR_AXIS_SPAN:
+        return grid.whole
+    return all(
+        _positions(grid.first, grid.last, step) == grid.count
+        for step in (
+            (grid.last - grid.first) / (grid.count - 1),  # 11.x
+            (grid.last - grid.first + 1) / grid.count,  # 10.7
+        )
+    )
+
+
+def _positions(first: int, last: int, step: float) -> int:
+    """How many x positions Mermaid 10.7 / 11.14 makes for a line (``for (let i = min; i <=
+    max; i += step)``, in the same doubles as JavaScript's): a value past them is not drawn."""
+    count, at = 0, float(first)
+    while at <= last:
+        count += 1
+        at += step
+    return count
 
 
 # ----------------------------------------------------------------------------- lines
@@ -432,7 +466,7 @@ def metric_chart(metric: MetricResult, budget: int = CHART_CHARS) -> Chart | Non
         count = grid.count
         while True:
             trial = Grid(grid.first, grid.last, count)
-            if _drawable(trial):
+            if _usable(trial, union):
                 plan = _lines(points, trial, ranks_drawn)
                 axis = _y_axis(plan.lines, trial)
                 for finer in (True, False):
