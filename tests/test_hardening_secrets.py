@@ -348,7 +348,7 @@ def test_a_crash_log_leaks_no_secret(
 
     code, out, err = error_run(["train", "--local"], repo, env, crash)
 
-    assert code == 2
+    assert code == 3
     assert err.startswith("ci-runner: error: internal error (RuntimeError: cannot use [MASKED])")
     logs = list(crash.iterdir())
     assert len(logs) == 1

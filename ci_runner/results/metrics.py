@@ -607,7 +607,7 @@ def load_baseline(text: str | bytes) -> dict[str, float]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as error:
-        raise MetricsFileError(f"metrics.json is not valid JSON: {_short(str(error))}") from None
+        raise MetricsFileError(f"metrics.json is not valid JSON: {_short(str(error))}") from error
     return summary_from_json(data)
 
 
