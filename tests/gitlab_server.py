@@ -58,6 +58,8 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 import gitlab.utils
 import pytest
 
+from ci_runner.clock import ManualClock
+from ci_runner.gitlab.transport import BoundedSession, Budget
 from tests.gitlab_quick_actions import extract_commands
 
 NOTE_LIMIT = 1_000_000  # characters, GitLab's Note validation
@@ -1072,12 +1074,18 @@ def _comment_json(comment: CommitComment, base: str) -> JSONValue:
 
 
 def record_retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Make python-gitlab's retry waits (``time.sleep`` in ``gitlab.utils``) instant and return
-    the list they are recorded in, so tests assert the backoff instead of sleeping it."""
+    """Make python-gitlab's own retry waits (``time.sleep`` in ``gitlab.utils``) instant and
+    return the list they are recorded in: ci-runner turns them off, so it must stay empty."""
     recorded: list[float] = []
     fake_time = SimpleNamespace(sleep=recorded.append, time=time.time)
     monkeypatch.setattr(gitlab.utils, "time", fake_time)
     return recorded
+
+
+def manual_session(clock: ManualClock, seconds: float = 20.0) -> BoundedSession:
+    """ci-runner's GitLab session on a manual clock: its retry waits are recorded in
+    ``clock.sleeps``, never slept."""
+    return BoundedSession(Budget(clock, seconds))
 
 
 class _Handler(BaseHTTPRequestHandler):

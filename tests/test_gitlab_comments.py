@@ -1,13 +1,16 @@
 """Posting the report with the real python-gitlab over real HTTP to the fake GitLab in
-tests/gitlab_server.py. python-gitlab's retry sleeps are recorded, never slept."""
+tests/gitlab_server.py. ci-runner's retry waits are recorded on a manual clock, never slept."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
+from email.utils import format_datetime
 
 import pytest
 from gitlab.v4.objects import Project
 
+from ci_runner.clock import ManualClock
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
 from ci_runner.gitlab.client import connect, open_project
@@ -18,8 +21,10 @@ from ci_runner.gitlab.comments import (
     PostedComment,
     find_targets,
     publish,
+    report_project_id,
 )
-from tests.gitlab_server import FakeGitLab, User, record_retry_sleeps
+from ci_runner.gitlab.transport import BoundedSession
+from tests.gitlab_server import DROP, FakeGitLab, User, manual_session, record_retry_sleeps
 from tests.gitlab_server import Project as FakeProject
 
 TOKEN = "glpat-CANARY-9f2c71d4e8"  # must never show up in an error message
@@ -33,9 +38,27 @@ TOKEN_FIX = (
 
 
 @pytest.fixture(autouse=True)
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The waits python-gitlab's retry logic asked for, recorded instead of slept."""
-    return record_retry_sleeps(monkeypatch)
+def gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """python-gitlab's own retries are off: it never sleeps."""
+    recorded = record_retry_sleeps(monkeypatch)
+    yield
+    assert recorded == []
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def session(clock: ManualClock) -> BoundedSession:
+    return manual_session(clock)
+
+
+@pytest.fixture
+def sleeps(clock: ManualClock) -> list[float]:
+    """The waits ci-runner's retries asked for, recorded instead of slept."""
+    return clock.sleeps
 
 
 @pytest.fixture
@@ -59,8 +82,10 @@ def fake_project(server: FakeGitLab) -> FakeProject:
 
 
 @pytest.fixture
-def project(server: FakeGitLab, bot: User, fake_project: FakeProject) -> Project:
-    return open_project(connect(server.url, TOKEN), "group/proj")
+def project(
+    server: FakeGitLab, bot: User, fake_project: FakeProject, session: BoundedSession
+) -> Project:
+    return open_project(connect(server.url, TOKEN, session=session), "group/proj")
 
 
 class Renderer:
@@ -147,20 +172,24 @@ def test_branch_pipeline_posts_to_every_open_mr_with_this_head(
     assert note_bodies(fake_project, 9) == [f"{MARKER}\nreport (run 2)"]
 
 
-def test_manual_run_without_mr_comments_on_the_commit_with_the_final_result_only(
+def test_manual_run_without_mr_keeps_one_commit_discussion_up_to_date(
     server: FakeGitLab, fake_project: FakeProject, project: Project
 ) -> None:
     targets = find_targets(project, ctx(pipeline_source="web"))
     assert targets == [CommitTarget(SHA)]
-    commit_url = f"{server.url}/group/proj/-/commit/{SHA}"
 
-    started = publish(project, targets, MARKER, Renderer("started"), final=False)
-    assert started == [PostedComment(CommitTarget(SHA), Action.SKIPPED, None, commit_url)]
-    assert server.count("POST") == 0
+    started = publish(project, targets, MARKER, Renderer("started"))
+    result = publish(project, targets, MARKER, Renderer("result"))
 
-    posted = publish(project, targets, MARKER, Renderer("result"))
-    assert posted == [PostedComment(CommitTarget(SHA), Action.CREATED, None, commit_url)]
-    assert [c.note for c in fake_project.commit_comments[SHA]] == [f"{MARKER}\nresult (run 1)"]
+    [thread] = fake_project.discussions
+    [note] = thread.notes
+    url = f"{server.url}/group/proj/-/commit/{SHA}#note_{note.id}"
+    assert started == [PostedComment(CommitTarget(SHA), Action.CREATED, note.id, url)]
+    assert result == [PostedComment(CommitTarget(SHA), Action.UPDATED, note.id, url)]
+    assert note.body == f"{MARKER}\nresult (run 1)"
+    assert server.count("POST", "/discussions$") == 1
+    assert server.count("PUT", rf"/discussions/{thread.id}/notes/{note.id}$") == 1
+    assert fake_project.commit_comments == {}
 
 
 def test_unknown_commit_is_one_line(server: FakeGitLab, project: Project) -> None:
@@ -183,7 +212,7 @@ def test_second_run_edits_the_same_note_and_renders_from_its_body(
     render = Renderer()
     targets = [MergeRequestTarget(7)]
 
-    first = publish(project, targets, MARKER, render, final=False)
+    first = publish(project, targets, MARKER, render)
     second = publish(project, targets, MARKER, render)
 
     assert render.previous == [None, f"{MARKER}\nreport (run 1)"]
@@ -300,19 +329,96 @@ def test_429_is_retried_after_retry_after(
     assert len(fake_project.merge_requests[7].notes) == 1
 
 
-def test_burst_of_500s_is_retried_with_backoff(
-    server: FakeGitLab, fake_project: FakeProject, project: Project, sleeps: list[float]
+def test_retry_after_as_an_http_date_is_honoured(
+    server: FakeGitLab, fake_project: FakeProject, project: Project, clock: ManualClock
 ) -> None:
     server.add_merge_request(fake_project, 7, sha=SHA)
-    server.inject(500, method="GET", path=r"/notes$", times=3)
-    server.inject(502, method="POST", path=r"/notes$")
+    later = format_datetime(clock.now() + timedelta(seconds=4), usegmt=True)
+    server.inject(429, method="GET", path=r"/notes$", headers={"Retry-After": later})
 
     posted = publish(project, [MergeRequestTarget(7)], MARKER, Renderer())
 
     assert posted[0].action is Action.CREATED
-    assert sleeps == pytest.approx([0.1, 0.2, 0.4, 0.1])
+    assert clock.sleeps == [4.0]
+
+
+def test_burst_of_500s_on_reads_is_retried_with_backoff(
+    server: FakeGitLab, fake_project: FakeProject, project: Project, sleeps: list[float]
+) -> None:
+    server.add_merge_request(fake_project, 7, sha=SHA)
+    server.inject(500, method="GET", path=r"/notes$", times=3)
+
+    posted = publish(project, [MergeRequestTarget(7)], MARKER, Renderer())
+
+    assert posted[0].action is Action.CREATED
+    assert sleeps == [0.5, 1.0, 2.0]
     assert [r.status for r in server.matching("GET", r"/notes$")] == [500, 500, 500, 200]
     assert len(fake_project.merge_requests[7].notes) == 1
+
+
+@pytest.mark.parametrize("status", [502, 504, DROP])
+def test_a_create_gitlab_executed_but_did_not_confirm_is_not_made_twice(
+    server: FakeGitLab, fake_project: FakeProject, project: Project, status: int
+) -> None:
+    server.add_merge_request(fake_project, 7, sha=SHA)
+    server.inject(status, method="POST", path=r"/notes$", after=True)
+
+    posted = publish(project, [MergeRequestTarget(7)], MARKER, Renderer())
+
+    [note] = fake_project.merge_requests[7].notes
+    assert (posted[0].action, posted[0].note_id) == (Action.CREATED, note.id)
+    assert note.body == f"{MARKER}\nreport (run 1)"
+    assert server.count("POST", r"/notes$") == 1
+    assert server.count("GET", r"/notes$") == 2  # before creating, and after the lost answer
+
+
+def test_a_create_refused_with_a_5xx_is_made_after_looking(
+    server: FakeGitLab, fake_project: FakeProject, project: Project
+) -> None:
+    server.add_merge_request(fake_project, 7, sha=SHA)
+    server.inject(503, method="POST", path=r"/notes$")
+
+    publish(project, [MergeRequestTarget(7)], MARKER, Renderer())
+
+    assert note_bodies(fake_project, 7) == [f"{MARKER}\nreport (run 1)"]
+    assert [r.status for r in server.matching("POST", r"/notes$")] == [503, 201]
+
+
+def test_a_commit_discussion_gitlab_executed_is_not_made_twice(
+    server: FakeGitLab, fake_project: FakeProject, project: Project
+) -> None:
+    server.inject(502, method="POST", path=r"/discussions$", after=True)
+    publish(project, [CommitTarget(SHA)], MARKER, Renderer())
+    assert [len(d.notes) for d in fake_project.discussions] == [1]
+
+
+def test_the_body_is_sent_as_gitlab_stores_it_so_a_rerun_sends_nothing(
+    server: FakeGitLab, fake_project: FakeProject, project: Project
+) -> None:
+    server.add_merge_request(fake_project, 7, sha=SHA)
+
+    def render(previous: str | None) -> str:
+        return f"{MARKER}\r\nsame report  \n\n"
+
+    publish(project, [MergeRequestTarget(7)], MARKER, render)
+    again = publish(project, [MergeRequestTarget(7)], MARKER, render)
+
+    assert again[0].action is Action.UNCHANGED
+    assert note_bodies(fake_project, 7) == [f"{MARKER}\nsame report"]
+    assert (server.count("POST"), server.count("PUT")) == (1, 0)
+
+
+def test_no_line_of_a_posted_note_can_run_a_quick_action(
+    server: FakeGitLab, fake_project: FakeProject, project: Project
+) -> None:
+    mr = server.add_merge_request(fake_project, 7, sha=SHA)
+    hostile = "~~~\n/close\n~~~\n\r/merge\n````\n/label ~x\n````\nlast `line`\n/title pwned"
+    publish(project, [MergeRequestTarget(7)], MARKER, Renderer(hostile))
+    assert (mr.executed_commands, mr.state, mr.title) == ([], "opened", "MR 7")
+    assert note_bodies(fake_project, 7) == [
+        f"{MARKER}\n~~~\n /close\n~~~\n /merge\n````\n /label ~x\n````\nlast `line`\n"
+        " /title pwned (run 1)"
+    ]
 
 
 def test_rate_limit_that_never_ends_gives_up_in_one_line(
@@ -327,8 +433,15 @@ def test_rate_limit_that_never_ends_gives_up_in_one_line(
         "429 Too Many Requests, even after retries; fix: retry the job once GitLab answers "
         "again (the token is being rate-limited)"
     )
-    assert sleeps == [1] * 10
-    assert server.count("GET", r"/notes$") == 11
+    assert sleeps == [1, 1, 1]
+    assert server.count("GET", r"/notes$") == 4
+
+
+def test_a_fork_merge_request_is_reported_in_the_project_it_targets() -> None:
+    fork_mr = ctx(project_id="43", mr_iid="7", mr_project_id="42", mr_source_project_id="43")
+    assert report_project_id(fork_mr) == "42"
+    assert report_project_id(ctx(project_id="42", pipeline_source="push")) == "42"
+    assert report_project_id(ctx(project_id="43", mr_project_id="42")) == "43"  # no MR: own
 
 
 def test_token_revoked_mid_run_is_one_clear_line(
@@ -376,7 +489,7 @@ def test_redirected_post_is_one_line(
 
 
 def test_the_token_never_appears_in_an_error(
-    server: FakeGitLab, fake_project: FakeProject, project: Project
+    server: FakeGitLab, fake_project: FakeProject, project: Project, session: BoundedSession
 ) -> None:
     server.add_merge_request(fake_project, 7, sha=SHA)
     messages: list[str] = []
@@ -394,7 +507,7 @@ def test_the_token_never_appears_in_an_error(
         lambda: publish(project, [MergeRequestTarget(7)], MARKER, lambda previous: "x" * 2_000_000)
     )
     server.revoke_token(TOKEN)
-    failure(lambda: connect(server.url, TOKEN))
+    failure(lambda: connect(server.url, TOKEN, session=session))
     failure(lambda: find_targets(project, ctx()))
 
     assert len(messages) == 7 * 3

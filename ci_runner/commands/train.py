@@ -133,7 +133,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     else:
         output_uri = _expanded_outputs(config, ctx, name)
         make_backend = _cluster_backend(config, ctx, env, clock)
-    gitlab = open_gitlab(ctx, env, status)
+    gitlab = open_gitlab(ctx, env, status, clock)
     report_masker = masker_for_report(masker, env)
     announce(gitlab, config, ctx, name, report_masker, status, status)
     with LogSink(outputs.log_path, _writer(runtime.stdout), masker) as sink:
