@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.clock import ManualClock
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
 from ci_runner.results.stage import GitLabDestination, ReportSettings, finish, open_gitlab
 from ci_runner.spec.types import TrainConfig
-from tests.gitlab_server import FakeGitLab
+from tests.gitlab_server import DROP, FakeGitLab
 from tests.gitlab_server import Project as FakeProject
 
 TOKEN = "glpat-reporting-CANARY-1"
@@ -144,3 +146,69 @@ def test_a_refused_comment_is_a_warning_and_the_token_is_never_shown(
         f"group/proj: {fix}",
     ]
     assert project.merge_requests[4].notes == []
+
+
+def test_gitlab_gone_after_training_is_one_warning_within_the_budget(
+    server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "3"}
+    gitlab = open_gitlab(ctx(server), env, pytest.fail, clock)
+    url = server.url
+    server.inject(DROP, times=100)  # from now on every connection is dropped unanswered
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        f"warning: no baseline from main: cannot download the baseline "
+        f"ci-runner-out/metrics.json of job train on main in group/proj: GitLab at {url} did "
+        "not answer within the 3 s ci-runner gives it; fix: check CI_SERVER_URL and the "
+        "runner's network, or give GitLab more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
+    ]
+    assert clock.sleeps == [0.5, 1.0]  # 0.5 + 1.0 of the 3 s; the next wait would not fit
+    assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseline(
+    server: FakeGitLab, tmp_path: Path
+) -> None:
+    server.add_token(TOKEN, server.add_user("bot"))
+    upstream = server.add_project("team/ml", project_id=42)
+    fork = server.add_project("alice/ml", project_id=43, forked_from=upstream)
+    server.add_merge_request(upstream, 4, sha=SHA, source_project=fork)
+    metrics = b'{"version": 1, "metrics": {"loss": {"final": 0.5}}}'
+    green = server.add_pipeline(
+        upstream, "main", jobs={"train": {"ci-runner-out/metrics.json": metrics}}
+    )
+    fork_ctx = replace(
+        ctx(server),
+        project_path="alice/ml",
+        project_id="43",
+        mr_project_id="42",
+        mr_source_project_id="43",
+    )
+    gitlab = open_gitlab(fork_ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    log = tmp_path / "train.log"
+    log.write_text("")
+    warnings: list[str] = []
+
+    report = finish(
+        CONFIG,
+        fork_ctx,
+        result(log),
+        settings(tmp_path),
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        warn=warnings.append,
+        echo=lambda _: None,
+    )
+
+    assert warnings == []
+    [note] = server.notes(upstream, 4)
+    assert note.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`")
+    assert report.baseline == {"loss": 0.5}
+    assert report.baseline_pipeline == (green.id, f"{server.url}/team/ml/-/pipelines/{green.id}")
+    assert server.count("GET", "/projects/43") == 0
