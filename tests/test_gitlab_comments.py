@@ -38,7 +38,7 @@ TOKEN_FIX = (
 
 
 @pytest.fixture(autouse=True)
-def gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_python_gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """python-gitlab's own retries are off: it never sleeps."""
     recorded = record_retry_sleeps(monkeypatch)
     yield

@@ -48,8 +48,8 @@ MAX_CHARTS = 4
 MAX_RANK_LINES = 4  # with more ranks than this, the chart shows only the mean
 MAX_TABLE_ROWS = 60
 MAX_HISTORY = 20
-TAIL_LINES = 100
-TAIL_LINE_CHARS = 500
+TAIL_LINES = 100  # of the log's end, shown under the result
+SHOWN_TAIL_LINE_CHARS = 500  # a longer line of the tail is cut, with an ellipsis
 TAIL_TOTAL_CHARS = 30_000
 HISTORY_TAG = "ci-runner-history:"
 
@@ -499,8 +499,8 @@ def _log_tail(lines: Sequence[str]) -> dict[str, Any] | None:
     for raw in reversed(lines[-TAIL_LINES:]):
         line = ANSI.sub("", raw.rstrip("\r\n")).replace("\t", "    ").replace("\n", " ")
         line = CONTROL.sub(" ", line)
-        if len(line) > TAIL_LINE_CHARS:
-            line = line[: TAIL_LINE_CHARS - 1] + "…"
+        if len(line) > SHOWN_TAIL_LINE_CHARS:
+            line = line[: SHOWN_TAIL_LINE_CHARS - 1] + "…"
         total += len(line) + 1
         if total > TAIL_TOTAL_CHARS:
             break
