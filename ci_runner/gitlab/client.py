@@ -2,9 +2,9 @@
 of python-gitlab into one :class:`GitLabError` line that says what failed and how to fix it.
 
 All HTTP goes through :class:`ci_runner.gitlab.transport.BoundedSession` (a time budget, safe
-retries, ``Retry-After``); python-gitlab's own retrying is off: it would resend a POST that GitLab
-executed, wait up to 10 x 30 s, and crash on a ``Retry-After`` date (gitlab/utils.py:104-152 and
-gitlab/client.py:721-760 in python-gitlab 8.x).
+retries, ``Retry-After``); python-gitlab's own retrying is off: it would resend a POST that
+GitLab executed, wait up to 10 x 30 s, and crash on a ``Retry-After`` date (gitlab/utils.py:104-152,
+134 and gitlab/client.py:721-760 at python-gitlab v8.4.0-15-g00e38026).
 """
 
 from __future__ import annotations

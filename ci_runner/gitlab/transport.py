@@ -41,7 +41,8 @@ class BudgetExhausted(requests.Timeout):
 
 class RateLimited(requests.RequestException):
     """GitLab still answered 429 when ci-runner stopped retrying. Raised, not returned:
-    python-gitlab would otherwise retry it again on its own (gitlab/client.py:751-754)."""
+    python-gitlab would otherwise retry it again on its own (gitlab/client.py:754-757 and
+    gitlab/utils.py:104-139 at python-gitlab v8.4.0-15-g00e38026)."""
 
     def __init__(self, response: requests.Response) -> None:
         super().__init__("429 Too Many Requests", response=response)
