@@ -512,3 +512,24 @@ def test_the_token_never_appears_in_an_error(
 
     assert len(messages) == 7 * 3
     assert all(TOKEN not in m for m in messages)
+
+
+def test_pages_are_followed_on_our_url_when_gitlabs_external_url_differs(
+    session: BoundedSession,
+) -> None:
+    with FakeGitLab(external_url="https://gitlab.example.com") as fake:
+        bot = fake.add_user("bot")
+        fake.add_token(TOKEN, bot)
+        upstream = fake.add_project("group/proj")
+        mr = fake.add_merge_request(upstream, 7, sha=SHA)
+        ours = fake.add_note(mr, f"{MARKER}\nold", bot)
+        for i in range(250):
+            fake.add_note(mr, f"chatter {i}", fake.users()[0])
+        api = open_project(connect(fake.url, TOKEN, session=session), "group/proj")
+
+        posted = publish(api, [MergeRequestTarget(7)], MARKER, Renderer())
+
+        assert (posted[0].action, posted[0].note_id) == (Action.UPDATED, ours.id)
+        assert (
+            fake.count("GET", r"/notes$") == 3
+        )  # pages 1-3 on 127.0.0.1, never gitlab.example.com
