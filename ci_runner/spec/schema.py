@@ -134,9 +134,19 @@ _DNS: Final = Record(
 
 _KUBERNETES: Final = Record(
     Field(
+        "context",
+        Str(spaces=False),
+        "The kubeconfig context to use; for the GitLab agent for Kubernetes "
+        "`<agent configuration project path>:<agent name>`. The CI/CD variable KUBE_CONTEXT "
+        "and `--kube-context` override it; when none is given, the kubeconfig's current "
+        "context (or its only one).",
+        "my-group/k8s-agents:gpu-cluster",
+    ),
+    Field(
         "namespace",
         Str(rule=k8s_name("namespace", subdomain=False)),
-        "Namespace to run in; the current context's namespace when omitted.",
+        "Namespace to run in; when omitted, the kubeconfig context's namespace, else the "
+        "pod's service account's, else `default`.",
         "ml-training",
     ),
     Field(
