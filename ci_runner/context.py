@@ -38,6 +38,8 @@ class CIContext:
     ci_job_name: str | None = None  # the CI job's name: where the target branch's baseline is
     mr_project_id: str | None = None  # the project the MR targets
     mr_source_project_id: str | None = None  # differs from mr_project_id for a fork's MR
+    mr_project_path: str | None = None
+    mr_source_project_path: str | None = None
     # What pods `git fetch` from (HTTPS; credentials come from a Secret).
     repo_url: str | None = None
 
@@ -77,6 +79,8 @@ CI_VARIABLES: Mapping[str, str] = {
     "CI_JOB_NAME": "ci_job_name",
     "CI_MERGE_REQUEST_PROJECT_ID": "mr_project_id",
     "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "mr_source_project_id",
+    "CI_MERGE_REQUEST_PROJECT_PATH": "mr_project_path",
+    "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "mr_source_project_path",
 }
 
 # Variables whose presence means "running inside a GitLab CI job".

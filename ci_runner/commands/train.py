@@ -140,7 +140,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         make_backend = _local_backend(args, runtime, job, plan, clock)
     else:
         make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
-    gitlab = open_gitlab(plan.context, env, console)
+    gitlab = open_gitlab(plan.context, env, console, clock)
     report_masker = masker_for_report(plan.masker, env)
     announce(gitlab, plan, report_masker, console)
     with LogSink(plan.outputs.log_path, console.echo, plan.masker) as sink:
@@ -161,14 +161,27 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
 
 
 def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
-    """A fork's merge request runs untrusted code with the cluster's credentials: only by opt-in."""
+    """A fork's merge request runs untrusted code with the cluster's credentials: only by opt-in.
+
+    GitLab runs a fork's MR pipeline in the fork (``CI_PROJECT_ID`` is the fork) unless a
+    maintainer of the target project runs it there; the message says which of the two this is.
+    """
     if not ctx.from_fork or env.get(ALLOW_FORKS_VARIABLE, "").lower() == "true":
         return
+    target = ctx.mr_project_path or f"project {ctx.mr_project_id}"
+    fork = ctx.mr_source_project_path or f"project {ctx.mr_source_project_id}"
+    opt_in = "the component input allow_fork_merge_requests: true"
+    if ctx.project_id and ctx.project_id == ctx.mr_source_project_id:
+        raise ForkRefusedError(
+            f"merge request !{ctx.mr_iid} of {target} comes from the fork {fork} and this "
+            f"pipeline runs in the fork, with the fork's CI/CD variables, not {target}'s; fix: a "
+            f"maintainer of {target} reviews the code, then runs the pipeline from the merge "
+            f"request's Pipelines tab (it runs in {target}) with {opt_in}"
+        )
     raise ForkRefusedError(
-        f"merge request !{ctx.mr_iid} comes from a fork (project {ctx.mr_source_project_id}): "
-        "its code would run with this project's cluster credentials; fix: review it and run the "
-        "pipeline from a branch of this project, or set the component input "
-        "allow_fork_merge_requests: true to train forks"
+        f"merge request !{ctx.mr_iid} of {target} comes from the fork {fork}: its code would "
+        f"run with {target}'s cluster credentials; fix: review it, then set {opt_in}, or push "
+        f"its branch to {target} and open the merge request from there"
     )
 
 
