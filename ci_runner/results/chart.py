@@ -38,24 +38,26 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Final
 
+from ci_runner.results.markdown import clean
 from ci_runner.results.metrics import MetricResult, MetricsSummary, RankSeries
 
 # gitlabhq render_sandboxed_mermaid.js: MAX_CHAR_LIMIT = 2000 (a longer source is not drawn).
-CHART_CHARS = 2000
-MAX_CHART_POINTS = 100  # about one point every 6 pixels on GitLab's chart: more is not seen
-MIN_CHART_POINTS = 20  # fewer points than this: drop rank lines rather than points
-MAX_CHARTS = 4
-MAX_RANK_LINES = 4  # with more ranks: the mean and the lowest and highest rank at each step
-LABEL_CHARS = 60
+CHART_CHARS: Final = 2000
+MAX_CHART_POINTS: Final = 100  # about one point every 6 pixels on GitLab's chart: more is not seen
+MIN_CHART_POINTS: Final = 20  # fewer points than this: drop rank lines rather than points
+MAX_CHARTS: Final = 4
+MAX_RANK_LINES: Final = 4  # with more ranks: the mean and the lowest and highest rank at each step
+LABEL_CHARS: Final = 60
 # d3's scale.ticks() (10 ticks, what xychart-beta asks for) steps by 1 or more from a span of 8.
-LINEAR_AXIS_SPAN = 8
+LINEAR_AXIS_SPAN: Final = 8
 # A warm-up spike: at most the first 2 points or 5% of them (more is the learning curve) ...
-FIRST_STEPS_SHARE = 0.05
-SPIKE_MIN_POINTS = 10  # ... of a chart with this many points or more
-SPIKE_RATIO = 3.0  # cut the axis when the rest would fill less than a third of it
-SCALE_ABOVE = 1e5  # tick labels of 6+ digits ...
-SCALE_BELOW = 1e-2  # ... or 0.00x: take out a power of ten
+FIRST_STEPS_SHARE: Final = 0.05
+SPIKE_MIN_POINTS: Final = 10  # ... of a chart with this many points or more
+SPIKE_RATIO: Final = 3.0  # cut the axis when the rest would fill less than a third of it
+SCALE_ABOVE: Final = 1e5  # tick labels of 6+ digits ...
+SCALE_BELOW: Final = 1e-2  # ... or 0.00x: take out a power of ten
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,8 @@ class Colour:
     name: str
 
 
-MEAN_COLOUR = Colour("#7d7d7d", "grey")  # the darkest of the palette
-RANK_COLOURS = (
+MEAN_COLOUR: Final = Colour("#7d7d7d", "grey")  # the darkest of the palette
+RANK_COLOURS: Final = (
     Colour("#4c84d8", "blue"),
     Colour("#e65c00", "orange"),
     Colour("#009e73", "green"),
@@ -92,17 +94,11 @@ class Chart:
 
 # ----------------------------------------------------------------------------- text
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_SPACE = re.compile(r"\r\n|[\n\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
-
 
 def mermaid_label(text: str, limit: int = LABEL_CHARS) -> str:
     """Text safe inside a quoted Mermaid label: letters, digits and a few marks only (ANSI
     codes dropped, line breaks and control characters as spaces, cut to ``limit``)."""
-    text = _SPACE.sub(" ", _ANSI.sub("", text))
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    cleaned = re.sub(r"[^\w .:/()+-]", "_", text, flags=re.UNICODE)
+    cleaned = re.sub(r"[^\w .:/()+-]", "_", clean(text, limit), flags=re.UNICODE)
     return cleaned.strip() or "metric"
 
 

@@ -40,29 +40,29 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from ci_runner.results.linepattern import block_pattern, leading_text
 from ci_runner.spec.types import Goal, MetricSpec
 
-JSON_PREFIX = "CI_RUNNER_METRIC"
+JSON_PREFIX: Final = "CI_RUNNER_METRIC"
 # Points kept per (metric, rank) for the chart; halved by dropping every other point when full.
-SERIES_CAPACITY = 1024
+SERIES_CAPACITY: Final = 1024
 # Caps that keep memory bounded whatever the log says.
-MAX_RANKS_PER_METRIC = 1024
-MAX_JSON_METRICS = 50
-MAX_NAME_CHARS = 100
-SAMPLE_CHARS = 80  # text quoted in a message (a bad value, a garbled baseline)
-MAX_PARSED_LINE_CHARS = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
-BLOCK_CHARS = 1024 * 1024  # read at a time by parse_log_file
+MAX_RANKS_PER_METRIC: Final = 1024
+MAX_JSON_METRICS: Final = 50
+MAX_NAME_CHARS: Final = 100
+SAMPLE_CHARS: Final = 80  # text quoted in a message (a bad value, a garbled baseline)
+MAX_PARSED_LINE_CHARS: Final = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
+BLOCK_CHARS: Final = 1024 * 1024  # read at a time by parse_log_file
 # Fewer candidate matches than one in this many characters: try each (see _BlockPattern).
-SPARSE_CHARS = 256
-DENSITY_SAMPLE_CHARS = 64 * 1024  # the start of a block that candidates are counted in
-MAX_DIGITS = 18  # a step or rank with more digits is not a plain integer
+SPARSE_CHARS: Final = 256
+DENSITY_SAMPLE_CHARS: Final = 64 * 1024  # the start of a block that candidates are counted in
+MAX_DIGITS: Final = 18  # a step or rank with more digits is not a plain integer
 
 # ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
-_PREFIX = re.compile(r"\[(?:[0-9]+,)?([0-9]{1,9})\]<(?:stdout|stderr)>:")
-_PREFIX_MARK = "]<std"
+_PREFIX: Final = re.compile(r"\[(?:[0-9]+,)?([0-9]{1,9})\]<(?:stdout|stderr)>:")
+_PREFIX_MARK: Final = "]<std"
 
 
 @dataclass(frozen=True)

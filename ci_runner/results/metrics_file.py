@@ -7,12 +7,12 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ci_runner.errors import CiRunnerError
 from ci_runner.results.metrics import MetricsSummary, is_number, short_repr
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 class MetricsFileError(CiRunnerError):

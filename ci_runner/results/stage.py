@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
@@ -32,9 +32,9 @@ from ci_runner.results.report import (
 )
 from ci_runner.spec.types import TrainConfig
 
-REPORT_NAME = "report.md"
-METRICS_NAME = "metrics.json"
-LINK_EXPIRY_SECONDS = 7 * 24 * 3600  # how long the report's links to model files stay valid
+REPORT_NAME: Final = "report.md"
+METRICS_NAME: Final = "metrics.json"
+LINK_EXPIRY_SECONDS: Final = 7 * 24 * 3600  # how long the report's links to model files stay valid
 
 
 @dataclass(frozen=True)
