@@ -139,7 +139,7 @@ def check_log(server: FakeKubeServer, operator: MpiOperator) -> None:
     answer = requests.get(
         url, params={"timestamps": "true", "sinceTime": since}, headers=AUTH, timeout=10
     )
-    assert answer.text == "2026-01-01T00:00:01Z d\n2026-01-01T00:00:01.25Z e\n"
+    assert answer.text == ("2026-01-01T00:00:01.000000000Z d\n2026-01-01T00:00:01.250000000Z e\n")
     plain = requests.get(url, headers=AUTH, timeout=10)
     assert plain.text == "a\nb\nc\nd\ne\n"
 
