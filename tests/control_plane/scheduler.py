@@ -50,8 +50,12 @@ class Scheduler:
         server.tickers.append(self.on_tick)
 
     def on_change(self, event: str, key: str, obj: JSON) -> None:
+        pod = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         if key == "pods" and event != "DELETED" and not obj["spec"].get("nodeName"):
-            self.schedule(obj["metadata"]["namespace"], obj["metadata"]["name"])
+            # An unschedulable pod's own updates do not requeue it (scheduling_queue.go
+            # isPodUpdated ignores status-only changes).
+            if event == "ADDED" or pod not in self.tried:
+                self.schedule(*pod)
         elif key == "nodes" or (key == "pods" and event == "DELETED"):
             self.retry()
 
@@ -80,6 +84,13 @@ class Scheduler:
             if not problems:
                 self.tried.pop((namespace, name), None)
                 self.api.bind(namespace, name, node["metadata"]["name"])
+                # schedule_one.go handleBindingCycle: the Scheduled Event.
+                self.api.event(
+                    pod,
+                    "Normal",
+                    "Scheduled",
+                    f"Successfully assigned {namespace}/{name} to {node['metadata']['name']}",
+                )
                 return
             reasons.update(problems)
         self.tried[(namespace, name)] = self.api.now
