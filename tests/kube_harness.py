@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -142,9 +143,11 @@ class CiLog:
 
 
 class Cluster:
-    def __init__(self, server: FakeKubeServer, tmp_path: Path) -> None:
+    def __init__(
+        self, server: FakeKubeServer, tmp_path: Path, zone: timedelta | None = None
+    ) -> None:
         self.server = server
-        self.operator = MpiOperator(server)
+        self.operator = MpiOperator(server, zone=zone)
         self.tmp_path = tmp_path
         self.log = CiLog()
         self.clock = ManualClock()
@@ -210,10 +213,10 @@ class Cluster:
         self.wait_watching()
         return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
 
-    def result(self) -> RunResult:
+    def result(self, timeout: float = WAIT) -> RunResult:
         """Wait for ``run()`` to return; its RunResult (or its exception, raised)."""
         assert self._thread is not None
-        self._thread.join(timeout=WAIT)
+        self._thread.join(timeout=timeout)
         if self._thread.is_alive():
             raise AssertionError(f"run() did not return; the CI log so far: {self.log.lines}")
         if self._error is not None:
@@ -230,9 +233,9 @@ class Cluster:
 
 
 @contextmanager
-def running_cluster(tmp_path: Path) -> Iterator[Cluster]:
+def running_cluster(tmp_path: Path, zone: timedelta | None = None) -> Iterator[Cluster]:
     with FakeKubeServer() as server:
-        cluster = Cluster(server, tmp_path)
+        cluster = Cluster(server, tmp_path, zone)
         try:
             yield cluster
         finally:

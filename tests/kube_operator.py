@@ -116,6 +116,8 @@ class JobScenario:
 
     def _launcher_now(self) -> str:
         pod = self.launcher_pod
+        if self.store.find(MPIJOBS, self.namespace, self.name) is None:
+            raise AssertionError(f"MPIJob {self.name} is gone (deleted)")
         if not pod or self.store.find("pods", self.namespace, pod) is None:
             raise AssertionError(
                 f"no launcher pod for {self.name}: the operator has not created the launcher Job "
