@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from tests import crd
 from tests.kube_store import ApiError
 
 JSON = dict[str, Any]
@@ -184,3 +185,14 @@ def log_container(pod: JSON, container: str | None) -> str:
     if container not in (*names, *init, *ephemeral):
         raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {podname}")
     return container
+
+
+def validate_create(manifest: JSON) -> None:
+    """422 for what the API server checks (the CRD schema, object rules); the MPI Operator's own
+    checks become a ValidationError Event later (tests/control_plane/mpi_operator.py)."""
+    controller = set(crd._controller_rules(manifest))
+    errors = [e for e in crd.validate_mpijob(manifest) if e not in controller]
+    if errors:
+        name = manifest.get("metadata", {}).get("name", "")
+        listed = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        raise ApiError(422, "Invalid", f'MPIJob.kubeflow.org "{name}" is invalid: {listed}')

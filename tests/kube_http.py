@@ -164,3 +164,11 @@ def relay(
                 return None
     finally:
         sock.close()
+
+
+def verb_of(method: str, name: str | None, query: JSON) -> str:
+    if method == "GET":
+        if name:
+            return "get"
+        return "watch" if query.get("watch") in ("true", "1") else "list"
+    return {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}[method]

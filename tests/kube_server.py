@@ -33,15 +33,13 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import kubernetes.client
 
-from tests import crd
-from tests.kube_admission import Admission, log_container
+from tests.kube_admission import Admission, log_container, validate_create
 from tests.kube_http import (
     QuietServer,
     abort,
@@ -52,10 +50,32 @@ from tests.kube_http import (
     send_cut,
     send_json,
     start_chunked,
+    verb_of,
 )
-from tests.kube_store import EPOCH, KINDS, ApiError, Kind, Store, matches, merge_patch, rfc3339
+from tests.kube_store import (
+    EPOCH,
+    KINDS,
+    ApiError,
+    Kind,
+    Store,
+    matches,
+    merge_patch,
+    parse_rfc3339,
+    rfc3339,
+    rfc3339_nano,
+)
 
-__all__ = ["EPOCH", "KINDS", "ApiError", "FakeKubeServer", "Kind", "Store", "rfc3339"]
+__all__ = [
+    "EPOCH",
+    "KINDS",
+    "ApiError",
+    "FakeKubeServer",
+    "Kind",
+    "Store",
+    "parse_rfc3339",
+    "rfc3339",
+    "rfc3339_nano",
+]
 
 JSON = dict[str, Any]
 TOKEN = "fake-cluster-token"
@@ -63,28 +83,6 @@ CUT = -1  # fail_next(CUT): answer 200 but drop the connection half-way through 
 CLIENT_CHECK_SECONDS = 0.05  # how often an idle stream looks whether its client has hung up
 BOOKMARK_EVERY = 60  # staging/.../storage/cacher/cacher.go: bookmarks about once a minute
 STATUS_SUBRESOURCE = ("pods", "jobs.batch", "mpijobs.kubeflow.org", "nodes")
-
-
-def rfc3339_nano(nanos: int, offset: timedelta = timedelta(0)) -> str:
-    """The kubelet's log timestamp (pkg/kubelet/kuberuntime/logs/logs.go timeFormatOut =
-    RFC3339NanoFixed: always 9 fraction digits) in a zone ``offset`` from UTC."""
-    seconds, fraction = divmod(nanos, 1_000_000_000)
-    moment = (EPOCH + timedelta(seconds=seconds)).astimezone(timezone(offset))
-    zone = "Z" if offset == timedelta(0) else moment.strftime("%z")
-    if zone != "Z":
-        zone = f"{zone[:3]}:{zone[3:]}"
-    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S')}.{fraction:09d}{zone}"
-
-
-def parse_rfc3339(text: str) -> int:
-    """Nanoseconds after :data:`EPOCH` of an RFC 3339 time with any zone."""
-    match = re.match(r"^(.{19})(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
-    if match is None:
-        raise ValueError(f"not an RFC 3339 time: {text!r}")
-    zone = timezone.utc if match[3] == "Z" else datetime.strptime(match[3], "%z").tzinfo
-    moment = datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=zone)
-    nanos = int(((match[2] or "") + "000000000")[:9])
-    return int((moment - EPOCH).total_seconds()) * 1_000_000_000 + nanos
 
 
 @dataclass
@@ -306,7 +304,7 @@ class FakeKubeServer:
                 raise ApiError(404, "NotFound", f"the server could not find {url.path}")
             name, namespace, sub = route["name"], route["ns"] or "", route["sub"]
             resource = f"{route['plural']}/{sub}" if sub else route["plural"]
-            verb = _verb(method, name, query)
+            verb = verb_of(method, name, query)
             with self.store.cond:
                 self.requests.append(
                     Request(verb, group, resource, name, namespace, tuple(sorted(query.items())))
@@ -377,7 +375,7 @@ class FakeKubeServer:
         if verb == "create":
             with store.batch():
                 if key == "mpijobs.kubeflow.org":
-                    _validate_mpijob(body)
+                    validate_create(body)
                 if key == "pods":
                     self._admit(namespace, body)
                 return 201, store.create(key, namespace, body)
@@ -598,22 +596,3 @@ class FakeKubeServer:
             code, text = error
             reason = {400: "BadRequest", 404: "NotFound"}.get(code, "InternalError")
             raise ApiError(code, reason, text.strip())
-
-
-def _verb(method: str, name: str | None, query: JSON) -> str:
-    if method == "GET":
-        if name:
-            return "get"
-        return "watch" if query.get("watch") in ("true", "1") else "list"
-    return {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}[method]
-
-
-def _validate_mpijob(manifest: JSON) -> None:
-    """422 for what the API server checks (the CRD schema, object rules); the MPI Operator's own
-    checks become a ValidationError Event later (tests/control_plane/mpi_operator.py)."""
-    controller = set(crd._controller_rules(manifest))
-    errors = [e for e in crd.validate_mpijob(manifest) if e not in controller]
-    if errors:
-        name = manifest.get("metadata", {}).get("name", "")
-        listed = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-        raise ApiError(422, "Invalid", f'MPIJob.kubeflow.org "{name}" is invalid: {listed}')

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import copy
 import random
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -101,6 +102,28 @@ def rfc3339(moment: datetime | float) -> str:
     if not isinstance(moment, datetime):
         moment = EPOCH + timedelta(seconds=moment)
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339_nano(nanos: int, offset: timedelta = timedelta(0)) -> str:
+    """The kubelet's log timestamp (pkg/kubelet/kuberuntime/logs/logs.go timeFormatOut =
+    RFC3339NanoFixed: always 9 fraction digits) in a zone ``offset`` from UTC."""
+    seconds, fraction = divmod(nanos, 1_000_000_000)
+    moment = (EPOCH + timedelta(seconds=seconds)).astimezone(timezone(offset))
+    zone = "Z" if offset == timedelta(0) else moment.strftime("%z")
+    if zone != "Z":
+        zone = f"{zone[:3]}:{zone[3:]}"
+    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S')}.{fraction:09d}{zone}"
+
+
+def parse_rfc3339(text: str) -> int:
+    """Nanoseconds after :data:`EPOCH` of an RFC 3339 time with any zone."""
+    match = re.match(r"^(.{19})(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    zone = timezone.utc if match[3] == "Z" else datetime.strptime(match[3], "%z").tzinfo
+    moment = datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=zone)
+    nanos = int(((match[2] or "") + "000000000")[:9])
+    return int((moment - EPOCH).total_seconds()) * 1_000_000_000 + nanos
 
 
 def _path_value(obj: JSON, dotted: str) -> Any:

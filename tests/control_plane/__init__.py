@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from tests.control_plane.garbage_collector import GarbageCollector
 from tests.control_plane.job_controller import JobController, TtlController
-from tests.control_plane.kubelet import NodeSpec, ScriptedKubelet
+from tests.control_plane.kubelet import ScriptedKubelet
 from tests.control_plane.mpi_operator import MpiJobController
+from tests.control_plane.nodes import NodeSpec
 from tests.control_plane.scheduler import Scheduler
 from tests.kube_server import FakeKubeServer
 

@@ -14,32 +14,20 @@ from __future__ import annotations
 
 import copy
 import threading
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from tests.control_plane.client import LocalApi
 from tests.control_plane.cri_log import ContainerLog, Entry
+from tests.control_plane.nodes import NodeSpec, node_object
 from tests.kube_http import QuietServer, abort, chunk, end_chunked, start_chunked
 from tests.kube_server import FakeKubeServer
 
 JSON = dict[str, Any]
 IMAGE_BACKOFF = 10  # pkg/kubelet/kubelet.go backOffPeriod; doubled up to MaxContainerBackOff
 MAX_BACKOFF = 300
-
-
-@dataclass
-class NodeSpec:
-    name: str
-    cpu: str = "32"
-    memory: str = "128Gi"
-    gpus: int = 4
-    pods: int = 110
-    taints: list[JSON] = field(default_factory=list)
-    labels: dict[str, str] = field(default_factory=dict)
-    zone: timedelta = timedelta(0)  # the node's local time zone (log timestamps)
 
 
 @dataclass
@@ -78,7 +66,9 @@ class ScriptedKubelet:
         server.tickers.append(self.on_tick)
         server.on_stop.append(self.stop)
         for node in nodes:
-            self.api(node.name).create("nodes", "", self._node_object(node))
+            self.api(node.name).create(
+                "nodes", "", node_object(node, self._httpd.server_address[1])
+            )
 
     def stop(self) -> None:
         with self.cond:
@@ -89,39 +79,6 @@ class ScriptedKubelet:
 
     def api(self, node: str) -> LocalApi:
         return LocalApi(self.server, "kubelet", host=node)
-
-    def _node_object(self, node: NodeSpec) -> JSON:
-        port = self._httpd.server_address[1]
-        allocatable = {
-            "cpu": node.cpu,
-            "memory": node.memory,
-            "pods": str(node.pods),
-            "nvidia.com/gpu": str(node.gpus),
-        }
-        labels = {"kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux", **node.labels}
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": node.name, "labels": labels},
-            "spec": {"taints": node.taints} if node.taints else {},
-            "status": {
-                "capacity": dict(allocatable),
-                "allocatable": allocatable,
-                "addresses": [
-                    {"type": "InternalIP", "address": "127.0.0.1"},
-                    {"type": "Hostname", "address": node.name},
-                ],
-                "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "KubeletReady",
-                        "message": "kubelet is posting ready status",
-                    }
-                ],
-            },
-        }
 
     # -- reacting to pods ----------------------------------------------------------------------
 
