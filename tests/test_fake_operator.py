@@ -200,6 +200,7 @@ def test_launcher_retried_under_backoff_limit_then_succeeds(
         ("Succeeded", "True", "MPIJobSucceeded"),
     ]
     assert job.mpijob["status"]["replicaStatuses"]["Launcher"] == {"failed": 1, "succeeded": 1}
+    assert crd.validate_mpijob(job.mpijob) == []
     launcher = server.store.get("jobs.batch", NAMESPACE, "j-launcher")
     assert [(c["type"], c["reason"]) for c in launcher["status"]["conditions"]] == [
         ("SuccessCriteriaMet", "CompletionsReached"),
@@ -220,6 +221,7 @@ def test_launcher_failure_copies_the_jobs_reason(
     failed = job.mpijob["status"]["conditions"][-1]
     assert failed["message"] == "Job has reached the specified backoff limit: "
     assert ("Warning", "BackoffLimitExceeded/", failed["message"], 1) in events(server, "j")
+    assert crd.validate_mpijob(job.mpijob) == []
     # cleanPodPolicy Running: the running worker goes, the OOMKilled one stays
     assert job.workers() == ["j-worker-1"]
 

@@ -25,7 +25,15 @@ class GarbageCollector:
         server.store.listeners.append(self.on_change)
 
     def on_change(self, event: str, key: str, obj: JSON) -> None:
-        if key == "events":
+        meta = obj["metadata"]
+        # The graph changes only when an object goes, starts terminating, or is added (its owner
+        # may be gone already); the rest cannot make anything collectable.
+        relevant = (
+            event == "DELETED"
+            or meta.get("deletionTimestamp")
+            or (event == "ADDED" and meta.get("ownerReferences"))
+        )
+        if key == "events" or not relevant:
             return
         objects = [o for k in KINDS if k != "events" for o in self.api.list(k, "")]
         by_uid = {o["metadata"]["uid"]: o for o in objects}
