@@ -146,6 +146,19 @@ def relay(
             length = int(headers.get("content-length", "0"))
             return status, upstream.take(length, handler, gone_check).decode()
         start_chunked(handler, headers.get("content-type", "text/plain"))
+        if headers.get("transfer-encoding") != "chunked":
+            # A body with a length, or one that ends when the upstream closes.
+            left = int(headers.get("content-length", "-1"))
+            while left != 0:
+                if not upstream.buf and not upstream.fill(handler, gone_check):
+                    break
+                data = upstream.buf if left < 0 else upstream.buf[:left]
+                upstream.buf = upstream.buf[len(data) :]
+                left = left - len(data) if left > 0 else left
+                if not chunk(handler, data):
+                    return None
+            end_chunked(handler)
+            return None
         while True:
             size_line = upstream.line(handler, gone_check)
             if size_line is None:
