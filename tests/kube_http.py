@@ -7,10 +7,40 @@ import json
 import select
 import socket
 import sys
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 JSON = dict[str, Any]
+
+
+@dataclass
+class Fault:
+    """A fault to inject: answer ``times`` matching requests with ``code``."""
+
+    code: int
+    times: int
+    retry_after: int | None
+    verb: str | None
+    resource: str | None
+
+    def applies(self, verb: str, resource: str) -> bool:
+        return self.times > 0 and self.verb in (None, verb) and self.resource in (None, resource)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request as RBAC sees it."""
+
+    verb: str
+    group: str
+    resource: str  # "pods", "pods/log", "mpijobs"
+    name: str | None
+    namespace: str
+    query: tuple[tuple[str, str], ...] = ()
+
+    def param(self, key: str) -> str | None:
+        return dict(self.query).get(key)
 
 
 def send_cut(handler: BaseHTTPRequestHandler) -> None:

@@ -32,7 +32,6 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -41,7 +40,9 @@ import kubernetes.client
 
 from tests.kube_admission import Admission, log_container, validate_create
 from tests.kube_http import (
+    Fault,
     QuietServer,
+    Request,
     abort,
     chunk,
     client_gone,
@@ -58,11 +59,13 @@ from tests.kube_store import (
     ApiError,
     Kind,
     Store,
+    json_patch,
     matches,
     merge_patch,
     parse_rfc3339,
     rfc3339,
     rfc3339_nano,
+    strategic_merge,
 )
 
 __all__ = [
@@ -83,33 +86,6 @@ CUT = -1  # fail_next(CUT): answer 200 but drop the connection half-way through 
 CLIENT_CHECK_SECONDS = 0.05  # how often an idle stream looks whether its client has hung up
 BOOKMARK_EVERY = 60  # staging/.../storage/cacher/cacher.go: bookmarks about once a minute
 STATUS_SUBRESOURCE = ("pods", "jobs.batch", "mpijobs.kubeflow.org", "nodes")
-
-
-@dataclass
-class Fault:
-    code: int
-    times: int
-    retry_after: int | None
-    verb: str | None
-    resource: str | None
-
-    def applies(self, verb: str, resource: str) -> bool:
-        return self.times > 0 and self.verb in (None, verb) and self.resource in (None, resource)
-
-
-@dataclass(frozen=True)
-class Request:
-    """A request as RBAC sees it."""
-
-    verb: str
-    group: str
-    resource: str  # "pods", "pods/log", "mpijobs"
-    name: str | None
-    namespace: str
-    query: tuple[tuple[str, str], ...] = ()
-
-    def param(self, key: str) -> str | None:
-        return dict(self.query).get(key)
 
 
 ROUTE = re.compile(
@@ -320,12 +296,15 @@ class FakeKubeServer:
                 reason = "TooManyRequests" if fault.code == 429 else "InternalError"
                 raise ApiError(fault.code, reason, f"injected {fault.code}", headers)
             body = json.loads(raw) if raw else {}
+            content = handler.headers.get("Content-Type") or ""
+            patch = "strategic" if "strategic-merge-patch" in content else "merge"
             if sub == "log":
                 self._serve_log(handler, namespace, name or "", query)
             elif verb == "watch":
                 self._serve_watch(handler, key, namespace, query)
             else:
-                send_json(handler, *self.handle(verb, key, namespace, name, body, query, sub))
+                answer = self.handle(verb, key, namespace, name, body, query, sub, patch)
+                send_json(handler, *answer)
         except ApiError as err:
             send_json(handler, err.code, err.status(), err.headers)
 
@@ -354,8 +333,10 @@ class FakeKubeServer:
         body: JSON | None = None,
         query: JSON | None = None,
         sub: str | None = None,
+        patch: str = "merge",
     ) -> tuple[int, JSON]:
-        """One API call (no authentication, no faults): what controllers in-process use."""
+        """One API call (no authentication, no faults): what controllers in-process use.
+        ``patch``: "merge" (RFC 7386) or "strategic"; a list body is a JSON patch."""
         store, body, query = self.store, body or {}, query or {}
         kind = KINDS[key]
         if verb == "get":
@@ -380,7 +361,7 @@ class FakeKubeServer:
                     self._admit(namespace, body)
                 return 201, store.create(key, namespace, body)
         if verb in ("patch", "update"):
-            return 200, self._write(verb, key, namespace, name or "", body, sub)
+            return 200, self._write(verb, key, namespace, name or "", body, sub, patch)
         if verb == "delete":
             propagation = body.get("propagationPolicy") or query.get("propagationPolicy")
             grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
@@ -412,14 +393,28 @@ class FakeKubeServer:
         self.admission.check("pods", namespace, pod, pods)
 
     def _write(
-        self, verb: str, key: str, namespace: str, name: str, body: JSON, sub: str | None
+        self,
+        verb: str,
+        key: str,
+        namespace: str,
+        name: str,
+        body: JSON,
+        sub: str | None,
+        patch: str,
     ) -> JSON:
         """PATCH (JSON merge) or PUT; ``status`` writes change only status, main-resource writes
         keep it (pkg/registry/core/pod/strategy.go PrepareForUpdate and its status twin)."""
         store = self.store
 
         def change(obj: JSON) -> None:
-            sent = body if verb == "update" else merge_patch(obj, body)
+            if verb == "update":
+                sent = body
+            elif isinstance(body, list):
+                sent = json_patch(obj, body)
+            elif patch == "strategic":
+                sent = strategic_merge(obj, body)
+            else:
+                sent = merge_patch(obj, body)
             expected = body.get("metadata", {}).get("resourceVersion") if verb == "update" else None
             if expected and expected != obj["metadata"]["resourceVersion"]:
                 # apiserver/pkg/registry/generic/registry/store.go: optimistic concurrency.

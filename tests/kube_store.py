@@ -164,6 +164,76 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+# k8s.io/api: the patchMergeKey of lists a strategic merge patch merges item by item (other
+# lists are replaced, as in a JSON merge patch).
+MERGE_KEYS = {
+    "conditions": "type",
+    "containers": "name",
+    "initContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "ownerReferences": "uid",
+    "addresses": "type",
+    "taints": "key",
+}
+
+
+def strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
+    """apimachinery/pkg/util/strategicpatch: a merge patch whose keyed lists merge by key."""
+    key = MERGE_KEYS.get(field)
+    if isinstance(patch, list) and key and isinstance(target, list):
+        merged = [copy.deepcopy(item) for item in target]
+        for item in patch:
+            at = next((i for i, old in enumerate(merged) if old.get(key) == item.get(key)), None)
+            if item.get("$patch") == "delete":
+                if at is not None:
+                    merged.pop(at)
+            elif at is None:
+                merged.append(copy.deepcopy(item))
+            else:
+                merged[at] = strategic_merge(merged[at], item)
+        return merged
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = strategic_merge(result.get(name), value, name)
+    return result
+
+
+def json_patch(target: JSON, operations: list[JSON]) -> JSON:
+    """RFC 6902 add / replace / remove / test (apiserver: application/json-patch+json)."""
+    doc = copy.deepcopy(target)
+    for op in operations:
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
+        ]
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if op["op"] == "test":
+            current = node[int(last)] if isinstance(node, list) else node.get(last)
+            if current != op["value"]:
+                raise ApiError(
+                    422, "Invalid", f"the server rejected our request: test failed at {op['path']}"
+                )
+        elif op["op"] == "remove":
+            del node[int(last) if isinstance(node, list) else last]
+        elif isinstance(node, list):
+            index = len(node) if last == "-" else int(last)
+            if op["op"] == "add":
+                node.insert(index, copy.deepcopy(op["value"]))
+            else:
+                node[index] = copy.deepcopy(op["value"])
+        else:
+            node[last] = copy.deepcopy(op["value"])
+    return doc
+
+
 class Store:
     """Objects, resourceVersions, the watch history and the control-plane clock (under ``cond``)."""
 

@@ -227,3 +227,34 @@ def test_a_kubelet_of_its_own_plugs_in_through_the_api(tmp_path: object) -> None
     finally:
         kubelet.shutdown()
         kubelet.server_close()
+
+
+def test_strategic_merge_and_json_patches(server: FakeKubeServer) -> None:
+    pods = f"{server.url}/api/v1/namespaces/{NAMESPACE}/pods"
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    assert post(server, f"/api/v1/namespaces/{NAMESPACE}/pods", pod).status_code == 201
+    first = [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]
+    requests.patch(
+        f"{pods}/p/status",
+        json={"status": {"conditions": first}},
+        headers={**AUTH, "Content-Type": "application/merge-patch+json"},
+        timeout=10,
+    )
+    strategic = requests.patch(
+        f"{pods}/p/status",
+        json={"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        headers={**AUTH, "Content-Type": "application/strategic-merge-patch+json"},
+        timeout=10,
+    )
+    assert strategic.json()["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "True"},
+    ]
+    operations = [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]
+    patched = requests.patch(
+        f"{pods}/p",
+        json=operations,
+        headers={**AUTH, "Content-Type": "application/json-patch+json"},
+        timeout=10,
+    )
+    assert patched.json()["metadata"]["labels"] == {"a": "b"}
