@@ -234,26 +234,3 @@ class JobScenario:
         assert condition_true(
             self.store.get("jobs.batch", self.namespace, f"{self.name}-launcher"), "Failed"
         )
-
-    def _finish(self, kind: str, reason: str, message: str) -> None:
-        """Another writer of the MPIJob's status sets a terminal condition (e.g. a policy
-        controller quoting a value back)."""
-        job = self.mpijob
-        conditions = [
-            {**c, "status": "False"} if c["type"] == "Running" else c
-            for c in job["status"].get("conditions") or []
-        ]
-        now = self.store.timestamp()
-        conditions.append(
-            {
-                "type": kind,
-                "status": "True",
-                "reason": reason,
-                "message": message,
-                "lastUpdateTime": now,
-                "lastTransitionTime": now,
-            }
-        )
-        job["status"]["conditions"] = conditions
-        job["status"]["completionTime"] = now
-        LocalApi(self.server, "test").update_status(MPIJOBS, self.namespace, job)
