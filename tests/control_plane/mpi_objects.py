@@ -69,13 +69,13 @@ def new_config_map(mpijob: JSON, running_workers: list[str], cluster_domain: str
     spec, name = mpijob["spec"], mpijob["metadata"]["name"]
     slots = spec["slotsPerWorker"]
     launcher_too = bool(spec.get("runLauncherAsWorker"))
-    hosts = [f"{name}-launcher"] if launcher_too else []  # :1349 runLauncherAsWorker first
+    hosts = [f"{name}-launcher"] if launcher_too else []  # :1345 runLauncherAsWorker first
     hosts += [f"{name}-worker-{i}" for i in range(worker_replicas(mpijob))]
-    if spec["mpiImplementation"] == "OpenMPI":  # :1362-1368 per implementation
+    if spec["mpiImplementation"] == "OpenMPI":  # :1355-1364 per implementation
         hostfile = "".join(f"{_host(mpijob, h, cluster_domain)} slots={slots}\n" for h in hosts)
     else:
         hostfile = "".join(f"{_host(mpijob, h, cluster_domain)}:{slots}\n" for h in hosts)
-    # :1388-1406 one echo per running worker, sorted by pod name.
+    # :1384-1405 one echo per running worker, sorted by pod name.
     discover = "#!/bin/sh\n"
     if launcher_too:
         discover += f"echo {_host(mpijob, f'{name}-launcher', cluster_domain)}\n"
@@ -106,7 +106,7 @@ def new_service(mpijob: JSON) -> JSON:
         },
         "spec": {
             "clusterIP": "None",  # :1431
-            "selector": {OPERATOR_LABEL: "mpi-operator", JOB_NAME: name},  # :1412-1414
+            "selector": {OPERATOR_LABEL: "mpi-operator", JOB_NAME: name},  # :1411-1414
             "publishNotReadyAddresses": bool(mpijob["spec"].get("runLauncherAsWorker")),  # :1435
         },
     }
@@ -118,7 +118,7 @@ def new_ssh_secret(mpijob: JSON) -> JSON:
     key = ec.generate_private_key(ec.SECP521R1())
     private = key.private_bytes(
         serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,  # "EC PRIVATE KEY" (:1453)
+        serialization.PrivateFormat.TraditionalOpenSSL,  # "EC PRIVATE KEY" (:1452)
         serialization.NoEncryption(),
     )
     public = key.public_key().public_bytes(
@@ -142,7 +142,7 @@ def _setup_ssh(pod_spec: JSON, mpijob: JSON) -> None:
     mount = mpijob["spec"]["sshAuthMountPath"]
     secret: JSON = {
         "secretName": f"{mpijob['metadata']['name']}-ssh",
-        "items": [  # :138-151 sshVolumeItems
+        "items": [  # :142-155 sshVolumeItems
             {"key": "ssh-privatekey", "path": "id_rsa"},
             {"key": "ssh-publickey", "path": "id_rsa.pub"},
             {"key": "ssh-publickey", "path": "authorized_keys"},
@@ -169,9 +169,9 @@ def new_worker(mpijob: JSON, index: int) -> JSON:
     replica = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]
     template = copy.deepcopy(replica.get("template") or {})
     meta, spec = template.get("metadata") or {}, template.setdefault("spec", {})
-    labels = {**(meta.get("labels") or {}), **default_labels(name, "worker")}  # :1505-1510
+    labels = {**(meta.get("labels") or {}), **default_labels(name, "worker")}  # :1504-1510
     launcher_too = bool(mpijob["spec"].get("runLauncherAsWorker"))
-    labels[REPLICA_INDEX] = str(index + 1 if launcher_too else index)  # :1511, :1487
+    labels[REPLICA_INDEX] = str(index + 1 if launcher_too else index)  # :1511, :1487-1494
     spec["hostname"], spec["subdomain"] = pod, name  # :1512-1513
     if spec.get("hostNetwork"):
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # :1514-1518
@@ -194,14 +194,14 @@ def new_worker(mpijob: JSON, index: int) -> JSON:
 
 
 def new_launcher_template(mpijob: JSON) -> tuple[JSON, bool]:
-    """:1585 newLauncherPodTemplate; also whether the template set a restartPolicy (:1639, the
-    SetPodTemplateRestartPolicy warning)."""
+    """:1585 newLauncherPodTemplate; also whether the template set a restartPolicy (the
+    SetPodTemplateRestartPolicy warning, :1640-1644)."""
     name = mpijob["metadata"]["name"]
     mspec = mpijob["spec"]
     replica = mspec["mpiReplicaSpecs"]["Launcher"]
     template = copy.deepcopy(replica.get("template") or {})
     meta, spec = template.get("metadata") or {}, template.setdefault("spec", {})
-    labels = {**(meta.get("labels") or {}), **default_labels(name, "launcher")}  # :1590-1595
+    labels = {**(meta.get("labels") or {}), **default_labels(name, "launcher")}  # :1589-1595
     launcher_too = bool(mspec.get("runLauncherAsWorker"))
     if launcher_too:
         labels[REPLICA_INDEX] = "0"  # :1600-1602
@@ -237,7 +237,7 @@ def new_launcher_template(mpijob: JSON) -> tuple[JSON, bool]:
     _setup_ssh(spec, mpijob)  # :1636
     warned = bool(spec.get("restartPolicy"))
     spec["restartPolicy"] = _restart_policy(replica)  # :1645
-    spec.setdefault("volumes", []).append(  # :1647-1658 configVolumeItems :152-163
+    spec.setdefault("volumes", []).append(  # :1647-1658 configVolumeItems :156-167
         {
             "name": "mpi-job-config",
             "configMap": {
@@ -275,7 +275,7 @@ def new_launcher_job(mpijob: JSON, template: JSON) -> JSON:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": f"{name}-launcher",  # :83 launcherSuffix
+            "name": f"{name}-launcher",  # :84 launcherSuffix
             "labels": {"app": name},
             "ownerReferences": [owner_reference(mpijob)],
         },

@@ -20,7 +20,7 @@ from tests.kube_store import ApiError
 
 JSON = dict[str, Any]
 MPIJOBS = "mpijobs.kubeflow.org"
-EVENT_LIMIT = 1024  # :114 eventMessageLimit
+EVENT_LIMIT = 1024  # :115 eventMessageLimit
 
 
 def truncate(message: str) -> str:
@@ -94,7 +94,7 @@ class MpiJobController:
         if self._finished(status) and status.get("completionTime"):  # :625-633
             if job["spec"]["runPolicy"]["cleanPodPolicy"] in ("All", "Running"):
                 self._delete_workers(job)
-                status.setdefault("replicaStatuses", {})["Worker"] = {}  # :746-753
+                status.setdefault("replicaStatuses", {})["Worker"] = {}  # :743-754
                 self._write_status(job, old)
             return
         if not status.get("startTime"):
@@ -114,7 +114,7 @@ class MpiJobController:
                 policy = job["spec"]["launcherCreationPolicy"]
                 if policy == "AtStartup" or ready == len(workers):  # :678
                     template, warned = objects.new_launcher_template(job)
-                    if warned:  # :1639-1644
+                    if warned:  # :1640-1644
                         self.api.event(
                             job,
                             "Warning",
@@ -139,7 +139,7 @@ class MpiJobController:
     # -- getOrCreate* --------------------------------------------------------------------------
 
     def _resource_exists(self, job: JSON, obj: JSON) -> None:
-        # :96-104 ErrResourceExists / MessageResourceExists.
+        # :99, :103 ErrResourceExists / MessageResourceExists.
         msg = (
             f'Resource "{obj["metadata"]["name"]}" of Kind "{obj["kind"]}" already exists and '
             "is not managed by MPIJob"
@@ -153,7 +153,7 @@ class MpiJobController:
         found = self.api.get(key, namespace, wanted)
         if found is None:  # :915-917, :942-948
             return self.api.create(key, namespace, new or objects.new_ssh_secret(job))
-        if not controlled_by(found, job):  # :921-925, :951-955
+        if not controlled_by(found, job):  # :921-925, :952-956
             self._resource_exists(job, found)
         if key == "services" and new is not None:  # :928-934 selector drift is repaired
             spec = found["spec"]
@@ -165,7 +165,7 @@ class MpiJobController:
                 spec["selector"] = new["spec"]["selector"]
                 spec["publishNotReadyAddresses"] = new["spec"]["publishNotReadyAddresses"]
                 return self.api.update(key, namespace, found)
-        if key == "secrets":  # :956-965 a secret whose keys differ gets new keys
+        if key == "secrets":  # :957-967 a secret whose keys differ gets new keys
             wanted_keys = ["ssh-privatekey", "ssh-publickey"]
             if sorted(found.get("data") or {}) != wanted_keys:
                 fresh = objects.new_ssh_secret(job)
@@ -200,7 +200,7 @@ class MpiJobController:
         replicas = objects.worker_replicas(job)
         selector = ",".join(f"{k}={v}" for k, v in objects.default_labels(name, "worker").items())
         existing = self.api.list("pods", namespace, selector)
-        if len(existing) > replicas:  # :1000-1016 scale down
+        if len(existing) > replicas:  # :998-1016 scale down
             for pod in existing:
                 index = pod["metadata"].get("labels", {}).get(objects.REPLICA_INDEX, "")
                 if index.isdigit() and int(index) >= replicas:
