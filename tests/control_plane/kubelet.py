@@ -129,6 +129,10 @@ class ScriptedKubelet:
         for cstatus in status.get("containerStatuses") or []:
             state = cstatus.get("state", {})
             if "terminated" not in state:
+                if "running" in state:  # kuberuntime_container.go killContainer
+                    self.api(pod["spec"]["nodeName"]).event(
+                        current, "Normal", "Killing", f"Stopping container {cstatus['name']}"
+                    )
                 cstatus["state"] = {
                     "terminated": self._terminated(
                         143 if "running" in state else 137, "Error", state
@@ -176,6 +180,15 @@ class ScriptedKubelet:
                 containers.append(status)
                 self._open_log(pod, c["name"], 0)
             self._write(pod, "Running", init, containers)
+            api = self.api(pod["spec"]["nodeName"])
+            for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]:
+                # kuberuntime_container.go startContainer: the lifecycle Events.
+                image = c.get("image", "")
+                api.event(
+                    pod, "Normal", "Pulled", f'Container image "{image}" already present on machine'
+                )
+                api.event(pod, "Normal", "Created", f"Created container: {c['name']}")
+                api.event(pod, "Normal", "Started", f"Started container {c['name']}")
             if not ready:
                 self.api(pod["spec"]["nodeName"]).event(
                     pod,
