@@ -320,12 +320,17 @@ def test_image_pull_error_recovers_after_back_off(
     job.image_pull_fails("j-worker-0", failures=2)
     state = server.store.get("pods", NAMESPACE, "j-worker-0")["status"]["containerStatuses"][0]
     assert state["state"]["waiting"]["reason"] == "ErrImagePull"
-    job.kubelet.back_off(NAMESPACE, "j-worker-0")
+    server.advance(1)  # the next sync reports the back-off
+    state = server.store.get("pods", NAMESPACE, "j-worker-0")["status"]["containerStatuses"][0]
+    assert state["state"]["waiting"] == {
+        "reason": "ImagePullBackOff",
+        "message": f'Back-off pulling image "{IMAGE}"',
+    }
     server.advance(30)
     state = server.store.get("pods", NAMESPACE, "j-worker-0")["status"]["containerStatuses"][0]
     assert state["state"] == {"waiting": {"reason": "ContainerCreating"}}
     assert [e for e in events(server, "j-worker-0") if e[1] in ("Pulled", "BackOff")] == [
-        ("Normal", "BackOff", f'Back-off pulling image "{IMAGE}"', 1),
+        ("Normal", "BackOff", f'Back-off pulling image "{IMAGE}"', 2),
         (
             "Normal",
             "Pulled",

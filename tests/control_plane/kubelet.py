@@ -39,6 +39,7 @@ class Pull:
     message: str
     next_try: float = 0.0
     attempts: int = 0
+    backing_off: bool = False  # ImagePullBackOff reported since the last try
 
 
 class ScriptedKubelet:
@@ -96,6 +97,8 @@ class ScriptedKubelet:
         for (namespace, name), pull in list(self.pulls.items()):
             if self.server.store.now >= pull.next_try:
                 self._try_pull(namespace, name, pull)
+            elif not pull.backing_off:
+                self.back_off(namespace, name)  # the next pod sync, during the back-off
         if self.slow_termination:
             for pod in self.api("").list("pods", ""):
                 stamp = pod["metadata"].get("deletionTimestamp")
@@ -309,6 +312,7 @@ class ScriptedKubelet:
             entry["state"] = {"waiting": {"reason": "ErrImagePull", "message": pull.message}}
             delay = min(IMAGE_BACKOFF * 2 ** (pull.attempts - 1), MAX_BACKOFF)
             pull.next_try = self.server.store.now + delay
+            pull.backing_off = False
         api.update_status("pods", namespace, pod)
 
     def back_off(self, namespace: str, name: str) -> None:
@@ -316,6 +320,7 @@ class ScriptedKubelet:
         with self.server.store.batch():
             pod = self.pod(namespace, name)
             pull = self.pulls[(namespace, name)]
+            pull.backing_off = True
             spec = next(
                 c
                 for c in pod["spec"]["containers"] + (pod["spec"].get("initContainers") or [])
