@@ -357,8 +357,8 @@ class FakeKubeServer:
             with store.batch():
                 if key == "mpijobs.kubeflow.org":
                     validate_create(body)
-                if key == "pods":
-                    self._admit(namespace, body)
+                if key != "events":
+                    self._admit(key, namespace, body)
                 return 201, store.create(key, namespace, body)
         if verb in ("patch", "update"):
             return 200, self._write(verb, key, namespace, name or "", body, sub, patch)
@@ -383,14 +383,14 @@ class FakeKubeServer:
             }
         raise ApiError(405, "MethodNotAllowed", f"{verb} is not supported by this fake")
 
-    def _admit(self, namespace: str, pod: JSON) -> None:
+    def _admit(self, key: str, namespace: str, obj: JSON) -> None:
         """Admission sees the generated name (registry/store.go Create: BeforeCreate first)."""
-        meta = pod.setdefault("metadata", {})
+        meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(self.store.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in "12345")
             meta["name"] = f"{meta['generateName']}{suffix}"
-        pods, _ = self.store.list("pods", namespace)
-        self.admission.check("pods", namespace, pod, pods)
+        pods, _ = self.store.list("pods", namespace) if key == "pods" else ([], 0)
+        self.admission.check(key, namespace, obj, pods)
 
     def _write(
         self,

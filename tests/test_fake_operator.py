@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests import crd
-from tests.kube_admission import Quota
+from tests.kube_admission import Denial, Quota, webhook_denial
 from tests.kube_harness import IMAGE, NAMESPACE, mpijob_manifest
 from tests.kube_operator import INSUFFICIENT_GPU, MPIJOBS, JobScenario, MpiOperator
 from tests.kube_server import FakeKubeServer
@@ -341,3 +341,20 @@ def test_image_pull_error_recovers_after_back_off(
     ]
     job.workers_running()
     assert server.store.get("pods", NAMESPACE, "j-worker-0")["status"]["phase"] == "Running"
+
+
+def test_a_refused_launcher_job_is_only_a_warning_event(
+    cluster: tuple[FakeKubeServer, MpiOperator],
+) -> None:
+    server, _ = cluster
+    refusal = webhook_denial("jobs.policy.example.com", "launchers need a team label")
+    server.admission.denials.append(Denial("jobs.batch", refusal))
+    job = submit(cluster, mpijob_manifest("j"))
+    message = (
+        'launcher pod created failed: admission webhook "jobs.policy.example.com" denied the '
+        "request: launchers need a team label"
+    )
+    assert ("Warning", "MPIJobFailed", message) in {e[:3] for e in events(server, "j")}
+    assert server.store.find("jobs.batch", NAMESPACE, "j-launcher") is None
+    assert job.workers() == ["j-worker-0", "j-worker-1"]
+    assert "status" not in job.mpijob
