@@ -1,0 +1,175 @@
+"""Bring the emulated cluster's machine side up and down: the state tmpfs, the bridge, the image
+layer, the cgroup, cluster DNS and one kubelet per node, all clients of an API server given by
+URL and token. The API server and controllers are whoever started them (see ``__main__``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.emulated_cluster import cleanup, image, marks, network
+from tests.emulated_cluster.api import Api, Scope
+from tests.emulated_cluster.cgroups import Cgroup, run_root
+from tests.emulated_cluster.dns import ClusterDns
+from tests.emulated_cluster.kubelet import Kubelet
+from tests.emulated_cluster.podworker import NodeContext
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class NodeShape:
+    """What a Node object says about an emulated node."""
+
+    name: str
+    cpu: str = "2"
+    memory: str = "8Gi"
+    gpus: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[JSON] = field(default_factory=list)
+
+
+def node_object(shape: NodeShape, address: str, port: int) -> JSON:
+    """A v1 Node as a registered kubelet reports it (Ready, InternalIP, kubelet endpoint)."""
+    allocatable = {
+        "cpu": shape.cpu,
+        "memory": shape.memory,
+        "pods": "110",
+        "nvidia.com/gpu": str(shape.gpus),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": shape.name,
+            "labels": {
+                "kubernetes.io/hostname": shape.name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **shape.labels,
+            },
+        },
+        "spec": {"taints": shape.taints} if shape.taints else {},
+        "status": {
+            "capacity": dict(allocatable),
+            "allocatable": allocatable,
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": shape.name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                }
+            ],
+            "nodeInfo": {
+                "containerRuntimeVersion": "containerd://emulated",
+                "kubeletVersion": "v1.35.0-emulated",
+            },
+        },
+    }
+
+
+def default_venv() -> Path:
+    return Path(sys.prefix)
+
+
+class MachineSide:
+    """Start with :meth:`start`, stop with :meth:`stop` (idempotent; leaves nothing)."""
+
+    def __init__(
+        self,
+        api: Api,
+        scope: Scope,
+        nodes: list[NodeShape],
+        venv: Path | None = None,
+        cluster_domain: str = marks.CLUSTER_DOMAIN,
+    ) -> None:
+        self.api = api
+        self.scope = scope
+        self.shapes = nodes
+        self.venv = venv or default_venv()
+        self.cluster_domain = cluster_domain
+        self.kubelets: list[Kubelet] = []
+        self.dns: ClusterDns | None = None
+        self.cgroup: Cgroup | None = None
+        self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
+
+    @property
+    def dns_address(self) -> str:
+        return marks.GATEWAY
+
+    def start(self) -> MachineSide:
+        cleanup.remove_everything()  # what a killed run left
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        marks.STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                "mode=0700",
+                "ci-runner-emulated",
+                str(marks.STATE_ROOT),
+            ],
+            check=True,
+        )
+        network.bridge_up(self.node_ips)
+        self.cgroup = Cgroup(run_root())
+        system = Cgroup(self.cgroup.path / "system").create(None)
+        layer = image.build(marks.STATE_ROOT / "image", self.venv)
+        self.dns = ClusterDns(
+            self.api,
+            self.scope,
+            marks.STATE_ROOT / "dns",
+            marks.GATEWAY,
+            self.cluster_domain,
+            system,
+        ).start()
+        addresses = network.Addresses()
+        resolv = Path("/etc/resolv.conf")
+        for shape, ip in zip(self.shapes, self.node_ips, strict=True):
+            ctx = NodeContext(
+                api=self.api,
+                node=shape.name,
+                node_ip=ip,
+                state=marks.STATE_ROOT / "nodes" / shape.name,
+                image=layer,
+                addresses=addresses,
+                cgroups=self.cgroup.path / shape.name,
+                claims=marks.STATE_ROOT / "claims",
+                cluster_dns=[marks.GATEWAY],
+                cluster_domain=self.cluster_domain,
+                resolv_conf=resolv.read_text() if resolv.exists() else None,
+            )
+            self.kubelets.append(Kubelet(ctx, self.scope).start())
+
+    def node_objects(self) -> list[JSON]:
+        return [
+            node_object(shape, ip, marks.KUBELET_PORT)
+            for shape, ip in zip(self.shapes, self.node_ips, strict=True)
+        ]
+
+    def stop(self) -> None:
+        for kubelet in self.kubelets:
+            kubelet.shutdown()
+        self.kubelets = []
+        if self.dns is not None:
+            self.dns.stop()
+            self.dns = None
+        cleanup.remove_everything()

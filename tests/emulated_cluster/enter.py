@@ -1,0 +1,114 @@
+"""Inside a new mount and PID namespace (started by ``unshare``): build the container's root,
+mount its volumes, chroot and exec its command. Standard library only: it runs as
+``python -I -S enter.py SPEC`` before the container's process replaces it.
+
+SPEC (JSON): root, layers (lower dirs, top first), upper, work, venv {path, lower, upper, work},
+binds [{source, target, readOnly, file}], workdir, env {name: value}, argv, error_file,
+started_fd (a pipe: one byte once the root is ready, as runc's exec fifo).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+
+def mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True)
+
+
+def inside(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/"))
+
+
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def make_dev(dev: str) -> None:
+    """A /dev of the container's own, as runc makes it (never the host's /dev itself)."""
+    mount("-t", "tmpfs", "-o", "mode=755,nosuid", "tmpfs", dev)
+    for name in DEVICES:
+        open(os.path.join(dev, name), "a").close()
+        mount("--bind", os.path.join("/dev", name), os.path.join(dev, name))
+    os.makedirs(os.path.join(dev, "pts"))
+    mount(
+        "-t",
+        "devpts",
+        "-o",
+        "newinstance,ptmxmode=0666,mode=620",
+        "devpts",
+        os.path.join(dev, "pts"),
+    )
+    os.symlink("pts/ptmx", os.path.join(dev, "ptmx"))
+    os.makedirs(os.path.join(dev, "shm"))
+    mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "shm", os.path.join(dev, "shm"))
+    os.symlink("/proc/self/fd", os.path.join(dev, "fd"))
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{number}", os.path.join(dev, name))
+
+
+def main() -> None:
+    with open(sys.argv[1]) as handle:
+        spec = json.load(handle)
+    started = spec["started_fd"]  # one byte there: the root is ready, the command follows
+    os.set_inheritable(started, False)
+    root = spec["root"]
+    lower = ":".join(spec["layers"])
+    mount(
+        "-t",
+        "overlay",
+        "container",
+        "-o",
+        f"lowerdir={lower},upperdir={spec['upper']},workdir={spec['work']}",
+        root,
+    )
+    venv = spec["venv"]
+    mount(
+        "-t",
+        "overlay",
+        "venv",
+        "-o",
+        f"lowerdir={venv['lower']},upperdir={venv['upper']},workdir={venv['work']}",
+        inside(root, venv["path"]),
+    )
+    mount("-t", "proc", "proc", inside(root, "/proc"))
+    make_dev(inside(root, "/dev"))
+    mount("--rbind", "/sys", inside(root, "/sys"))
+    for bind in spec["binds"]:
+        target = inside(root, bind["target"])
+        if bind.get("file"):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if not os.path.exists(target):
+                open(target, "a").close()
+        else:
+            os.makedirs(target, exist_ok=True)
+        mount("--bind", bind["source"], target)
+        if bind.get("readOnly"):
+            mount("-o", "remount,bind,ro", target)
+    error = open(spec["error_file"], "w")  # noqa: SIM115 (closed by exec, CLOEXEC)
+    os.chroot(root)
+    os.makedirs(spec["workdir"], exist_ok=True)
+    os.chdir(spec["workdir"])
+    env = spec["env"]
+    argv = spec["argv"]
+    os.write(started, b"1")
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as err:
+        reason = (
+            "executable file not found in $PATH"
+            if isinstance(err, FileNotFoundError)
+            else err.strerror
+        )
+        message = (
+            "failed to create containerd task: failed to create shim task: OCI runtime create "
+            f'failed: runc create failed: unable to start container process: exec: "{argv[0]}": '
+            f"{reason}: unknown"
+        )
+        error.write(message)
+        error.close()
+        sys.exit(128)
+
+
+if __name__ == "__main__":
+    main()

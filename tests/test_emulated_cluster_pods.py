@@ -1,0 +1,287 @@
+"""Pods on the emulated nodes run as real processes with a node's semantics (slow: real pods)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.emulated_cluster import marks
+from tests.emulated_cluster.harness import (
+    Emulated,
+    condition,
+    container,
+    emulated,
+    is_ready,
+    phase_is,
+    pod,
+)
+
+pytestmark = pytest.mark.slow
+KUBELET = f"http://{marks.NODE_ADDRESSES[0]}:{marks.KUBELET_PORT}"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Emulated]:
+    with emulated(nodes=2) as running:
+        yield running
+
+
+def test_init_containers_run_in_order_then_a_readiness_probe_turns_the_pod_ready(
+    cluster: Emulated,
+) -> None:
+    cluster.create(
+        "pods",
+        pod(
+            "ordered",
+            "node-1",
+            [
+                container(
+                    "main",
+                    "sh",
+                    "-c",
+                    "cat /shared/order; exec sleep 60",
+                    volumeMounts=[{"name": "shared", "mountPath": "/shared"}],
+                    readinessProbe={
+                        "exec": {"command": ["cat", "/tmp/ready"]},
+                        "periodSeconds": 1,
+                    },
+                )
+            ],
+            initContainers=[
+                container(
+                    name,
+                    "sh",
+                    "-c",
+                    f"echo {name} >> /shared/order",
+                    volumeMounts=[{"name": "shared", "mountPath": "/shared"}],
+                )
+                for name in ("first", "second")
+            ],
+            volumes=[{"name": "shared", "emptyDir": {}}],
+        ),
+    )
+    running = cluster.wait_pod("ordered", phase_is("Running"))
+    assert [
+        s["state"]["terminated"]["reason"] for s in running["status"]["initContainerStatuses"]
+    ] == [
+        "Completed",
+        "Completed",
+    ]
+    assert condition(running, "Initialized") == "True"
+    code, _ = cluster.exec("ordered", "main", ["cat", "/tmp/ready"])
+    assert code == 1  # the probe fails, so the pod is not Ready yet
+    assert condition(cluster.wait_pod("ordered", phase_is("Running")), "Ready") == "False"
+
+    cluster.exec("ordered", "main", ["touch", "/tmp/ready"])
+    ready = cluster.wait_pod("ordered", is_ready)
+    assert condition(ready, "ContainersReady") == "True"
+    logs = requests.get(f"{KUBELET}/containerLogs/ml/ordered/main", timeout=10)
+    assert logs.text == "first\nsecond\n"
+    reasons = [reason for reason, _ in cluster.events("ordered")]
+    assert "Unhealthy" in reasons
+
+
+def _resolv(cluster: Emulated, name: str, **spec: object) -> str:
+    cluster.create("pods", pod(name, "node-2", [container("main", "sleep", "60")], **spec))
+    cluster.wait_pod(name, phase_is("Running"))
+    code, text = cluster.exec(name, "main", ["cat", "/etc/resolv.conf"])
+    assert code == 0, text
+    return text
+
+
+def test_resolv_conf_is_written_as_the_kubelet_writes_it(cluster: Emulated) -> None:
+    assert _resolv(cluster, "dns-first") == (
+        "search ml.svc.cluster.local svc.cluster.local cluster.local\n"
+        f"nameserver {marks.GATEWAY}\n"
+        "options ndots:5\n"
+    )
+    none = _resolv(
+        cluster,
+        "dns-none",
+        dnsPolicy="None",
+        dnsConfig={"nameservers": [marks.GATEWAY], "options": [{"name": "ndots", "value": "2"}]},
+    )
+    assert none == f"nameserver {marks.GATEWAY}\noptions ndots:2\n"
+    host = Path("/etc/resolv.conf").read_text().split("\n")
+    servers = [line.split()[1] for line in host if line.startswith("nameserver ")]
+    assert _resolv(cluster, "dns-default", dnsPolicy="Default") == "".join(
+        f"nameserver {server}\n" for server in servers
+    )
+
+
+def test_only_cluster_first_resolves_a_hostfile_name_and_only_ready_pods_are_published(
+    cluster: Emulated,
+) -> None:
+    cluster.create(
+        "services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "j"},
+            "spec": {"clusterIP": "None", "selector": {"job": "j"}},
+        },
+    )
+    for index, probe in ((0, ["true"]), (1, ["false"])):
+        cluster.create(
+            "pods",
+            pod(
+                f"j-worker-{index}",
+                f"node-{index + 1}",
+                [container("worker", "sleep", "60", readinessProbe={"exec": {"command": probe}})],
+                hostname=f"j-worker-{index}",
+                subdomain="j",
+                labels={"job": "j"},
+            ),
+        )
+    worker = cluster.wait_pod("j-worker-0", is_ready)
+    cluster.wait_pod("j-worker-1", phase_is("Running"))
+    for name, spec in (
+        ("client-first", {}),
+        ("client-none", {"dnsPolicy": "None", "dnsConfig": {"nameservers": [marks.GATEWAY]}}),
+    ):
+        cluster.create("pods", pod(name, "node-2", [container("main", "sleep", "60")], **spec))
+        cluster.wait_pod(name, phase_is("Running"))
+
+    code, text = cluster.exec("client-first", "main", ["getent", "hosts", "j-worker-0.j.ml.svc"])
+    assert (code, text.split()) == (
+        0,
+        [worker["status"]["podIP"], "j-worker-0.j.ml.svc.cluster.local"],
+    )
+    code, text = cluster.exec("client-none", "main", ["getent", "hosts", "j-worker-0.j.ml.svc"])
+    assert (code, text) == (2, "")
+    fqdn = "j-worker-0.j.ml.svc.cluster.local"
+    code, text = cluster.exec("client-none", "main", ["getent", "hosts", fqdn])
+    assert (code, text.split()) == (0, [worker["status"]["podIP"], fqdn])
+    code, text = cluster.exec("client-first", "main", ["getent", "hosts", "j-worker-1.j.ml.svc"])
+    assert (code, text) == (2, "")  # running but never Ready: not published
+
+
+def test_secret_volume_is_a_tmpfs_with_the_kubelet_layout_and_modes(cluster: Emulated) -> None:
+    cluster.create(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "keys"},
+            "stringData": {"private": "PRIVATE\n", "public": "PUBLIC\n"},
+        },
+    )
+    volume = {
+        "secretName": "keys",
+        "defaultMode": 0o600,
+        "items": [
+            {"key": "private", "path": "id"},
+            {"key": "public", "path": "id.pub", "mode": 0o644},
+        ],
+    }
+    cluster.create(
+        "pods",
+        pod(
+            "secret-layout",
+            "node-1",
+            [
+                container(
+                    "main", "sleep", "60", volumeMounts=[{"name": "ssh", "mountPath": "/root/.ssh"}]
+                )
+            ],
+            volumes=[{"name": "ssh", "secret": volume}],
+        ),
+    )
+    cluster.wait_pod("secret-layout", phase_is("Running"))
+
+    def run(*argv: str) -> str:
+        code, text = cluster.exec("secret-layout", "main", list(argv))
+        assert code == 0, text
+        return text.strip()
+
+    assert run("stat", "-f", "-c", "%T", "/root/.ssh") == "tmpfs"
+    assert run("stat", "-c", "%a %U", "/root/.ssh") == "1777 root"
+    assert run("ls", "-A", "/root/.ssh").split()[1:] == ["..data", "id", "id.pub"]
+    timestamped = run("readlink", "/root/.ssh/..data")
+    assert re.fullmatch(r"\.\.\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d\.\d+", timestamped)
+    assert run("ls", "-A", "/root/.ssh").split()[0] == timestamped
+    assert run("stat", "-c", "%a", f"/root/.ssh/{timestamped}") == "755"
+    assert run("readlink", "/root/.ssh/id") == "..data/id"
+    assert run("stat", "-L", "-c", "%a", "/root/.ssh/id", "/root/.ssh/id.pub").split() == [
+        "600",
+        "644",
+    ]
+    assert run("cat", "/root/.ssh/id") == "PRIVATE"
+    code, text = cluster.exec("secret-layout", "main", ["touch", "/root/.ssh/known_hosts"])
+    assert code == 1 and "Read-only file system" in text
+
+
+def test_a_memory_limit_ends_in_oom_killed_exit_137(cluster: Emulated) -> None:
+    cluster.create(
+        "pods",
+        pod(
+            "hungry",
+            "node-2",
+            [
+                container(
+                    "main",
+                    "python",
+                    "-c",
+                    "b = b'x' * (512 * 1024 * 1024)",
+                    resources={"limits": {"memory": "128Mi"}},
+                )
+            ],
+            restartPolicy="Never",
+        ),
+    )
+    failed = cluster.wait_pod("hungry", phase_is("Failed", "Succeeded"))
+    terminated = failed["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (failed["status"]["phase"], terminated["reason"], terminated["exitCode"]) == (
+        "Failed",
+        "OOMKilled",
+        137,
+    )
+
+
+CRI_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d) (stdout|stderr) [FP] (.*)$"
+)
+
+
+def test_container_logs_are_cri_files_served_with_the_kubelet_semantics(cluster: Emulated) -> None:
+    script = "echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; printf partial"
+    cluster.create(
+        "pods",
+        pod("logs", "node-1", [container("main", "sh", "-c", script)], restartPolicy="Never"),
+    )
+    done = cluster.wait_pod("logs", phase_is("Succeeded"))
+    uid = done["metadata"]["uid"]
+    files = list(marks.STATE_ROOT.glob(f"nodes/node-1/logs/ml_logs_{uid}/main/0.log"))
+    lines = files[0].read_text().splitlines()
+    parsed = [CRI_LINE.match(line) for line in lines]
+    assert all(parsed), lines
+    assert [(m[3], m[4]) for m in parsed if m] == [
+        ("stdout", "out1"),
+        ("stderr", "err1"),
+        ("stdout", "partial"),
+    ]
+
+    def get(query: str, container_name: str = "main") -> requests.Response:
+        return requests.get(f"{KUBELET}/containerLogs/ml/logs/{container_name}?{query}", timeout=10)
+
+    assert get("").text == "out1\nerr1\npartial\n"
+    assert get("tailLines=1").text == "partial\n"
+    assert get("limitBytes=3").text == "out"
+    stamped = get("timestamps=true").text.splitlines()
+    assert all(re.fullmatch(r"\S+\.\d{9}(Z|[+-]\d\d:\d\d) \S+", line) for line in stamped)
+    since = stamped[1].split()[0]
+    assert get(f"sinceTime={since}").text == "err1\npartial\n"
+    previous = get("previous=true")
+    assert (previous.status_code, previous.text) == (
+        400,
+        'previous terminated container "main" in pod "logs" not found',
+    )
+    missing = get("", "sidecar")
+    assert (missing.status_code, missing.text) == (
+        404,
+        'container "sidecar" not found in pod "logs"\n',
+    )
