@@ -1,30 +1,32 @@
 """``ci-runner``: the command line. The only place that reads the process's environment.
 
-Every expected failure is a :class:`~ci_runner.errors.CiRunnerError`: its lines go to stderr,
-exit 1. Anything else is a bug: its traceback goes to a crash log, exit 2.
+Exit codes, as pre-commit has them: 0 success; 1 an expected failure (a
+:class:`~ci_runner.errors.CiRunnerError`: a user mistake or a failed training, its lines on
+stderr, never a traceback); 2 a usage error (argparse); 3 a bug in ci-runner (one line on stderr,
+the traceback in a crash log that starts with the versions of ci-runner, Python, the platform and
+git); 130 interrupted (Ctrl-C, or a cancelled training).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
+import subprocess
 import sys
 import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Final, NoReturn, TextIO
 
 from ci_runner import __version__
 from ci_runner.commands import cancel, render, train, validate
 from ci_runner.commands.common import Command, Runtime
-from ci_runner.errors import CiRunnerError
+from ci_runner.errors import EXIT_BUG, EXIT_INTERRUPTED, CiRunnerError
 from ci_runner.masking import secret_masker
 
-ERROR_PREFIX = "ci-runner: error: "
-EXIT_ERROR = 1
-EXIT_CRASH = 2
-EXIT_INTERRUPTED = 130
+ERROR_PREFIX: Final = "ci-runner: error: "
 
 
 # The subcommands, in the order `ci-runner --help` lists them. Add one entry per subcommand.
@@ -59,19 +61,34 @@ def main(
         masker = secret_masker(runtime.env).with_secrets(runtime.secrets)
         for line in error.lines():
             runtime.stderr.write(masker.mask(f"{ERROR_PREFIX}{line}\n"))
-        return EXIT_ERROR
+        return error.exit_code
     except KeyboardInterrupt:
         runtime.stderr.write(f"{ERROR_PREFIX}interrupted\n")
         return EXIT_INTERRUPTED
     except Exception as error:  # a bug: keep the details, show one line
         masker = secret_masker(runtime.env).with_secrets(runtime.secrets)
-        log = _write_crash_log(masker.mask(traceback.format_exc()), crash_dir)
+        report = f"{versions()}\n{traceback.format_exc()}"
+        log = _write_crash_log(masker.mask(report), crash_dir)
         summary = masker.mask(f"{type(error).__name__}: {error}".splitlines()[0])
         runtime.stderr.write(
             f"{ERROR_PREFIX}internal error ({summary}); the traceback is in {log}: "
             "please attach it to a bug report\n"
         )
-        return EXIT_CRASH
+        return EXIT_BUG
+
+
+def versions() -> str:
+    """What a bug report needs first: ci-runner, Python, the platform and git, a line each."""
+    try:
+        git = subprocess.run(
+            ["git", "--version"], capture_output=True, text=True, check=False, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        git = f"git: not available ({error})"
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    return "\n".join(
+        [f"ci-runner {__version__}", f"Python {python}", f"platform {platform.platform()}", git]
+    )
 
 
 def main_entry() -> NoReturn:

@@ -1,20 +1,27 @@
-"""The one exception hierarchy ci-runner raises for expected failures.
+"""The one exception hierarchy ci-runner raises for expected failures, and the exit codes.
 
 Anything derived from :class:`CiRunnerError` is a user-facing failure: ``main`` prints its
-message (one line per problem, never a traceback) and exits with :attr:`exit_code`.
-Any other exception is a bug: ``main`` writes its traceback to a log file.
+message (one line per problem, never a traceback) and exits with :attr:`exit_code`. Errors that
+translate a library's exception chain it (``raise ... from error``), so a crash log keeps the
+cause. Any other exception is a bug: ``main`` writes its traceback to a log file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Final
+
+EXIT_FAILURE: Final = 1  # a user mistake, or the training failed
+EXIT_USAGE: Final = 2  # the command line is wrong (argparse)
+EXIT_BUG: Final = 3  # a bug in ci-runner: the traceback is in a crash log
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C, or the training was cancelled
 
 
 class CiRunnerError(Exception):
     """An expected failure, reported to the user as one clear line and exit code 1."""
 
-    exit_code = 1
+    exit_code: ClassVar[int] = EXIT_FAILURE
 
     def lines(self) -> list[str]:
         """The lines to print for this error, each complete on its own."""

@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from gitlab.v4.objects import Project
+
+from ci_runner.gitlab.client import connect, open_project
+from tests.gitlab_server import FakeGitLab, User, record_retry_sleeps
+from tests.gitlab_server import Project as FakeProject
+from tests.golden_files import GOLDEN_DIR, UPDATE_OPTION, Golden
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CRD_PATH = (
-    REPO_ROOT.parent / "shared" / "reference" / "mpi-operator-v0.8.2" / "kubeflow.org_mpijobs.yaml"
-)
+# Upstream and seed files the tests read, vendored with their source and licence (README.md).
+TEST_DATA = REPO_ROOT / "tests" / "data"
+SEED_LOG = TEST_DATA / "seed" / "horovod-on-kubernetes.log"
+FAKE_HOROVODRUN = REPO_ROOT / "tests" / "fake_horovodrun.py"
+
+# The fake GitLab's bot: its token must never show up in an error message.
+GITLAB_TOKEN = "glpat-CANARY-9f2c71d4e8"
+GITLAB_BOT = "project_42_bot"
+GITLAB_PROJECT = "group/proj"
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -21,6 +34,25 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "test@example.com",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        UPDATE_OPTION,
+        action="store_true",
+        help="rewrite the golden files in tests/golden/ that differ, after printing each diff",
+    )
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> Golden:
+    """``golden.check(name, text)``: ``text`` must equal tests/golden/<name> (see golden_files)."""
+
+    def show(text: str) -> None:
+        with capsys.disabled():
+            sys.stdout.write("\n" + text)
+
+    return Golden(GOLDEN_DIR, bool(request.config.getoption(UPDATE_OPTION)), show)
 
 
 def run_git(args: list[str], cwd: Path) -> str:
@@ -49,8 +81,55 @@ def git_repo(tmp_path: Path) -> Callable[[dict[str, str]], tuple[Path, str]]:
     return commit
 
 
-@pytest.fixture(scope="session")
-def crd_path() -> Path:
-    if not CRD_PATH.is_file():
-        pytest.fail(f"the MPIJob CRD is missing at {CRD_PATH}")
-    return CRD_PATH
+@pytest.fixture
+def horovodrun(tmp_path: Path) -> Path:
+    """An executable ``horovodrun`` that runs tests/fake_horovodrun.py with this interpreter."""
+    path = tmp_path / "bin" / "horovodrun"
+    path.parent.mkdir()
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HOROVODRUN}" "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def fake_horovodrun(horovodrun: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """:func:`horovodrun`, the one ``ci-runner train --local`` finds."""
+    from ci_runner.commands import train
+
+    monkeypatch.setattr(train, "find_horovodrun", lambda python, env: horovodrun)
+    return horovodrun
+
+
+@pytest.fixture
+def gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits python-gitlab's retry logic asked for, recorded instead of slept."""
+    return record_retry_sleeps(monkeypatch)
+
+
+@pytest.fixture
+def gitlab_server(gitlab_sleeps: list[float]) -> Iterator[FakeGitLab]:
+    """An empty fake GitLab on loopback; python-gitlab's retries against it never sleep."""
+    with FakeGitLab() as server:
+        yield server
+
+
+@pytest.fixture
+def gitlab_bot(gitlab_server: FakeGitLab) -> User:
+    """The user ``project_42_bot``, whose token is ``GITLAB_TOKEN``."""
+    user = gitlab_server.add_user(GITLAB_BOT)
+    gitlab_server.add_token(GITLAB_TOKEN, user)
+    return user
+
+
+@pytest.fixture
+def gitlab_fake_project(gitlab_server: FakeGitLab) -> FakeProject:
+    """The project ``group/proj`` as the fake GitLab holds it."""
+    return gitlab_server.add_project(GITLAB_PROJECT)
+
+
+@pytest.fixture
+def gitlab_project(
+    gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_fake_project: FakeProject
+) -> Project:
+    """``group/proj`` opened with python-gitlab as the bot, as ci-runner opens it."""
+    return open_project(connect(gitlab_server.url, GITLAB_TOKEN), GITLAB_PROJECT)

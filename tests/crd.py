@@ -20,11 +20,7 @@ import jsonschema
 import yaml
 
 CRD_PATH = (
-    Path(__file__).resolve().parent.parent.parent
-    / "shared"
-    / "reference"
-    / "mpi-operator-v0.8.2"
-    / "kubeflow.org_mpijobs.yaml"
+    Path(__file__).resolve().parent / "data" / "mpi-operator-v0.8.2" / "kubeflow.org_mpijobs.yaml"
 )
 
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")

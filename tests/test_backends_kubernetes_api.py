@@ -127,7 +127,7 @@ def test_unreachable_cluster_is_one_line() -> None:
     with pytest.raises(Unreachable) as caught:
         api.create(SECRETS, {"metadata": {"name": "s"}})
     assert clock.sleeps == [1.0, 2.0]
-    line = str(caught.value.cluster_error())
+    line = str(caught.value)
     assert line.startswith(
         f"cannot reach the Kubernetes API at http://127.0.0.1:{port} to create secrets in "
         "namespace ml: "

@@ -37,8 +37,6 @@ from ci_runner.masking import SecretMasker
 from ci_runner.plan.job_name import job_name
 from ci_runner.spec.types import Elastic, TrainConfig
 
-TESTS = Path(__file__).resolve().parent
-FAKE = TESTS / "fake_horovodrun.py"
 PROJECT = "group/toy"
 
 GitRepo = Callable[..., tuple[Path, str]]
@@ -47,16 +45,6 @@ GitRepo = Callable[..., tuple[Path, str]]
 @pytest.fixture(scope="module")
 def base() -> pyenv.BaseEnvironment:
     return pyenv.current_environment()
-
-
-@pytest.fixture
-def horovodrun(tmp_path: Path) -> Path:
-    """An executable ``horovodrun`` that runs the fake with this interpreter."""
-    path = tmp_path / "bin" / "horovodrun"
-    path.parent.mkdir()
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    path.chmod(0o755)
-    return path
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import platform
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -15,7 +17,7 @@ import yaml
 from ci_runner import __version__, cli
 from ci_runner.commands.common import Command, Runtime
 from ci_runner.context import CIContext
-from ci_runner.errors import ConfigError
+from ci_runner.errors import ConfigError, GitError
 from ci_runner.render import manifest_yaml, render_mpijob
 from ci_runner.spec.schema import load_config
 from tests.conftest import run_git
@@ -263,15 +265,61 @@ def test_a_bug_writes_a_crash_log_and_says_where(
     _install(monkeypatch, explode)
     result = run(["boom"], tmp_path, {"CI_JOB_TOKEN": JOB_TOKEN}, crash_dir=tmp_path / "crash")
     (log,) = (tmp_path / "crash").iterdir()
-    assert (result.code, result.stdout) == (2, "")
+    assert (result.code, result.stdout) == (3, "")
     assert result.stderr == (
         "ci-runner: error: internal error (ValueError: token [MASKED] broke); the traceback is in "
         f"{log}: please attach it to a bug report\n"
     )
     text = log.read_text()
-    assert text.startswith("Traceback (most recent call last):\n")
+    assert text.startswith(f"{cli.versions()}\nTraceback (most recent call last):\n")
     assert "ValueError: token [MASKED] broke\nsecond line\n" in text
     assert JOB_TOKEN not in text
+
+
+def test_crash_log_versions_name_ci_runner_python_platform_and_git() -> None:
+    lines = cli.versions().splitlines()
+    assert lines[0] == f"ci-runner {__version__}"
+    assert lines[1] == f"Python {platform.python_implementation()} {platform.python_version()}"
+    assert lines[2] == f"platform {platform.platform()}"
+    assert re.fullmatch(r"git version \d+\.\d+.*", lines[3])
+    assert len(lines) == 4
+
+
+def test_a_chained_cause_reaches_the_crash_log(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def explode(args: argparse.Namespace, runtime: Runtime) -> int:
+        try:
+            raise OSError("disk gone")
+        except OSError as error:
+            raise RuntimeError("could not save") from error
+
+    _install(monkeypatch, explode)
+    result = run(["boom"], tmp_path, crash_dir=tmp_path / "crash")
+    (log,) = (tmp_path / "crash").iterdir()
+    assert result.code == 3
+    text = log.read_text()
+    assert "OSError: disk gone\n\nThe above exception was the direct cause" in text
+    assert text.rstrip().endswith("RuntimeError: could not save")
+
+
+def test_an_expected_error_exits_with_its_code_and_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def refuse(args: argparse.Namespace, runtime: Runtime) -> int:
+        try:
+            raise ValueError("library detail")
+        except ValueError as error:
+            raise GitError("no such commit; fix: push it") from error
+
+    _install(monkeypatch, refuse)
+    result = run(["boom"], tmp_path, crash_dir=tmp_path / "crash")
+    assert (result.code, result.stdout, result.stderr) == (
+        1,
+        "",
+        "ci-runner: error: no such commit; fix: push it\n",
+    )
+    assert not (tmp_path / "crash").exists()
 
 
 def test_interrupted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -6,16 +6,12 @@ import io
 import os
 import re
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from ci_runner import cli
 from ci_runner.backends.local.backend import dirty_refusal
 from ci_runner.commands import train
-from tests.test_backends_local import FAKE
 
 GitRepo = Callable[..., tuple[Path, str]]
 
@@ -36,16 +32,6 @@ for step in range(3):
     print(f"loss {(3 - step) * (rank + 1)} step {step}", flush=True)
 print("OUTPUT_URI=" + os.environ["OUTPUT_URI"], flush=True)
 """
-
-
-@pytest.fixture
-def fake_horovodrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "bin" / "horovodrun"
-    path.parent.mkdir()
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    path.chmod(0o755)
-    monkeypatch.setattr(train, "find_horovodrun", lambda python, env: path)
-    return path
 
 
 def run_cli(args: list[str], repo: Path, env: dict[str, str]) -> tuple[int, str, str]:

@@ -3,32 +3,27 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
 import pytest
 
 from ci_runner.errors import GitLabError
 from ci_runner.gitlab.client import connect, current_user_id, open_project, token_from_env
-from tests.gitlab_server import FakeGitLab, record_retry_sleeps
+from tests.conftest import GITLAB_TOKEN
+from tests.gitlab_server import FakeGitLab, User
+from tests.gitlab_server import Project as FakeProject
 
-TOKEN = "glpat-CANARY-9f2c71d4e8"
 TOKEN_FIX = (
     "fix: store a valid project or personal access token with the api scope "
     "in the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
 )
 
 
-@pytest.fixture(autouse=True)
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return record_retry_sleeps(monkeypatch)
-
-
 @pytest.fixture
-def server() -> Iterator[FakeGitLab]:
-    with FakeGitLab() as fake:
-        fake.add_token(TOKEN, fake.add_user("project_42_bot"))
-        fake.add_project("group/proj")
-        yield fake
+def server(
+    gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_fake_project: FakeProject
+) -> FakeGitLab:
+    """The shared fake GitLab with its bot and project."""
+    return gitlab_server
 
 
 # --- token ---------------------------------------------------------------------------------
@@ -76,7 +71,7 @@ def test_bad_token_is_one_clear_line(server: FakeGitLab) -> None:
 
 
 def test_unknown_project_is_one_line(server: FakeGitLab) -> None:
-    gl = connect(server.url, TOKEN)
+    gl = connect(server.url, GITLAB_TOKEN)
     with pytest.raises(GitLabError) as caught:
         open_project(gl, "group/missing")
     assert str(caught.value) == (
@@ -86,22 +81,22 @@ def test_unknown_project_is_one_line(server: FakeGitLab) -> None:
     )
 
 
-def test_gitlab_down_is_one_line_after_retries(sleeps: list[float]) -> None:
+def test_gitlab_down_is_one_line_after_retries(gitlab_sleeps: list[float]) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     with pytest.raises(GitLabError) as caught:
-        connect(url, TOKEN)
+        connect(url, GITLAB_TOKEN)
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer (ConnectionError, "
         "after retries); fix: check CI_SERVER_URL and the runner's network, then retry the job "
         "once GitLab answers again"
     )
-    assert len(sleeps) == 10
+    assert len(gitlab_sleeps) == 10
 
 
 def test_connect_signs_in_and_opens_the_project_by_path_or_id(server: FakeGitLab) -> None:
-    gl = connect(server.url, TOKEN)
+    gl = connect(server.url, GITLAB_TOKEN)
     by_path = open_project(gl, "group/proj")
     by_id = open_project(gl, str(by_path.id))
     assert (by_path.path_with_namespace, by_id.path_with_namespace) == ("group/proj", "group/proj")
@@ -111,4 +106,4 @@ def test_connect_signs_in_and_opens_the_project_by_path_or_id(server: FakeGitLab
         ("GET", "/api/v4/projects/group%2Fproj"),
         ("GET", f"/api/v4/projects/{by_path.id}"),
     ]
-    assert {r.headers["private-token"] for r in server.requests} == {TOKEN}
+    assert {r.headers["private-token"] for r in server.requests} == {GITLAB_TOKEN}

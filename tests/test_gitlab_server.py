@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import gitlab
 import pytest
 import requests
@@ -13,20 +11,14 @@ from tests.gitlab_server import FakeGitLab
 TOKEN = "glpat-test"
 
 
-@pytest.fixture
-def server() -> Iterator[FakeGitLab]:
-    with FakeGitLab() as fake:
-        yield fake
-
-
-def test_notes_pagination_headers_and_link(server: FakeGitLab) -> None:
-    bot = server.add_user("bot")
-    server.add_token(TOKEN, bot)
-    mr = server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
-    notes = [server.add_note(mr, f"n{i}", bot) for i in range(5)]
+def test_notes_pagination_headers_and_link(gitlab_server: FakeGitLab) -> None:
+    bot = gitlab_server.add_user("bot")
+    gitlab_server.add_token(TOKEN, bot)
+    mr = gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
+    notes = [gitlab_server.add_note(mr, f"n{i}", bot) for i in range(5)]
 
     response = requests.get(
-        f"{server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes",
+        f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes",
         params={"per_page": "2", "page": "2", "sort": "asc"},
         headers={"PRIVATE-TOKEN": TOKEN},
         timeout=5,
@@ -41,36 +33,36 @@ def test_notes_pagination_headers_and_link(server: FakeGitLab) -> None:
     }
     assert (response.headers["X-Total-Pages"], response.headers["X-Next-Page"]) == ("3", "3")
     assert response.headers["X-Prev-Page"] == "1"
-    base = f"{server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes?per_page=2"
+    base = f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes?per_page=2"
     assert response.links["next"]["url"] == f"{base}&page=3&sort=asc"
     assert response.links["last"]["url"] == f"{base}&page=3&sort=asc"
     assert response.links["prev"]["url"] == f"{base}&page=1&sort=asc"
     assert [n.id for n in notes[2:4]] == [n["id"] for n in response.json()]
 
 
-def test_python_gitlab_lists_every_page(server: FakeGitLab) -> None:
-    bot = server.add_user("bot")
-    server.add_token(TOKEN, bot)
-    mr = server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
+def test_python_gitlab_lists_every_page(gitlab_server: FakeGitLab) -> None:
+    bot = gitlab_server.add_user("bot")
+    gitlab_server.add_token(TOKEN, bot)
+    mr = gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
     for i in range(45):
-        server.add_note(mr, f"n{i}", bot)
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+        gitlab_server.add_note(mr, f"n{i}", bot)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=TOKEN)
     notes = gl.projects.get("g/p", lazy=True).mergerequests.get(1, lazy=True).notes
     assert [n.body for n in notes.list(get_all=True)] == [f"n{i}" for i in reversed(range(45))]
-    assert server.count("GET", "/notes$") == 3  # 20 a page by default
+    assert gitlab_server.count("GET", "/notes$") == 3  # 20 a page by default
 
 
-def test_unknown_token_gets_gitlabs_401(server: FakeGitLab) -> None:
+def test_unknown_token_gets_gitlabs_401(gitlab_server: FakeGitLab) -> None:
     response = requests.get(
-        f"{server.url}/api/v4/user", headers={"PRIVATE-TOKEN": "nope"}, timeout=5
+        f"{gitlab_server.url}/api/v4/user", headers={"PRIVATE-TOKEN": "nope"}, timeout=5
     )
     assert (response.status_code, response.json()) == (401, {"message": "401 Unauthorized"})
 
 
-def test_read_api_token_may_read_but_not_write(server: FakeGitLab) -> None:
-    server.add_token(TOKEN, server.add_user("reader"), scopes=["read_api"])
-    server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
-    url = f"{server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes"
+def test_read_api_token_may_read_but_not_write(gitlab_server: FakeGitLab) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("reader"), scopes=["read_api"])
+    gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
+    url = f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes"
     headers = {"PRIVATE-TOKEN": TOKEN}
     assert requests.get(url, headers=headers, timeout=5).status_code == 200
     response = requests.post(url, json={"body": "hi"}, headers=headers, timeout=5)
@@ -78,12 +70,12 @@ def test_read_api_token_may_read_but_not_write(server: FakeGitLab) -> None:
     assert response.json()["error"] == "insufficient_scope"
 
 
-def test_note_over_the_limit_is_rejected_like_gitlab(server: FakeGitLab) -> None:
-    bot = server.add_user("bot")
-    server.add_token(TOKEN, bot)
-    project = server.add_project("g/p")
-    server.add_merge_request(project, 1, sha="a" * 40)
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+def test_note_over_the_limit_is_rejected_like_gitlab(gitlab_server: FakeGitLab) -> None:
+    bot = gitlab_server.add_user("bot")
+    gitlab_server.add_token(TOKEN, bot)
+    project = gitlab_server.add_project("g/p")
+    gitlab_server.add_merge_request(project, 1, sha="a" * 40)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=TOKEN)
     mr = gl.projects.get("g/p", lazy=True).mergerequests.get(1, lazy=True)
 
     with pytest.raises(gitlab.GitlabCreateError) as caught:
@@ -96,11 +88,11 @@ def test_note_over_the_limit_is_rejected_like_gitlab(server: FakeGitLab) -> None
     assert mr.notes.create({"body": "x" * 1_000_000}).id > 0
 
 
-def test_only_the_author_may_edit_a_note(server: FakeGitLab) -> None:
-    server.add_token(TOKEN, server.add_user("bot"))
-    mr = server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
-    theirs = server.add_note(mr, "mine", server.add_user("someone"))
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+def test_only_the_author_may_edit_a_note(gitlab_server: FakeGitLab) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    mr = gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
+    theirs = gitlab_server.add_note(mr, "mine", gitlab_server.add_user("someone"))
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=TOKEN)
     note = gl.projects.get("g/p", lazy=True).mergerequests.get(1, lazy=True).notes.get(theirs.id)
     note.body = "edited"
     with pytest.raises(gitlab.GitlabUpdateError) as caught:
@@ -109,14 +101,14 @@ def test_only_the_author_may_edit_a_note(server: FakeGitLab) -> None:
     assert theirs.body == "mine"
 
 
-def test_injected_faults_come_before_auth_and_run_out(server: FakeGitLab) -> None:
-    server.inject(429, path="/user$", headers={"Retry-After": "7"})
-    first = requests.get(f"{server.url}/api/v4/user", timeout=5)
-    second = requests.get(f"{server.url}/api/v4/user", timeout=5)
+def test_injected_faults_come_before_auth_and_run_out(gitlab_server: FakeGitLab) -> None:
+    gitlab_server.inject(429, path="/user$", headers={"Retry-After": "7"})
+    first = requests.get(f"{gitlab_server.url}/api/v4/user", timeout=5)
+    second = requests.get(f"{gitlab_server.url}/api/v4/user", timeout=5)
     assert (first.status_code, first.headers["Retry-After"], first.text) == (
         429,
         "7",
         "Retry later\n",
     )
     assert second.status_code == 401
-    assert [r.status for r in server.requests] == [429, 401]
+    assert [r.status for r in gitlab_server.requests] == [429, 401]

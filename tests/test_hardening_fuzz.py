@@ -31,7 +31,8 @@ from ci_runner import cli
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.render import manifest_yaml, render_mpijob
-from ci_runner.spec.schema import EXAMPLE, load_config
+from ci_runner.spec.reference import EXAMPLE
+from ci_runner.spec.schema import load_config
 from ci_runner.spec.types import TrainConfig
 from tests.conftest import run_git
 from tests.crd import validate_mpijob

@@ -12,7 +12,6 @@ import json
 import os
 import random
 import re
-import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -25,7 +24,6 @@ import yaml
 from ci_runner import cli
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
-from ci_runner.commands import train
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.masking import MASK, SecretMasker
@@ -36,7 +34,6 @@ from ci_runner.results.report import ReportInput, render_report
 from ci_runner.spec.schema import load_config
 from tests.conftest import run_git
 from tests.crd import validate_mpijob
-from tests.test_backends_local import FAKE
 
 GitRepo = Callable[..., tuple[Path, str]]
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -60,16 +57,6 @@ print("args:", " ".join(sys.argv[1:]), os.environ["LANGUE"], os.environ["ZWJ"], 
 for step in range(3):
     print(f"损失 {3 - step + rank} 步 {step}", flush=True)
 """
-
-
-@pytest.fixture
-def fake_horovodrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "bin" / "horovodrun"
-    path.parent.mkdir()
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    path.chmod(0o755)
-    monkeypatch.setattr(train, "find_horovodrun", lambda python, env: path)
-    return path
 
 
 def environ(tmp_path: Path) -> dict[str, str]:

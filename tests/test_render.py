@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,9 +33,8 @@ from ci_runner.spec.types import (
 from ci_runner.templating import yaml_quote
 from tests.conftest import REPO_ROOT
 from tests.crd import validate_mpijob
+from tests.golden_files import Golden
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("CI_RUNNER_UPDATE_GOLDEN") == "1"
 SHA = "0123456789abcdef0123456789abcdef01234567"
 TOKEN = "glcbt-canary-secret-9d2e"
 
@@ -138,14 +135,10 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_golden_manifest(case: str) -> None:
+def test_golden_manifest(case: str, golden: Golden) -> None:
     config, ctx = CASES[case]
     text = manifest_yaml(render_mpijob(config, ctx))
-    golden = GOLDEN / f"{case}.yaml"
-    if UPDATE:
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(text, encoding="utf-8")
-    assert text == golden.read_text(encoding="utf-8")
+    golden.check(f"{case}.yaml", text)
     assert yaml.safe_load(text) == render_mpijob(config, ctx)
 
 

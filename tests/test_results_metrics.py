@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ci_runner.results import metrics
 from ci_runner.results.metrics import (
     MAX_JSON_METRICS,
-    MAX_LINE_CHARS,
+    MAX_PARSED_LINE_CHARS,
     SERIES_CAPACITY,
     MetricsFileError,
     MetricsSummary,
@@ -30,9 +30,7 @@ from ci_runner.results.metrics import (
     summary_to_openmetrics,
 )
 from ci_runner.spec.types import MetricSpec
-from tests.conftest import REPO_ROOT
-
-SEED_LOG = REPO_ROOT.parent / "shared" / "seed" / "horovod-on-kubernetes.txt"
+from tests.conftest import SEED_LOG
 
 TRAIN = MetricSpec(
     "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")
@@ -134,6 +132,12 @@ def test_unparseable_values_are_counted_not_fatal() -> None:
 
     assert (metric.count, metric.unparseable, metric.unparseable_sample) == (1, 5, "nan")
     assert metric.final == 0.75
+
+
+def test_an_unparseable_sample_is_cut_to_80_characters() -> None:
+    metric = parse_metrics(["acc=" + "z" * 5000], [ACC]).metrics[0]
+
+    assert (metric.unparseable, metric.unparseable_sample) == (1, "z" * 80)
 
 
 def test_partial_lines_garbage_and_binary_do_not_break_parsing(tmp_path: Path) -> None:
@@ -251,7 +255,7 @@ def test_a_ten_megabyte_line(tmp_path: Path) -> None:
     line = "[0]<stdout>:" + "x" * 10_000_000 + " acc=0.5"
     assert parse_metrics([line], [ACC]).metrics[0].final == 0.5
     log = tmp_path / "log"
-    log.write_text(f"{line}\nacc=0.25\n" + "y" * (MAX_LINE_CHARS + 5) + " acc=0.75")
+    log.write_text(f"{line}\nacc=0.25\n" + "y" * (MAX_PARSED_LINE_CHARS + 5) + " acc=0.75")
     summary = parse_log_file(log, [ACC])
     assert [p for _, p in summary.metrics[0].series[0].points] == [0.5, 0.25, 0.75]
     assert summary.lines == 4  # the last, huge line was read in two pieces
@@ -307,6 +311,15 @@ def test_garbage_baseline_is_a_clear_error(text: str, message: str) -> None:
         load_baseline(text)
     assert str(error.value).startswith(message)
     assert len(str(error.value)) < 200
+
+
+def test_garbage_baseline_text_is_quoted_in_80_characters() -> None:
+    name = "x" * 5000
+    with pytest.raises(MetricsFileError) as error:
+        load_baseline(json.dumps({"version": 1, "metrics": {name: {"final": "y" * 5000}}}))
+    assert str(error.value) == (
+        "metrics.json: metric '" + "x" * 76 + "... has final '" + "y" * 76 + "..."
+    )
 
 
 def test_openmetrics() -> None:
@@ -402,7 +415,7 @@ def logs(draw: st.DrawFn) -> str:
     log=logs(),
     block=st.sampled_from([1, 40, 200, 4096]),
     capacity=st.sampled_from([2, 3, 1024]),
-    longest=st.sampled_from([30, MAX_LINE_CHARS]),
+    longest=st.sampled_from([30, MAX_PARSED_LINE_CHARS]),
     sparse=st.sampled_from([1, 10**9]),  # always / never try each candidate on its own
 )
 def test_blocks_give_the_line_by_line_summary(
@@ -421,7 +434,7 @@ def test_blocks_give_the_line_by_line_summary(
         patch.setattr(metrics, "BLOCK_CHARS", block)
         patch.setattr(metrics, "SERIES_CAPACITY", capacity)
         patch.setattr(metrics, "MAX_RANKS_PER_METRIC", 3)
-        patch.setattr(metrics, "MAX_LINE_CHARS", longest)
+        patch.setattr(metrics, "MAX_PARSED_LINE_CHARS", longest)
         patch.setattr(metrics, "SPARSE_CHARS", sparse)
         with path.open(encoding="utf-8", errors="replace") as text:
             expected = parse_metrics(iter(lambda: text.readline(longest), ""), specs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -34,11 +33,8 @@ from ci_runner.results.report import (
     write_outputs,
 )
 from ci_runner.spec.types import MetricSpec, Resources, TrainConfig
-from tests.conftest import REPO_ROOT
-
-GOLDEN = Path(__file__).resolve().parent / "golden"
-SEED_LOG = REPO_ROOT.parent / "shared" / "seed" / "horovod-on-kubernetes.txt"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+from tests.conftest import SEED_LOG
+from tests.golden_files import Golden
 
 TRAIN = MetricSpec(
     "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")
@@ -117,15 +113,7 @@ def _previous_body(*entries: HistoryEntry) -> str:
     return body
 
 
-def _check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8")
-
-
-def test_golden_success() -> None:
+def test_golden_success(golden: Golden) -> None:
     report = ReportInput.from_run(
         CONFIG,
         CTX,
@@ -140,11 +128,11 @@ def test_golden_success() -> None:
 
     body = render_comment(report, previous)
 
-    _check_golden("success.md", body)
+    golden.check("success.md", body)
     assert extract_history(body) == [report.history_entry(), *OLDER]
 
 
-def test_golden_failure() -> None:
+def test_golden_failure(golden: Golden) -> None:
     tail = (*SEED_TAIL, "[1]<stderr>:Traceback with ``` fences ````", "[1]<stderr>:/merge")
     failure = Failure(
         FailureKind.OOM_KILLED,
@@ -161,10 +149,10 @@ def test_golden_failure() -> None:
         baseline_ref="main",
     )
 
-    _check_golden("failure.md", render_comment(report, None))
+    golden.check("failure.md", render_comment(report, None))
 
 
-def test_golden_cancel() -> None:
+def test_golden_cancel(golden: Golden) -> None:
     report = ReportInput.from_run(
         CONFIG,
         CTX,
@@ -175,15 +163,15 @@ def test_golden_cancel() -> None:
         metrics=parse_metrics(SEED_TAIL, [TRAIN]),
     )
 
-    _check_golden("cancel.md", render_comment(report, _previous_body(*OLDER)))
+    golden.check("cancel.md", render_comment(report, _previous_body(*OLDER)))
 
 
-def test_golden_running() -> None:
+def test_golden_running(golden: Golden) -> None:
     report = ReportInput.from_run(
         CONFIG, CTX, _result(Outcome.RUNNING, log_tail=(), started_at=None, finished_at=None)
     )
 
-    _check_golden("running.md", render_comment(report, _previous_body(*OLDER)))
+    golden.check("running.md", render_comment(report, _previous_body(*OLDER)))
 
 
 def test_local_success_without_ci() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,25 +22,19 @@ NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 
 
 @pytest.fixture
-def server() -> Iterator[FakeGitLab]:
-    with FakeGitLab() as fake:
-        yield fake
-
-
-@pytest.fixture
-def project(server: FakeGitLab) -> FakeProject:
-    bot = server.add_user("bot")
-    server.add_token(TOKEN, bot)
-    project = server.add_project("group/proj")
-    server.add_merge_request(project, 4, sha=SHA)
+def project(gitlab_server: FakeGitLab) -> FakeProject:
+    bot = gitlab_server.add_user("bot")
+    gitlab_server.add_token(TOKEN, bot)
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_merge_request(project, 4, sha=SHA)
     return project
 
 
-def ctx(server: FakeGitLab) -> CIContext:
+def ctx(gitlab_server: FakeGitLab) -> CIContext:
     return CIContext(
         sha=SHA,
         project_path="group/proj",
-        server_url=server.url,
+        server_url=gitlab_server.url,
         job_id="77",
         ci_job_name="train",
         mr_iid="4",
@@ -59,12 +52,12 @@ def result(log: Path, outcome: Outcome = Outcome.SUCCEEDED) -> RunResult:
 
 
 def run_finish(
-    server: FakeGitLab, tmp_path: Path, run: RunResult, gitlab: GitLabDestination | None
+    gitlab_server: FakeGitLab, tmp_path: Path, run: RunResult, gitlab: GitLabDestination | None
 ) -> list[str]:
     warnings: list[str] = []
     finish(
         CONFIG,
-        ctx(server),
+        ctx(gitlab_server),
         run,
         settings(tmp_path),
         env={},
@@ -76,9 +69,9 @@ def run_finish(
     return warnings
 
 
-def test_no_token_is_one_warning_and_nothing_is_posted(server: FakeGitLab) -> None:
+def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab) -> None:
     warnings: list[str] = []
-    assert open_gitlab(ctx(server), {"CI_JOB_TOKEN": "job"}, warnings.append) is None
+    assert open_gitlab(ctx(gitlab_server), {"CI_JOB_TOKEN": "job"}, warnings.append) is None
     assert warnings == [
         "warning: not commenting on GitLab: cannot post the report to GitLab: neither "
         "CI_RUNNER_GITLAB_TOKEN nor GITLAB_TOKEN is set (CI_JOB_TOKEN cannot post merge-request "
@@ -87,7 +80,7 @@ def test_no_token_is_one_warning_and_nothing_is_posted(server: FakeGitLab) -> No
     ]
 
 
-def test_outside_ci_nothing_is_said(server: FakeGitLab) -> None:
+def test_outside_ci_nothing_is_said(gitlab_server: FakeGitLab) -> None:
     warnings: list[str] = []
     local = CIContext(sha=SHA, project_path="group/proj")
     assert open_gitlab(local, {}, warnings.append) is None
@@ -95,14 +88,14 @@ def test_outside_ci_nothing_is_said(server: FakeGitLab) -> None:
 
 
 def test_a_garbled_baseline_is_a_warning(
-    server: FakeGitLab, project: FakeProject, tmp_path: Path
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
-    server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", b"not json")
-    gitlab = open_gitlab(ctx(server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", b"not json")
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
     log = tmp_path / "train.log"
     log.write_text("")
 
-    warnings = run_finish(server, tmp_path, result(log), gitlab)
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
 
     assert warnings == [
         "warning: no baseline from main: metrics.json is not valid JSON: "
@@ -111,26 +104,42 @@ def test_a_garbled_baseline_is_a_warning(
     assert (tmp_path / "out" / "report.md").is_file()
 
 
+def test_a_garbled_baseline_is_quoted_short(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    garbled = b'{"version": 1, "metrics": {"' + b"x" * 5000 + b'": 3}}'
+    gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", garbled)
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "warning: no baseline from main: metrics.json: metric '" + "x" * 76 + "... is not an object"
+    ]
+
+
 def test_a_missing_log_is_a_warning_and_the_report_still_written(
-    server: FakeGitLab, tmp_path: Path
+    gitlab_server: FakeGitLab, tmp_path: Path
 ) -> None:
     log = tmp_path / "gone.log"
 
-    warnings = run_finish(server, tmp_path, result(log, Outcome.FAILED), None)
+    warnings = run_finish(gitlab_server, tmp_path, result(log, Outcome.FAILED), None)
 
     assert warnings == [f"warning: no training log at {log}: the report has no metrics"]
     assert "boom" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_a_refused_comment_is_a_warning_and_the_token_is_never_shown(
-    server: FakeGitLab, project: FakeProject, tmp_path: Path
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
-    gitlab = open_gitlab(ctx(server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
-    server.revoke_token(TOKEN)
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    gitlab_server.revoke_token(TOKEN)
     log = tmp_path / "train.log"
     log.write_text("")
 
-    warnings = run_finish(server, tmp_path, result(log), gitlab)
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
 
     fix = (
         "GitLab rejected the access token (401 Unauthorized); fix: store a valid project or "

@@ -1,9 +1,12 @@
-"""ci_runner.spec.schema: train.yaml → TrainConfig, every problem exactly worded, overrides."""
+"""ci_runner.spec.schema: train.yaml → TrainConfig, every problem in one run in line order,
+overrides from pipeline variables, the outputs placeholders."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 import yaml
@@ -11,15 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ci_runner.errors import ConfigError
-from ci_runner.spec.schema import (
-    EXAMPLE,
-    SCHEMA,
-    apply_overrides,
-    expand_outputs,
-    load_config,
-    schema_markdown,
-    slugify,
-)
+from ci_runner.spec.engine import Kind, ListOf, MapOf, Record
+from ci_runner.spec.reference import EXAMPLE
+from ci_runner.spec.schema import SCHEMA, apply_overrides, expand_outputs, load_config
 from ci_runner.spec.types import (
     DnsConfig,
     Elastic,
@@ -29,13 +26,9 @@ from ci_runner.spec.types import (
     Toleration,
     TrainConfig,
 )
+from tests.spec_cases import BASE, minimal, problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DOC = REPO_ROOT / "docs" / "train-yaml.md"
-
-BASE = "name: job\nimage: img\ncommand: python train.py\n"
-RESERVED = "DATA_URI, OUTPUT_URI, PIP_CACHE_DIR, GIT_USERNAME, GIT_PASSWORD and CI_RUNNER_*"
-BASE_WITHOUT_COMMAND = "name: job\nimage: img\n"
 
 SEED_JOB = r"""name: simple-ml
 image: horovod/horovod:0.28.1
@@ -53,17 +46,6 @@ kubernetes:
   tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]
   dns_config: {nameservers: [10.105.222.6]}
 """  # noqa: E501
-
-
-def problems(text: str | bytes, file: str = "train.yaml") -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load_config(text, file)
-    return caught.value.lines()
-
-
-def minimal(**changes: object) -> TrainConfig:
-    config = TrainConfig(name="job", image="img", command=("python", "train.py"))
-    return TrainConfig(**{**config.__dict__, **changes})
 
 
 def test_seed_job() -> None:
@@ -107,47 +89,6 @@ def test_metric_patterns_match_the_seed_log() -> None:
     assert match is not None and match.groupdict() == {"step": "3", "value": "0.0123", "rank": "1"}
     match = test.pattern.search("Testing. MSE loss: 2.5e-03, Worker: 0")
     assert match is not None and match.groupdict() == {"value": "2.5e-03", "rank": "0"}
-
-
-def test_reference_example() -> None:
-    assert load_config(EXAMPLE, "jobs/train.yaml") == TrainConfig(
-        name="simple-ml",
-        image="horovod/horovod:0.28.1",
-        command=("python", "examples/simple_ml/main_with_horovod.py"),
-        workers=2,
-        slots_per_worker=1,
-        resources=Resources(gpu=1, cpu="4", memory="8Gi"),
-        requirements="examples/simple_ml/requirements.txt",
-        env=(("EPOCHS", "10"), ("LOG_LEVEL", "info")),
-        secrets=("WANDB_API_KEY",),
-        data="s3://datasets/diabetes/",
-        outputs="s3://models/{project}/{sha}/{job}/",
-        metrics=(
-            MetricSpec(
-                "train_loss",
-                re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+)"),
-                "min",
-            ),
-            MetricSpec(
-                "test_loss",
-                re.compile(r"Testing\. MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"),
-                "min",
-            ),
-        ),
-        timeout=7200,
-        kubernetes=KubernetesOptions(
-            namespace="ml-training",
-            tolerations=(Toleration(key="gpu", operator="Exists", effect="NoSchedule"),),
-            node_selector=(("gpu-type", "a100"),),
-            dns_config=DnsConfig(nameservers=("10.105.222.6",), options=(("ndots", "2"),)),
-            service_account="trainer",
-            image_pull_secrets=("registry-credentials",),
-            pip_cache_pvc="pip-cache",
-            ttl_seconds_after_finished=3600,
-            unschedulable_timeout=600,
-        ),
-        source_file="jobs/train.yaml",
-    )
 
 
 def test_defaults() -> None:
@@ -208,64 +149,124 @@ def test_every_other_field() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("resources", "slots"),
-    [("{gpu: 4}", 4), ("{gpu: 0}", 1), ("{cpu: 2}", 1)],
-)
-def test_slots_per_worker_defaults_to_gpus(resources: str, slots: int) -> None:
-    assert load_config(BASE + f"resources: {resources}\n").slots_per_worker == slots
+COMPLETE = r"""name: full-job
+image: registry.example.com/ml/horovod:1
+command: [python, train.py, --epochs, 3]
+workers: 3
+slots_per_worker: 2
+resources: {gpu: 2, cpu: 1500m, memory: 16Gi}
+requirements: ml/requirements.txt
+env: {Z_LAST: "1", A_FIRST: on}
+secrets: [WANDB_API_KEY, HF_TOKEN]
+data: file:///srv/data/
+outputs: s3://models/{project}/{job}/
+metrics:
+  accuracy: {pattern: 'step (?P<step>\d+) acc (?P<value>[0-9.]+)', goal: max}
+timeout: 1d
+elastic: {min_workers: 2, max_workers: 6}
+kubernetes:
+  namespace: ml-training
+  tolerations:
+    - {key: nvidia.com/gpu, operator: Equal, value: present, effect: NoExecute,
+       toleration_seconds: 30}
+  node_selector: {zone: b, gpu-type: a100}
+  dns_config:
+    nameservers: [10.96.0.10, "fd00::10"]
+    searches: [svc.cluster.local]
+    options: [{name: ndots, value: 2}, {name: edns0}]
+  service_account: trainer
+  priority_class: high-priority
+  image_pull_secrets: [registry-a, registry-b]
+  queue: training
+  pip_cache_pvc: pip-cache
+  ttl_seconds_after_finished: 60
+  backoff_limit: 1
+  unschedulable_timeout: 5m
+"""
 
-
-@pytest.mark.parametrize(
-    ("command", "argv"),
-    [
-        ("python train.py --lr 0.1", ("python", "train.py", "--lr", "0.1")),
-        ("python -c 'print(1)'", ("python", "-c", "print(1)")),
-        (
-            "[python, train.py, --epochs, 5, --lr, 1.0e-3]",
-            ("python", "train.py", "--epochs", "5", "--lr", "1.0e-3"),
+COMPLETE_CONFIG = TrainConfig(
+    name="full-job",
+    image="registry.example.com/ml/horovod:1",
+    command=("python", "train.py", "--epochs", "3"),
+    workers=3,
+    slots_per_worker=2,
+    resources=Resources(gpu=2, cpu="1500m", memory="16Gi"),
+    requirements="ml/requirements.txt",
+    env=(("A_FIRST", "on"), ("Z_LAST", "1")),
+    secrets=("WANDB_API_KEY", "HF_TOKEN"),
+    data="file:///srv/data/",
+    outputs="s3://models/{project}/{job}/",
+    metrics=(
+        MetricSpec("accuracy", re.compile(r"step (?P<step>\d+) acc (?P<value>[0-9.]+)"), "max"),
+    ),
+    timeout=86400,
+    elastic=Elastic(2, 6),
+    kubernetes=KubernetesOptions(
+        namespace="ml-training",
+        tolerations=(Toleration("nvidia.com/gpu", "Equal", "present", "NoExecute", 30),),
+        node_selector=(("gpu-type", "a100"), ("zone", "b")),
+        dns_config=DnsConfig(
+            nameservers=("10.96.0.10", "fd00::10"),
+            searches=("svc.cluster.local",),
+            options=(("ndots", "2"), ("edns0", None)),
         ),
-        ("|\n  python train.py\n  --epochs 2\n", ("python", "train.py", "--epochs", "2")),
-        ("[sh, -c, 'echo $HOME', '']", ("sh", "-c", "echo $HOME", "")),
-    ],
+        service_account="trainer",
+        priority_class="high-priority",
+        image_pull_secrets=("registry-a", "registry-b"),
+        queue="training",
+        pip_cache_pvc="pip-cache",
+        ttl_seconds_after_finished=60,
+        backoff_limit=1,
+        unschedulable_timeout=300,
+    ),
+    source_file="ml/train.yaml",
 )
-def test_command_forms(command: str, argv: tuple[str, ...]) -> None:
-    assert load_config(BASE_WITHOUT_COMMAND + f"command: {command}\n").command == argv
 
 
-@pytest.mark.parametrize(
-    ("timeout", "seconds"),
-    [
-        ("90", 90),
-        ("'600'", 600),
-        ("90s", 90),
-        ("30m", 1800),
-        ("2h", 7200),
-        ("1h30m", 5400),
-        ("1d2h3m4s", 93784),
-        ("7d", 604800),
-    ],
-)
-def test_durations(timeout: str, seconds: int) -> None:
-    assert load_config(BASE + f"timeout: {timeout}\n").timeout == seconds
+def _kept_defaults(instance: object) -> list[str]:
+    """The fields of a dataclass instance that still hold their defaults."""
+    kept = []
+    for field in dataclasses.fields(instance):
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            continue
+        if getattr(instance, field.name) == default:
+            kept.append(field.name)
+    return kept
 
 
-@pytest.mark.parametrize(
-    ("uri", "field"),
-    [
-        ("s3://bucket", "data"),
-        ("s3://my.bucket-1/a/b/", "data"),
-        ("file:///srv/data/", "data"),
-        ("s3://models/{project}/{sha}/{job}/", "outputs"),
-        ("file:///tmp/out/{job}/{{literal}}/", "outputs"),
-    ],
-)
-def test_uris(uri: str, field: str) -> None:
-    assert getattr(load_config(BASE + f"{field}: '{uri}'\n"), field) == uri
+def test_a_complete_file_builds_exactly_this_config() -> None:
+    # Every field is set away from its default, so a field the builders dropped or mixed up
+    # shows here; a field added to the dataclasses without a line in COMPLETE fails the first
+    # assert.
+    for instance in (COMPLETE_CONFIG, COMPLETE_CONFIG.kubernetes, COMPLETE_CONFIG.resources):
+        assert _kept_defaults(instance) == []
+    config = load_config(COMPLETE, "ml/train.yaml")
+    for field in dataclasses.fields(TrainConfig):
+        assert getattr(config, field.name) == getattr(COMPLETE_CONFIG, field.name), field.name
+    assert config == COMPLETE_CONFIG
 
 
-def test_requirements_path_is_normalised() -> None:
-    assert load_config(BASE + "requirements: ./ml//reqs.txt\n").requirements == "ml/reqs.txt"
+def _records(kind: Kind[object]) -> list[Record[dict[str, object], object]]:
+    if isinstance(kind, Record):
+        return [kind, *(record for spec in kind.fields for record in _records(spec.kind))]
+    if isinstance(kind, ListOf):
+        return _records(kind.item)
+    if isinstance(kind, MapOf):
+        return _records(kind.value)
+    return []
+
+
+def test_each_record_states_the_types_of_exactly_its_fields() -> None:
+    # The engine trusts each builder's TypedDict to name the record's fields (engine.Record).
+    records = _records(SCHEMA)
+    assert len(records) == 8
+    for record in records:
+        values = get_type_hints(record.build)["values"]
+        assert set(get_type_hints(values)) == {spec.key for spec in record.fields}, values
 
 
 def test_anchors_may_share_a_toleration() -> None:
@@ -277,563 +278,6 @@ def test_anchors_may_share_a_toleration() -> None:
     )
     toleration = Toleration(key="gpu", operator="Exists", effect="NoSchedule")
     assert load_config(text).kubernetes.tolerations == (toleration, toleration)
-
-
-ONE_PROBLEM = [
-    (
-        "workers: two",
-        "train.yaml:4: workers: must be a whole number, got the string 'two'; fix: write a "
-        "whole number, e.g. workers: 2",
-    ),
-    (
-        "workers: 0",
-        "train.yaml:4: workers: must be at least 1, got 0; fix: use a whole number from 1 "
-        "to 512, e.g. workers: 2",
-    ),
-    (
-        "workers: 513",
-        "train.yaml:4: workers: must be at most 512, got 513; fix: use a whole number from "
-        "1 to 512, e.g. workers: 2",
-    ),
-    (
-        "workers: 2.5",
-        "train.yaml:4: workers: must be a whole number, got the number 2.5; fix: write a "
-        "whole number, e.g. workers: 2",
-    ),
-    (
-        "workers: true",
-        "train.yaml:4: workers: must be a whole number, got the boolean true; fix: write a "
-        "whole number, e.g. workers: 2",
-    ),
-    (
-        "workers: null",
-        "train.yaml:4: workers: must be a whole number, got null (an empty value); fix: "
-        "write a whole number, e.g. workers: 2",
-    ),
-    (
-        "workers:",
-        "train.yaml:4: workers: must be a whole number, got null (an empty value); fix: "
-        "write a whole number, e.g. workers: 2",
-    ),
-    (
-        "workers: '2'",
-        "train.yaml:4: workers: must be a whole number, got the string '2'; fix: write a "
-        "whole number, e.g. workers: 2",
-    ),
-    (
-        "workers: [2]",
-        "train.yaml:4: workers: must be a whole number, got a list; fix: write a whole "
-        "number, e.g. workers: 2",
-    ),
-    (
-        "slots_per_worker: 0",
-        "train.yaml:4: slots_per_worker: must be at least 1, got 0; fix: use a whole "
-        "number from 1 to 256, e.g. slots_per_worker: 1",
-    ),
-    (
-        "resources: 4",
-        "train.yaml:4: resources: must be a mapping, got the number 4; fix: write a "
-        "mapping, e.g. resources: {gpu: 1, memory: 8Gi}",
-    ),
-    (
-        "resources: {gpu: 1.5}",
-        "train.yaml:4: resources.gpu: must be a whole number, got the number 1.5; fix: "
-        "write a whole number, e.g. gpu: 1",
-    ),
-    (
-        "resources: {cpu: 0}",
-        "train.yaml:4: resources.cpu: must be more than 0, got '0'; fix: request a "
-        "positive amount, e.g. cpu: 4",
-    ),
-    (
-        "resources: {cpu: -1}",
-        "train.yaml:4: resources.cpu: must be a Kubernetes quantity such as 4, 500m or "
-        "8Gi, got '-1'; fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, "
-        "Gi, ...), e.g. cpu: 4",
-    ),
-    (
-        "resources: {memory: 8GB}",
-        "train.yaml:4: resources.memory: must be a Kubernetes quantity such as 4, 500m or "
-        "8Gi, got '8GB'; fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, "
-        "Gi, ...), e.g. memory: 8Gi",
-    ),
-    (
-        "resources: {memory: true}",
-        "train.yaml:4: resources.memory: must be a Kubernetes quantity such as 4, 500m or "
-        "8Gi, got the boolean true; fix: write a Kubernetes quantity such as 4, 500m or "
-        "8Gi, e.g. memory: 8Gi",
-    ),
-    (
-        "resources: {gpus: 1}",
-        "train.yaml:4: resources.gpus: unknown key; fix: did you mean 'gpu'?",
-    ),
-    (
-        "resources: {gpu: 65}",
-        "train.yaml:4: resources.gpu: must be at most 64, got 65; fix: use a whole number "
-        "from 0 to 64, e.g. gpu: 1",
-    ),
-    (
-        "requirements: /etc/passwd",
-        "train.yaml:4: requirements: must be relative to the repository root, got the "
-        "absolute path '/etc/passwd'; fix: write the path from the repository root, e.g. "
-        "requirements: requirements.txt",
-    ),
-    (
-        "requirements: a/../../x",
-        "train.yaml:4: requirements: must stay inside the repository ('..' is not "
-        "allowed), got 'a/../../x'; fix: write the path from the repository root, e.g. "
-        "requirements: requirements.txt",
-    ),
-    (
-        "requirements: reqs/",
-        "train.yaml:4: requirements: must name a file, got 'reqs/'; fix: write the file's "
-        "path from the repository root, e.g. requirements: requirements.txt",
-    ),
-    (
-        "requirements: 'C:\\\\x.txt'",
-        "train.yaml:4: requirements: must be relative to the repository root, got the "
-        "absolute path 'C:\\\\\\\\x.txt'; fix: write the path from the repository root, "
-        "e.g. requirements: requirements.txt",
-    ),
-    (
-        "requirements: 5",
-        "train.yaml:4: requirements: must be a string, got the number 5; fix: write a "
-        "string, e.g. requirements: requirements.txt",
-    ),
-    (
-        "env: [A]",
-        "train.yaml:4: env: must be a mapping, got a list; fix: write a mapping, e.g. env: "
-        "{EPOCHS: 10}",
-    ),
-    (
-        "env: {CI_RUNNER_SHA: x}",
-        "train.yaml:4: env.CI_RUNNER_SHA: CI_RUNNER_SHA is set by ci-runner for every "
-        f"rank; fix: choose another name ({RESERVED} are reserved)",
-    ),
-    (
-        "env: {OUTPUT_URI: x}",
-        "train.yaml:4: env.OUTPUT_URI: OUTPUT_URI is set by ci-runner for every rank; fix: "
-        f"choose another name ({RESERVED} are reserved)",
-    ),
-    (
-        "env: {GIT_PASSWORD: x}",
-        "train.yaml:4: env.GIT_PASSWORD: GIT_PASSWORD is set by ci-runner for every rank; fix: "
-        f"choose another name ({RESERVED} are reserved)",
-    ),
-    (
-        "env: {'A B': x}",
-        "train.yaml:4: env['A B']: 'A B' is not a valid environment variable name; fix: "
-        "use letters, digits and '_', not starting with a digit, e.g. LEARNING_RATE",
-    ),
-    (
-        "env: {A: null}",
-        "train.yaml:4: env.A: must be a string, got null (an empty value); fix: write a "
-        "string, e.g. env: {EPOCHS: 10}",
-    ),
-    (
-        "env: {A: [1]}",
-        "train.yaml:4: env.A: must be a string, got a list; fix: write a string, e.g. env: "
-        "{EPOCHS: 10}",
-    ),
-    (
-        'env: {A: "x\\0y"}',
-        "train.yaml:4: env.A: must not contain a NUL character; fix: remove it",
-    ),
-    (
-        "secrets: WANDB",
-        "train.yaml:4: secrets: must be a list, got the string 'WANDB'; fix: write a list, "
-        "e.g. secrets: [WANDB_API_KEY]",
-    ),
-    (
-        "secrets: [1X]",
-        "train.yaml:4: secrets[0]: '1X' is not a valid environment variable name; fix: use "
-        "letters, digits and '_', not starting with a digit, e.g. LEARNING_RATE",
-    ),
-    (
-        "secrets: [A, A]",
-        "train.yaml:4: secrets[1]: repeats 'A' (also item 0); fix: list each one once",
-    ),
-    (
-        "secrets: [DATA_URI]",
-        "train.yaml:4: secrets[0]: DATA_URI is set by ci-runner for every rank; fix: "
-        f"choose another name ({RESERVED} are reserved)",
-    ),
-    (
-        "secrets: [5]",
-        "train.yaml:4: secrets[0]: must be a string, got the number 5; fix: write a "
-        "string, e.g. secrets: [WANDB_API_KEY]",
-    ),
-    (
-        "data: s3://Bad_Bucket/x",
-        "train.yaml:4: data: has an invalid S3 bucket name 'Bad_Bucket'; fix: use 3-63 "
-        "lowercase letters, digits, '.' and '-', e.g. s3://models/runs/",
-    ),
-    (
-        "data: s3://",
-        "train.yaml:4: data: has an invalid S3 bucket name ''; fix: use 3-63 lowercase "
-        "letters, digits, '.' and '-', e.g. s3://models/runs/",
-    ),
-    (
-        "data: file://relative/x",
-        "train.yaml:4: data: must name an absolute path (file:///path), got "
-        "'file://relative/x'; fix: write three slashes, e.g. file:///relative/x",
-    ),
-    (
-        "data: /abs/path",
-        "train.yaml:4: data: must be an s3:// or file:// URI, got '/abs/path' (no scheme); "
-        "fix: write s3://bucket/path/ or file:///absolute/path/",
-    ),
-    (
-        "data: gs://b/x",
-        "train.yaml:4: data: must be an s3:// or file:// URI, got the scheme gs://; fix: "
-        "write s3://bucket/path/ or file:///absolute/path/",
-    ),
-    (
-        "data: 's3://b/x y'",
-        "train.yaml:4: data: must not contain spaces, got 's3://b/x y'; fix: remove the "
-        "spaces, e.g. data: s3://datasets/diabetes/",
-    ),
-    (
-        "data: ''",
-        "train.yaml:4: data: must not be empty; fix: write a value, e.g. data: "
-        "s3://datasets/diabetes/",
-    ),
-    (
-        "outputs: s3://models/{sha:.8}/",
-        "train.yaml:4: outputs: uses the unknown placeholder '{sha:.8}'; fix: use only the "
-        "placeholders {project}, {sha}, {job}",
-    ),
-    (
-        "outputs: s3://models/{sha!r}/",
-        "train.yaml:4: outputs: uses the unknown placeholder '{sha!r}'; fix: use only the "
-        "placeholders {project}, {sha}, {job}",
-    ),
-    (
-        "outputs: s3://models/{/",
-        "train.yaml:4: outputs: has an unmatched '{' or '}': 's3://models/{/'; fix: use "
-        "only the placeholders {project}, {sha}, {job}; write {{ or }} for a literal brace",
-    ),
-    (
-        "outputs: s3://models/}/",
-        "train.yaml:4: outputs: has an unmatched '{' or '}': 's3://models/}/'; fix: use "
-        "only the placeholders {project}, {sha}, {job}; write {{ or }} for a literal brace",
-    ),
-    (
-        "outputs: s3://models/{}/",
-        "train.yaml:4: outputs: uses the unknown placeholder '{}'; fix: use only the "
-        "placeholders {project}, {sha}, {job}",
-    ),
-    (
-        "outputs: s3://models/{0}/",
-        "train.yaml:4: outputs: uses the unknown placeholder '{0}'; fix: use only the "
-        "placeholders {project}, {sha}, {job}",
-    ),
-    (
-        "metrics: [loss]",
-        "train.yaml:4: metrics: must be a mapping, got a list; fix: write a mapping, e.g. "
-        "metrics: {train_loss: {pattern: 'loss: (?P<value>[-+0-9.eE]+)'}}",
-    ),
-    (
-        "metrics: {loss: '(?P<value>x)'}",
-        "train.yaml:4: metrics.loss: must be a mapping, got the string '(?P<value>x)'; "
-        "fix: write a mapping, e.g. metrics: {train_loss: {pattern: 'loss: "
-        "(?P<value>[-+0-9.eE]+)'}}",
-    ),
-    (
-        "metrics: {loss: {goal: min}}",
-        "train.yaml:4: metrics.loss.pattern: is required; fix: add it, e.g. pattern: "
-        "'loss: (?P<value>[-+0-9.eE]+)'",
-    ),
-    (
-        "metrics: {loss: {pattern: 'x'}}",
-        "train.yaml:4: metrics.loss.pattern: has no group named 'value' (the metric's "
-        "number); fix: mark the number with (?P<value>...), e.g. 'loss: "
-        "(?P<value>[-+0-9.eE]+)'",
-    ),
-    (
-        "metrics: {loss: {pattern: '[z-a](?P<value>x)'}}",
-        "train.yaml:4: metrics.loss.pattern: is not a valid regular expression: bad "
-        "character range z-a at position 1; fix: correct the pattern (in single quotes "
-        "YAML keeps backslashes as written)",
-    ),
-    (
-        "metrics: {loss: {pattern: '(?P<value>x)', goal: MAX}}",
-        "train.yaml:4: metrics.loss.goal: must be one of min, max, got 'MAX'; fix: did you "
-        "mean 'max'?",
-    ),
-    (
-        "metrics: {loss: {pattern: '(?P<value>x)', goal: maximum}}",
-        "train.yaml:4: metrics.loss.goal: must be one of min, max, got 'maximum'; fix: did "
-        "you mean 'max'?",
-    ),
-    (
-        "metrics: {'1loss': {pattern: '(?P<value>x)'}}",
-        "train.yaml:4: metrics.1loss: '1loss' is not a valid metric name; fix: use at most "
-        "63 letters, digits and '_', not starting with a digit, e.g. train_loss",
-    ),
-    (
-        "metrics: {loss: {pattern: '(?P<value>x)', patern: y}}",
-        "train.yaml:4: metrics.loss.patern: unknown key; fix: did you mean 'pattern'?",
-    ),
-    (
-        "metrics: {loss: {pattern: '(?P<value>x)(?P<epoch>\\d+)'}}",
-        "train.yaml:4: metrics.loss.pattern: has the named group 'epoch'; only 'value', "
-        "'step' and 'rank' are read; fix: rename it to one of those, or make it unnamed: ( "
-        "... ) instead of (?P<epoch> ... )",
-    ),
-    (
-        "metrics: {loss: {pattern: 'a{99999999999}(?P<value>x)'}}",
-        "train.yaml:4: metrics.loss.pattern: is not a valid regular expression: the "
-        "repetition number is too large; fix: simplify the pattern",
-    ),
-    (
-        "timeout: 0",
-        "train.yaml:4: timeout: must be more than 0 and at most 7 days, got 0; fix: use a "
-        "duration from 1s to 7d, e.g. timeout: 2h",
-    ),
-    (
-        "timeout: 8d",
-        "train.yaml:4: timeout: must be more than 0 and at most 7 days, got 8d; fix: use a "
-        "duration from 1s to 7d, e.g. timeout: 2h",
-    ),
-    (
-        "timeout: 2 hours",
-        "train.yaml:4: timeout: must be a duration such as 90m, 2h or 1h30m, got '2 "
-        "hours'; fix: write a number with units d, h, m, s in that order, e.g. timeout: 2h",
-    ),
-    (
-        "timeout: 30m2h",
-        "train.yaml:4: timeout: must be a duration such as 90m, 2h or 1h30m, got '30m2h'; "
-        "fix: write a number with units d, h, m, s in that order, e.g. timeout: 2h",
-    ),
-    (
-        "timeout: 1.5",
-        "train.yaml:4: timeout: must be a duration such as 90m, 2h or 1h30m, got the "
-        "number 1.5; fix: write a duration such as 90m, 2h or 1h30m, e.g. timeout: 2h",
-    ),
-    (
-        "timeout: ''",
-        "train.yaml:4: timeout: must be a duration such as 90m, 2h or 1h30m, got ''; fix: "
-        "write a number with units d, h, m, s in that order, e.g. timeout: 2h",
-    ),
-    (
-        "timeout: true",
-        "train.yaml:4: timeout: must be a duration such as 90m, 2h or 1h30m, got the "
-        "boolean true; fix: write a duration such as 90m, 2h or 1h30m, e.g. timeout: 2h",
-    ),
-    (
-        "timeout: 1:30",
-        "train.yaml:4: timeout: must be a duration such as 90m, 2h or 1h30m, got 1:30 "
-        "(YAML reads it as the base-60 number 90); fix: write the unit, e.g. timeout: 2h",
-    ),
-    (
-        "elastic: {min_workers: 1}",
-        "train.yaml:4: elastic.max_workers: is required; fix: add it, e.g. max_workers: 4",
-    ),
-    (
-        "elastic: {min_workers: 2, max_workers: 4}",
-        "train.yaml:4: workers: must be between elastic.min_workers and "
-        "elastic.max_workers (2-4), got 1; fix: set workers to how many workers to start "
-        "with, within that range",
-    ),
-    (
-        "workers: 5\nelastic: {min_workers: 2, max_workers: 4}",
-        "train.yaml:4: workers: must be between elastic.min_workers and "
-        "elastic.max_workers (2-4), got 5; fix: set workers to how many workers to start "
-        "with, within that range",
-    ),
-    (
-        "elastic: {min_workers: 0, max_workers: 4}",
-        "train.yaml:4: elastic.min_workers: must be at least 1, got 0; fix: use a whole "
-        "number from 1 to 512, e.g. min_workers: 1",
-    ),
-    (
-        "kubernetes: {namespace: -ml}",
-        "train.yaml:4: kubernetes.namespace: must be a Kubernetes namespace name "
-        "(lowercase letters, digits and '-', starting and ending with a letter or digit, "
-        "at most 63 characters), got '-ml'; fix: write e.g. ml",
-    ),
-    (
-        "kubernetes: {namespace: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}",
-        "train.yaml:4: kubernetes.namespace: must be a Kubernetes namespace name "
-        "(lowercase letters, digits and '-', starting and ending with a letter or digit, "
-        "at most 63 characters), got 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'; fix: "
-        "write e.g. aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-    ),
-    (
-        "kubernetes: null",
-        "train.yaml:4: kubernetes: must be a mapping, got null (an empty value); fix: "
-        "write a mapping, e.g. kubernetes: {namespace: ml-training}",
-    ),
-    (
-        "kubernetes:",
-        "train.yaml:4: kubernetes: must be a mapping, got null (an empty value); fix: "
-        "write a mapping, e.g. kubernetes: {namespace: ml-training}",
-    ),
-    (
-        "kubernetes: {tolerations: [{key: gpu, operator: Exists, value: x}]}",
-        "train.yaml:4: kubernetes.tolerations[0].value: must not be set when operator is "
-        "Exists; fix: remove value, or use operator: Equal",
-    ),
-    (
-        "kubernetes: {tolerations: [{effect: NoSchedule}]}",
-        "train.yaml:4: kubernetes.tolerations[0].key: is required when operator is Equal "
-        "(the default); fix: add the taint's key, or use operator: Exists to tolerate "
-        "every taint",
-    ),
-    (
-        "kubernetes: {tolerations: [{key: gpu, toleration_seconds: 5}]}",
-        "train.yaml:4: kubernetes.tolerations[0].toleration_seconds: needs effect: "
-        "NoExecute; fix: set effect: NoExecute, or remove toleration_seconds",
-    ),
-    (
-        "kubernetes: {tolerations: [{key: gpu, operator: exists}]}",
-        "train.yaml:4: kubernetes.tolerations[0].operator: must be one of Exists, Equal, "
-        "got 'exists'; fix: did you mean 'Exists'?",
-    ),
-    (
-        "kubernetes: {tolerations: [gpu]}",
-        "train.yaml:4: kubernetes.tolerations[0]: must be a mapping, got the string 'gpu'; "
-        "fix: write a mapping, e.g. tolerations: [{key: gpu, operator: Exists, effect: "
-        "NoSchedule}]",
-    ),
-    (
-        "kubernetes: {tolerations: [{key: 'a b'}]}",
-        "train.yaml:4: kubernetes.tolerations[0].key: must be a Kubernetes label key (an "
-        "optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.'), "
-        "got 'a b'; fix: write a key such as gpu or nvidia.com/gpu",
-    ),
-    (
-        "kubernetes: {tolerations: [{key: gpu, value: 'a b'}]}",
-        "train.yaml:4: kubernetes.tolerations[0].value: must be a Kubernetes label value "
-        "(at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter "
-        "or digit), got 'a b'; fix: write a value such as true or a100",
-    ),
-    (
-        "kubernetes: {tolerations: [{key: gpu, toleration_seconds: -1, effect: NoExecute}]}",
-        "train.yaml:4: kubernetes.tolerations[0].toleration_seconds: must be at least 0, "
-        "got -1; fix: use a whole number from 0 to 2147483647, e.g. toleration_seconds: "
-        "300",
-    ),
-    (
-        "kubernetes: {node_selector: {'bad key!': x}}",
-        "train.yaml:4: kubernetes.node_selector['bad key!']: must be a Kubernetes label "
-        "key (an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or "
-        "'.'), got 'bad key!'; fix: write a key such as gpu or nvidia.com/gpu",
-    ),
-    (
-        "kubernetes: {node_selector: [gpu]}",
-        "train.yaml:4: kubernetes.node_selector: must be a mapping, got a list; fix: write "
-        "a mapping, e.g. node_selector: {gpu-type: a100}",
-    ),
-    (
-        "kubernetes: {dns_config: {nameservers: [1.1.1.1, 2.2.2.2, 3.3.3.3, 4.4.4.4]}}",
-        "train.yaml:4: kubernetes.dns_config.nameservers: may have at most 3 items, got 4; "
-        "fix: remove 1",
-    ),
-    (
-        "kubernetes: {dns_config: {options: [{value: 2}]}}",
-        "train.yaml:4: kubernetes.dns_config.options[0].name: is required; fix: add it, "
-        "e.g. name: ndots",
-    ),
-    (
-        "kubernetes: {dns_config: {searches: ['a b']}}",
-        "train.yaml:4: kubernetes.dns_config.searches[0]: must not contain spaces, got 'a "
-        "b'; fix: remove the spaces, e.g. searches: [svc.cluster.local]",
-    ),
-    (
-        "kubernetes: {service_account: Trainer}",
-        "train.yaml:4: kubernetes.service_account: must be a Kubernetes object name "
-        "(lowercase letters, digits, '-' and '.', starting and ending with a letter or "
-        "digit, at most 253 characters), got 'Trainer'; fix: write e.g. trainer",
-    ),
-    (
-        "kubernetes: {image_pull_secrets: [a, a]}",
-        "train.yaml:4: kubernetes.image_pull_secrets[1]: repeats 'a' (also item 0); fix: "
-        "list each one once",
-    ),
-    (
-        "kubernetes: {ttl_seconds_after_finished: -1}",
-        "train.yaml:4: kubernetes.ttl_seconds_after_finished: must be at least 0, got -1; "
-        "fix: use a whole number from 0 to 2147483647, e.g. ttl_seconds_after_finished: "
-        "3600",
-    ),
-    (
-        "kubernetes: {backoff_limit: 3000000000}",
-        "train.yaml:4: kubernetes.backoff_limit: must be at most 2147483647, got "
-        "3000000000; fix: use a whole number from 0 to 2147483647, e.g. backoff_limit: 0",
-    ),
-    (
-        "kubernetes: {unschedulable_timeout: 5x}",
-        "train.yaml:4: kubernetes.unschedulable_timeout: must be a duration such as 90m, "
-        "2h or 1h30m, got '5x'; fix: write a number with units d, h, m, s in that order, "
-        "e.g. unschedulable_timeout: 10m",
-    ),
-    (
-        "kubernetes: {queue: 'my queue'}",
-        "train.yaml:4: kubernetes.queue: must be a Kubernetes object name (lowercase "
-        "letters, digits, '-' and '.', starting and ending with a letter or digit, at most "
-        "253 characters), got 'my queue'; fix: write e.g. my-queue",
-    ),
-    (
-        "kubernetes: {pip_cache_pvc: ''}",
-        "train.yaml:4: kubernetes.pip_cache_pvc: must not be empty; fix: write a value, "
-        "e.g. pip_cache_pvc: pip-cache",
-    ),
-    (
-        "kubernetes: {namspace: ml}",
-        "train.yaml:4: kubernetes.namspace: unknown key; fix: did you mean 'namespace'?",
-    ),
-    (
-        "kubernetes: {zzz: 1}",
-        "train.yaml:4: kubernetes.zzz: unknown key; fix: remove it; allowed keys: "
-        "namespace, tolerations, node_selector, dns_config, service_account, "
-        "priority_class, image_pull_secrets, queue, pip_cache_pvc, "
-        "ttl_seconds_after_finished, backoff_limit, unschedulable_timeout",
-    ),
-    (
-        "foo: 1",
-        "train.yaml:4: foo: unknown key; fix: remove it; allowed keys: name, image, "
-        "command, workers, slots_per_worker, resources, requirements, env, secrets, data, "
-        "outputs, metrics, timeout, elastic, kubernetes",
-    ),
-    (
-        "command: ''",
-        "train.yaml:3: command: must not be empty; fix: write what every rank runs, e.g. "
-        "command: python train.py --epochs 10",
-    ),
-    (
-        "command: []",
-        "train.yaml:3: command: must not be empty; fix: write what every rank runs, e.g. "
-        "command: python train.py --epochs 10",
-    ),
-    (
-        "command: [python, 3, true, null]",
-        "train.yaml:3: command[3]: must be a string, got null (an empty value); fix: write "
-        "a string, e.g. command: python train.py --epochs 10",
-    ),
-    (
-        "command: {a: 1}",
-        "train.yaml:3: command: must be a string or a list of strings, got a mapping; fix: "
-        "write a string or a list of strings, e.g. command: python train.py --epochs 10",
-    ),
-    (
-        'command: "python \'x"',
-        'train.yaml:3: command: has an unbalanced quote or a trailing backslash: "python '
-        "'x\"; fix: close every quote, or write the command as a list of strings",
-    ),
-    (
-        "command: 'a\\'",
-        "train.yaml:3: command: has an unbalanced quote or a trailing backslash: 'a\\\\'; "
-        "fix: close every quote, or write the command as a list of strings",
-    ),
-]
-
-
-@pytest.mark.parametrize(("snippet", "expected"), ONE_PROBLEM)
-def test_each_problem_is_worded_exactly(snippet: str, expected: str) -> None:
-    base = BASE_WITHOUT_COMMAND if snippet.startswith("command:") else BASE
-    assert problems(base + snippet + "\n") == [expected]
 
 
 @pytest.mark.parametrize(
@@ -925,40 +369,6 @@ def test_every_problem_in_one_run_in_line_order() -> None:
     ]
 
 
-def test_cross_field_checks_run_beside_field_errors() -> None:
-    text = BASE + (
-        "workers: 9\n"  # 4
-        "secrets: [TOKEN]\n"  # 5
-        "env: {TOKEN: x}\n"  # 6
-        "elastic: {min_workers: 2, max_workers: 4}\n"  # 7
-        "kubernetes:\n"  # 8
-        "  tolerations:\n"  # 9
-        "    - operator: Exists\n"  # 10
-        "      value: x\n"  # 11
-        "      toleration_seconds: 5\n"  # 12
-        "      bogus: 1\n"  # 13
-    )
-    assert problems(text) == [
-        "train.yaml:4: workers: must be between elastic.min_workers and elastic.max_workers "
-        "(2-4), got 9; fix: set workers to how many workers to start with, within that range",
-        "train.yaml:5: secrets[0]: TOKEN is also set in env; fix: keep it in one place: secrets "
-        "for CI variables, env for plain values",
-        "train.yaml:11: kubernetes.tolerations[0].value: must not be set when operator is "
-        "Exists; fix: remove value, or use operator: Equal",
-        "train.yaml:12: kubernetes.tolerations[0].toleration_seconds: needs effect: NoExecute; "
-        "fix: set effect: NoExecute, or remove toleration_seconds",
-        "train.yaml:13: kubernetes.tolerations[0].bogus: unknown key; fix: remove it; allowed "
-        "keys: key, operator, value, effect, toleration_seconds",
-    ]
-
-
-def test_an_invalid_value_is_not_also_checked_against_other_fields() -> None:
-    assert problems(BASE + "workers: two\nelastic: {min_workers: 2, max_workers: 4}\n") == [
-        "train.yaml:4: workers: must be a whole number, got the string 'two'; "
-        "fix: write a whole number, e.g. workers: 2"
-    ]
-
-
 def test_examples_in_the_repository_are_valid() -> None:
     examples = sorted((REPO_ROOT / "examples").glob("*/train.yaml"))
     assert examples
@@ -999,14 +409,6 @@ def test_keys_in_the_wrong_block_are_pointed_home() -> None:
         "kubernetes.dns_config; move it there",
         "train.yaml:8: kubernetes.node_selectr: unknown key; fix: did you mean 'node_selector'?",
     ]
-
-
-def test_slugify() -> None:
-    assert slugify("Simple_ML v2") == "simple-ml-v2"
-    assert slugify("2nd run") == "nd-run"
-    assert slugify("---") == "job"
-    assert slugify("a" * 30 + "-b") == "a" * 24
-    assert slugify("abc" * 8 + "-xyz") == "abc" * 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1141,34 +543,6 @@ def test_expand_outputs_refuses_what_validation_refuses() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The reference documentation.
-
-
-def test_committed_reference_matches_the_schema() -> None:
-    assert DOC.read_text(encoding="utf-8") == schema_markdown(), (
-        "docs/train-yaml.md is out of date: run .venv/bin/python -m ci_runner.spec.schema "
-        "> docs/train-yaml.md"
-    )
-
-
-def test_reference_lists_every_field() -> None:
-    markdown = schema_markdown()
-    for spec in SCHEMA.fields:
-        assert f"| `{spec.key}` |" in markdown
-    assert (
-        "| `kubernetes.tolerations[].effect` | `NoSchedule` or `PreferNoSchedule` or " in markdown
-    )
-    assert "| `metrics.<name>.pattern` | regular expression | required |" in markdown
-
-
-def test_reference_example_is_valid_yaml_of_the_schema() -> None:
-    block = schema_markdown().split("```yaml\n", 1)[1].split("```", 1)[0]
-    assert block == EXAMPLE
-    assert isinstance(yaml.safe_load(block), dict)
-    load_config(block)
-
-
-# ---------------------------------------------------------------------------------------------
 # Fuzzing (issue 8 scales these up).
 
 FIELD_VALUES = st.one_of(
@@ -1198,12 +572,10 @@ def test_mutated_valid_document_loads_or_fails_cleanly(path: str, value: object)
     target[last] = value
     text = yaml.safe_dump(document, allow_unicode=True)
     try:
-        config = load_config(text)
+        load_config(text)
     except ConfigError as error:
         assert error.lines()
         assert all("\n" not in line and "; fix: " in line for line in error.lines())
-    else:
-        assert isinstance(config, TrainConfig)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

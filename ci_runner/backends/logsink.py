@@ -18,9 +18,10 @@ from typing import TextIO
 from ci_runner.masking import SecretMasker
 
 # A line longer than this is passed on in pieces so one huge line cannot exhaust memory.
-MAX_LINE_CHARS = 64 * 1024
-TAIL_LINE_CHARS = 2000
-_TAIL_KEPT = 2 * TAIL_LINE_CHARS  # room for the trailing "\r"s cut when the tail is read
+MAX_SINK_LINE_CHARS = 64 * 1024
+# Characters of a line kept in the tail (in memory, or read back from a saved log).
+KEPT_TAIL_LINE_CHARS = 2000
+_TAIL_KEPT = 2 * KEPT_TAIL_LINE_CHARS  # room for the trailing "\r"s cut when the tail is read
 
 
 class LogSink:
@@ -37,7 +38,7 @@ class LogSink:
         echo: Callable[[str], None],
         masker: SecretMasker | None = None,
         tail_size: int = 60,
-        max_line_chars: int = MAX_LINE_CHARS,
+        max_line_chars: int = MAX_SINK_LINE_CHARS,
     ) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +152,7 @@ class LogSink:
 
 
 def _tail_text(line: str) -> str:
-    return line.rstrip("\r")[:TAIL_LINE_CHARS]
+    return line.rstrip("\r")[:KEPT_TAIL_LINE_CHARS]
 
 
 def tail_lines(path: Path, count: int, max_bytes: int = 256 * 1024) -> tuple[str, ...]:
@@ -166,4 +167,4 @@ def tail_lines(path: Path, count: int, max_bytes: int = 256 * 1024) -> tuple[str
     lines = data.decode("utf-8", errors="replace").splitlines()
     if len(data) == max_bytes and lines:
         lines = lines[1:]  # the first line read is most likely cut
-    return tuple(line[:TAIL_LINE_CHARS] for line in lines[-count:])
+    return tuple(line[:KEPT_TAIL_LINE_CHARS] for line in lines[-count:])

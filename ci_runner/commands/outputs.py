@@ -11,7 +11,6 @@ from ci_runner.commands.common import Runtime
 
 DEFAULT_OUTPUT_DIR = "ci-runner-out"
 LOG_NAME = "train.log"
-TAIL_LINES = 100
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +33,10 @@ class OutputSettings:
         return self.out_dir / LOG_NAME
 
     def saved_log_tail(self) -> tuple[str, ...]:
-        """The end of the log a previous ``ci-runner train`` saved here (none: empty)."""
+        """As much of the end of the log a previous ``ci-runner train`` saved here as the report
+        shows (none: empty)."""
+        from ci_runner.results.report import TAIL_LINES  # the report's modules load on use
+
         return tail_lines(self.log_path, TAIL_LINES)
 
 

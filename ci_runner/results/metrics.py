@@ -54,12 +54,12 @@ SERIES_CAPACITY = 1024
 MAX_RANKS_PER_METRIC = 1024
 MAX_JSON_METRICS = 50
 MAX_NAME_CHARS = 100
-SAMPLE_CHARS = 80
-MAX_LINE_CHARS = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
+SAMPLE_CHARS = 80  # text quoted in a message (a bad value, a garbled baseline)
+MAX_PARSED_LINE_CHARS = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
 BLOCK_CHARS = 1024 * 1024  # read at a time by parse_log_file
 # Fewer candidate matches than one in this many characters: try each (see _BlockPattern).
 SPARSE_CHARS = 256
-SAMPLE_CHARS = 64 * 1024
+DENSITY_SAMPLE_CHARS = 64 * 1024  # the start of a block that candidates are counted in
 MAX_DIGITS = 18  # a step or rank with more digits is not a plain integer
 
 # ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
@@ -321,7 +321,7 @@ class _BlockPattern:
         if self.leading not in block:
             return [], None, []
         # How dense the candidates are, from a sample: counting them all is another full scan.
-        sample = min(len(block), SAMPLE_CHARS)
+        sample = min(len(block), DENSITY_SAMPLE_CHARS)
         sparse = bool(self.leading) and (
             block.count(self.leading, 0, sample) * SPARSE_CHARS <= sample
         )
@@ -512,7 +512,7 @@ def parse_metrics(lines: Iterable[str], specs: Sequence[MetricSpec]) -> MetricsS
 
 
 def parse_log_file(path: Path, specs: Sequence[MetricSpec]) -> MetricsSummary:
-    """:func:`parse_metrics` over a saved log's lines as ``readline(MAX_LINE_CHARS)`` reads
+    """:func:`parse_metrics` over a saved log's lines as ``readline(MAX_PARSED_LINE_CHARS)`` reads
     them (undecodable bytes replaced, never fatal), a block of lines at a time."""
     parser = _Parser(specs)
     with path.open(encoding="utf-8", errors="replace") as log:
@@ -522,27 +522,27 @@ def parse_log_file(path: Path, specs: Sequence[MetricSpec]) -> MetricsSummary:
 
 
 def _blocks(log: TextIO) -> Iterator[str]:
-    """``log`` in blocks of whole lines; a line over :data:`MAX_LINE_CHARS` in pieces that
-    long (a block of its own each), as ``readline(MAX_LINE_CHARS)`` would return them."""
+    """``log`` in blocks of whole lines; a line over :data:`MAX_PARSED_LINE_CHARS` in pieces that
+    long (a block of its own each), as ``readline(MAX_PARSED_LINE_CHARS)`` would return them."""
     carry = ""
     while chunk := log.read(BLOCK_CHARS):
         text = carry + chunk
         cut = text.rfind("\n") + 1
         body, carry = text[:cut], text[cut:]
-        if len(body) > MAX_LINE_CHARS:  # it may hold an overlong line
+        if len(body) > MAX_PARSED_LINE_CHARS:  # it may hold an overlong line
             yield from _readline_pieces(body)
         elif body:
             yield body
-        while len(carry) >= MAX_LINE_CHARS:
-            yield carry[:MAX_LINE_CHARS]
-            carry = carry[MAX_LINE_CHARS:]
+        while len(carry) >= MAX_PARSED_LINE_CHARS:
+            yield carry[:MAX_PARSED_LINE_CHARS]
+            carry = carry[MAX_PARSED_LINE_CHARS:]
     if carry:
         yield carry
 
 
 def _readline_pieces(text: str) -> Iterator[str]:
     lines = io.StringIO(text)
-    while line := lines.readline(MAX_LINE_CHARS):
+    while line := lines.readline(MAX_PARSED_LINE_CHARS):
         yield line
 
 
@@ -607,7 +607,7 @@ def load_baseline(text: str | bytes) -> dict[str, float]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as error:
-        raise MetricsFileError(f"metrics.json is not valid JSON: {_short(str(error))}") from None
+        raise MetricsFileError(f"metrics.json is not valid JSON: {_short(str(error))}") from error
     return summary_from_json(data)
 
 

@@ -15,11 +15,11 @@ def path_in_repo(config_arg: str, cwd: Path, root: Path) -> str:
     absolute = (cwd / config_arg).resolve()
     try:
         return absolute.relative_to(root.resolve()).as_posix()
-    except ValueError:
+    except ValueError as error:
         raise GitError(
             f"--config {config_arg} is outside the repository {root}; fix: pass the path of a "
             "train.yaml inside the repository"
-        ) from None
+        ) from error
 
 
 def load_train_config(sha: str, path: str, root: Path) -> TrainConfig:

@@ -1,7 +1,8 @@
 """The validated ``train.yaml``: plain frozen dataclasses every later step consumes.
 
-``ci_runner.spec.schema`` turns YAML text into these (or a :class:`~ci_runner.errors.ConfigError`);
-nothing else constructs them from user input. Tests may construct them directly.
+``ci_runner.spec.schema.load_config`` turns YAML text into these (or a
+:class:`~ci_runner.errors.ConfigError`); nothing else constructs them from user input. Tests may
+construct them directly.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Goal = Literal["min", "max"]
+Operator = Literal["Exists", "Equal"]
+Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,9 @@ class Elastic:
 @dataclass(frozen=True)
 class Toleration:
     key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
+    operator: Operator = "Equal"
     value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    effect: Effect | None = None
     toleration_seconds: int | None = None
 
 

@@ -157,16 +157,16 @@ def parse(text: str | bytes, file: str = "train.yaml") -> Document:
         loader = _BoundedLoader(source)
         node = _compose_single(loader)
     except _Stop as stop:
-        raise ConfigError([Problem(file, "", stop.line, stop.message, stop.fix)]) from None
+        raise ConfigError([Problem(file, "", stop.line, stop.message, stop.fix)]) from stop
     except yaml.MarkedYAMLError as error:
-        raise ConfigError([_syntax_problem(error, file)]) from None
+        raise ConfigError([_syntax_problem(error, file)]) from error
     except yaml.reader.ReaderError as error:
-        raise ConfigError([_reader_problem(error, source or "", file)]) from None
+        raise ConfigError([_reader_problem(error, source or "", file)]) from error
     except yaml.YAMLError as error:  # any other PyYAML failure: still one readable line
         message = " ".join(str(error).split())
         raise ConfigError(
             [Problem(file, "", None, f"is not valid YAML: {message}", "correct the YAML syntax")]
-        ) from None
+        ) from error
     finally:
         if loader is not None:
             loader.dispose()
@@ -174,7 +174,7 @@ def parse(text: str | bytes, file: str = "train.yaml") -> Document:
     try:
         root = walker.node(node, "", line_hint=node.start_mark.line + 1, depth=0)
     except _Stop as stop:
-        raise ConfigError([Problem(file, "", stop.line, stop.message, stop.fix)]) from None
+        raise ConfigError([Problem(file, "", stop.line, stop.message, stop.fix)]) from stop
     if isinstance(root, YScalar) and root.value is None and not root.text:
         raise ConfigError([Problem(file, "", 1, _EMPTY, _EMPTY_FIX)])  # only "---" or "..."
     if not isinstance(root, YMapping):
@@ -225,7 +225,7 @@ def _decode(text: str | bytes, file: str) -> str | None:
                         "save the file with UTF-8 encoding",
                     )
                 ]
-            ) from None
+            ) from error
     text = text.removeprefix(_BOM)
     return text if text.strip() else None
 

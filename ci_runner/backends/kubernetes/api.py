@@ -14,20 +14,21 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ci_runner.backends.kubernetes.errors import KubeError, Unreachable, error_class
-from ci_runner.backends.kubernetes.resources import POD_LOGS, Resource
+from ci_runner.backends.kubernetes.resources import JSON, POD_LOGS, Resource
 from ci_runner.clock import Clock
 
-JSON = dict[str, Any]
 Query = Sequence[tuple[str, str | int | bool]]
 
 LOG_READ_TIMEOUT = 300.0  # seconds
+# Consecutive failed reconnects of a watch or a followed log before giving up (with the
+# retry policy's backoff, minutes of outage).
+MAX_RECONNECT_FAILURES = 12
 
 # Errors raised while reading a response body when the connection breaks.
 STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError)

@@ -24,12 +24,11 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from ci_runner.backends.kubernetes.api import JSON, KubeApi, RetryPolicy
+from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
 from ci_runner.backends.kubernetes.cancel import cancel_job, delete_pods
-from ci_runner.backends.kubernetes.errors import KubeError
 from ci_runner.backends.kubernetes.follow import JobTracker, Verdict
 from ci_runner.backends.kubernetes.logs import LogFollower
-from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS, job_selector
+from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
@@ -101,8 +100,6 @@ class KubernetesBackend:
         started = self.clock.now()
         try:
             verdict = self._run()
-        except KubeError as err:
-            raise err.cluster_error() from None
         finally:
             self._stop_threads()
             self.sink.close()

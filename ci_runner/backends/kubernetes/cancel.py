@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.api import KubeApi
-from ci_runner.backends.kubernetes.errors import KubeError, NotFound
+from ci_runner.backends.kubernetes.errors import NotFound
 from ci_runner.backends.kubernetes.resources import (
     MPIJOBS,
     PODS,
@@ -22,10 +22,7 @@ from ci_runner.render import secret_name
 
 def cancel_on_cluster(client: ApiClient, namespace: str, job_name: str, clock: Clock) -> None:
     """``ci-runner cancel``: delete the job and all it owns; :class:`ClusterError` if refused."""
-    try:
-        cancel_job(KubeApi(client, namespace, clock), job_name)
-    except KubeError as err:
-        raise err.cluster_error() from None
+    cancel_job(KubeApi(client, namespace, clock), job_name)
 
 
 def cancel_job(api: KubeApi, job_name: str) -> None:

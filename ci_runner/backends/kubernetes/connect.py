@@ -48,7 +48,7 @@ def connect(
             raise ClusterError(
                 f"cannot use the pod's service account in {service_account_dir}: {exc}; "
                 "fix: mount a service account token into the CI job's pod, or set KUBECONFIG"
-            ) from None
+            ) from exc
         own = _read(service_account_dir / "namespace")
         return Connection(
             ApiClient(configuration), namespace or own or "default", "service account"
@@ -72,7 +72,7 @@ def connect(
         raise ClusterError(
             f"{kubeconfig}: not a usable kubeconfig: {reason}; "
             "fix: point KUBECONFIG at a valid kubeconfig file (kubectl config view --raw)"
-        ) from None
+        ) from exc
     own = str((context or {}).get("context", {}).get("namespace") or "")
     return Connection(ApiClient(configuration), namespace or own or "default", str(kubeconfig))
 

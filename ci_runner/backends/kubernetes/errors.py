@@ -1,7 +1,8 @@
 """What can go wrong talking to the API server, as our own exceptions (no client types leak).
 
-Each carries the verb and resource refused, so the user gets one line naming them and, for a
-403, the RBAC rule to add.
+Each is a :class:`~ci_runner.errors.ClusterError` carrying the verb and resource refused, so the
+user gets one line naming them and, for a 403, the RBAC rule to add. Code that retries looks at
+the class and :attr:`KubeError.retryable`; code that gives up lets the error propagate.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from ci_runner.backends.kubernetes.resources import Resource
 from ci_runner.errors import ClusterError
 
 
-class KubeError(Exception):
+class KubeError(ClusterError):
     """The API server refused a request (or could not be reached) after any retries."""
 
     def __init__(
@@ -33,6 +34,9 @@ class KubeError(Exception):
         self.retry_after = retry_after
         super().__init__(f"{verb} {resource.label}: {status} {message}")
 
+    def __str__(self) -> str:
+        return self.explanation()
+
     @property
     def action(self) -> str:
         return f"{self.verb} {self.resource.label} in namespace {self.namespace}"
@@ -41,9 +45,9 @@ class KubeError(Exception):
     def retryable(self) -> bool:
         return False
 
-    def cluster_error(self) -> ClusterError:
+    def explanation(self) -> str:
         """The one line to show the user."""
-        return ClusterError(f"Kubernetes answered {self.status} to {self.action}: {self.message}")
+        return f"Kubernetes answered {self.status} to {self.action}: {self.message}"
 
 
 class Unreachable(KubeError):
@@ -53,16 +57,16 @@ class Unreachable(KubeError):
     def retryable(self) -> bool:
         return True
 
-    def cluster_error(self) -> ClusterError:
-        return ClusterError(
+    def explanation(self) -> str:
+        return (
             f"cannot reach the Kubernetes API at {self.host} to {self.action}: {self.message}; "
             "fix: check the server address in KUBECONFIG and that the CI runner can reach it"
         )
 
 
 class Unauthorized(KubeError):
-    def cluster_error(self) -> ClusterError:
-        return ClusterError(
+    def explanation(self) -> str:
+        return (
             f"Kubernetes rejected ci-runner's credentials (401 Unauthorized) when trying to "
             f"{self.action}; fix: renew the token or client certificate in KUBECONFIG "
             "(or the service account token) — it is missing, wrong or expired"
@@ -70,9 +74,9 @@ class Unauthorized(KubeError):
 
 
 class Forbidden(KubeError):
-    def cluster_error(self) -> ClusterError:
+    def explanation(self) -> str:
         rule = rbac_rule(self.resource.group, self.resource.plural, self.verb)
-        return ClusterError(
+        return (
             f"Kubernetes refused to {self.action} (403 Forbidden: {self.message}); "
             f"fix: add the RBAC rule {rule} to the Role bound to the CI job's identity "
             "(examples/rbac.yaml grants everything ci-runner needs)"
@@ -94,10 +98,8 @@ class Gone(KubeError):
 class Invalid(KubeError):
     """422: the object failed validation."""
 
-    def cluster_error(self) -> ClusterError:
-        return ClusterError(
-            f"Kubernetes rejected the request to {self.action} as invalid: {self.message}"
-        )
+    def explanation(self) -> str:
+        return f"Kubernetes rejected the request to {self.action} as invalid: {self.message}"
 
 
 class Throttled(KubeError):

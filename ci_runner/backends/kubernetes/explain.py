@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL
+from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
 from ci_runner.backends.result import Failure, FailureKind
 
-JSON = dict[str, Any]
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 
 

@@ -8,14 +8,11 @@ never from counters (FACTS.md) — or when waiting longer is pointless.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ci_runner.backends.kubernetes import explain
-from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS
+from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, FailureKind, Outcome
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

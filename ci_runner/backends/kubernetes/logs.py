@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
+from ci_runner.backends.kubernetes.api import MAX_RECONNECT_FAILURES, KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
 from ci_runner.backends.kubernetes.resources import PODS
 from ci_runner.backends.logsink import LogSink
-
-MAX_FAILURES = 12
 
 
 def parse_timestamp(text: str) -> int | None:
@@ -68,7 +66,7 @@ class LogFollower(StreamReader):
                     return
                 if self._opened:
                     failures = 0  # the connection worked, then broke: not a failing server
-                if not (err.retryable or err.status == 400) or failures >= MAX_FAILURES:
+                if not (err.retryable or err.status == 400) or failures >= MAX_RECONNECT_FAILURES:
                     raise
                 self.reconnects += 1
                 self.api.clock.sleep(self.api.retry.delay(failures, err.retry_after))

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+# A Kubernetes object (or any JSON object) as the API server sends it.
+JSON: TypeAlias = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Conflict
-from ci_runner.backends.kubernetes.resources import MPIJOBS, SECRETS
+from ci_runner.backends.kubernetes.resources import JSON, MPIJOBS, SECRETS
 from ci_runner.render import secret_name
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,12 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ci_runner.backends.kubernetes.api import JSON, KubeApi, StreamReader
+from ci_runner.backends.kubernetes.api import MAX_RECONNECT_FAILURES, KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import Gone, KubeError, error_class
-from ci_runner.backends.kubernetes.resources import Resource
+from ci_runner.backends.kubernetes.resources import JSON, Resource
 
 SYNC = "SYNC"  # a full listing: objects not in it are gone
 CHANGES = ("ADDED", "MODIFIED", "DELETED")
-# Consecutive failed reconnects before giving up (with backoff, minutes of outage).
-MAX_FAILURES = 12
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ class Watcher(StreamReader):
                     return
                 if self._progress:
                     failures = 0  # it worked for a while: start the backoff afresh
-                if not err.retryable or failures >= MAX_FAILURES:
+                if not err.retryable or failures >= MAX_RECONNECT_FAILURES:
                     raise
                 self.api.clock.sleep(self.api.retry.delay(failures, err.retry_after))
                 failures += 1

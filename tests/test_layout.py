@@ -1,0 +1,123 @@
+"""The package reads as the flow: each layer imports only the layers below it, and no cycle.
+
+The layers, lowest first, as the README's "Developing" section draws them. A module may import
+its own layer and any lower one, at module level or inside a function; a new module must be
+given a layer here.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "ci_runner"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # the ground everything stands on
+    ("errors", "clock", "masking", "templating", "console"),
+    # CI environment + train.yaml at the SHA -> validated config
+    ("gitrepo", "context", "spec"),
+    # -> one plan of the run
+    ("plan",),
+    # -> the MPIJob
+    ("render",),
+    # -> a backend runs it and yields status and log lines
+    ("backends",),
+    # GitLab's API (the comment, the baseline's bytes)
+    ("gitlab",),
+    # -> metrics, outputs, the report, posted
+    ("results",),
+    # the subcommands, then the command line
+    ("commands",),
+    ("cli", "__main__"),
+)
+
+
+@functools.cache
+def _modules() -> tuple[str, ...]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.append(".".join(("ci_runner", *parts)))
+    return tuple(names)
+
+
+def _path(module: str) -> Path:
+    parts = module.split(".")[1:]
+    candidate = PACKAGE.joinpath(*parts).with_suffix(".py")
+    return candidate if candidate.is_file() else PACKAGE.joinpath(*parts, "__init__.py")
+
+
+def _layer(module: str) -> int:
+    first = module.split(".")[1] if "." in module else ""
+    for index, names in enumerate(LAYERS):
+        if first in names:
+            return index
+    raise AssertionError(f"{module} has no layer: add it to LAYERS in tests/test_layout.py")
+
+
+def _imports(module: str, top_level_only: bool, source: str | None = None) -> Iterator[str]:
+    """The ci_runner modules ``module`` imports (``from X import y`` may name a submodule)."""
+    text = _path(module).read_text(encoding="utf-8") if source is None else source
+    tree = ast.parse(text)
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    known = set(_modules())
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("ci_runner."))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if not node.module.startswith("ci_runner"):
+                continue
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                yield sub if sub in known else node.module
+
+
+def _upward(module: str, source: str | None = None) -> list[str]:
+    own = _layer(module)
+    imported = _imports(module, top_level_only=False, source=source)
+    return sorted({m for m in imported if m != "ci_runner" and _layer(m) > own})
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if m != "ci_runner"])
+def test_no_layer_imports_upward(module: str) -> None:
+    assert _upward(module) == [], f"{module} (layer {_layer(module)}) imports a higher layer"
+
+
+def test_no_import_cycle_at_module_level() -> None:
+    graph = {m: set(_imports(m, top_level_only=True)) - {m} for m in _modules()}
+    done: set[str] = set()
+
+    def visit(module: str, trail: tuple[str, ...]) -> None:
+        if module in trail:
+            cycle = " -> ".join((*trail[trail.index(module) :], module))
+            raise AssertionError(f"import cycle: {cycle}")
+        if module in done:
+            return
+        for imported in sorted(graph.get(module, ())):
+            visit(imported, (*trail, module))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())
+
+
+def test_an_upward_import_is_found_even_inside_a_function() -> None:
+    source = (
+        "from ci_runner.render import manifest_yaml\n"
+        "def f():\n"
+        "    from ci_runner.results import stage\n"
+        "    import ci_runner.cli\n"
+    )
+    assert _upward("ci_runner.backends.local.backend", source) == [
+        "ci_runner.cli",
+        "ci_runner.results.stage",
+    ]
+    with pytest.raises(AssertionError, match="has no layer"):
+        _layer("ci_runner.somewhere_new")
