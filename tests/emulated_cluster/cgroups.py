@@ -62,10 +62,11 @@ def run_root() -> Path:
 
 def ours() -> list[Path]:
     """Every cgroup directory named :data:`marks.CGROUP_NAME` (this run's or a killed one's)."""
-    found = []
-    for root in (V1_MEMORY, V2, V2_UNIFIED):
-        if not root.is_dir():
-            continue
+    found: list[Path] = []
+    roots = [r for r in (V2, V2_UNIFIED) if (r / "cgroup.controllers").is_file()]
+    if (V1_MEMORY / "memory.limit_in_bytes").exists():
+        roots.append(V1_MEMORY)
+    for root in roots:
         for dirpath, dirnames, _ in os.walk(root):
             if os.path.basename(dirpath) == marks.CGROUP_NAME:
                 found.append(Path(dirpath))

@@ -78,7 +78,7 @@ class ContainerProcess:
             shutil.rmtree(self.directory)
         for sub in ("root", "upper", "work", "venv-upper", "venv-work"):
             (self.directory / sub).mkdir(parents=True)
-        spec = {
+        spec: dict[str, object] = {
             "root": str(self.directory / "root"),
             "layers": [str(self.image.layer), "/"],
             "upper": str(self.directory / "upper"),
