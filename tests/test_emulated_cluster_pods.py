@@ -16,6 +16,7 @@ from tests.emulated_cluster.harness import (
     container,
     emulated,
     is_ready,
+    main_status,
     phase_is,
     pod,
 )
@@ -285,3 +286,91 @@ def test_container_logs_are_cri_files_served_with_the_kubelet_semantics(cluster:
         404,
         'container "sidecar" not found in pod "logs"\n',
     )
+
+
+def test_env_reads_secrets_config_maps_fields_and_expands_earlier_variables(
+    cluster: Emulated,
+) -> None:
+    cluster.create(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "creds"},
+            "stringData": {"token": "s3cr3t"},
+        },
+    )
+    cluster.create(
+        "configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cfg"},
+            "data": {"mode": "fast"},
+        },
+    )
+    env = [
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "mode"}}},
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "SAY", "value": "$(MODE) $$(MODE) $(UNKNOWN)"},
+    ]
+    script = 'echo "$TOKEN|$MODE|$IP|$NODE|$SAY|$HOSTNAME|$PWD"'
+    cluster.create(
+        "pods",
+        pod(
+            "env", "node-2", [container("main", "sh", "-c", script, env=env)], restartPolicy="Never"
+        ),
+    )
+    done = cluster.wait_pod("env", phase_is("Succeeded", "Failed"))
+    node = f"http://{marks.NODE_ADDRESSES[1]}:{marks.KUBELET_PORT}"
+    text = requests.get(f"{node}/containerLogs/ml/env/main", timeout=10).text
+    assert text == (
+        f"s3cr3t|fast|{done['status']['podIP']}|node-2|fast $(MODE) $(UNKNOWN)|env"
+        "|/horovod/examples\n"
+    )
+
+
+def test_a_missing_secret_key_keeps_the_container_in_create_container_config_error(
+    cluster: Emulated,
+) -> None:
+    env = [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "nope"}}}]
+    cluster.create("pods", pod("no-key", "node-1", [container("main", "true", env=env)]))
+    waiting = cluster.wait_pod(
+        "no-key",
+        lambda p: (
+            main_status(p).get("state", {}).get("waiting", {}).get("reason")
+            == "CreateContainerConfigError"
+        ),
+    )
+    assert waiting["status"]["phase"] == "Pending"
+    assert waiting["status"]["containerStatuses"][0]["state"]["waiting"]["message"] == (
+        "couldn't find key nope in Secret ml/creds"
+    )
+    assert ("Failed", "Error: couldn't find key nope in Secret ml/creds") in cluster.events(
+        "no-key"
+    )
+
+
+def test_on_failure_restarts_at_once_then_backs_off(cluster: Emulated) -> None:
+    cluster.create(
+        "pods",
+        pod(
+            "crash", "node-1", [container("main", "sh", "-c", "exit 3")], restartPolicy="OnFailure"
+        ),
+    )
+    backing_off = cluster.wait_pod(
+        "crash",
+        lambda p: main_status(p).get("restartCount") == 2,
+    )
+    status = backing_off["status"]["containerStatuses"][0]
+    uid = backing_off["metadata"]["uid"]
+    assert backing_off["status"]["phase"] == "Running"
+    assert status["lastState"]["terminated"]["exitCode"] == 3
+    assert status["state"] == {
+        "waiting": {
+            "reason": "CrashLoopBackOff",
+            "message": f"back-off 10s restarting failed container=main pod=crash_ml({uid})",
+        }
+    }

@@ -89,6 +89,12 @@ def condition(pod: JSON, kind: str) -> str | None:
     return None
 
 
+def main_status(pod: JSON) -> JSON:
+    """The first container's status, {} before the kubelet wrote one."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+    return dict(statuses[0])
+
+
 def is_ready(pod: JSON) -> bool:
     return condition(pod, "Ready") == "True"
 
