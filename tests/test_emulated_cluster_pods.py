@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
+from tests import kube_server
 from tests.emulated_cluster import marks
 from tests.emulated_cluster.harness import (
     Emulated,
@@ -374,3 +376,63 @@ def test_on_failure_restarts_at_once_then_backs_off(cluster: Emulated) -> None:
             "message": f"back-off 10s restarting failed container=main pod=crash_ml({uid})",
         }
     }
+
+
+@pytest.fixture
+def claims(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake API server stores PersistentVolumeClaims like any other core/v1 kind."""
+    kind = kube_server.Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+    monkeypatch.setitem(kube_server.KINDS, kind.key, kind)
+
+
+def claim_pods(cluster: Emulated, claim: str, modes: list[str]) -> None:
+    cluster.create(
+        "persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim},
+            "spec": {"accessModes": modes, "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+    for index in (1, 2):
+        mount = [{"name": "cache", "mountPath": "/cache"}]
+        script = f"echo {index} > /cache/from-{index}; exec sleep 60"
+        cluster.create(
+            "pods",
+            pod(
+                f"{claim}-{index}",
+                f"node-{index}",
+                [container("main", "sh", "-c", script, volumeMounts=mount)],
+                volumes=[{"name": "cache", "persistentVolumeClaim": {"claimName": claim}}],
+            ),
+        )
+        if index == 1:
+            cluster.wait_pod(f"{claim}-1", phase_is("Running"))
+
+
+def test_a_read_write_once_claim_leaves_the_second_nodes_pod_container_creating(
+    cluster: Emulated, claims: None
+) -> None:
+    claim_pods(cluster, "rwo", ["ReadWriteOnce"])
+    message = 'Multi-Attach error for volume "rwo" Volume is already used by pod(s) rwo-1'
+    deadline = time.time() + 10
+    while ("FailedAttachVolume", message) not in cluster.events("rwo-2"):
+        assert time.time() < deadline, cluster.events("rwo-2")
+        time.sleep(0.1)
+    stuck = cluster.pod("rwo-2")
+    assert stuck is not None
+    assert stuck["status"]["phase"] == "Pending"
+    assert main_status(stuck)["state"] == {"waiting": {"reason": "ContainerCreating"}}
+
+
+def test_a_read_write_many_claim_is_shared_by_pods_on_both_nodes(
+    cluster: Emulated, claims: None
+) -> None:
+    claim_pods(cluster, "rwx", ["ReadWriteMany"])
+    cluster.wait_pod("rwx-2", phase_is("Running"))
+    wait_then_read = (
+        "until [ -s /cache/from-2 ]; do sleep 0.05; done; cat /cache/from-1 /cache/from-2"
+    )
+    code, text = cluster.exec("rwx-2", "main", ["sh", "-c", wait_then_read])
+    assert (code, text) == (0, "1\n2\n")
