@@ -8,7 +8,8 @@ kubernetes.io/ssh-auth with an ECDSA P-521 key in ``EC PRIVATE KEY`` PEM (lines 
 ``ssh-auth`` volume with defaultMode 0600 and items id_rsa, id_rsa.pub, authorized_keys mounted at
 ``/root/.ssh`` (lines 142-155, 1793-1816), the worker command ``/usr/sbin/sshd -De`` when the
 template has none (lines 1529-1531), the worker's search domain ``J.NS.svc.cluster.local``
-(lines 1520-1525), the launcher's ``-o ConnectionAttempts=10`` (OMPI_MCA_plm_rsh_args)."""
+(lines 1520-1525), the launcher's OpenMPI env (lines 181-194: keep FQDN host names, the hostfile,
+``-o ConnectionAttempts=10``)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def worker(cluster: Emulated, index: int, command: list[str]) -> str:
         "pods",
         pod(
             name,
-            f"node-{index + 1}",
+            f"node-{index % 2 + 1}",
             [container("worker", *command, volumeMounts=[SSH_MOUNT])],
             hostname=name,
             subdomain=JOB,
@@ -117,15 +118,19 @@ def worker(cluster: Emulated, index: int, command: list[str]) -> str:
     return f"{name}.{JOB}.{NAMESPACE}.svc"  # the hostfile's name
 
 
-def launcher(cluster: Emulated, name: str, host: str) -> tuple[int, str]:
-    """ssh from a launcher-shaped pod on the other node; (exit code, its log)."""
-    argv = ["ssh", "-o", "ConnectionAttempts=10", "-o", "BatchMode=yes", host, "echo", "reached"]
+def launcher(cluster: Emulated, name: str, argv: list[str]) -> tuple[int, str]:
+    """A launcher-shaped pod on node-2 (the operator's OpenMPI env); (exit code, its log)."""
+    env = [  # mpi_job_controller.go:181-194 ompiEnvVars
+        {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+        {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
+        {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+    ]
     cluster.create(
         "pods",
         pod(
             name,
             "node-2",
-            [container("launcher", *argv, volumeMounts=[SSH_MOUNT])],
+            [container("launcher", *argv, env=env, volumeMounts=[SSH_MOUNT])],
             volumes=[SSH_VOLUME],
             restartPolicy="Never",
         ),
@@ -140,9 +145,13 @@ def logs(name: str, container_name: str, node: int) -> str:
     return requests.get(f"{url}/containerLogs/{NAMESPACE}/{name}/{container_name}", timeout=10).text
 
 
+def ssh(host: str) -> list[str]:
+    return ["ssh", "-o", "ConnectionAttempts=10", "-o", "BatchMode=yes", host, "echo", "reached"]
+
+
 def test_the_stock_sshd_refuses_the_operators_key_on_the_secret_volume(cluster: Emulated) -> None:
     host = worker(cluster, 0, ["/usr/sbin/sshd", "-De"])
-    code, log = launcher(cluster, "launcher-stock", host)
+    code, log = launcher(cluster, "launcher-stock", ssh(host))
     assert code == 255
     assert f"root@{host}: Permission denied (publickey,password)." in log
     assert "Authentication refused: bad ownership or modes for directory /root/.ssh" in logs(
@@ -152,5 +161,34 @@ def test_the_stock_sshd_refuses_the_operators_key_on_the_secret_volume(cluster: 
 
 def test_the_same_pods_connect_once_sshd_stops_checking_modes(cluster: Emulated) -> None:
     host = worker(cluster, 1, ["/usr/sbin/sshd", "-De", "-o", "StrictModes=no"])
-    code, log = launcher(cluster, "launcher-relaxed", host)
+    code, log = launcher(cluster, "launcher-relaxed", ssh(host))
     assert (code, log.splitlines()[-1]) == (0, "reached")
+
+
+RANKS = """
+import horovod.torch as hvd, torch
+hvd.init()
+total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum).item()
+print(f"rank {hvd.rank()} of {hvd.size()} mpi {hvd.mpi_enabled()} sum {total:g}")
+"""
+
+
+def test_horovodrun_takes_the_mpi_path_over_ssh_between_pods(cluster: Emulated) -> None:
+    relaxed = ["/usr/sbin/sshd", "-De", "-o", "StrictModes=no"]
+    hosts = [worker(cluster, index, relaxed) for index in (2, 3)]
+    argv = [
+        "horovodrun",
+        "-np",
+        "2",
+        "-H",
+        ",".join(f"{h}:1" for h in hosts),
+        "python",
+        "-c",
+        RANKS,
+    ]
+    code, log = launcher(cluster, "launcher-horovod", argv)
+    ranks = sorted(line for line in log.splitlines() if "<stdout>:rank" in line)
+    assert (code, ranks) == (
+        0,
+        ["[1,0]<stdout>:rank 0 of 2 mpi True sum 3", "[1,1]<stdout>:rank 1 of 2 mpi True sum 3"],
+    ), log
