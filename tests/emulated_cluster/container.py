@@ -1,5 +1,5 @@
 """One container instance as a process tree: ``nsenter`` into the pod's network and UTS
-namespaces, ``unshare`` a mount and PID namespace, :mod:`.enter` builds the root and execs the
+namespaces, then :mod:`.enter` unshares a mount and PID namespace, builds the root and execs the
 command as PID 1 there (so, as in a container, SIGTERM reaches it only if it handles SIGTERM).
 The process is in the container's memory cgroup; stdout and stderr go to a CRI log file."""
 
@@ -101,13 +101,6 @@ class ContainerProcess:
         spec_path.write_text(json.dumps(spec))
         argv = [
             *_nsenter(self.sandbox),
-            "unshare",
-            "--mount",
-            "--pid",
-            "--fork",
-            "--propagation",
-            "private",
-            "--kill-child",
             sys.executable,
             "-I",
             "-S",

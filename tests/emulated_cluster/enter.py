@@ -1,16 +1,24 @@
-"""Inside a new mount and PID namespace (started by ``unshare``): build the container's root,
-mount its volumes, chroot and exec its command. Standard library only: it runs as
-``python -I -S enter.py SPEC`` before the container's process replaces it.
+"""Start a container: unshare a mount and a PID namespace, fork the container's PID 1, which
+builds the root, mounts the volumes, chroots and execs the command; wait for it and end the way it
+ended (its exit code, or killed by the same signal: util-linux ``unshare --fork`` 2.38 turns a
+signal into exit code 1, so it is not used). Standard library only: ``python -I -S enter.py SPEC``.
 
 SPEC (JSON): root, layers (lower dirs, top first), upper, work, venv {path, lower, upper, work},
 binds [{source, target, readOnly, file}], workdir, env {name: value}, argv, error_file,
 started_fd (a pipe: one byte once the root is ready, as runc's exec fifo).
 """
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
+import traceback
+from typing import Any
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
 
 
 def mount(*args: str) -> None:
@@ -50,6 +58,31 @@ def make_dev(dev: str) -> None:
 def main() -> None:
     with open(sys.argv[1]) as handle:
         spec = json.load(handle)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    mount("--make-rprivate", "/")
+    # After this the next fork is the new namespace's PID 1: nothing may fork before it.
+    if libc.unshare(CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            container(spec)
+        except BaseException:
+            traceback.print_exc()
+        os._exit(127)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # these have no handler to reset
+            signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+
+def container(spec: dict[str, Any]) -> None:
+    """PID 1 of the new PID namespace: the root, the mounts, then exec."""
     started = spec["started_fd"]  # one byte there: the root is ready, the command follows
     os.set_inheritable(started, False)
     root = spec["root"]
