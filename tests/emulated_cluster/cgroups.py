@@ -76,19 +76,28 @@ def ours() -> list[Path]:
     return found
 
 
+def _enable_memory_down_to(path: Path) -> None:
+    """v2: a child has memory.max only if every ancestor delegates the memory controller."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        control = directory.parent / "cgroup.subtree_control"
+        if "memory" not in control.read_text().split():
+            control.write_text("+memory")
+        directory.mkdir()
+
+
 class Cgroup:
     """One cgroup: a pod's or a container's."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.v2 = (path / "cgroup.controllers").exists()
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        self.v2 = (existing / "cgroup.controllers").exists()
 
     def create(self, memory_limit: int | None) -> Cgroup:
+        if self.v2:
+            _enable_memory_down_to(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
-        if self.v2 and any(self.path.iterdir()):
-            sub = self.path / "cgroup.subtree_control"
-            if sub.exists():
-                sub.write_text("+memory")
         if memory_limit is not None:
             name = "memory.max" if self.v2 else "memory.limit_in_bytes"
             (self.path / name).write_text(str(memory_limit))

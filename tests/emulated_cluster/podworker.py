@@ -233,10 +233,8 @@ class PodWorker:
 
     def _sandbox_up(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.ip = self.ctx.addresses.take()
         host_network = bool(self.pod["spec"].get("hostNetwork"))
-        if host_network:
-            self.ip = self.ctx.node_ip
+        self.ip = self.ctx.node_ip if host_network else self.ctx.addresses.take()
         netns = None if host_network else network.pod_network_up(self.uid, self.ip)
         name, _ = podspec.hostname(self.pod)
         uts = self.dir / "uts"
