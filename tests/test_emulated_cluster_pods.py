@@ -465,3 +465,18 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(cluster: Emu
         finals[name] = (final["phase"], main_status(history[-1])["state"]["terminated"]["exitCode"])
         assert ("Killing", "Stopping container main") in cluster.events(name)
     assert finals == {"polite": ("Succeeded", 0), "stubborn": ("Failed", 137)}
+
+
+def test_following_a_log_streams_until_the_container_exits(cluster: Emulated) -> None:
+    script = "echo first; sleep 1; echo second"
+    cluster.create(
+        "pods",
+        pod("follow", "node-1", [container("main", "sh", "-c", script)], restartPolicy="Never"),
+    )
+    cluster.wait_pod("follow", phase_is("Running"))
+    with requests.get(
+        f"{KUBELET}/containerLogs/ml/follow/main?follow=true", stream=True, timeout=30
+    ) as response:
+        lines = [line for line in response.iter_lines() if line]
+    assert lines == [b"first", b"second"]
+    assert cluster.wait_pod("follow", phase_is("Succeeded"))
