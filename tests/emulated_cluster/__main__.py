@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import fcntl
 import logging
 import os
 import shutil
@@ -23,10 +22,9 @@ import yaml
 
 from tests.emulated_cluster import marks
 from tests.emulated_cluster.api import Api, ApiFailure, Scope
-from tests.emulated_cluster.cluster import MachineSide, NodeShape
+from tests.emulated_cluster.cluster import Busy, MachineSide, NodeShape
 from tests.kube_server import FakeKubeServer
 
-LOCK = Path("/run/ci-runner-emulated.lock")
 TOOLS = {  # command -> Debian package
     "ip": "iproute2",
     "nsenter": "util-linux",
@@ -46,19 +44,6 @@ NODES = (
         taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
     ),
 )
-
-
-def acquire_lock() -> int | None:
-    """One emulated cluster per machine: a start cleans up whatever another left, so a second
-    one must not start while the first runs. The kernel drops the lock when its holder dies."""
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def missing_tools() -> list[str]:
@@ -128,13 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"error: missing tools: {', '.join(missing)}", file=sys.stderr)
         return 1
-    lock = acquire_lock()
-    if lock is None:
-        print(
-            f"error: another emulated cluster runs on this machine (lock {LOCK}); stop it first",
-            file=sys.stderr,
-        )
-        return 1
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -144,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     side = MachineSide(api, scope_for(api, args.namespace), list(NODES[: args.nodes]))
     s3: Any = None
     try:
-        side.start()
+        try:
+            side.start(wait_for_lock=False)
+        except Busy as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
         note = register_nodes(api, side)
         if note:
             print(f"note: {note}", file=sys.stderr, flush=True)
@@ -169,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
             s3.stop()
         side.stop()
         server.stop()
-        LOCK.unlink(missing_ok=True)
-        os.close(lock)
     return 0
 
 

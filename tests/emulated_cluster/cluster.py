@@ -4,6 +4,8 @@ URL and token. The API server and controllers are whoever started them (see ``__
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -77,6 +79,25 @@ def node_object(shape: NodeShape, address: str, port: int) -> JSON:
     }
 
 
+class Busy(Exception):
+    """Another emulated cluster runs on this machine."""
+
+
+def _lock(wait: bool) -> int:
+    """One emulated cluster per machine: a start removes whatever another run left, so a second
+    one must not start while the first runs. The kernel drops the lock when its holder dies."""
+    marks.LOCK.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(marks.LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        raise Busy(
+            f"another emulated cluster runs on this machine (lock {marks.LOCK}); stop it first"
+        ) from None
+    return fd
+
+
 def default_venv() -> Path:
     return Path(sys.prefix)
 
@@ -101,12 +122,15 @@ class MachineSide:
         self.dns: ClusterDns | None = None
         self.cgroup: Cgroup | None = None
         self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
+        self._lock: int | None = None
 
     @property
     def dns_address(self) -> str:
         return marks.GATEWAY
 
-    def start(self) -> MachineSide:
+    def start(self, wait_for_lock: bool = True) -> MachineSide:
+        """Waits for (or, without ``wait_for_lock``, refuses with :class:`Busy`) another run."""
+        self._lock = _lock(wait_for_lock)
         cleanup.remove_everything()  # what a killed run left
         try:
             self._start()
@@ -166,6 +190,8 @@ class MachineSide:
         ]
 
     def stop(self) -> None:
+        if self._lock is None:
+            return  # never started, or another run holds the machine: nothing here is ours
         for kubelet in self.kubelets:
             kubelet.shutdown()
         self.kubelets = []
@@ -173,3 +199,7 @@ class MachineSide:
             self.dns.stop()
             self.dns = None
         cleanup.remove_everything()
+        if self._lock is not None:
+            marks.LOCK.unlink(missing_ok=True)
+            os.close(self._lock)
+            self._lock = None

@@ -14,6 +14,7 @@ POD_ADDRESSES = tuple(f"{SUBNET}.{i}" for i in range(16, 255))
 NETNS_PREFIX = "cire-"  # ip netns names: cire-<8 hex of the pod uid>
 VETH_PREFIX = "cirv"  # host side of each pod's veth: cirv<8 hex>
 STATE_ROOT = Path("/run/ci-runner-emulated")  # one tmpfs: pod dirs, logs, volumes, overlays
+LOCK = Path("/run/ci-runner-emulated.lock")  # held by the run in progress (flock)
 CGROUP_NAME = "ci-runner-emulated"  # a cgroup of this name holds every process we start
 KUBELET_PORT = 10250
 DNS_PORT = 53
