@@ -1,6 +1,6 @@
-"""train.yaml + CI context → the MPIJob manifest (kubeflow.org/v2beta1), and its Secret's contents.
+"""A run plan → the MPIJob manifest (kubeflow.org/v2beta1) that runs it on Kubernetes.
 
-Pure functions: the same config and context always give the same manifest. The manifest comes
+Pure functions: the same plan always gives the same manifest. The manifest comes
 from ``templates/mpijob.yaml.j2``; the shell scripts the pods run are ``templates/scripts/*.sh``.
 """
 
@@ -19,9 +19,8 @@ except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
 from ci_runner.context import CIContext
-from ci_runner.errors import ConfigError, GitError, Problem
-from ci_runner.plan.job_name import job_name
-from ci_runner.spec.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
+from ci_runner.errors import GitError
+from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import environment, templates_dir
 
@@ -30,8 +29,9 @@ CODE_DIR = "/ci-runner/code"
 DEPS_PYTHONPATH = "/ci-runner/python/purelib:/ci-runner/python/platlib"
 HOSTFILE = "/etc/mpi/hostfile"
 DISCOVER_HOSTS = "/etc/mpi/discover_hosts.sh"
-GIT_USERNAME_KEY = "GIT_USERNAME"
-GIT_PASSWORD_KEY = "GIT_PASSWORD"
+# Where the ranks run in the pods, and how the launcher finds them (files the operator mounts).
+POD_LOCATION = RankLocation(code_dir=CODE_DIR, dependency_path=DEPS_PYTHONPATH)
+POD_HOSTS = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOVER_HOSTS)
 LABEL_PREFIX = "ci-runner"
 # Annotation values are capped so a pathological branch name cannot push the object past the
 # API server's 256 KiB annotation limit.
@@ -48,56 +48,14 @@ _SCRIPTS = {
 }
 
 
-def secret_name(job: str) -> str:
-    """The Secret holding the job's git credentials and train.yaml ``secrets``."""
-    return f"{job}-secrets"
-
-
-def secret_data(config: TrainConfig, ctx: CIContext, env: Mapping[str, str]) -> dict[str, str]:
-    """The Secret's contents: git credentials for the pods, then one key per ``config.secrets``.
-
-    Git uses ``CI_RUNNER_GIT_TOKEN`` (user ``CI_RUNNER_GIT_USERNAME``, default ``oauth2``) when
-    set, else the job token as ``gitlab-ci-token``. A missing secret variable is a ConfigError.
-    """
-    if env.get("CI_RUNNER_GIT_TOKEN"):
-        data = {
-            GIT_USERNAME_KEY: env.get("CI_RUNNER_GIT_USERNAME") or "oauth2",
-            GIT_PASSWORD_KEY: env["CI_RUNNER_GIT_TOKEN"],
-        }
-    else:
-        data = {GIT_USERNAME_KEY: "gitlab-ci-token", GIT_PASSWORD_KEY: env.get("CI_JOB_TOKEN", "")}
-    _check_names(config)
-    problems = []
-    for name in config.secrets:
-        value = env.get(name)
-        if not value:
-            problems.append(
-                Problem(
-                    config.source_file,
-                    "secrets",
-                    None,
-                    f"CI variable {name} is not set",
-                    f"define {name} as a masked variable in the project's Settings > CI/CD > "
-                    "Variables (or export it when running outside CI)",
-                )
-            )
-        else:
-            data[name] = value
-    if problems:
-        raise ConfigError(problems)
-    return data
-
-
-def render_mpijob(config: TrainConfig, ctx: CIContext) -> dict[str, Any]:
-    """The MPIJob for ``config`` at commit ``ctx.sha``, as a plain dict."""
-    _check_names(config)
-    if not ctx.repo_url:
+def render_mpijob(plan: RunPlan) -> dict[str, Any]:
+    """The MPIJob that runs ``plan`` at its commit, as a plain dict."""
+    if not plan.context.repo_url:
         raise GitError(
             "no repository URL for the pods to fetch the code from; fix: pass --repo-url "
             "https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in GitLab CI"
         )
-    name = job_name(config, ctx)
-    text = environment().get_template("mpijob.yaml.j2").render(_template_values(config, ctx, name))
+    text = environment().get_template("mpijob.yaml.j2").render(_template_values(plan))
     manifest: dict[str, Any] = yaml.load(text, Loader=_LOADER)  # a safe loader
     return manifest
 
@@ -121,7 +79,8 @@ def _represent_str(dumper: SafeRepresenter, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _represent_str)
 
 
-def _template_values(config: TrainConfig, ctx: CIContext, name: str) -> dict[str, Any]:
+def _template_values(plan: RunPlan) -> dict[str, Any]:
+    config, ctx, name = plan.config, plan.context, plan.job_name
     k8s = config.kubernetes
     scripts = {
         key: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
@@ -163,89 +122,16 @@ def _template_values(config: TrainConfig, ctx: CIContext, name: str) -> dict[str
         "tolerations": k8s.tolerations,
         "dns_config": k8s.dns_config,
         "repo_url": ctx.repo_url,
-        "secret_name": secret_name(name),
+        "secret_name": plan.secret.name,
         "requirements": config.requirements or "",
         "pip_cache_pvc": k8s.pip_cache_pvc,
         "scripts": scripts,
         "setup_env": [("CI_RUNNER_SHA", ctx.sha), *config.env],
-        "rank_env": _rank_env(config, ctx, name),
-        "secret_env": [(s, secret_name(name), s) for s in config.secrets],
-        "launcher_args": launcher_args(config),
+        "rank_env": plan.rank_environment(POD_LOCATION),
+        "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],
+        "launcher_args": plan.horovodrun_argv(POD_HOSTS),
         "resource_limits": resource_limits,
     }
-
-
-def launcher_args(config: TrainConfig) -> list[str]:
-    """The launcher's ``horovodrun`` command line (run from the code directory)."""
-    slots = config.slots_per_worker
-    args = ["horovodrun", "-np", str(config.ranks)]
-    if config.elastic:
-        args += [
-            "--min-np",
-            str(config.elastic.min_workers * slots),
-            "--max-np",
-            str(config.elastic.max_workers * slots),
-            "--slots",
-            str(slots),
-            "--host-discovery-script",
-            DISCOVER_HOSTS,
-        ]
-    else:
-        args += ["--hostfile", HOSTFILE]
-    return [*args, *config.command]
-
-
-def _rank_env(config: TrainConfig, ctx: CIContext, name: str) -> list[tuple[str, str]]:
-    user = dict(config.env)
-    env = [
-        ("CI_RUNNER_SHA", ctx.sha),
-        ("CI_RUNNER_JOB", name),
-        ("CI_RUNNER_PROJECT", ctx.project_path),
-        ("CI_RUNNER_CODE_DIR", CODE_DIR),
-    ]
-    if config.data:
-        env.append(("DATA_URI", config.data))
-    if config.outputs:
-        outputs = expand_outputs(config.outputs, project=ctx.project_path, sha=ctx.sha, job=name)
-        env.append(("OUTPUT_URI", outputs))
-    pythonpath = DEPS_PYTHONPATH
-    if user.get("PYTHONPATH"):
-        pythonpath = f"{pythonpath}:{user['PYTHONPATH']}"
-    env.append(("PYTHONPATH", pythonpath))
-    if "PYTHONUNBUFFERED" not in user:
-        env.append(("PYTHONUNBUFFERED", "1"))  # ranks' lines reach the CI log as they happen
-    env += [(k, v) for k, v in config.env if k != "PYTHONPATH"]
-    return env
-
-
-def _check_names(config: TrainConfig) -> None:
-    problems = []
-    for key, _ in config.env:
-        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
-            problems.append(
-                Problem(
-                    config.source_file,
-                    f"env.{key}",
-                    None,
-                    f"{key} is set by ci-runner for every rank",
-                    "use another name",
-                )
-            )
-    env_names = {key for key, _ in config.env}
-    for secret in config.secrets:
-        if secret in RESERVED_ENV or secret.startswith(RESERVED_ENV_PREFIX) or secret in env_names:
-            what = "also in env" if secret in env_names else "set by ci-runner for every rank"
-            problems.append(
-                Problem(
-                    config.source_file,
-                    "secrets",
-                    None,
-                    f"{secret} is {what}",
-                    "give the secret variable another name",
-                )
-            )
-    if problems:
-        raise ConfigError(problems)
 
 
 def label_value(text: str) -> str:

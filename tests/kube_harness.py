@@ -23,7 +23,9 @@ from ci_runner.backends.kubernetes.backend import KubernetesBackend
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
+from ci_runner.console import Console
 from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import JobSecret, secret_name
 from tests.kube_operator import JobScenario, MpiOperator
 from tests.kube_server import FakeKubeServer
 
@@ -119,6 +121,12 @@ class CiLog:
             self.lines.extend(complete)
             self._cond.notify_all()
 
+    def write(self, text: str) -> None:  # a Console's stdout and stderr both
+        self(text)
+
+    def flush(self) -> None:
+        pass
+
     def wait_for(self, line: str) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: line in self.lines, timeout=WAIT):
@@ -150,13 +158,15 @@ class Cluster:
         self, manifest: JSON | None = None, unschedulable_timeout: float = 600
     ) -> KubernetesBackend:
         sink = LogSink(self.tmp_path / "train.log", self.log, SecretMasker([GIT_TOKEN]))
+        manifest = manifest or mpijob_manifest()
+        name = secret_name(manifest["metadata"]["name"])
         self.backend_under_test = KubernetesBackend(
             api_client=self.api_client(),
             namespace=NAMESPACE,
-            manifest=manifest or mpijob_manifest(),
-            secret_data={"git-token": GIT_TOKEN},
+            manifest=manifest,
+            secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
             sink=sink,
-            echo=self.log,
+            console=Console(self.log, self.log),
             clock=self.clock,
             unschedulable_timeout=unschedulable_timeout,
             retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),

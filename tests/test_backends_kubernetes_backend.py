@@ -18,6 +18,7 @@ from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.context import CIContext
 from ci_runner.errors import ClusterError
+from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.spec.types import TrainConfig
 from tests.kube_harness import JOB, NAMESPACE, Cluster, mpijob_manifest, running_cluster
@@ -589,7 +590,7 @@ def test_a_manifest_from_render_runs(cluster: Cluster) -> None:
         job_id="5005",
         repo_url="https://gitlab.example.com/group/project.git",
     )
-    manifest = render_mpijob(config, context)
+    manifest = render_mpijob(build_plan(config, context))
     name = manifest["metadata"]["name"]
     job = cluster.started(manifest)
     job.workers_running()

@@ -12,7 +12,7 @@ from ci_runner.backends.kubernetes.cancel import cancel_job, cancel_on_cluster
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
-from ci_runner.render import secret_name
+from ci_runner.plan.run_plan import JobSecret, secret_name
 from tests.kube_harness import NAMESPACE, mpijob_manifest
 from tests.kube_operator import MpiOperator
 from tests.kube_server import FakeKubeServer
@@ -25,12 +25,18 @@ def server() -> Iterator[FakeKubeServer]:
         yield server
 
 
+def git_secret(job: str, data: dict[str, str]) -> JobSecret:
+    return JobSecret(secret_name(job), tuple(data), data)
+
+
 def make_api(server: FakeKubeServer) -> KubeApi:
     return KubeApi(kubernetes.client.ApiClient(server.configuration()), NAMESPACE, ManualClock())
 
 
 def test_secret_then_job_then_owner_reference(server: FakeKubeServer) -> None:
-    submission = submit(make_api(server), mpijob_manifest("j1"), {"git-token": "tok-1234"})
+    submission = submit(
+        make_api(server), mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"})
+    )
     assert not submission.attached
     assert submission.name == "j1"
     order = [(r.verb, r.resource) for r in server.requests]
@@ -54,8 +60,8 @@ def test_secret_then_job_then_owner_reference(server: FakeKubeServer) -> None:
 
 def test_a_restarted_ci_job_attaches_and_refreshes_the_secret(server: FakeKubeServer) -> None:
     api = make_api(server)
-    first = submit(api, mpijob_manifest("j1"), {"git-token": "old-token"})
-    again = submit(api, mpijob_manifest("j1"), {"git-token": "new-token"})
+    first = submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "old-token"}))
+    again = submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "new-token"}))
     assert again.attached
     assert again.uid == first.uid
     secret = server.store.get("secrets", NAMESPACE, secret_name("j1"))
@@ -65,10 +71,10 @@ def test_a_restarted_ci_job_attaches_and_refreshes_the_secret(server: FakeKubeSe
 
 def test_cancel_deletes_everything_and_is_idempotent(server: FakeKubeServer) -> None:
     api = make_api(server)
-    submit(api, mpijob_manifest("j1"), {"git-token": "tok-1234"})
-    submit(api, mpijob_manifest("j2"), {"git-token": "tok-1234"})
-    cancel_job(api, "j1")
-    cancel_job(api, "j1")
+    submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"}))
+    submit(api, mpijob_manifest("j2"), git_secret("j2", {"git-token": "tok-1234"}))
+    cancel_job(api, "j1", secret_name("j1"))
+    cancel_job(api, "j1", secret_name("j1"))
     names = {
         key: sorted(o["metadata"]["name"] for o in server.store.list(key, NAMESPACE)[0])
         for key in (
@@ -93,7 +99,7 @@ def test_cancel_deletes_everything_and_is_idempotent(server: FakeKubeServer) -> 
 
 
 def test_cancel_of_a_job_that_never_was(server: FakeKubeServer) -> None:
-    cancel_job(make_api(server), "nothing")
+    cancel_job(make_api(server), "nothing", secret_name("nothing"))
     assert server.count("delete", "secrets") == 1
 
 
@@ -101,7 +107,7 @@ def test_cancel_on_cluster_refused_is_one_line(server: FakeKubeServer) -> None:
     server.forbid("delete", "mpijobs")
     client = kubernetes.client.ApiClient(server.configuration())
     with pytest.raises(ClusterError) as caught:
-        cancel_on_cluster(client, NAMESPACE, "j1", ManualClock())
+        cancel_on_cluster(client, NAMESPACE, "j1", secret_name("j1"), ManualClock())
     assert str(caught.value).startswith(
         "Kubernetes refused to delete mpijobs.kubeflow.org in namespace ml (403 Forbidden: "
     )

@@ -23,18 +23,20 @@ from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.backend import (
     LocalBackend,
     LocalOptions,
-    horovodrun_argv,
     is_running,
+    local_hosts,
     run_local,
     write_discovery_script,
 )
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import ManualClock
+from ci_runner.console import Console
 from ci_runner.context import CIContext
-from ci_runner.errors import EnvironmentSetupError
+from ci_runner.errors import ConfigError, EnvironmentSetupError
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.job_name import job_name
+from ci_runner.plan.run_plan import RunPlan, build_plan
 from ci_runner.spec.types import Elastic, TrainConfig
 
 PROJECT = "group/toy"
@@ -86,7 +88,7 @@ def options(
     return replace(opts, **changes)  # type: ignore[arg-type]
 
 
-class Console:
+class Screen:
     """What the backend printed: status lines and the training log, in order."""
 
     def __init__(self) -> None:
@@ -94,6 +96,12 @@ class Console:
 
     def __call__(self, text: str) -> None:
         self.text += text
+
+    def write(self, text: str) -> None:  # a Console's stdout and stderr both
+        self(text)
+
+    def flush(self) -> None:
+        pass
 
     @property
     def status(self) -> list[str]:
@@ -121,6 +129,12 @@ class RecordingRunner:
         return [c for c in self.calls if "venv" in c or "pip" in c]
 
 
+def plan_for(cfg: TrainConfig, sha: str, opts: LocalOptions, **overrides: str) -> RunPlan:
+    """The plan ``ci-runner train --local`` builds, from the same environment the ranks get."""
+    context = CIContext(sha=sha, project_path=PROJECT)
+    return build_plan(cfg, context, opts.environ, read_secrets=True, **overrides)
+
+
 def run(
     cfg: TrainConfig,
     sha: str,
@@ -129,17 +143,19 @@ def run(
     runner: pyenv.CommandRunner = pyenv.run_command,
     clock: ManualClock | None = None,
     masker: SecretMasker | None = None,
-) -> tuple[RunResult, Console]:
-    console = Console()
-    context = CIContext(sha=sha, project_path=PROJECT)
-    with LogSink(tmp_path / "logs" / "train.log", console, masker) as sink:
+    **overrides: str,
+) -> tuple[RunResult, Screen]:
+    screen = Screen()
+    console = Console(screen, screen)
+    plan = plan_for(cfg, sha, opts, **overrides)
+    with LogSink(tmp_path / "logs" / "train.log", console.echo, masker) as sink:
         result = run_local(
-            cfg, context, opts, sink=sink, echo=console, run=runner, clock=clock or ManualClock()
+            plan, opts, sink=sink, console=console, run=runner, clock=clock or ManualClock()
         )
-    return result, console
+    return result, screen
 
 
-def rank_lines(console: Console) -> list[str]:
+def rank_lines(console: Screen) -> list[str]:
     return sorted(line for line in console.text.splitlines() if re.match(r"\[\d+\]<", line))
 
 
@@ -204,9 +220,9 @@ def test_output_and_data_overrides_are_passed_as_given(
 ) -> None:
     repo, sha = git_repo({"train.py": PRINT_ENV})
     cfg = config(workers=1, data="s3://datasets/toy/", outputs="s3://m/{job}/")
-    opts = options(repo, tmp_path, horovodrun, base, data_uri="file:///d/", output_uri="file:///o")
+    opts = options(repo, tmp_path, horovodrun, base)
 
-    _, console = run(cfg, sha, opts, tmp_path)
+    _, console = run(cfg, sha, opts, tmp_path, data_uri="file:///d/", output_uri="file:///o")
 
     assert rank_lines(console)[0].startswith(
         "[0]<stdout>:DATA_URI=file:///d/ OUTPUT_URI=file:///o "
@@ -417,26 +433,34 @@ def test_more_ranks_than_cores_is_a_warning(
     assert result.succeeded
 
 
-def test_a_missing_secret_is_one_line(
+def test_a_missing_secret_is_the_same_config_error_as_on_kubernetes(
     git_repo: GitRepo, tmp_path: Path, horovodrun: Path, base: pyenv.BaseEnvironment
 ) -> None:
     repo, sha = git_repo({"train.py": "print()\n"})
 
-    with pytest.raises(EnvironmentSetupError) as caught:
-        run(config(secrets=("API_KEY",)), sha, options(repo, tmp_path, horovodrun, base), tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        run(
+            config(secrets=("API_KEY",)),
+            sha,
+            options(repo, tmp_path, horovodrun, base),
+            tmp_path,
+        )
 
-    assert str(caught.value) == (
-        "train.yaml: secrets: API_KEY not set in the environment; fix: export API_KEY (and any "
-        "other listed secret) before ci-runner train --local"
-    )
+    assert caught.value.lines() == [
+        "train.yaml: secrets: CI variable API_KEY is not set; fix: define API_KEY as a masked "
+        "variable in the project's Settings > CI/CD > Variables (or export it when running "
+        "outside CI)"
+    ]
 
 
 def test_elastic_jobs_discover_localhost(tmp_path: Path) -> None:
     cfg = config(workers=2, slots_per_worker=2, elastic=Elastic(min_workers=1, max_workers=3))
-    script = write_discovery_script(cfg, tmp_path, "toy-job")
+    plan = build_plan(cfg, CIContext(sha="0" * 40, project_path=PROJECT))
+    script = write_discovery_script(plan, tmp_path)
 
-    argv = horovodrun_argv(Path("/bin/horovodrun"), cfg, script)
+    argv = plan.horovodrun_argv(local_hosts(plan, script), "/bin/horovodrun")
 
+    assert script.name == f"discover-hosts-{plan.job_name}.sh"
     assert argv == [
         "/bin/horovodrun",
         "-np",
@@ -445,6 +469,8 @@ def test_elastic_jobs_discover_localhost(tmp_path: Path) -> None:
         "2",
         "--max-np",
         "6",
+        "--slots",  # as on Kubernetes; the script's "localhost:6" is what counts here
+        "2",
         "--host-discovery-script",
         str(script),
         "--gloo",
@@ -462,7 +488,7 @@ def test_the_timeout_stops_every_rank(
     clock = ManualClock()
     pids: list[int] = []
 
-    class Watch(Console):
+    class Watch(Screen):
         def __call__(self, text: str) -> None:
             super().__call__(text)
             pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
@@ -471,12 +497,12 @@ def test_the_timeout_stops_every_rank(
 
     console = Watch()
     with LogSink(tmp_path / "train.log", console) as sink:
+        opts = options(repo, tmp_path, horovodrun, base)
         result = run_local(
-            config(timeout=60),
-            CIContext(sha=sha, project_path=PROJECT),
-            options(repo, tmp_path, horovodrun, base),
+            plan_for(config(timeout=60), sha, opts),
+            opts,
             sink=sink,
-            echo=console,
+            console=Console(console, console),
             clock=clock,
         )
 
@@ -500,6 +526,8 @@ from ci_runner.spec.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.backends.local.backend import LocalOptions, run_local
 from ci_runner.backends.logsink import LogSink
+from ci_runner.console import Console
+from ci_runner.plan.run_plan import build_plan
 
 repo, sha, cache, horovodrun = sys.argv[1:5]
 opts = LocalOptions(
@@ -508,11 +536,10 @@ opts = LocalOptions(
     stop_grace_seconds=5.0,
 )
 cfg = TrainConfig(name="toy", image="img", command=("python", "train.py"), workers=2)
-def echo(text):
-    sys.stdout.write(text)
-    sys.stdout.flush()
-with LogSink(Path(cache) / "train.log", echo) as sink:
-    result = run_local(cfg, CIContext(sha=sha, project_path="g/p"), opts, sink=sink, echo=echo)
+console = Console(sys.stdout, sys.stdout)
+with LogSink(Path(cache) / "train.log", console.echo) as sink:
+    plan = build_plan(cfg, CIContext(sha=sha, project_path="g/p"), opts.environ, read_secrets=True)
+    result = run_local(plan, opts, sink=sink, console=console)
 print(f"outcome {result.outcome.value}", flush=True)
 """
 
@@ -574,7 +601,7 @@ def test_local_backend_cancel_stops_every_rank(
     pids: list[int] = []
     backend: LocalBackend | None = None
 
-    class Watch(Console):
+    class Watch(Screen):
         def __call__(self, text: str) -> None:
             super().__call__(text)
             pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
@@ -584,12 +611,12 @@ def test_local_backend_cancel_stops_every_rank(
 
     console = Watch()
     sink = LogSink(tmp_path / "train.log", console)
+    opts = options(repo, tmp_path, horovodrun, base)
     backend = LocalBackend(
-        config(),
-        CIContext(sha=sha, project_path=PROJECT),
-        options(repo, tmp_path, horovodrun, base),
+        plan_for(config(), sha, opts),
+        opts,
         sink,
-        console,
+        Console(console, console),
         ManualClock(),
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from ci_runner.backends.local import pyenv
 from ci_runner.clock import ManualClock
+from ci_runner.console import Console
 
 BASE = pyenv.BaseEnvironment(
     python=Path("/env/bin/python"),
@@ -62,7 +64,7 @@ def test_a_layer_sees_the_base_environment_and_is_reused(tmp_path: Path) -> None
     base = pyenv.current_environment()
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("PyYAML\n")  # already in the base: nothing to download
-    echoed: list[str] = []
+    err = io.StringIO()
 
     def ensure() -> pyenv.Layer:
         return pyenv.ensure_layer(
@@ -72,7 +74,7 @@ def test_a_layer_sees_the_base_environment_and_is_reused(tmp_path: Path) -> None
             environ=dict(os.environ),
             run=pyenv.run_command,
             output=lambda text: None,
-            echo=echoed.append,
+            console=Console(io.StringIO(), err),
             clock=ManualClock(),
         )
 
@@ -88,7 +90,7 @@ def test_a_layer_sees_the_base_environment_and_is_reused(tmp_path: Path) -> None
     assert found.stdout.strip() == str(layer.path)
     assert layer.created and not again.created
     assert again.path == layer.path
-    assert echoed == [
+    assert err.getvalue().splitlines(keepends=True) == [
         f"[ci-runner] installing requirements.txt into a new virtualenv {layer.path} ...\n",
         "[ci-runner] requirements installed in 0s\n",
         f"[ci-runner] requirements already installed: reusing {layer.path}\n",
@@ -110,7 +112,7 @@ def test_a_half_made_layer_is_rebuilt(tmp_path: Path) -> None:
         environ=dict(os.environ),
         run=pyenv.run_command,
         output=lambda text: None,
-        echo=lambda text: None,
+        console=Console(io.StringIO(), io.StringIO()),
         clock=ManualClock(),
     )
 

@@ -18,6 +18,7 @@ from ci_runner import __version__, cli
 from ci_runner.commands.common import Command, Runtime
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
+from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import manifest_yaml, render_mpijob
 from ci_runner.spec.schema import load_config
 from tests.conftest import run_git
@@ -100,7 +101,7 @@ def test_render_prints_the_manifest_and_names_the_secret(project: tuple[Path, st
         repo_url=ORIGIN,
     )
     assert result.code == 0
-    assert result.stdout == manifest_yaml(render_mpijob(config, ctx))
+    assert result.stdout == manifest_yaml(render_mpijob(build_plan(config, ctx)))
     assert result.stderr == (
         f"[ci-runner] the MPIJob reads Secret demo-{sha[:8]}-901-secrets (keys GIT_USERNAME, "
         "GIT_PASSWORD, WANDB_API_KEY); `ci-runner train` creates it\n"

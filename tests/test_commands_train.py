@@ -9,6 +9,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ci_runner import cli
 from ci_runner.backends.local.backend import dirty_refusal
 from ci_runner.commands import train
@@ -168,6 +170,28 @@ def test_train_on_a_cluster_without_one_says_how_to_give_it(
         "service account and KUBECONFIG is not set; fix: add a KUBECONFIG CI/CD variable of type "
         "File holding a kubeconfig, or run the job on a Kubernetes runner\n"
     )
+    assert not (repo / "ci-runner-out").exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize(
+    "where", [["--local"], ["--repo-url", "https://gitlab.example.com/g/p.git"]]
+)
+def test_a_missing_secret_is_one_line_before_anything_starts(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, where: list[str]
+) -> None:
+    yaml = TRAIN_YAML + "secrets: [API_KEY]\n"
+    repo, _ = git_repo({"train.yaml": yaml, "train.py": TRAIN_PY, "requirements.txt": ""})
+    env = {**environ(tmp_path), "FAKE_HOROVODRUN_RECORD": str(tmp_path / "calls.jsonl")}
+
+    code, out, err = run_cli(["train", *where], repo, env)
+
+    assert (code, out) == (1, "")
+    assert err == (
+        "ci-runner: error: train.yaml: secrets: CI variable API_KEY is not set; fix: define "
+        "API_KEY as a masked variable in the project's Settings > CI/CD > Variables (or export "
+        "it when running outside CI)\n"
+    )
+    assert not (tmp_path / "calls.jsonl").exists()  # not even horovodrun's build check ran
     assert not (repo / "ci-runner-out").exists()  # nothing started, nothing written
 
 

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from ci_runner import cli
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
+from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import manifest_yaml, render_mpijob
 from ci_runner.spec.reference import EXAMPLE
 from ci_runner.spec.schema import load_config
@@ -81,7 +82,7 @@ def check_case(data: str | bytes, tally: Tally) -> None:
     started = time.monotonic()
     try:
         config = load_config(data, FILE)
-        manifest = render_mpijob(config, CTX)
+        manifest = render_mpijob(build_plan(config, CTX))
     except ConfigError as error:
         lines = error.lines()
         assert lines, "a ConfigError without problems"

@@ -587,10 +587,12 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
     from moto.server import ThreadedMotoServer
 
     from ci_runner.backends.result import Outcome, RunResult
+    from ci_runner.console import Console
     from ci_runner.context import from_environment
     from ci_runner.masking import secret_masker
+    from ci_runner.plan.run_plan import OutputPaths, build_plan
     from ci_runner.results.artifacts import make_s3_client
-    from ci_runner.results.stage import ReportSettings, finish, masker_for_report, open_gitlab
+    from ci_runner.results.stage import finish, masker_for_report, open_gitlab
     from ci_runner.spec.schema import load_config
 
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
@@ -628,21 +630,25 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
             log_path=out / "train.log",
             log_tail=sink.tail,
         )
-        warnings: list[str] = []
-        destination = open_gitlab(ctx, env, warnings.append)
+        said = io.StringIO()
+        console = Console(io.StringIO(), said)
+        destination = open_gitlab(ctx, env, console)
+        plan = build_plan(
+            config, ctx, env, output_uri="s3://models/run/", outputs=OutputPaths(out, "ci")
+        )
         finish(
-            config,
-            ctx,
+            plan,
             result,
-            ReportSettings(out, "ci", "s3://models/run/", result.started_at or _now()),
+            now=result.started_at or _now(),
             env=env,
             gitlab=destination,
             masker=masker_for_report(masker, env),
-            warn=warnings.append,
-            echo=lambda line: None,
+            console=console,
         )
     finally:
         server.stop()
+    lines = said.getvalue().splitlines()
+    warnings = [line for line in lines if line.startswith("[ci-runner] warning: ")]
 
     report = (out / "report.md").read_text()
     (link,) = re.findall(r"\]\((http://127\.0\.0\.1:\d+/models/run/model\.pt\?[^)]+)\)", report)

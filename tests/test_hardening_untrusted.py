@@ -23,8 +23,9 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.context import CIContext
 from ci_runner.gitlab.comments import find_targets
 from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.report import extract_history
-from ci_runner.results.stage import GitLabDestination, ReportSettings, finish, open_gitlab
+from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.schema import load_config
 from tests.gitlab_server import FakeGitLab, record_retry_sleeps
 from tests.test_results_report import _cell_borders, _outside_code, _skeleton
@@ -158,19 +159,18 @@ def run_and_report(
         started_at=started,
         finished_at=started.replace(minute=5),
     )
-    destination = open_gitlab(ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, _fail)
+    destination = open_gitlab(ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, _NoWarnings())
     assert isinstance(destination, GitLabDestination)
     assert [getattr(t, "iid", None) for t in find_targets(destination.project, ctx)] == [5]
+    plan = build_plan(config, ctx, output_uri=model.as_uri() + "/", outputs=OutputPaths(out, "out"))
     report = finish(
-        config,
-        ctx,
+        plan,
         result,
-        ReportSettings(out, "out", model.as_uri() + "/", started),
+        now=started,
         env={},
         gitlab=destination,
         masker=SecretMasker(),
-        warn=_fail,
-        echo=lambda line: None,
+        console=_NoWarnings(),
     )
     assert report.outcome is result.outcome
     assert (report.artifacts is not None) is (failure is None)
@@ -181,18 +181,25 @@ def run_and_report(
     return body
 
 
-def _fail(line: str) -> None:
-    raise AssertionError(f"unexpected warning: {line}")
+class _NoWarnings:
+    """A console on which any warning fails the test."""
+
+    def status(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        raise AssertionError(f"unexpected warning: {message}")
 
 
 HOSTILE_FILES = ["model.pt", "`x`|<b>@all.pt", "line\n/merge.pt", "[a](javascript:x).pt", "-->.pt"]
 
+_NUMBER = r"-?\d+(\.\d+)?"
 MERMAID_LINE = re.compile(
-    r"xychart-beta"
-    r'|    title "[\w .:/()+-]*"'
-    r'|    x-axis "step" -?\d+ --> -?\d+'
-    r'|    y-axis "[\w .:/()+-]*"'
-    r"|    line \[-?\d+(\.\d+)?(, -?\d+(\.\d+)?)*\]"
+    r'%%\{init:\{"themeVariables":\{"xyChart":\{"plotColorPalette":"#[0-9a-f]{6}(,#[0-9a-f]{6})*"\}\}\}\}%%'
+    r"|xychart-beta"
+    r'|x-axis "step" (-?\d+ --> -?\d+|\[-?\d+(, -?\d+)*\])'
+    rf'|y-axis "[\w .:/()+;×-]*"( {_NUMBER} --> {_NUMBER})?'
+    rf'|line "(rank \d+|mean|lowest rank|highest rank)" \[{_NUMBER}(,{_NUMBER})*\]'
 )
 
 

@@ -28,7 +28,8 @@ from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.masking import MASK, SecretMasker
 from ci_runner.plan.job_name import DNS_1035_LABEL
-from ci_runner.render import launcher_args, render_mpijob
+from ci_runner.plan.run_plan import build_plan
+from ci_runner.render import POD_HOSTS, render_mpijob
 from ci_runner.results.metrics import parse_log_file, summary_to_json
 from ci_runner.results.report import ReportInput, render_report
 from ci_runner.spec.schema import load_config
@@ -254,7 +255,8 @@ def test_sizes_render_accepted_manifests_whose_names_fit(
     config = load_config(
         "name: abcdefghijklmnopqrstuvwx\nimage: img\ncommand: python t.py\n" + extra
     )
-    manifest = render_mpijob(config, CTX)
+    plan = build_plan(config, CTX)
+    manifest = render_mpijob(plan)
 
     assert validate_mpijob(manifest) == []
     name = manifest["metadata"]["name"]
@@ -268,7 +270,7 @@ def test_sizes_render_accepted_manifests_whose_names_fit(
     spec = manifest["spec"]
     assert spec["slotsPerWorker"] == slots
     assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == workers
-    assert launcher_args(config)[:3] == ["horovodrun", "-np", str(ranks)]
+    assert plan.horovodrun_argv(POD_HOSTS)[:3] == ["horovodrun", "-np", str(ranks)]
     assert config.ranks == ranks
 
 

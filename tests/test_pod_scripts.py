@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from ci_runner.context import CIContext
+from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import templates_dir
@@ -373,7 +374,7 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
         requirements="requirements.txt",
     )
     ctx = CIContext(sha=old, project_path="g/p", job_id="1", repo_url=url)
-    specs = render_mpijob(config, ctx)["spec"]["mpiReplicaSpecs"]
+    specs = render_mpijob(build_plan(config, ctx))["spec"]["mpiReplicaSpecs"]
     worker = specs["Worker"]["template"]["spec"]
     launcher = specs["Launcher"]["template"]["spec"]
     base = _sh_env(tmp_path, PIP_FIND_LINKS=str(wheelhouse), CI_RUNNER_SSH_PORT=str(listening_port))

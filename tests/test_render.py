@@ -13,14 +13,8 @@ from hypothesis import strategies as st
 
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
-from ci_runner.render import (
-    label_value,
-    launcher_args,
-    manifest_yaml,
-    render_mpijob,
-    secret_data,
-    secret_name,
-)
+from ci_runner.plan.run_plan import build_plan, secret_name
+from ci_runner.render import POD_HOSTS, label_value, manifest_yaml, render_mpijob
 from ci_runner.spec.schema import load_config
 from ci_runner.spec.types import (
     DnsConfig,
@@ -137,14 +131,14 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden_manifest(case: str, golden: Golden) -> None:
     config, ctx = CASES[case]
-    text = manifest_yaml(render_mpijob(config, ctx))
+    text = manifest_yaml(render_mpijob(build_plan(config, ctx)))
     golden.check(f"{case}.yaml", text)
-    assert yaml.safe_load(text) == render_mpijob(config, ctx)
+    assert yaml.safe_load(text) == render_mpijob(build_plan(config, ctx))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_case_is_accepted_by_the_crd_and_the_controller(case: str) -> None:
-    assert validate_mpijob(render_mpijob(*CASES[case])) == []
+    assert validate_mpijob(render_mpijob(build_plan(*CASES[case]))) == []
 
 
 def test_every_example_renders_an_accepted_manifest() -> None:
@@ -152,11 +146,11 @@ def test_every_example_renders_an_accepted_manifest() -> None:
     assert examples
     for path in examples:
         config = load_config(path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT)))
-        assert validate_mpijob(render_mpijob(config, MR_PIPELINE)) == [], path
+        assert validate_mpijob(render_mpijob(build_plan(config, MR_PIPELINE))) == [], path
 
 
 def test_the_validator_rejects_what_the_cluster_would() -> None:
-    manifest = render_mpijob(MINIMAL, LOCAL)
+    manifest = render_mpijob(build_plan(MINIMAL, LOCAL))
     manifest["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"
     manifest["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 0
     manifest["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] = "Always"
@@ -180,7 +174,7 @@ def test_the_validator_rejects_what_the_cluster_would() -> None:
 
 
 def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
-    manifest = render_mpijob(SEED_LIKE, MR_PIPELINE)
+    manifest = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))
     name = manifest["metadata"]["name"]
     assert name == "simple-ml-01234567-5005"
     for pod in _specs(manifest):
@@ -196,7 +190,7 @@ def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
 
 
 def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
-    manifest = render_mpijob(SEED_LIKE, MR_PIPELINE)
+    manifest = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))
     _, worker = _specs(manifest)
     assert [c["name"] for c in worker["initContainers"]] == ["fetch-code", "install-requirements"]
     main = _container(worker, "worker")
@@ -209,14 +203,14 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     assert {"name": "pip-cache", "persistentVolumeClaim": {"claimName": "pip-cache"}} in worker[
         "volumes"
     ]
-    assert {"name": "pip-cache", "emptyDir": {}} in _specs(render_mpijob(MINIMAL, LOCAL))[1][
-        "volumes"
-    ]
+    assert {"name": "pip-cache", "emptyDir": {}} in _specs(
+        render_mpijob(build_plan(MINIMAL, LOCAL))
+    )[1]["volumes"]
     assert main["resources"] == {"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}}
 
 
 def test_every_rank_sees_the_environment_contract() -> None:
-    manifest = render_mpijob(SEED_LIKE, MR_PIPELINE)
+    manifest = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))
     name = manifest["metadata"]["name"]
     launcher, worker = _specs(manifest)
     expected = {
@@ -236,7 +230,7 @@ def test_every_rank_sees_the_environment_contract() -> None:
 
 
 def test_launcher_runs_horovodrun_from_the_code_directory() -> None:
-    launcher, _ = _specs(render_mpijob(SEED_LIKE, MR_PIPELINE))
+    launcher, _ = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
     main = _container(launcher, "launcher")
     assert main["args"] == [
         "horovodrun",
@@ -253,7 +247,8 @@ def test_launcher_runs_horovodrun_from_the_code_directory() -> None:
 
 
 def test_elastic_launcher_discovers_hosts() -> None:
-    assert launcher_args(replace(ELASTIC, slots_per_worker=2)) == [
+    plan = build_plan(replace(ELASTIC, slots_per_worker=2), MR_PIPELINE)
+    assert plan.horovodrun_argv(POD_HOSTS) == [
         "horovodrun",
         "-np",
         "4",
@@ -271,24 +266,27 @@ def test_elastic_launcher_discovers_hosts() -> None:
 
 
 def test_run_policy() -> None:
-    assert render_mpijob(SEED_LIKE, MR_PIPELINE)["spec"]["runPolicy"] == {
+    assert render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))["spec"]["runPolicy"] == {
         "cleanPodPolicy": "Running",
         "ttlSecondsAfterFinished": 600,
         "backoffLimit": 1,
         "activeDeadlineSeconds": 7200,
     }
-    assert "activeDeadlineSeconds" not in render_mpijob(MINIMAL, LOCAL)["spec"]["runPolicy"]
+    assert (
+        "activeDeadlineSeconds"
+        not in render_mpijob(build_plan(MINIMAL, LOCAL))["spec"]["runPolicy"]
+    )
 
 
 def test_gang_scheduling_counts_only_the_workers() -> None:
     # WaitForWorkersReady creates the launcher after the workers are ready: a gang of
     # workers + launcher would wait for a pod that is never created (mpi-operator#608).
-    policy = render_mpijob(GANG, MR_PIPELINE)["spec"]["runPolicy"]["schedulingPolicy"]
+    policy = render_mpijob(build_plan(GANG, MR_PIPELINE))["spec"]["runPolicy"]["schedulingPolicy"]
     assert policy == {"minAvailable": 4, "queue": "research", "priorityClass": "batch"}
 
 
 def test_pod_settings_on_launcher_and_workers() -> None:
-    for pod in _specs(render_mpijob(SEED_LIKE, MR_PIPELINE)):
+    for pod in _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))):
         assert pod["tolerations"] == [
             {"operator": "Exists", "key": "gpu", "effect": "NoSchedule"},
             {
@@ -312,7 +310,7 @@ def test_pod_settings_on_launcher_and_workers() -> None:
 
 
 def test_labels_and_annotations_link_back() -> None:
-    metadata = render_mpijob(SEED_LIKE, MR_PIPELINE)["metadata"]
+    metadata = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))["metadata"]
     assert metadata["namespace"] == "mpi-operator"
     assert metadata["labels"] == {
         "app.kubernetes.io/managed-by": "ci-runner",
@@ -353,7 +351,7 @@ def test_label_value(text: str, expected: str) -> None:
 
 def test_no_repository_url_is_a_clear_error() -> None:
     with pytest.raises(GitError) as raised:
-        render_mpijob(MINIMAL, replace(LOCAL, repo_url=None))
+        render_mpijob(build_plan(MINIMAL, replace(LOCAL, repo_url=None)))
     assert str(raised.value) == (
         "no repository URL for the pods to fetch the code from; fix: pass --repo-url "
         "https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in GitLab CI"
@@ -365,7 +363,7 @@ def test_names_ci_runner_sets_cannot_be_reused() -> None:
         MINIMAL, env=(("CI_RUNNER_SHA", "x"), ("DATA_URI", "y")), secrets=("GIT_PASSWORD",)
     )
     with pytest.raises(ConfigError) as raised:
-        render_mpijob(config, LOCAL)
+        render_mpijob(build_plan(config, LOCAL))
     assert raised.value.lines() == [
         "train.yaml: env.CI_RUNNER_SHA: CI_RUNNER_SHA is set by ci-runner for every rank; fix: "
         "use another name",
@@ -378,7 +376,7 @@ def test_names_ci_runner_sets_cannot_be_reused() -> None:
 
 def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
     config = replace(MINIMAL, env=(("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0")))
-    manifest = render_mpijob(config, LOCAL)
+    manifest = render_mpijob(build_plan(config, LOCAL))
     assert validate_mpijob(manifest) == []
     env = _env(_container(_specs(manifest)[1], "worker"))
     assert (env["PYTHONPATH"], env["PYTHONUNBUFFERED"]) == (
@@ -392,7 +390,7 @@ def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
 
 def test_secret_data_with_the_job_token() -> None:
     env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "wandb-value"}
-    assert secret_data(SEED_LIKE, MR_PIPELINE, env) == {
+    assert build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True).secret.data == {
         "GIT_USERNAME": "gitlab-ci-token",
         "GIT_PASSWORD": TOKEN,
         "WANDB_API_KEY": "wandb-value",
@@ -402,13 +400,14 @@ def test_secret_data_with_the_job_token() -> None:
 
 def test_secret_data_prefers_a_git_token() -> None:
     env = {"CI_JOB_TOKEN": "job", "CI_RUNNER_GIT_TOKEN": "glpat-x"}
-    assert secret_data(MINIMAL, LOCAL, env) == {"GIT_USERNAME": "oauth2", "GIT_PASSWORD": "glpat-x"}
+    data = build_plan(MINIMAL, LOCAL, env, read_secrets=True).secret.data
+    assert data == {"GIT_USERNAME": "oauth2", "GIT_PASSWORD": "glpat-x"}
 
 
 def test_secret_data_names_every_missing_variable() -> None:
     config = replace(SEED_LIKE, secrets=("WANDB_API_KEY", "HF_TOKEN"))
     with pytest.raises(ConfigError) as raised:
-        secret_data(config, MR_PIPELINE, {"CI_JOB_TOKEN": TOKEN, "HF_TOKEN": ""})
+        build_plan(config, MR_PIPELINE, {"CI_JOB_TOKEN": TOKEN, "HF_TOKEN": ""}, read_secrets=True)
     assert raised.value.lines() == [
         f"simple_ml/train.yaml: secrets: CI variable {name} is not set; fix: define {name} as a "
         "masked variable in the project's Settings > CI/CD > Variables (or export it when "
@@ -418,8 +417,9 @@ def test_secret_data_names_every_missing_variable() -> None:
 
 
 def test_no_secret_value_is_in_the_manifest() -> None:
-    text = manifest_yaml(render_mpijob(SEED_LIKE, MR_PIPELINE))
-    data = secret_data(SEED_LIKE, MR_PIPELINE, {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "w" * 20})
+    text = manifest_yaml(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "w" * 20}
+    data = build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True).secret.values()
     assert TOKEN not in text
     assert data["WANDB_API_KEY"] not in text
 
@@ -501,8 +501,8 @@ def _context_with(value: str) -> CIContext:
 @pytest.mark.parametrize("value", NASTY, ids=range(len(NASTY)))
 def test_user_values_stay_single_values(value: str) -> None:
     """Each value lands exactly where "benign" does, as that one scalar, and nothing else moves."""
-    benign = render_mpijob(_config_with("benign"), _context_with("benign"))
-    nasty = render_mpijob(_config_with(value), _context_with(value))
+    benign = render_mpijob(build_plan(_config_with("benign"), _context_with("benign")))
+    nasty = render_mpijob(build_plan(_config_with(value), _context_with(value)))
     expected = _substituted(benign, "benign", value)
     annotations = expected["metadata"]["annotations"]
     expected["metadata"]["annotations"] = {k: v[:4096] for k, v in annotations.items()}
@@ -512,15 +512,15 @@ def test_user_values_stay_single_values(value: str) -> None:
 
 @pytest.mark.parametrize("value", NASTY, ids=range(len(NASTY)))
 def test_hostile_ci_context_still_gives_an_accepted_manifest(value: str) -> None:
-    manifest = render_mpijob(SEED_LIKE, replace(_context_with(value), job_id=value))
+    manifest = render_mpijob(build_plan(SEED_LIKE, replace(_context_with(value), job_id=value)))
     assert validate_mpijob(manifest) == []
     assert manifest["metadata"]["annotations"]["ci-runner/ref"] == value[:4096]
 
 
 def test_label_values_from_a_hostile_branch_name_are_valid() -> None:
-    labels = render_mpijob(MINIMAL, replace(LOCAL, project_path='x"\n  evil: 1'))["metadata"][
-        "labels"
-    ]
+    labels = render_mpijob(build_plan(MINIMAL, replace(LOCAL, project_path='x"\n  evil: 1')))[
+        "metadata"
+    ]["labels"]
     assert labels["ci-runner/project"] == "x-evil-1"
     assert all(
         re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", v) for v in labels.values()

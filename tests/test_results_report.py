@@ -17,16 +17,15 @@ from hypothesis import strategies as st
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
+from ci_runner.results.chart import chart_number, mermaid_label
 from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics, summary_to_json
 from ci_runner.results.report import (
     MAX_HISTORY,
     HistoryEntry,
     ReportInput,
-    chart_number,
     code,
     extract_history,
     marker,
-    mermaid_label,
     render_comment,
     render_report,
     safe_url,
@@ -34,6 +33,7 @@ from ci_runner.results.report import (
 )
 from ci_runner.spec.types import MetricSpec, Resources, TrainConfig
 from tests.conftest import SEED_LOG
+from tests.gitlab_mermaid import diagrams
 from tests.golden_files import Golden
 
 TRAIN = MetricSpec(
@@ -271,11 +271,42 @@ def test_huge_run_stays_small_and_fast() -> None:
 
     assert elapsed < 1.0
     assert len(body) < 50_000
-    chart_lines = [line for line in body.splitlines() if line.startswith("    line [")]
-    assert len(chart_lines) == 1  # 8 ranks: only the mean
-    assert '    x-axis "step" 0 --> 99999' in body.splitlines()
-    assert len(chart_lines[0].split(",")) == 100
+    chart_lines = [line for line in body.splitlines() if line.startswith("line ")]
+    # 8 ranks: the lowest and highest rank at each step and the mean, within GitLab's budget.
+    assert [line.split(" [")[0] for line in chart_lines] == [
+        'line "lowest rank"',
+        'line "highest rank"',
+        'line "mean"',
+    ]
+    assert 'x-axis "step" 0 --> 99999' in body.splitlines()
+    assert [d.drawn for d in diagrams(body)] == [True]
     assert "… and more than 10000 more under `s3://b`" in body
+
+
+def test_first_chart_is_shown_the_others_drawn_when_opened() -> None:
+    names = ("loss", "accuracy", "lr")
+    specs = [MetricSpec(n, re.compile(rf"{n} (?P<step>\d+) (?P<value>\S+)")) for n in names]
+    lines = [
+        f"[{rank}]<stdout>:{name} {step} {1 / (step + 1) + rank}"
+        for step in range(500)
+        for rank in range(2)
+        for name in names
+    ]
+    report = ReportInput.from_run(
+        CONFIG, CTX, _result(Outcome.SUCCEEDED), metrics=parse_metrics(lines, specs)
+    )
+
+    body = render_report(report)
+
+    # GitLab draws the first on page load and each other one when its <details> is opened.
+    assert [(d.details, d.drawn) for d in diagrams(body)] == [(None, True), (0, True), (1, True)]
+    assert "#### `loss` by step\n\n```mermaid\n%%{init:" in body
+    for name in names[1:]:
+        assert (
+            f"#### `{name}` by step\n\n<details><summary>Show the chart</summary>\n\n"
+            "```mermaid\n%%{init:"
+        ) in body
+    assert body.count("\n</details>\n") == 2
 
 
 # ----------------------------------------------------------------------------- hostile text
@@ -443,11 +474,11 @@ def test_hostile_metric_name_cannot_break_the_chart() -> None:
 
     chart = body.split("```mermaid\n", 1)[1].split("\n```\n", 1)[0]
     assert chart.splitlines() == [
+        '%%{init:{"themeVariables":{"xyChart":{"plotColorPalette":"#4c84d8"}}}}%%',
         "xychart-beta",
-        '    title "x_ _ _b_bold_/b_ _all _999 _998 _bug _a_(javascript:alert(1_"',
-        '    x-axis "step" 0 --> 2',
-        '    y-axis "x_ _ _b_bold_/b_ _all _999 _998 _bug _a_(javascript:alert(1_"',
-        "    line [0, 1, 2]",
+        'x-axis "step" [0, 1, 2]',
+        'y-axis "x_ _ _b_bold_/b_ _all _999 _998 _bug _a_(javascript:alert(1_"',
+        'line "rank 0" [0,1,2]',
     ]
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
-from ci_runner.results.stage import GitLabDestination, ReportSettings, finish, open_gitlab
+from ci_runner.plan.run_plan import OutputPaths, build_plan
+from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.types import TrainConfig
 from tests.gitlab_server import FakeGitLab
 from tests.gitlab_server import Project as FakeProject
@@ -42,8 +45,8 @@ def ctx(gitlab_server: FakeGitLab) -> CIContext:
     )
 
 
-def settings(tmp_path: Path) -> ReportSettings:
-    return ReportSettings(tmp_path / "out", "ci-runner-out", None, NOW)
+def paths(tmp_path: Path) -> OutputPaths:
+    return OutputPaths(tmp_path / "out", "ci-runner-out")
 
 
 def result(log: Path, outcome: Outcome = Outcome.SUCCEEDED) -> RunResult:
@@ -51,29 +54,49 @@ def result(log: Path, outcome: Outcome = Outcome.SUCCEEDED) -> RunResult:
     return RunResult(outcome=outcome, job_name="toy-3f786850-77", log_path=log, failure=failure)
 
 
+class Said:
+    """What the stage printed, through a console as ``train`` gives it one (masking nothing)."""
+
+    def __init__(self) -> None:
+        self.err = io.StringIO()
+        self.console = Console(io.StringIO(), self.err)
+
+    def warnings(self) -> list[str]:
+        lines = self.err.getvalue().splitlines()
+        return [line for line in lines if line.startswith("[ci-runner] warning: ")]
+
+
+class NoWarnings:
+    """A console on which any warning fails the test."""
+
+    def status(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        pytest.fail(f"unexpected warning: {message}")
+
+
 def run_finish(
     gitlab_server: FakeGitLab, tmp_path: Path, run: RunResult, gitlab: GitLabDestination | None
 ) -> list[str]:
-    warnings: list[str] = []
+    said = Said()
     finish(
-        CONFIG,
-        ctx(gitlab_server),
+        build_plan(CONFIG, ctx(gitlab_server), outputs=paths(tmp_path)),
         run,
-        settings(tmp_path),
+        now=NOW,
         env={},
         gitlab=gitlab,
         masker=SecretMasker([TOKEN]),
-        warn=warnings.append,
-        echo=lambda _: None,
+        console=said.console,
     )
-    return warnings
+    return said.warnings()
 
 
 def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab) -> None:
-    warnings: list[str] = []
-    assert open_gitlab(ctx(gitlab_server), {"CI_JOB_TOKEN": "job"}, warnings.append) is None
-    assert warnings == [
-        "warning: not commenting on GitLab: cannot post the report to GitLab: neither "
+    said = Said()
+    assert open_gitlab(ctx(gitlab_server), {"CI_JOB_TOKEN": "job"}, said.console) is None
+    assert said.warnings() == [
+        "[ci-runner] warning: not commenting on GitLab: cannot post the report to GitLab: neither "
         "CI_RUNNER_GITLAB_TOKEN nor GITLAB_TOKEN is set (CI_JOB_TOKEN cannot post merge-request "
         "comments); fix: store a valid project or personal access token with the api scope in "
         "the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
@@ -81,24 +104,24 @@ def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab
 
 
 def test_outside_ci_nothing_is_said(gitlab_server: FakeGitLab) -> None:
-    warnings: list[str] = []
+    said = Said()
     local = CIContext(sha=SHA, project_path="group/proj")
-    assert open_gitlab(local, {}, warnings.append) is None
-    assert warnings == []
+    assert open_gitlab(local, {}, said.console) is None
+    assert said.err.getvalue() == ""
 
 
 def test_a_garbled_baseline_is_a_warning(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
     gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", b"not json")
-    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
     log = tmp_path / "train.log"
     log.write_text("")
 
     warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
 
     assert warnings == [
-        "warning: no baseline from main: metrics.json is not valid JSON: "
+        "[ci-runner] warning: no baseline from main: metrics.json is not valid JSON: "
         "'Expecting value: line 1 column 1 (char 0)'"
     ]
     assert (tmp_path / "out" / "report.md").is_file()
@@ -109,14 +132,16 @@ def test_a_garbled_baseline_is_quoted_short(
 ) -> None:
     garbled = b'{"version": 1, "metrics": {"' + b"x" * 5000 + b'": 3}}'
     gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", garbled)
-    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
     log = tmp_path / "train.log"
     log.write_text("")
 
     warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
 
     assert warnings == [
-        "warning: no baseline from main: metrics.json: metric '" + "x" * 76 + "... is not an object"
+        "[ci-runner] warning: no baseline from main: metrics.json: metric '"
+        + "x" * 76
+        + "... is not an object"
     ]
 
 
@@ -127,14 +152,14 @@ def test_a_missing_log_is_a_warning_and_the_report_still_written(
 
     warnings = run_finish(gitlab_server, tmp_path, result(log, Outcome.FAILED), None)
 
-    assert warnings == [f"warning: no training log at {log}: the report has no metrics"]
+    assert warnings == [f"[ci-runner] warning: no training log at {log}: the report has no metrics"]
     assert "boom" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_a_refused_comment_is_a_warning_and_the_token_is_never_shown(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
-    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, pytest.fail)
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
     gitlab_server.revoke_token(TOKEN)
     log = tmp_path / "train.log"
     log.write_text("")
@@ -147,9 +172,9 @@ def test_a_refused_comment_is_a_warning_and_the_token_is_never_shown(
         "CI_RUNNER_GITLAB_TOKEN"
     )
     assert warnings == [
-        "warning: no baseline from main: cannot download the baseline "
+        "[ci-runner] warning: no baseline from main: cannot download the baseline "
         f"ci-runner-out/metrics.json of job train on main in group/proj: {fix}",
-        "warning: the comment was not posted: cannot read the comments of merge request !4 of "
-        f"group/proj: {fix}",
+        "[ci-runner] warning: the comment was not posted: cannot read the comments of merge "
+        f"request !4 of group/proj: {fix}",
     ]
     assert project.merge_requests[4].notes == []

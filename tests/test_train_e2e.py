@@ -298,7 +298,7 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
         "-65.12 (-6.5%) 🟢 better | 4 |"
     ) in comment
     assert "xychart-beta" in comment
-    assert "    line [1243.73, 934.879]" in comment
+    assert 'line "mean" [1243.7,934.9]' in comment
     link = next(line for line in comment.splitlines() if "model.pt" in line)
     url = link[link.index("](") + 2 : link.rindex(")")]
     assert requests.get(url, timeout=10).content == MODEL

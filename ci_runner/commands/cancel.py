@@ -12,10 +12,9 @@ import argparse
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import SystemClock
-from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
-from ci_runner.commands.outputs import add_output_arguments, output_settings
-from ci_runner.masking import secret_masker
-from ci_runner.plan.job_name import job_name
+from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job, run_config
+from ci_runner.commands.outputs import add_output_arguments, output_settings, saved_log_tail
+from ci_runner.plan.run_plan import build_plan
 
 
 def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,44 +26,35 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
     from ci_runner.backends.kubernetes.cancel import cancel_on_cluster
     from ci_runner.backends.kubernetes.connect import connect
-    from ci_runner.results.stage import ReportSettings, finish, masker_for_report, open_gitlab
+    from ci_runner.results.stage import finish, masker_for_report, open_gitlab
 
     job = load_job(args, runtime)
-    name = job_name(job.config, job.ctx)
+    config = run_config(job.config, runtime.env)
+    plan = build_plan(config, job.ctx, runtime.env, outputs=output_settings(args, runtime))
+    assert plan.outputs is not None
+    name, console = plan.job_name, runtime.console
     clock = SystemClock()
-    connection = connect(job.config.kubernetes.namespace, runtime.env)
-    cancel_on_cluster(connection.client, connection.namespace, name, clock)
-    masker = secret_masker(runtime.env, job.config.secrets)
+    connection = connect(config.kubernetes.namespace, runtime.env)
+    cancel_on_cluster(connection.client, connection.namespace, name, plan.secret.name, clock)
 
-    def status(message: str) -> None:
-        runtime.stderr.write(masker.mask(f"[ci-runner] {message}\n"))
-
-    status(f"cancelled: MPIJob {name} and everything it owned deleted")
-    outputs = output_settings(args, runtime)
+    console.status(f"cancelled: MPIJob {name} and everything it owned deleted")
     result = RunResult(
         outcome=Outcome.CANCELLED,
         job_name=name,
-        log_path=outputs.log_path,
-        log_tail=tuple(masker.mask(line) for line in outputs.saved_log_tail()),
+        log_path=plan.outputs.log_path,
+        log_tail=tuple(plan.masker.mask(line) for line in saved_log_tail(plan.outputs)),
         failure=Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
         finished_at=clock.now(),
     )
-    gitlab = open_gitlab(job.ctx, runtime.env, status)
+    gitlab = open_gitlab(job.ctx, runtime.env, console)
     finish(
-        job.config,
-        job.ctx,
+        plan,
         result,
-        ReportSettings(
-            out_dir=outputs.out_dir,
-            artifacts_path=outputs.artifacts_path,
-            output_uri=None,
-            now=clock.now(),
-        ),
+        now=clock.now(),
         env=runtime.env,
         gitlab=gitlab,
-        masker=masker_for_report(masker, runtime.env),
-        warn=status,
-        echo=status,
+        masker=masker_for_report(plan.masker, runtime.env),
+        console=console,
     )
     return 0
 

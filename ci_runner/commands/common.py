@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
 from ci_runner.gitrepo import repo_root
 from ci_runner.spec.commit import load_train_config, path_in_repo
+from ci_runner.spec.schema import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
 from ci_runner.spec.types import TrainConfig
 
 
@@ -31,9 +34,11 @@ class Runtime:
     # values of train.yaml's ``secrets``, added once the file is read.
     secrets: list[str] = dataclasses.field(default_factory=list)
 
-    def status(self, message: str) -> None:
-        """A ``[ci-runner] ...`` status line on stderr (stdout may carry a manifest)."""
-        self.stderr.write(f"[ci-runner] {message}\n")
+    @functools.cached_property
+    def console(self) -> Console:
+        """Where ci-runner prints, masking the environment's credentials (and train.yaml's
+        ``secrets`` once :func:`load_job` has read them)."""
+        return Console.for_environment(self.stdout, self.stderr, self.env)
 
 
 @dataclass(frozen=True)
@@ -77,13 +82,29 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_job(args: argparse.Namespace, runtime: Runtime) -> Job:
-    """The job ``--config`` / ``--sha`` name: train.yaml read from the commit, not the work tree."""
+def load_job(
+    args: argparse.Namespace,
+    runtime: Runtime,
+    runs_working_tree: Callable[[Path, str], bool] = lambda root, sha: False,
+) -> Job:
+    """The job ``--config`` / ``--sha`` name: train.yaml read from the commit, not the work tree,
+    unless ``runs_working_tree(root, sha)`` says the working tree itself will run."""
     root = repo_root(runtime.cwd)
     ctx = from_environment(runtime.env, runtime.cwd, sha=args.sha)
     if args.repo_url:
         ctx = dataclasses.replace(ctx, repo_url=without_credentials(args.repo_url))
     config_path = path_in_repo(args.config, runtime.cwd, root)
-    config = load_train_config(ctx.sha, config_path, root)
-    runtime.secrets.extend(runtime.env[name] for name in config.secrets if runtime.env.get(name))
+    working_tree = runs_working_tree(root, ctx.sha)
+    config = load_train_config(ctx.sha, config_path, root, working_tree=working_tree)
+    values = [runtime.env[name] for name in config.secrets if runtime.env.get(name)]
+    runtime.secrets.extend(values)
+    runtime.console.add_secrets(values)
     return Job(config=config, ctx=ctx, root=root, config_path=config_path)
+
+
+def run_config(config: TrainConfig, env: Mapping[str, str]) -> TrainConfig:
+    """``config`` as this CI job runs it: with a manual run's pipeline variables applied
+    (``train`` and ``cancel`` must agree on it: the job's name depends on the worker count)."""
+    return apply_overrides(
+        config, workers=env.get(WORKERS_VARIABLE), extra_args=env.get(ARGS_VARIABLE)
+    )

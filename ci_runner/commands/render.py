@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 
 from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
-from ci_runner.render import manifest_yaml, render_mpijob, secret_name
+from ci_runner.plan.run_plan import build_plan
+from ci_runner.render import manifest_yaml, render_mpijob
 
 
 def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
     job = load_job(args, runtime)
-    manifest = render_mpijob(job.config, job.ctx)
-    runtime.stdout.write(manifest_yaml(manifest))
-    keys = ", ".join(["GIT_USERNAME", "GIT_PASSWORD", *job.config.secrets])
-    runtime.status(
-        f"the MPIJob reads Secret {secret_name(manifest['metadata']['name'])} (keys {keys}); "
-        "`ci-runner train` creates it"
+    plan = build_plan(job.config, job.ctx, runtime.env)
+    runtime.stdout.write(manifest_yaml(render_mpijob(plan)))
+    keys = ", ".join(plan.secret.keys)
+    runtime.console.status(
+        f"the MPIJob reads Secret {plan.secret.name} (keys {keys}); `ci-runner train` creates it"
     )
     return 0
 

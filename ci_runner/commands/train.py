@@ -15,20 +15,26 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol
 
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
-from ci_runner.commands.common import Command, Job, Runtime, add_job_arguments, load_job
+from ci_runner.commands.common import (
+    Command,
+    Job,
+    Runtime,
+    add_job_arguments,
+    load_job,
+    run_config,
+)
 from ci_runner.commands.outputs import add_output_arguments, output_settings
+from ci_runner.console import Console, StatusOutput
 from ci_runner.context import CIContext
-from ci_runner.errors import ConfigError, ForkRefusedError, Problem
-from ci_runner.masking import SecretMasker, secret_masker
-from ci_runner.plan.job_name import job_name
-from ci_runner.spec.schema import apply_overrides, expand_outputs, load_config
-from ci_runner.spec.types import TrainConfig
+from ci_runner.errors import ForkRefusedError
+from ci_runner.plan.run_plan import RunPlan, build_plan
 
 if TYPE_CHECKING:
     from ci_runner.results.metrics import MetricsSummary
@@ -38,8 +44,6 @@ if TYPE_CHECKING:
 
 EXIT_CANCELLED = 130
 # Pipeline variables a manual run (from the pipeline page) may set.
-WORKERS_VARIABLE = "CI_RUNNER_WORKERS"
-ARGS_VARIABLE = "CI_RUNNER_ARGS"
 ALLOW_FORKS_VARIABLE = "CI_RUNNER_ALLOW_FORKS"
 
 
@@ -103,7 +107,6 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
     from ci_runner.results.stage import (
-        ReportSettings,
         announce,
         finish,
         masker_for_report,
@@ -111,47 +114,47 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     )
 
     env = runtime.env
-    job = load_job_for_local(args, runtime) if args.local else load_job(args, runtime)
+    if args.local:
+        from ci_runner.backends.local.backend import runs_working_tree
+
+        job = load_job(args, runtime, partial(runs_working_tree, allow_dirty=args.allow_dirty))
+    else:
+        job = load_job(args, runtime)
     refuse_fork(job.ctx, env)
-    config = apply_overrides(
-        job.config, workers=env.get(WORKERS_VARIABLE), extra_args=env.get(ARGS_VARIABLE)
+    plan = build_plan(
+        run_config(job.config, env),
+        job.ctx,
+        env,
+        read_secrets=True,
+        data_uri=as_uri(args.data, runtime.cwd) if args.local else None,
+        output_uri=as_uri(args.outputs, runtime.cwd) if args.local else None,
+        outputs=output_settings(args, runtime),
     )
-    ctx = job.ctx
-    name = job_name(config, ctx)
-    outputs = output_settings(args, runtime)
-    masker = secret_masker(env, config.secrets)
+    assert plan.outputs is not None
     # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
-    show = _masked_writer(runtime.stderr, masker)
-
-    def status(message: str) -> None:
-        show(f"[ci-runner] {message}\n")
-
+    console = runtime.console
     clock = SystemClock()
     if args.local:
-        output_uri = as_uri(args.outputs, runtime.cwd) or _expanded_outputs(config, ctx, name)
-        make_backend = _local_backend(args, runtime, job, config, output_uri, clock)
+        make_backend = _local_backend(args, runtime, job, plan, clock)
     else:
-        output_uri = _expanded_outputs(config, ctx, name)
-        make_backend = _cluster_backend(config, ctx, env, clock)
-    gitlab = open_gitlab(ctx, env, status)
-    report_masker = masker_for_report(masker, env)
-    announce(gitlab, config, ctx, name, report_masker, status, status)
-    with LogSink(outputs.log_path, _writer(runtime.stdout), masker) as sink:
-        backend = make_backend(sink, show)
+        make_backend = _cluster_backend(plan, env, console, clock)
+    gitlab = open_gitlab(plan.context, env, console)
+    report_masker = masker_for_report(plan.masker, env)
+    announce(gitlab, plan, report_masker, console)
+    with LogSink(plan.outputs.log_path, console.echo, plan.masker) as sink:
+        backend = make_backend(sink)
         with _cancel_on_signals(backend):
             result = backend.run()
     report = finish(
-        config,
-        ctx,
+        plan,
         result,
-        ReportSettings(outputs.out_dir, outputs.artifacts_path, output_uri, clock.now()),
+        now=clock.now(),
         env=env,
         gitlab=gitlab,
         masker=report_masker,
-        warn=status,
-        echo=status,
+        console=console,
     )
-    print_summary(result, report.metrics, output_uri, show)
+    print_summary(result, report.metrics, plan.output_uri, console)
     return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
 
 
@@ -167,50 +170,39 @@ def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
     )
 
 
-MakeBackend = Callable[[LogSink, Callable[[str], None]], Backend]
-
-
-def _expanded_outputs(config: TrainConfig, ctx: CIContext, name: str) -> str | None:
-    if not config.outputs:
-        return None
-    return expand_outputs(config.outputs, project=ctx.project_path, sha=ctx.sha, job=name)
+MakeBackend = Callable[[LogSink], Backend]
 
 
 def _cluster_backend(
-    config: TrainConfig, ctx: CIContext, env: Mapping[str, str], clock: Clock
+    plan: RunPlan, env: Mapping[str, str], console: Console, clock: Clock
 ) -> MakeBackend:
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect
-    from ci_runner.render import render_mpijob, secret_data
+    from ci_runner.render import render_mpijob
 
-    manifest = render_mpijob(config, ctx)
-    secrets = secret_data(config, ctx, env)
-    connection = connect(config.kubernetes.namespace, env)
+    manifest = render_mpijob(plan)
+    k8s = plan.config.kubernetes
+    connection = connect(k8s.namespace, env)
     manifest["metadata"]["namespace"] = connection.namespace
 
-    def make(sink: LogSink, echo: Callable[[str], None]) -> Backend:
+    def make(sink: LogSink) -> Backend:
         return KubernetesBackend(
             connection.client,
             connection.namespace,
             manifest,
-            secrets,
+            plan.secret,
             sink,
-            echo,
+            console,
             clock,
-            config.kubernetes.unschedulable_timeout,
+            k8s.unschedulable_timeout,
         )
 
     return make
 
 
 def _local_backend(
-    args: argparse.Namespace,
-    runtime: Runtime,
-    job: Job,
-    config: TrainConfig,
-    output_uri: str | None,
-    clock: Clock,
+    args: argparse.Namespace, runtime: Runtime, job: Job, plan: RunPlan, clock: Clock
 ) -> MakeBackend:
     from ci_runner.backends.local import pyenv
     from ci_runner.backends.local.backend import LocalBackend, LocalOptions
@@ -225,19 +217,10 @@ def _local_backend(
         base=base,
         cpu_count=len(os.sched_getaffinity(0)),
         allow_dirty=args.allow_dirty,
-        data_uri=as_uri(args.data, runtime.cwd),
-        output_uri=output_uri,
     )
 
-    def make(sink: LogSink, echo: Callable[[str], None]) -> Backend:
-        return LocalBackend(
-            config,
-            job.ctx,
-            options,
-            sink,
-            echo,
-            clock,
-        )
+    def make(sink: LogSink) -> Backend:
+        return LocalBackend(plan, options, sink, runtime.console, clock)
 
     return make
 
@@ -252,36 +235,11 @@ def as_uri(location: str | None, cwd: Path) -> str | None:
     return uri + "/" if location.endswith("/") else uri
 
 
-def load_job_for_local(args: argparse.Namespace, runtime: Runtime) -> Job:
-    """The job as ``load_job`` reads it, except that ``--allow-dirty`` on a dirty ``HEAD`` reads
-    train.yaml from the working tree, the code that will actually run."""
-    from ci_runner.backends.local.backend import runs_working_tree
-
-    job = load_job(args, runtime)
-    if not runs_working_tree(job.root, job.ctx.sha, args.allow_dirty):
-        return job
-    path = job.root / job.config_path
-    config = load_config(path.read_bytes(), job.config_path)
-    if config.requirements and not (job.root / config.requirements).is_file():
-        raise ConfigError(
-            [
-                Problem(
-                    job.config_path,
-                    "requirements",
-                    None,
-                    f"{config.requirements} does not exist in the working tree",
-                    "create it, or give its path relative to the repository root",
-                )
-            ]
-        )
-    return Job(config=config, ctx=job.ctx, root=job.root, config_path=job.config_path)
-
-
 def print_summary(
     result: RunResult,
     metrics: MetricsSummary | None,
     outputs: str | None,
-    show: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """A few plain lines: outcome, final metrics, where the log and the outputs are."""
     took = f" in {result.duration_seconds:.0f}s" if result.duration_seconds is not None else ""
@@ -298,24 +256,7 @@ def print_summary(
     if outputs and result.succeeded:
         lines.append(f"outputs: {outputs}")
     for line in lines:
-        show(f"[ci-runner] {line}\n")
-
-
-def _writer(stream: TextIO) -> Callable[[str], None]:
-    def write(text: str) -> None:
-        stream.write(text)
-        stream.flush()  # the CI log is a pipe: show each line as it comes
-
-    return write
-
-
-def _masked_writer(stream: TextIO, masker: SecretMasker) -> Callable[[str], None]:
-    write = _writer(stream)
-
-    def show(text: str) -> None:
-        write(masker.mask(text))
-
-    return show
+        console.status(line)
 
 
 @contextmanager

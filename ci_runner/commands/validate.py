@@ -5,20 +5,22 @@ from __future__ import annotations
 import argparse
 
 from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
+from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 
 
 def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     job = load_job(args, runtime)
-    manifest = render_mpijob(job.config, job.ctx)
+    plan = build_plan(job.config, job.ctx, runtime.env)
+    render_mpijob(plan)  # what it refuses, validate refuses
     config = job.config
     workers = "worker" if config.workers == 1 else "workers"
     slots = "slot" if config.slots_per_worker == 1 else "slots"
     ranks = "rank" if config.ranks == 1 else "ranks"
-    runtime.stdout.write(
-        f"[ci-runner] {job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
-        f"{manifest['metadata']['name']}, {config.workers} {workers} x {config.slots_per_worker} "
-        f"{slots} = {config.ranks} {ranks}\n"
+    runtime.console.answer(
+        f"{job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
+        f"{plan.job_name}, {config.workers} {workers} x {config.slots_per_worker} "
+        f"{slots} = {config.ranks} {ranks}"
     )
     return 0
 

@@ -17,18 +17,17 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ci_runner.backends.result import Failure, Outcome, RunResult
 from ci_runner.context import CIContext
+from ci_runner.results import chart
 from ci_runner.results.artifacts import ArtifactListing
 from ci_runner.results.metrics import (
     MetricResult,
     MetricsSummary,
-    RankSeries,
     summary_to_json,
     summary_to_openmetrics,
 )
@@ -36,9 +35,6 @@ from ci_runner.spec.types import Goal, TrainConfig
 from ci_runner.templating import environment
 
 TEMPLATE = "comment.md.j2"
-MAX_CHART_POINTS = 100
-MAX_CHARTS = 4
-MAX_RANK_LINES = 4  # with more ranks than this, the chart shows only the mean
 MAX_TABLE_ROWS = 60
 MAX_HISTORY = 20
 TAIL_LINES = 100  # of the log's end, shown under the result
@@ -224,7 +220,10 @@ def render_report(report: ReportInput) -> str:
         "running": report.outcome is Outcome.RUNNING,
         "failure": _failure_text(report.failure) if report.failure else None,
         "metrics": _metrics_section(report) if report.outcome is not Outcome.RUNNING else None,
-        "charts": _charts(report.metrics) if report.metrics else [],
+        "charts": [
+            {"name": code(drawn.metric, limit=80), "source": drawn.source, "key": drawn.key}
+            for drawn in (chart.charts(report.metrics) if report.metrics else [])
+        ],
         "artifacts": _artifacts_section(report.artifacts) if report.artifacts else None,
         "tail": _log_tail(report.log_tail)
         if report.outcome in (Outcome.FAILED, Outcome.CANCELLED)
@@ -428,76 +427,6 @@ def _metrics_section(report: ReportInput) -> dict[str, Any] | None:
     elif report.baseline_ref:
         notes.append(f"Baseline: the latest successful run on {code(report.baseline_ref)}.")
     return {"table": "\n".join(rows), "notes": notes}
-
-
-# ----------------------------------------------------------------------------- chart
-
-
-def mermaid_label(text: str, limit: int = 60) -> str:
-    """Text safe inside a quoted Mermaid label: letters, digits and a few marks only."""
-    cleaned = re.sub(r"[^\w .:/()+-]", "_", clean(text, limit), flags=re.UNICODE)
-    return cleaned.strip() or "metric"
-
-
-def chart_number(value: float) -> str:
-    """A plain decimal (no exponent, which Mermaid's parser does not take)."""
-    text = f"{value:.6g}"
-    if "e" in text:
-        text = format(Decimal(text), "f")
-    return text
-
-
-def _sample(points: tuple[tuple[int, float], ...], grid: Sequence[float]) -> list[float]:
-    """The series' value at each grid step (last point at or before it; first point before)."""
-    values: list[float] = []
-    i = 0
-    for step in grid:
-        while i + 1 < len(points) and points[i + 1][0] <= step:
-            i += 1
-        values.append(points[i][1])
-    return values
-
-
-def _chart_series(series: tuple[RankSeries, ...]) -> tuple[list[float], list[list[float]]]:
-    """(grid of at most MAX_CHART_POINTS steps, per-rank values on that grid)."""
-    ordered = [tuple(sorted(s.points)) for s in series]
-    low = min(p[0][0] for p in ordered)
-    high = max(p[-1][0] for p in ordered)
-    if high - low + 1 <= MAX_CHART_POINTS:
-        grid = [float(s) for s in range(low, high + 1)]
-    else:
-        grid = [low + (high - low) * i / (MAX_CHART_POINTS - 1) for i in range(MAX_CHART_POINTS)]
-    return grid, [_sample(points, grid) for points in ordered]
-
-
-def _charts(summary: MetricsSummary) -> list[dict[str, Any]]:
-    charts: list[dict[str, Any]] = []
-    for metric in summary.metrics:
-        if len(charts) >= MAX_CHARTS:
-            break
-        steps = {p[0] for s in metric.series for p in s.points}
-        if len(steps) < 2:
-            continue
-        grid, per_rank = _chart_series(metric.series)
-        mean = [math.fsum(col) / len(col) for col in zip(*per_rank, strict=True)]
-        lines = [mean]
-        legend = f"mean over {_plural(len(per_rank), 'rank')}"
-        if 1 < len(per_rank) <= MAX_RANK_LINES:
-            lines += per_rank
-            ranks = ", ".join(f"rank {s.rank}" for s in metric.series)
-            legend = f"lines: {legend} (first), then {ranks}"
-        label = mermaid_label(metric.name)
-        charts.append(
-            {
-                "title": label,
-                "x_axis": f'"step" {round(grid[0])} --> {round(grid[-1])}',
-                "y_axis": f'"{label}"',
-                "lines": ["[" + ", ".join(chart_number(v) for v in line) + "]" for line in lines],
-                "legend": legend,
-                "name": code(metric.name, limit=80),
-            }
-        )
-    return charts
 
 
 # ----------------------------------------------------------------------------- artifacts

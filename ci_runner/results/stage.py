@@ -7,16 +7,17 @@ S3 failing never changes the training result: each becomes one warning line in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
 from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import RunPlan
 from ci_runner.results.artifacts import ArtifactListing, list_artifacts, make_s3_client
 from ci_runner.results.metrics import (
     MetricsFileError,
@@ -35,6 +36,7 @@ from ci_runner.spec.types import TrainConfig
 
 REPORT_NAME = "report.md"
 METRICS_NAME = "metrics.json"
+LINK_EXPIRY_SECONDS = 7 * 24 * 3600  # how long the report's links to model files stay valid
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class GitLabDestination:
 
 
 def open_gitlab(
-    ctx: CIContext, env: Mapping[str, str], warn: Callable[[str], None]
+    ctx: CIContext, env: Mapping[str, str], console: StatusOutput
 ) -> GitLabDestination | None:
     """The merge requests to comment on, or None (with one warning) when we cannot post.
 
@@ -62,7 +64,7 @@ def open_gitlab(
         project = open_project(gl, ctx.project_id or ctx.project_path)
         targets = find_targets(project, ctx)
     except GitLabError as error:
-        warn(f"warning: not commenting on GitLab: {error}")
+        console.warning(f"not commenting on GitLab: {error}")
         return None
     return GitLabDestination(project, tuple(targets))
 
@@ -71,8 +73,7 @@ def post(
     gitlab: GitLabDestination | None,
     report: ReportInput,
     masker: SecretMasker,
-    warn: Callable[[str], None],
-    echo: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """Create or edit this config's comment on every target; a failure is only a warning."""
     if gitlab is None:
@@ -91,63 +92,55 @@ def post(
             final=report.outcome is not Outcome.RUNNING,
         )
     except GitLabError as error:
-        warn(f"warning: the comment was not posted: {error}")
+        console.warning(f"the comment was not posted: {error}")
         return
     for comment in posted:
         if comment.action in (Action.CREATED, Action.UPDATED):
-            echo(f"comment {comment.action.value}: {comment.url}")
+            console.status(f"comment {comment.action.value}: {comment.url}")
 
 
 def announce(
     gitlab: GitLabDestination | None,
-    config: TrainConfig,
-    ctx: CIContext,
-    job_name: str,
+    plan: RunPlan,
     masker: SecretMasker,
-    warn: Callable[[str], None],
-    echo: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """Post "training started" with the job's name, to be edited with the result later."""
+    config = plan.config
     report = ReportInput(
         outcome=Outcome.RUNNING,
         config_name=config.name,
-        context=ctx,
-        job_name=job_name,
+        context=plan.context,
+        job_name=plan.job_name,
         workers=config.workers,
         slots_per_worker=config.slots_per_worker,
         gpus_per_worker=config.resources.gpu,
     )
-    post(gitlab, report, masker, warn, echo)
-
-
-@dataclass(frozen=True)
-class ReportSettings:
-    """The run's facts that the report needs beyond the result."""
-
-    out_dir: Path  # where report.md, metrics.json and metrics.txt go
-    artifacts_path: str  # out_dir as the CI job's artifacts name it (relative to the project)
-    output_uri: str | None  # where the job wrote its model (expanded)
-    now: datetime
-    link_expiry_seconds: int = 7 * 24 * 3600
+    post(gitlab, report, masker, console)
 
 
 def finish(
-    config: TrainConfig,
-    ctx: CIContext,
+    plan: RunPlan,
     result: RunResult,
-    settings: ReportSettings,
     *,
+    now: datetime,
     env: Mapping[str, str],
     gitlab: GitLabDestination | None,
     masker: SecretMasker,
-    warn: Callable[[str], None],
-    echo: Callable[[str], None],
+    console: StatusOutput,
+    link_expiry_seconds: int = LINK_EXPIRY_SECONDS,
 ) -> ReportInput:
-    """Metrics, links, baseline → report.md / metrics.json / metrics.txt and the MR comment."""
-    summary = _metrics(config, result, warn)
-    artifacts = _artifacts(result, settings, env) if result.succeeded else None
+    """Metrics, links, baseline → report.md / metrics.json / metrics.txt (in the plan's output
+    directory) and the MR comment; links to the files under the plan's output URI."""
+    config, ctx, paths = plan.config, plan.context, plan.outputs
+    if paths is None:
+        raise ValueError("a run plan without output paths has nowhere to write the report")
+    summary = _metrics(config, result, console)
+    artifacts = None
+    if result.succeeded and plan.output_uri:
+        artifacts = _artifacts(plan.output_uri, env, now, link_expiry_seconds)
     baseline_ref = ctx.mr_target_branch or ctx.default_branch
-    baseline = _baseline(gitlab, ctx, baseline_ref, settings, warn)
+    baseline = _baseline(gitlab, ctx, baseline_ref, paths.artifacts_path, console)
     report = ReportInput.from_run(
         config,
         ctx,
@@ -157,48 +150,43 @@ def finish(
         baseline_ref=baseline_ref if gitlab is not None else None,
         artifacts=artifacts,
     )
-    write_outputs(settings.out_dir, masker.mask(render_report(report)), summary)
-    echo(f"report: {settings.out_dir / REPORT_NAME}")
-    post(gitlab, report, masker, warn, echo)
+    write_outputs(paths.out_dir, masker.mask(render_report(report)), summary)
+    console.status(f"report: {paths.out_dir / REPORT_NAME}")
+    post(gitlab, report, masker, console)
     return report
 
 
 def _metrics(
-    config: TrainConfig, result: RunResult, warn: Callable[[str], None]
+    config: TrainConfig, result: RunResult, console: StatusOutput
 ) -> MetricsSummary | None:
     if not result.log_path.is_file():
         if result.outcome is not Outcome.CANCELLED:
-            warn(f"warning: no training log at {result.log_path}: the report has no metrics")
+            console.warning(f"no training log at {result.log_path}: the report has no metrics")
         return None
     return parse_log_file(result.log_path, config.metrics)
 
 
 def _artifacts(
-    result: RunResult, settings: ReportSettings, env: Mapping[str, str]
+    uri: str, env: Mapping[str, str], now: datetime, expires_in: int
 ) -> ArtifactListing | None:
-    uri = settings.output_uri
-    if not uri:
-        return None
     client = make_s3_client(env) if uri.startswith("s3://") else None
-    return list_artifacts(
-        uri, s3_client=client, now=settings.now, expires_in=settings.link_expiry_seconds
-    )
+    return list_artifacts(uri, s3_client=client, now=now, expires_in=expires_in)
 
 
 def _baseline(
     gitlab: GitLabDestination | None,
     ctx: CIContext,
     ref: str | None,
-    settings: ReportSettings,
-    warn: Callable[[str], None],
+    artifacts_path: str,
+    console: StatusOutput,
 ) -> dict[str, float] | None:
     if gitlab is None or not ref or not ctx.ci_job_name:
         return None
-    path = f"{settings.artifacts_path.strip('/')}/{METRICS_NAME}"
+    path = f"{artifacts_path.strip('/')}/{METRICS_NAME}"
     try:
         return load_target_baseline(gitlab.project, ref, ctx.ci_job_name, path)
     except (GitLabError, MetricsFileError) as error:
-        warn(f"warning: no baseline from {ref}: {error}")
+        console.warning(f"no baseline from {ref}: {error}")
         return None
 
 

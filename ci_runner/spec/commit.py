@@ -22,24 +22,38 @@ def path_in_repo(config_arg: str, cwd: Path, root: Path) -> str:
         ) from error
 
 
-def load_train_config(sha: str, path: str, root: Path) -> TrainConfig:
-    """The validated train.yaml at ``path`` in commit ``sha``; its requirements file must exist."""
-    resolve_commit(sha, root)  # a commit missing from this clone is not a missing file
-    if not file_exists_at(sha, path, root):
-        raise GitError(
-            f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config with "
-            "the path of your train.yaml"
-        )
-    config = load_config(read_bytes_at(sha, path, root), path)
-    if config.requirements and not file_exists_at(sha, config.requirements, root):
+def load_train_config(
+    sha: str, path: str, root: Path, *, working_tree: bool = False
+) -> TrainConfig:
+    """The validated train.yaml at ``path`` in commit ``sha`` (with ``working_tree``: in the
+    working tree, the code that will actually run); its requirements file must exist there."""
+    if working_tree:
+        config = load_config((root / path).read_bytes(), path)
+        where, fix = "the working tree", "create it"
+    else:
+        resolve_commit(sha, root)  # a commit missing from this clone is not a missing file
+        if not file_exists_at(sha, path, root):
+            raise GitError(
+                f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config "
+                "with the path of your train.yaml"
+            )
+        config = load_config(read_bytes_at(sha, path, root), path)
+        where, fix = f"commit {sha[:8]}", "commit it"
+    requirements = config.requirements
+    if not requirements:
+        return config
+    found = (
+        (root / requirements).is_file() if working_tree else file_exists_at(sha, requirements, root)
+    )
+    if not found:
         raise ConfigError(
             [
                 Problem(
                     path,
                     "requirements",
                     None,
-                    f"{config.requirements} does not exist in commit {sha[:8]}",
-                    "commit it, or give its path relative to the repository root",
+                    f"{requirements} does not exist in {where}",
+                    f"{fix}, or give its path relative to the repository root",
                 )
             ]
         )

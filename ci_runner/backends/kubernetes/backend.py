@@ -34,6 +34,8 @@ from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock
+from ci_runner.console import StatusOutput
+from ci_runner.plan.run_plan import JobSecret
 
 # Real seconds between checks of the unschedulable timer when nothing happens. Not a poll of
 # the API: the inbox wakes us on every change.
@@ -56,18 +58,18 @@ class KubernetesBackend:
         api_client: ApiClient,
         namespace: str,
         manifest: Mapping[str, Any],
-        secret_data: Mapping[str, str],
+        secret: JobSecret,
         sink: LogSink,
-        echo: Callable[[str], None],
+        console: StatusOutput,
         clock: Clock,
         unschedulable_timeout: float,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.api = KubeApi(api_client, namespace, clock, retry)
         self.manifest: JSON = dict(manifest)
-        self.secret_data = dict(secret_data)
+        self.secret = secret
         self.sink = sink
-        self.echo = echo
+        self.console = console
         self.clock = clock
         self.job_name = str(manifest["metadata"]["name"])
         self._mpijob_field = f"metadata.name={self.job_name}"
@@ -110,7 +112,7 @@ class KubernetesBackend:
     def _run(self) -> Verdict:
         if self._cancelled:
             return Verdict(Outcome.CANCELLED, _cancelled_failure())
-        submission = submit(self.api, self.manifest, self.secret_data)
+        submission = submit(self.api, self.manifest, self.secret)
         self._job_uid = submission.uid
         where = f"MPIJob {self.job_name} in namespace {self.api.namespace}"
         if submission.attached:
@@ -126,7 +128,7 @@ class KubernetesBackend:
             watcher.stop()
         if self.tracker.decided_here:
             self._say(f"MPIJob {self.job_name} failed: {_message(verdict)}")
-            cancel_job(self.api, self.job_name)
+            cancel_job(self.api, self.job_name, self.secret.name)
             self._say(f"deleted MPIJob {self.job_name} and its pods")
             return verdict
         # The end as the cluster says it: look at the pods once more so the explanation does not
@@ -173,7 +175,7 @@ class KubernetesBackend:
     def _cancel_on_cluster(self) -> Verdict:
         self._say(f"cancelling: deleting MPIJob {self.job_name}, its pods and its Secret")
         self._stop_threads()
-        cancel_job(self.api, self.job_name)
+        cancel_job(self.api, self.job_name, self.secret.name)
         self._say(f"MPIJob {self.job_name} cancelled")
         return Verdict(Outcome.CANCELLED, _cancelled_failure())
 
@@ -297,7 +299,7 @@ class KubernetesBackend:
         )
 
     def _say(self, line: str) -> None:
-        self.echo(f"[ci-runner] {line}\n")
+        self.console.status(line)
 
     def _result(self, verdict: Verdict, started: datetime) -> RunResult:
         return RunResult(

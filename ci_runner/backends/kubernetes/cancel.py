@@ -17,21 +17,22 @@ from ci_runner.backends.kubernetes.resources import (
     job_selector,
 )
 from ci_runner.clock import Clock
-from ci_runner.render import secret_name
 
 
-def cancel_on_cluster(client: ApiClient, namespace: str, job_name: str, clock: Clock) -> None:
+def cancel_on_cluster(
+    client: ApiClient, namespace: str, job_name: str, secret_name: str, clock: Clock
+) -> None:
     """``ci-runner cancel``: delete the job and all it owns; :class:`ClusterError` if refused."""
-    cancel_job(KubeApi(client, namespace, clock), job_name)
+    cancel_job(KubeApi(client, namespace, clock), job_name, secret_name)
 
 
-def cancel_job(api: KubeApi, job_name: str) -> None:
+def cancel_job(api: KubeApi, job_name: str, secret_name: str) -> None:
     """Delete the MPIJob (its pods, launcher Job, Service... go with it), its pods, its Secret."""
     _delete(api, MPIJOBS, [job_name], propagation="Foreground")
     # The garbage collector removes the rest in its own time; pods must stop now.
     pods = api.list(PODS, label_selector=job_selector(job_name)).get("items", [])
     _delete(api, PODS, [p["metadata"]["name"] for p in pods], propagation="Background")
-    _delete(api, SECRETS, [secret_name(job_name)])
+    _delete(api, SECRETS, [secret_name])
 
 
 def delete_pods(api: KubeApi, names: Iterable[str]) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Conflict
 from ci_runner.backends.kubernetes.resources import JSON, MPIJOBS, SECRETS
-from ci_runner.render import secret_name
+from ci_runner.plan.run_plan import JobSecret
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,10 @@ class Submission:
         return str(self.mpijob["metadata"]["uid"])
 
 
-def submit(api: KubeApi, manifest: JSON, secret_data: Mapping[str, str]) -> Submission:
+def submit(api: KubeApi, manifest: JSON, secret: JobSecret) -> Submission:
     """Submit ``manifest`` with its Secret, or attach to the job of that name already running."""
     job_name = str(manifest["metadata"]["name"])
-    secret = secret_name(job_name)
-    _put_secret(api, secret, manifest, secret_data)
+    _put_secret(api, secret.name, manifest, secret.values())
     try:
         mpijob = api.create(MPIJOBS, manifest)
         attached = False
@@ -45,7 +44,7 @@ def submit(api: KubeApi, manifest: JSON, secret_data: Mapping[str, str]) -> Subm
         "name": job_name,
         "uid": mpijob["metadata"]["uid"],
     }
-    api.patch(SECRETS, secret, {"metadata": {"ownerReferences": [owner]}})
+    api.patch(SECRETS, secret.name, {"metadata": {"ownerReferences": [owner]}})
     return Submission(mpijob, attached)
 
 

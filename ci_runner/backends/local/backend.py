@@ -33,13 +33,12 @@ from ci_runner.backends.local import pyenv
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
+from ci_runner.console import StatusOutput, ToolOutput, status_line
 from ci_runner.context import CIContext
 from ci_runner.errors import EnvironmentSetupError
 from ci_runner.gitrepo import checkout_commit, is_dirty, resolve_commit
 from ci_runner.masking import GITLAB_CREDENTIALS
-from ci_runner.plan.job_name import job_name
-from ci_runner.spec.schema import expand_outputs
-from ci_runner.spec.types import TrainConfig
+from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 
 INSTALL_HINT = "run `make demo`, or scripts/setup-horovod.sh <your virtualenv>"
 STOP_GRACE_SECONDS = 10.0
@@ -77,8 +76,6 @@ class LocalOptions:
     base: pyenv.BaseEnvironment  # the environment playing the image
     cpu_count: int
     allow_dirty: bool = False
-    data_uri: str | None = None  # instead of train.yaml's `data`
-    output_uri: str | None = None  # instead of train.yaml's `outputs` (taken as is, no {fields})
     stop_grace_seconds: float = STOP_GRACE_SECONDS
 
 
@@ -106,7 +103,7 @@ def check_horovod(
     environ: Mapping[str, str],
     run: pyenv.CommandRunner,
     cache_dir: Path,
-    echo: Callable[[str], None],
+    console: StatusOutput,
 ) -> None:
     """Fail with one line unless ``horovodrun`` exists and Horovod has PyTorch and Gloo.
 
@@ -123,7 +120,7 @@ def check_horovod(
     passed = cache_dir / "checks" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if passed.is_file():
         return
-    echo("[ci-runner] checking the Horovod build (horovodrun --check-build, once) ...\n")
+    console.status("checking the Horovod build (horovodrun --check-build, once) ...")
     chunks: list[str] = []
     code = run([str(horovodrun), "--check-build"], environ, chunks.append)
     report = "".join(chunks)
@@ -138,96 +135,67 @@ def check_horovod(
     passed.write_text(report, encoding="utf-8")
 
 
-def horovodrun_argv(
-    horovodrun: Path, config: TrainConfig, discovery_script: Path | None
-) -> list[str]:
-    """``horovodrun`` with every rank on localhost, then the job's command."""
-    argv = [str(horovodrun), "-np", str(config.ranks)]
-    if config.elastic is not None:
-        if discovery_script is None:
-            raise ValueError("an elastic job needs a host discovery script")
-        argv += [
-            "--min-np",
-            str(config.elastic.min_workers * config.slots_per_worker),
-            "--max-np",
-            str(config.elastic.max_workers * config.slots_per_worker),
-            "--host-discovery-script",
-            str(discovery_script),
-        ]
-    else:
-        argv += ["-H", f"localhost:{config.ranks}"]
-    return [*argv, "--gloo", *config.command]
+def local_hosts(plan: RunPlan, discovery_script: Path | None) -> Hosts:
+    """Every rank on localhost, talking over Gloo (no MPI here)."""
+    return Hosts(
+        fixed=("-H", f"localhost:{plan.config.ranks}"),
+        discovery_script=str(discovery_script or ""),
+        controller=("--gloo",),
+    )
 
 
-def write_discovery_script(config: TrainConfig, directory: Path, job: str) -> Path:
+def write_discovery_script(plan: RunPlan, directory: Path) -> Path:
     """Elastic Horovod's host discovery: this machine, with room for the most ranks allowed."""
+    config = plan.config
     assert config.elastic is not None
     slots = config.elastic.max_workers * config.slots_per_worker
     directory.mkdir(parents=True, exist_ok=True)
-    script = directory / f"discover-hosts-{job}.sh"
+    script = directory / f"discover-hosts-{plan.job_name}.sh"
     script.write_text(f"#!/bin/sh\necho localhost:{slots}\n", encoding="utf-8")
     script.chmod(0o755)
     return script
 
 
 def rank_environment(
-    config: TrainConfig,
-    context: CIContext,
-    job: str,
-    options: LocalOptions,
-    path_prefix: Sequence[Path],
+    plan: RunPlan, environ: Mapping[str, str], code_dir: Path, path_prefix: Sequence[Path]
 ) -> dict[str, str]:
-    """The environment every rank gets: the pods' contract over the user's own environment."""
-    env = {k: v for k, v in options.environ.items() if k not in GITLAB_CREDENTIALS}
-    missing = [name for name in config.secrets if not options.environ.get(name)]
-    if missing:
-        raise EnvironmentSetupError(
-            f"{config.source_file}: secrets: {', '.join(missing)} not set in the environment; "
-            f"fix: export {missing[0]} (and any other listed secret) before ci-runner train --local"
-        )
-    env.update(config.env)
-    env.update({name: options.environ[name] for name in config.secrets})
-    data = options.data_uri or config.data
-    if data:
-        env["DATA_URI"] = data
-    outputs = options.output_uri or config.outputs
-    if outputs:
-        env["OUTPUT_URI"] = (
-            outputs
-            if options.output_uri
-            else expand_outputs(outputs, project=context.project_path, sha=context.sha, job=job)
-        )
-    env["CI_RUNNER_SHA"] = context.sha
-    env["CI_RUNNER_JOB"] = job
-    env["CI_RUNNER_PROJECT"] = context.project_path
-    env["PYTHONUNBUFFERED"] = "1"
+    """The environment every rank gets: the plan's, over the user's own environment (which
+    plays the image's) without GitLab's credentials.
+
+    The base environment's ``PYTHONPATH`` stays first, as the image's requirements path does
+    in a pod; the job's requirements layer comes first on ``PATH``.
+    """
+    env = {k: v for k, v in environ.items() if k not in GITLAB_CREDENTIALS}
+    location = RankLocation(code_dir=str(code_dir), dependency_path=environ.get("PYTHONPATH", ""))
+    env.update(plan.rank_environment(location))
+    values = plan.secret.values()
+    env.update({name: values[name] for name in plan.secret_names})
     path = [str(p) for p in path_prefix]
-    env["PATH"] = os.pathsep.join([*path, options.environ.get("PATH", os.defpath)])
+    env["PATH"] = os.pathsep.join([*path, environ.get("PATH", os.defpath)])
     return env
 
 
-def pin_source(context: CIContext, options: LocalOptions, echo: Callable[[str], None]) -> Path:
+def pin_source(context: CIContext, options: LocalOptions, console: StatusOutput) -> Path:
     """The directory holding exactly the code to run (see the module docstring)."""
     if runs_working_tree(options.repo, context.sha, options.allow_dirty):
-        echo(
-            f"[ci-runner] warning: running the uncommitted working tree {options.repo} as it "
-            f"is, not commit {context.short_sha}\n"
+        console.warning(
+            f"running the uncommitted working tree {options.repo} as it is, not commit "
+            f"{context.short_sha}"
         )
         return options.repo
     repo_id = hashlib.sha256(str(options.repo.resolve()).encode()).hexdigest()[:8]
     dest = options.cache_dir / "worktrees" / f"{repo_id}-{context.sha[:12]}"
     checkout_commit(options.repo, context.sha, dest)
-    echo(f"[ci-runner] code: commit {context.short_sha} checked out in {dest}\n")
+    console.status(f"code: commit {context.short_sha} checked out in {dest}")
     return dest
 
 
 def run_local(
-    config: TrainConfig,
-    context: CIContext,
+    plan: RunPlan,
     options: LocalOptions,
     *,
     sink: LogSink,
-    echo: Callable[[str], None],
+    console: ToolOutput,
     launch: Launch = launch_process,
     run: pyenv.CommandRunner = pyenv.run_command,
     clock: Clock | None = None,
@@ -235,37 +203,32 @@ def run_local(
 ) -> RunResult:
     """Run the job with horovodrun on this machine; the log goes to ``sink``.
 
-    Expected set-up problems (no Horovod, dirty tree, missing secret) raise a
+    Expected set-up problems (no Horovod, a dirty tree) raise a
     :class:`~ci_runner.errors.CiRunnerError`; how the training itself ended is in the result.
     Ctrl-C (KeyboardInterrupt), or ``cancelled()`` turning true, stops every rank and returns a
     cancelled result.
     """
     clock = clock or SystemClock()
-    job = job_name(config, context)
-    check_horovod(options.horovodrun, options.environ, run, options.cache_dir, echo)
+    config, context, job = plan.config, plan.context, plan.job_name
+    check_horovod(options.horovodrun, options.environ, run, options.cache_dir, console)
     assert options.horovodrun is not None
     if config.ranks > options.cpu_count:
-        echo(
-            f"[ci-runner] warning: {config.ranks} ranks on {options.cpu_count} CPU cores: "
-            "ranks will share cores and train slower\n"
+        console.warning(
+            f"{config.ranks} ranks on {options.cpu_count} CPU cores: ranks will share cores "
+            "and train slower"
         )
-    source = pin_source(context, options, echo)
+    source = pin_source(context, options, console)
     started_at = clock.now()
     path_prefix = [options.base.python.parent]
-    if config.requirements:
+    if config.requirements:  # its existence was checked when train.yaml was read
         requirements = source / config.requirements
-        if not requirements.is_file():
-            raise EnvironmentSetupError(
-                f"{config.source_file}: requirements: {config.requirements} does not exist in "
-                f"commit {context.short_sha}; fix: commit the file or correct the path"
-            )
         # pip talks to the console; only a failure's last words go into the training log.
         pip_tail: deque[str] = deque(maxlen=PIP_TAIL_LINES)
 
         def pip_output(text: str) -> None:
             # pip expands ${VARIABLES} in requirements files and may quote a line back.
             masked = sink.mask(text)
-            echo(masked)
+            console.relay(masked)
             pip_tail.append(masked)
 
         try:
@@ -276,12 +239,12 @@ def run_local(
                 environ=options.environ,
                 run=run,
                 output=pip_output,
-                echo=echo,
+                console=console,
                 clock=clock,
             )
         except pyenv.RequirementsInstallError as exc:
             sink.feed("".join(pip_tail))
-            sink.feed(f"[ci-runner] {exc}\n")
+            sink.feed(status_line(str(exc)))  # the log says why the training never started
             return _result(
                 Outcome.FAILED,
                 job,
@@ -291,23 +254,21 @@ def run_local(
                 Failure(FailureKind.SETUP, str(exc), exit_code=exc.pip_exit_code),
             )
         path_prefix.insert(0, layer.bin_dir)
-    env = rank_environment(config, context, job, options, path_prefix)
+    env = rank_environment(plan, options.environ, source, path_prefix)
     discovery = (
-        write_discovery_script(config, options.cache_dir / "discovery", job)
-        if config.elastic
-        else None
+        write_discovery_script(plan, options.cache_dir / "discovery") if config.elastic else None
     )
-    argv = horovodrun_argv(options.horovodrun, config, discovery)
-    echo(f"[ci-runner] starting {config.ranks} ranks on this machine: {shlex.join(argv)}\n")
+    argv = plan.horovodrun_argv(local_hosts(plan, discovery), str(options.horovodrun))
+    console.status(f"starting {config.ranks} ranks on this machine: {shlex.join(argv)}")
     proc = launch(argv, source, env)
     try:
         deadline = clock.monotonic() + config.timeout if config.timeout else None
         finished = _pump(proc, sink, clock, deadline, cancelled)
     except (KeyboardInterrupt, _Cancelled):
-        echo("[ci-runner] interrupted: stopping every rank\n")
+        console.status("interrupted: stopping every rank")
         stop_process_tree(proc, options.stop_grace_seconds)
         sink.flush()
-        echo("[ci-runner] every rank stopped\n")
+        console.status("every rank stopped")
         return _result(
             Outcome.CANCELLED,
             job,
@@ -320,7 +281,7 @@ def run_local(
         stop_process_tree(proc, options.stop_grace_seconds)
         raise
     if not finished:
-        echo(f"[ci-runner] timeout {config.timeout}s reached: stopping every rank\n")
+        console.status(f"timeout {config.timeout}s reached: stopping every rank")
         stop_process_tree(proc, options.stop_grace_seconds)
         return _result(
             Outcome.FAILED,
@@ -351,20 +312,18 @@ class LocalBackend:
 
     def __init__(
         self,
-        config: TrainConfig,
-        context: CIContext,
+        plan: RunPlan,
         options: LocalOptions,
         sink: LogSink,
-        echo: Callable[[str], None],
+        console: ToolOutput,
         clock: Clock,
         launch: Launch = launch_process,
         run: pyenv.CommandRunner = pyenv.run_command,
     ) -> None:
-        self.config = config
-        self.context = context
+        self.plan = plan
         self.options = options
         self.sink = sink
-        self.echo = echo
+        self.console = console
         self.clock = clock
         self._launch = launch
         self._run = run
@@ -378,11 +337,10 @@ class LocalBackend:
         """Run the job to its end; closes the sink, like the Kubernetes backend."""
         try:
             return run_local(
-                self.config,
-                self.context,
+                self.plan,
                 self.options,
                 sink=self.sink,
-                echo=self.echo,
+                console=self.console,
                 launch=self._launch,
                 run=self._run,
                 clock=self.clock,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci_runner.clock import Clock
+from ci_runner.console import StatusOutput
 from ci_runner.errors import EnvironmentSetupError
 
 READY_MARKER = ".ci-runner-ready"
@@ -132,23 +133,23 @@ def ensure_layer(
     environ: Mapping[str, str],
     run: CommandRunner,
     output: Callable[[str], None],
-    echo: Callable[[str], None],
+    console: StatusOutput,
     clock: Clock,
 ) -> Layer:
     """The layer for ``requirements`` under ``root``, created (venv + pip install) if missing.
 
-    pip's output goes to ``output``; progress lines to ``echo``. A failed install raises
+    pip's output goes to ``output``; progress lines to ``console``. A failed install raises
     :class:`RequirementsInstallError` and leaves no layer behind to be reused.
     """
     text = requirements.read_text(encoding="utf-8")
     path = root / f"venv-{layer_key(text, base)}"
     if (path / READY_MARKER).is_file():
-        echo(f"[ci-runner] requirements already installed: reusing {path}\n")
+        console.status(f"requirements already installed: reusing {path}")
         return Layer(path, created=False)
     if path.exists():  # an earlier attempt stopped half-way
         shutil.rmtree(path)
     root.mkdir(parents=True, exist_ok=True)
-    echo(f"[ci-runner] installing {requirements.name} into a new virtualenv {path} ...\n")
+    console.status(f"installing {requirements.name} into a new virtualenv {path} ...")
     started = clock.monotonic()
     # pip comes from the base environment (it is visible through the layer), so none is copied in.
     venv = [str(base.python), "-m", "venv", "--system-site-packages", "--without-pip", str(path)]
@@ -179,7 +180,7 @@ def ensure_layer(
             code,
         )
     (path / READY_MARKER).write_text(text, encoding="utf-8")
-    echo(f"[ci-runner] requirements installed in {clock.monotonic() - started:.0f}s\n")
+    console.status(f"requirements installed in {clock.monotonic() - started:.0f}s")
     return Layer(path, created=True)
 
 

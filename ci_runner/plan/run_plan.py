@@ -1,0 +1,248 @@
+"""The run plan: what a run is, computed once from train.yaml, the CI context and the environment.
+
+Rendering, both backends, ``cancel`` and the report read the plan; none of them derives a name,
+a URI, an environment variable or a command line of its own. Where the ranks run changes only
+the code directory, where the job's requirements are importable from (:class:`RankLocation`) and
+how horovodrun finds the hosts (:class:`Hosts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError, Problem
+from ci_runner.masking import SecretMasker, secret_masker
+from ci_runner.plan.job_name import job_name
+from ci_runner.spec.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
+from ci_runner.spec.types import TrainConfig
+
+LOG_NAME: Final = "train.log"  # the training log, in the output directory
+GIT_USERNAME_KEY: Final = "GIT_USERNAME"
+GIT_PASSWORD_KEY: Final = "GIT_PASSWORD"
+# The rank variables whose values depend on where the ranks run (PATH only exists locally:
+# on Kubernetes it is the image's).
+LOCATION_DEPENDENT: Final = frozenset({"CI_RUNNER_CODE_DIR", "PYTHONPATH", "PATH"})
+
+
+def secret_name(job: str) -> str:
+    """The Secret holding the job's git credentials and train.yaml ``secrets``."""
+    return f"{job}-secrets"
+
+
+@dataclass(frozen=True)
+class JobSecret:
+    """The job's Secret: its name, its keys, and their values (None when they were not read:
+    ``render``, ``validate`` and ``cancel`` need only the names)."""
+
+    name: str
+    keys: tuple[str, ...]
+    data: Mapping[str, str] | None = field(default=None, repr=False)
+
+    def values(self) -> Mapping[str, str]:
+        """The data, for a run; a plan built without an environment has none."""
+        if self.data is None:
+            raise ValueError(f"the values of Secret {self.name} were not read from the environment")
+        return self.data
+
+
+@dataclass(frozen=True)
+class RankLocation:
+    """Where the ranks run, as their environment says it."""
+
+    code_dir: str  # the commit's checkout, the ranks' working directory
+    dependency_path: str  # PYTHONPATH before train.yaml's own: the requirements, or the base
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """How horovodrun finds the hosts: the part of its command line that depends on where."""
+
+    fixed: tuple[str, ...]  # a fixed-size job's hosts, e.g. ("--hostfile", "/etc/mpi/hostfile")
+    discovery_script: str  # an elastic job's host discovery script
+    controller: tuple[str, ...] = ()  # e.g. ("--gloo",) where ranks talk without MPI
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    """Where a run keeps its files: the directory the CI job saves as artifacts."""
+
+    out_dir: Path  # absolute
+    artifacts_path: str  # as given: relative to the project directory in CI
+
+    @property
+    def log_path(self) -> Path:
+        return self.out_dir / LOG_NAME
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run derives from train.yaml, the CI context and the environment."""
+
+    config: TrainConfig
+    context: CIContext
+    job_name: str
+    data_uri: str | None  # DATA_URI for the ranks
+    output_uri: str | None  # OUTPUT_URI for the ranks, expanded
+    secret: JobSecret
+    masker: SecretMasker = field(repr=False)
+    outputs: OutputPaths | None = None  # None for commands that write no files
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """train.yaml's ``secrets``: every rank gets each as a variable of that name."""
+        return self.config.secrets
+
+    def rank_environment(self, location: RankLocation) -> tuple[tuple[str, str], ...]:
+        """The variables every rank gets besides the secrets, in the order the manifest lists
+        them; train.yaml's ``env`` wins over ``PYTHONUNBUFFERED`` and extends ``PYTHONPATH``."""
+        config, ctx = self.config, self.context
+        user = dict(config.env)
+        env = [
+            ("CI_RUNNER_SHA", ctx.sha),
+            ("CI_RUNNER_JOB", self.job_name),
+            ("CI_RUNNER_PROJECT", ctx.project_path),
+            ("CI_RUNNER_CODE_DIR", location.code_dir),
+        ]
+        if self.data_uri:
+            env.append(("DATA_URI", self.data_uri))
+        if self.output_uri:
+            env.append(("OUTPUT_URI", self.output_uri))
+        paths = [p for p in (location.dependency_path, user.get("PYTHONPATH")) if p]
+        env.append(("PYTHONPATH", ":".join(paths)))
+        if "PYTHONUNBUFFERED" not in user:
+            env.append(("PYTHONUNBUFFERED", "1"))  # ranks' lines reach the CI log as they happen
+        env += [(k, v) for k, v in config.env if k != "PYTHONPATH"]
+        return tuple(env)
+
+    def horovodrun_argv(self, hosts: Hosts, program: str = "horovodrun") -> list[str]:
+        """``horovodrun`` for every rank on ``hosts``, then the job's command."""
+        config = self.config
+        slots = config.slots_per_worker
+        argv = [program, "-np", str(config.ranks)]
+        if config.elastic:
+            if not hosts.discovery_script:
+                raise ValueError("an elastic job needs a host discovery script")
+            argv += [
+                "--min-np",
+                str(config.elastic.min_workers * slots),
+                "--max-np",
+                str(config.elastic.max_workers * slots),
+                # Used for hosts the script lists without a slot count (horovod
+                # runner/elastic/discovery.py: "host:slots" lines override it).
+                "--slots",
+                str(slots),
+                "--host-discovery-script",
+                hosts.discovery_script,
+            ]
+        else:
+            argv += hosts.fixed
+        return [*argv, *hosts.controller, *config.command]
+
+
+def build_plan(
+    config: TrainConfig,
+    context: CIContext,
+    env: Mapping[str, str] | None = None,
+    *,
+    read_secrets: bool = False,
+    data_uri: str | None = None,
+    output_uri: str | None = None,
+    outputs: OutputPaths | None = None,
+) -> RunPlan:
+    """The plan for running ``config`` at ``context`` from the environment ``env``.
+
+    The masker masks every credential in ``env`` and the secrets' values. ``read_secrets``
+    reads the Secret's values from ``env`` (a run needs them; ``render``, ``validate`` and
+    ``cancel`` only the names). ``data_uri`` and ``output_uri`` replace train.yaml's ``data`` and
+    ``outputs`` (taken as is, no {fields}). Raises ConfigError for names ci-runner sets itself
+    and, when reading them, for every secret that is not set: before anything is submitted or
+    started.
+    """
+    env = env or {}
+    _check_names(config)
+    name = job_name(config, context)
+    if output_uri is None and config.outputs:
+        output_uri = expand_outputs(
+            config.outputs, project=context.project_path, sha=context.sha, job=name
+        )
+    keys = (GIT_USERNAME_KEY, GIT_PASSWORD_KEY, *config.secrets)
+    data = MappingProxyType(_secret_data(config, env)) if read_secrets else None
+    return RunPlan(
+        config=config,
+        context=context,
+        job_name=name,
+        data_uri=data_uri or config.data,
+        output_uri=output_uri,
+        secret=JobSecret(secret_name(name), keys, data),
+        masker=secret_masker(env, config.secrets),
+        outputs=outputs,
+    )
+
+
+def _secret_data(config: TrainConfig, env: Mapping[str, str]) -> dict[str, str]:
+    """Git credentials for the pods, then one key per ``config.secrets``.
+
+    Git uses ``CI_RUNNER_GIT_TOKEN`` (user ``CI_RUNNER_GIT_USERNAME``, default ``oauth2``) when
+    set, else the job token as ``gitlab-ci-token``.
+    """
+    if env.get("CI_RUNNER_GIT_TOKEN"):
+        data = {
+            GIT_USERNAME_KEY: env.get("CI_RUNNER_GIT_USERNAME") or "oauth2",
+            GIT_PASSWORD_KEY: env["CI_RUNNER_GIT_TOKEN"],
+        }
+    else:
+        data = {GIT_USERNAME_KEY: "gitlab-ci-token", GIT_PASSWORD_KEY: env.get("CI_JOB_TOKEN", "")}
+    problems = []
+    for name in config.secrets:
+        value = env.get(name)
+        if not value:
+            problems.append(
+                Problem(
+                    config.source_file,
+                    "secrets",
+                    None,
+                    f"CI variable {name} is not set",
+                    f"define {name} as a masked variable in the project's Settings > CI/CD > "
+                    "Variables (or export it when running outside CI)",
+                )
+            )
+        else:
+            data[name] = value
+    if problems:
+        raise ConfigError(problems)
+    return data
+
+
+def _check_names(config: TrainConfig) -> None:
+    problems = []
+    for key, _ in config.env:
+        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
+            problems.append(
+                Problem(
+                    config.source_file,
+                    f"env.{key}",
+                    None,
+                    f"{key} is set by ci-runner for every rank",
+                    "use another name",
+                )
+            )
+    env_names = {key for key, _ in config.env}
+    for secret in config.secrets:
+        if secret in RESERVED_ENV or secret.startswith(RESERVED_ENV_PREFIX) or secret in env_names:
+            what = "also in env" if secret in env_names else "set by ci-runner for every rank"
+            problems.append(
+                Problem(
+                    config.source_file,
+                    "secrets",
+                    None,
+                    f"{secret} is {what}",
+                    "give the secret variable another name",
+                )
+            )
+    if problems:
+        raise ConfigError(problems)

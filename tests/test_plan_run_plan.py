@@ -1,0 +1,157 @@
+"""The run plan: built once, read by the manifest and the local backend alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci_runner.backends.local.backend import local_hosts, rank_environment
+from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError
+from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths, build_plan
+from ci_runner.render import CODE_DIR, DEPS_PYTHONPATH, POD_HOSTS, render_mpijob
+from ci_runner.spec.types import Elastic, TrainConfig
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+CONTEXT = CIContext(
+    sha=SHA,
+    project_path="group/project",
+    job_id="5005",
+    repo_url="https://gitlab.example.com/group/project.git",
+)
+CONFIG = TrainConfig(
+    name="simple-ml",
+    image="horovod/horovod:0.28.1",
+    command=("python", "train.py"),
+    workers=2,
+    data="s3://datasets/d/",
+    outputs="s3://models/{project}/{sha}/{job}/",
+    env=(("LOG_LEVEL", "debug"), ("PYTHONPATH", "src")),
+    secrets=("WANDB_API_KEY",),
+)
+ENV = {
+    "CI_JOB_TOKEN": "glcbt-job-token-value",
+    "WANDB_API_KEY": "wandb-secret-value",
+    "PATH": "/usr/bin",
+    "PYTHONPATH": "/opt/base",
+}
+
+
+def _pod_environment(container: dict[str, Any], secret_data: dict[str, str]) -> dict[str, str]:
+    """What a rank in this container sees: values as given, secretKeyRefs read from the Secret."""
+    env = {}
+    for item in container["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            env[item["name"]] = secret_data[item["valueFrom"]["secretKeyRef"]["key"]]
+    return env
+
+
+def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> None:
+    plan = build_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
+    secret_data = dict(plan.secret.values())
+    specs = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]
+    launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
+    worker = specs["Worker"]["template"]["spec"]["containers"][0]
+    pod = _pod_environment(launcher, secret_data)
+    assert _pod_environment(worker, secret_data) == pod
+    code_dir = tmp_path / "worktree"
+    local = rank_environment(plan, ENV, code_dir, [tmp_path / "layer" / "bin"])
+
+    assert sorted(local) == sorted([*pod, "PATH"])  # PATH is the image's in a pod
+    for name in sorted(pod):
+        if name not in LOCATION_DEPENDENT:
+            assert local[name] == pod[name], name
+    assert (pod["CI_RUNNER_CODE_DIR"], local["CI_RUNNER_CODE_DIR"]) == (CODE_DIR, str(code_dir))
+    assert (pod["PYTHONPATH"], local["PYTHONPATH"]) == (f"{DEPS_PYTHONPATH}:src", "/opt/base:src")
+    assert local["PATH"] == f"{tmp_path / 'layer' / 'bin'}:/usr/bin"
+    assert pod["PYTHONUNBUFFERED"] == "1"
+    assert pod["WANDB_API_KEY"] == "wandb-secret-value"
+    assert pod["OUTPUT_URI"] == f"s3://models/group/project/{SHA}/{plan.job_name}/"
+    assert "CI_JOB_TOKEN" not in local  # GitLab's credentials stay with ci-runner
+
+
+def test_train_yaml_env_wins_over_pythonunbuffered_on_both() -> None:
+    config = TrainConfig(
+        name="t", image="i", command=("python", "t.py"), env=(("PYTHONUNBUFFERED", "0"),)
+    )
+    plan = build_plan(config, CONTEXT, ENV, read_secrets=True)
+    local = rank_environment(plan, {"PYTHONUNBUFFERED": "1"}, Path("/code"), [])
+    container = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod = _pod_environment(container["containers"][0], {})
+    assert local["PYTHONUNBUFFERED"] == pod["PYTHONUNBUFFERED"] == "0"
+
+
+def test_the_host_part_is_the_only_difference_in_the_command_line(tmp_path: Path) -> None:
+    config = TrainConfig(
+        name="t",
+        image="i",
+        command=("python", "t.py"),
+        workers=2,
+        slots_per_worker=2,
+        elastic=Elastic(min_workers=1, max_workers=3),
+    )
+    plan = build_plan(config, CONTEXT)
+    script = tmp_path / "discover.sh"
+    pod = plan.horovodrun_argv(POD_HOSTS)
+    local = plan.horovodrun_argv(local_hosts(plan, script), "/venv/bin/horovodrun")
+    common = ["-np", "4", "--min-np", "2", "--max-np", "6", "--slots", "2"]
+    assert pod == [
+        "horovodrun",
+        *common,
+        "--host-discovery-script",
+        "/etc/mpi/discover_hosts.sh",
+        "python",
+        "t.py",
+    ]
+    assert local == [
+        "/venv/bin/horovodrun",
+        *common,
+        "--host-discovery-script",
+        str(script),
+        "--gloo",
+        "python",
+        "t.py",
+    ]
+    with pytest.raises(ValueError):
+        plan.horovodrun_argv(local_hosts(plan, None))
+
+
+def test_a_missing_secret_is_one_config_error_whoever_runs() -> None:
+    with pytest.raises(ConfigError) as raised:
+        build_plan(CONFIG, CONTEXT, {"CI_JOB_TOKEN": "t"}, read_secrets=True)
+    assert raised.value.lines() == [
+        "train.yaml: secrets: CI variable WANDB_API_KEY is not set; fix: define WANDB_API_KEY as "
+        "a masked variable in the project's Settings > CI/CD > Variables (or export it when "
+        "running outside CI)"
+    ]
+
+
+def test_a_plan_without_secret_values_names_them_only() -> None:
+    plan = build_plan(CONFIG, CONTEXT, ENV)
+    assert plan.secret.name == f"{plan.job_name}-secrets"
+    assert plan.secret.keys == ("GIT_USERNAME", "GIT_PASSWORD", "WANDB_API_KEY")
+    assert plan.secret.data is None
+    with pytest.raises(ValueError):
+        plan.secret.values()
+    # The masker still knows every value: render and cancel print lines too.
+    assert plan.masker.mask("key wandb-secret-value") == "key [MASKED]"
+
+
+def test_secret_values_never_show_in_the_plan_repr() -> None:
+    plan = build_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
+    assert "wandb-secret-value" not in repr(plan)
+    assert "glcbt-job-token-value" not in repr(plan)
+
+
+def test_overrides_are_taken_as_given_and_paths_kept(tmp_path: Path) -> None:
+    outputs = OutputPaths(tmp_path / "out", "out")
+    plan = build_plan(
+        CONFIG, CONTEXT, data_uri="file:///d/", output_uri="file:///o/{job}", outputs=outputs
+    )
+    assert (plan.data_uri, plan.output_uri) == ("file:///d/", "file:///o/{job}")
+    assert plan.outputs == outputs
+    assert outputs.log_path == tmp_path / "out" / "train.log"
