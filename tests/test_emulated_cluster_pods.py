@@ -480,3 +480,57 @@ def test_following_a_log_streams_until_the_container_exits(cluster: Emulated) ->
         lines = [line for line in response.iter_lines() if line]
     assert lines == [b"first", b"second"]
     assert cluster.wait_pod("follow", phase_is("Succeeded"))
+
+
+def test_a_failing_liveness_probe_kills_and_restarts_the_container(cluster: Emulated) -> None:
+    probe = {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 2}
+    cluster.create(
+        "pods",
+        pod(
+            "unlively",
+            "node-2",
+            [container("main", "sleep", "600", livenessProbe=probe)],
+            terminationGracePeriodSeconds=1,
+        ),
+    )
+    restarted = cluster.wait_pod("unlively", lambda p: main_status(p).get("restartCount") == 1)
+    assert main_status(restarted)["lastState"]["terminated"]["exitCode"] == 137
+    events = cluster.events("unlively")
+    assert (
+        "Unhealthy",
+        "Liveness probe failed: cat: /tmp/alive: No such file or directory",
+    ) in events
+    assert ("Killing", "Container main failed liveness probe, will be restarted") in events
+
+
+def test_readiness_waits_for_the_startup_probe(cluster: Emulated) -> None:
+    cluster.create(
+        "pods",
+        pod(
+            "slow-start",
+            "node-2",
+            [
+                container(
+                    "main",
+                    "sleep",
+                    "600",
+                    startupProbe={
+                        "exec": {"command": ["test", "-f", "/tmp/up"]},
+                        "periodSeconds": 1,
+                        "failureThreshold": 30,
+                    },
+                    readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1},
+                )
+            ],
+        ),
+    )
+    starting = cluster.wait_pod("slow-start", phase_is("Running"))
+    deadline = time.time() + 10
+    while not any(r == "Unhealthy" for r, _ in cluster.events("slow-start")):
+        assert time.time() < deadline
+        time.sleep(0.1)
+    starting = cluster.wait_pod("slow-start", phase_is("Running"))
+    assert (main_status(starting)["started"], condition(starting, "Ready")) == (False, "False")
+    cluster.exec("slow-start", "main", ["touch", "/tmp/up"])
+    ready = cluster.wait_pod("slow-start", is_ready)
+    assert main_status(ready)["started"] is True

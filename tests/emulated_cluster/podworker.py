@@ -71,6 +71,7 @@ class Slot:
     done: bool = False  # terminated and not to be restarted
     readiness: ProbeState | None = None
     liveness: ProbeState | None = None
+    startup: ProbeState | None = None
 
     @property
     def name(self) -> str:
@@ -84,7 +85,12 @@ class Slot:
         return "running" in self.state
 
     def ready(self) -> bool:
-        return self.running() and (self.readiness is None or self.readiness.result)
+        ready = self.readiness is None or self.readiness.result
+        return self.started() and ready
+
+    def started(self) -> bool:
+        """Running and past its startup probe (prober: readiness and liveness wait for it)."""
+        return self.running() and (self.startup is None or self.startup.result)
 
     def succeeded(self) -> bool:
         return bool(self.state.get("terminated", {}).get("exitCode") == 0)
@@ -296,24 +302,36 @@ class PodWorker:
             self._probe(slot, now)
 
     def _probe(self, slot: Slot, now: float) -> None:
+        """pkg/kubelet/prober: the startup probe first; then readiness and liveness. A liveness
+        or startup probe past its failureThreshold kills the container, which restarts as
+        restartPolicy says."""
         process = slot.process
         assert process is not None and self.ip is not None
-        for kind, state in (("Readiness", slot.readiness), ("Liveness", slot.liveness)):
+        starting = slot.startup is not None and not slot.startup.result
+        probes = (
+            [("Startup", slot.startup)]
+            if starting
+            else [("Readiness", slot.readiness), ("Liveness", slot.liveness)]
+        )
+        for kind, state in probes:
             if state is None:
                 continue
             for output in state.take_failures():
                 self.event("Warning", "Unhealthy", f"{kind} probe failed: {output}", slot)
             if state.due(now):
                 state.run_async(self.ip, process.exec, self.wake.set)
-        if slot.liveness is not None and not slot.liveness.result:
-            self.event(
-                "Normal",
-                "Killing",
-                f"Container {slot.name} failed liveness probe, will be restarted",
-                slot,
-            )
-            self._stop([slot], self._grace_of_pod())
-            slot.liveness = None
+        for kind, state in probes:
+            if kind == "Readiness" or state is None:
+                continue
+            if state.failures >= state.probe.failure_threshold:
+                self.event(
+                    "Normal",
+                    "Killing",
+                    f"Container {slot.name} failed {kind.lower()} probe, will be restarted",
+                    slot,
+                )
+                self._stop([slot], self._grace_of_pod(), restart=True)
+                return
 
     def _grace_of_pod(self) -> float:
         return float(self.pod["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE))
@@ -368,12 +386,14 @@ class PodWorker:
         slot.state = {"running": {"startedAt": rfc3339(process.started_at)}}
         self.event("Normal", "Started", f"Started container {slot.name}", slot)
         if not slot.init:
-            ready, live = (
+            ready, live, startup = (
                 podspec.probe(spec.get("readinessProbe")),
                 podspec.probe(spec.get("livenessProbe")),
+                podspec.probe(spec.get("startupProbe")),
             )
             slot.readiness = ProbeState(ready, process.started_at, False) if ready else None
             slot.liveness = ProbeState(live, process.started_at, True) if live else None
+            slot.startup = ProbeState(startup, process.started_at, False) if startup else None
 
     def _with_ips(self) -> JSON:
         pod = dict(self.pod)
@@ -398,7 +418,7 @@ class PodWorker:
         shutil.rmtree(process.directory, ignore_errors=True)
         process.cgroup.remove()
         slot.process = None
-        slot.readiness = slot.liveness = None
+        slot.readiness = slot.liveness = slot.startup = None
         restart = (
             not never_restart
             and not self._stopping()
@@ -441,12 +461,13 @@ class PodWorker:
         except OSError:
             return ""
 
-    def _stop(self, slots: list[Slot], grace: float) -> None:
-        """SIGTERM, up to ``grace`` seconds, then SIGKILL (kuberuntime killContainer)."""
+    def _stop(self, slots: list[Slot], grace: float, restart: bool = False) -> None:
+        """SIGTERM, up to ``grace`` seconds, then SIGKILL (kuberuntime killContainer);
+        ``restart``: the containers may restart as restartPolicy says (a failed probe)."""
         running = [s for s in slots if s.process is not None and s.process.running()]
         for slot in running:
             assert slot.process is not None
-            if grace > 0:
+            if grace > 0 and not restart:  # a failed probe said why already
                 self.event("Normal", "Killing", f"Stopping container {slot.name}", slot)
             slot.process.signal(signal.SIGTERM if grace > 0 else signal.SIGKILL)
         deadline = time.time() + grace
@@ -458,7 +479,7 @@ class PodWorker:
                 deadline = float("inf")
             time.sleep(TICK)
         for slot in running:
-            self._exited(slot, True)
+            self._exited(slot, not restart)
 
     def _stop_all(self, grace: float) -> None:
         self._stop(self.containers(), grace)
@@ -533,7 +554,7 @@ class PodWorker:
             "restartCount": slot.restart_count,
             "image": image,
             "imageID": f"{image.split(':')[0]}@sha256:{digest}",
-            "started": slot.running(),
+            "started": slot.started(),
         }
         if slot.container_id:
             status["containerID"] = slot.container_id
