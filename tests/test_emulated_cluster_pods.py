@@ -534,3 +534,26 @@ def test_readiness_waits_for_the_startup_probe(cluster: Emulated) -> None:
     cluster.exec("slow-start", "main", ["touch", "/tmp/up"])
     ready = cluster.wait_pod("slow-start", is_ready)
     assert main_status(ready)["started"] is True
+
+
+def test_an_image_the_nodes_do_not_have_fails_to_pull(cluster: Emulated) -> None:
+    cluster.create(
+        "pods",
+        pod("typo", "node-1", [{"name": "main", "image": "horovod/horovd:0.28.1"}]),
+    )
+    waiting = cluster.wait_pod(
+        "typo",
+        lambda p: (
+            main_status(p).get("state", {}).get("waiting", {}).get("reason") == "ErrImagePull"
+        ),
+    )
+    ref = "docker.io/horovod/horovd:0.28.1"
+    message = (
+        f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to '
+        f'resolve reference "{ref}": {ref}: not found'
+    )
+    assert main_status(waiting)["state"]["waiting"]["message"] == message
+    assert waiting["status"]["phase"] == "Pending"
+    events = cluster.events("typo")
+    assert ("Failed", f'Failed to pull image "horovod/horovd:0.28.1": {message}') in events
+    assert ("Failed", "Error: ErrImagePull") in events

@@ -1,4 +1,4 @@
-"""How the emulated kubelet reads a pod spec: hostname, /etc/hosts, $(VAR), quantities."""
+"""How the emulated kubelet reads a pod spec: hostname, /etc/hosts, $(VAR), quantities, images."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from tests.emulated_cluster.podspec import expand, hostname, hosts_file, memory_limit, quantity
+from tests.emulated_cluster.podworker import normalized
 
 
 def test_hostname_is_spec_hostname_or_the_pod_name_cut_to_63() -> None:
@@ -40,3 +41,12 @@ def test_quantities() -> None:
     assert memory_limit({}) is None
     with pytest.raises(ValueError, match="quantities must match"):
         quantity("12 MB")
+
+
+def test_image_names_are_normalized_as_containerd_names_them() -> None:
+    assert normalized("ubuntu") == "docker.io/library/ubuntu:latest"
+    assert normalized("horovod/horovod:0.28.1") == "docker.io/horovod/horovod:0.28.1"
+    assert normalized("registry.example.com:5000/ml/train:3f2a") == (
+        "registry.example.com:5000/ml/train:3f2a"
+    )
+    assert normalized("localhost/train") == "localhost/train:latest"

@@ -23,6 +23,7 @@ import yaml
 from tests.emulated_cluster import marks
 from tests.emulated_cluster.api import Api, ApiFailure, Scope
 from tests.emulated_cluster.cluster import Busy, MachineSide, NodeShape
+from tests.emulated_cluster.podworker import DEFAULT_IMAGE
 from tests.kube_server import FakeKubeServer
 
 TOOLS = {  # command -> Debian package
@@ -101,6 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--s3", action="store_true", help="also run a moto S3 server")
     parser.add_argument("--namespace", default="default", help="the kubeconfig's namespace")
     parser.add_argument("--nodes", type=int, default=2, choices=(2, 3))
+    parser.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"an image name the nodes have besides {DEFAULT_IMAGE} (repeatable); any other "
+        "name fails to pull",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print(
@@ -119,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     server = FakeKubeServer().start()
     api = Api(server.url, server.token)
-    side = MachineSide(api, scope_for(api, args.namespace), list(NODES[: args.nodes]))
+    side = MachineSide(
+        api,
+        scope_for(api, args.namespace),
+        list(NODES[: args.nodes]),
+        images=frozenset({DEFAULT_IMAGE, *args.image}),
+    )
     s3: Any = None
     try:
         try:

@@ -17,7 +17,7 @@ from tests.emulated_cluster.api import Api, Scope
 from tests.emulated_cluster.cgroups import Cgroup, run_root
 from tests.emulated_cluster.dns import ClusterDns
 from tests.emulated_cluster.kubelet import Kubelet
-from tests.emulated_cluster.podworker import NodeContext
+from tests.emulated_cluster.podworker import DEFAULT_IMAGE, NodeContext
 
 JSON = dict[str, Any]
 
@@ -112,12 +112,15 @@ class MachineSide:
         nodes: list[NodeShape],
         venv: Path | None = None,
         cluster_domain: str = marks.CLUSTER_DOMAIN,
+        images: frozenset[str] = frozenset({DEFAULT_IMAGE}),
     ) -> None:
+        """``images``: the image names the nodes have (each runs the emulated image)."""
         self.api = api
         self.scope = scope
         self.shapes = nodes
         self.venv = venv or default_venv()
         self.cluster_domain = cluster_domain
+        self.images = images
         self.kubelets: list[Kubelet] = []
         self.dns: ClusterDns | None = None
         self.cgroup: Cgroup | None = None
@@ -180,6 +183,7 @@ class MachineSide:
                 cluster_dns=[marks.GATEWAY],
                 cluster_domain=self.cluster_domain,
                 resolv_conf=resolv.read_text() if resolv.exists() else None,
+                images=self.images,
             )
             self.kubelets.append(Kubelet(ctx, self.scope).start())
 

@@ -32,6 +32,21 @@ JSON = dict[str, Any]
 TICK = 0.05
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0  # kubelet's crash loop back-off
 DEFAULT_GRACE = 30  # spec.terminationGracePeriodSeconds default
+DEFAULT_IMAGE = "horovod/horovod:0.28.1"
+
+
+def normalized(image: str) -> str:
+    """docker.io/library/ for one path component, docker.io/ for a name without registry, as
+    containerd (distribution/reference ParseNormalizedNamed) names it; :latest when untagged."""
+    name = image.split("@")[0]
+    first = name.split("/")[0]
+    if "/" not in name:
+        name = f"docker.io/library/{name}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = f"docker.io/{name}"
+    if ":" not in name.rsplit("/", 1)[-1] and "@" not in image:
+        name += ":latest"
+    return name
 
 
 @dataclass
@@ -49,6 +64,7 @@ class NodeContext:
     cluster_dns: list[str]
     cluster_domain: str
     resolv_conf: str | None
+    images: frozenset[str] = frozenset({DEFAULT_IMAGE})  # what "pulls" (all look the same)
 
 
 def rfc3339(moment: float) -> str:
@@ -68,6 +84,7 @@ class Slot:
     container_id: str = ""
     next_start: float = 0.0
     backoff: float = 0.0
+    pull_backoff: float = 0.0
     done: bool = False  # terminated and not to be restarted
     readiness: ProbeState | None = None
     liveness: ProbeState | None = None
@@ -343,6 +360,8 @@ class PodWorker:
 
         assert self.sandbox is not None
         spec = slot.spec
+        if not self._pulled(slot):
+            return
         try:
             env = podspec.environment(self._with_ips(), spec, dict(ENV), sources(self))
         except podspec.ConfigError as err:
@@ -394,6 +413,32 @@ class PodWorker:
             slot.readiness = ProbeState(ready, process.started_at, False) if ready else None
             slot.liveness = ProbeState(live, process.started_at, True) if live else None
             slot.startup = ProbeState(startup, process.started_at, False) if startup else None
+
+    def _pulled(self, slot: Slot) -> bool:
+        """An image the node does not have fails to pull: ErrImagePull, then ImagePullBackOff
+        with the kubelet's back-off (10 s doubling to 300 s), retried for ever."""
+        image = str(slot.spec.get("image") or "")
+        known = {normalized(name) for name in self.ctx.images}
+        if normalized(image) in known:
+            return True
+        ref = normalized(image)
+        message = (
+            f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed '
+            f'to resolve reference "{ref}": {ref}: not found'
+        )
+        if slot.pull_backoff == 0:
+            self.event("Normal", "Pulling", f'Pulling image "{image}"', slot)
+            self.event("Warning", "Failed", f'Failed to pull image "{image}": {message}', slot)
+            self.event("Warning", "Failed", "Error: ErrImagePull", slot)
+            slot.state = {"waiting": {"reason": "ErrImagePull", "message": message}}
+        else:
+            self.event("Normal", "BackOff", f'Back-off pulling image "{image}"', slot)
+            self.event("Warning", "Failed", "Error: ImagePullBackOff", slot)
+            text = f'Back-off pulling image "{image}"'
+            slot.state = {"waiting": {"reason": "ImagePullBackOff", "message": text}}
+        slot.pull_backoff = min(BACKOFF_MAX, slot.pull_backoff * 2 or BACKOFF_START)
+        slot.next_start = time.time() + slot.pull_backoff
+        return False
 
     def _with_ips(self) -> JSON:
         pod = dict(self.pod)
