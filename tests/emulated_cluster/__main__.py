@@ -23,7 +23,7 @@ import yaml
 from tests.emulated_cluster import marks
 from tests.emulated_cluster.api import Api, ApiFailure, Scope
 from tests.emulated_cluster.cluster import Busy, MachineSide, NodeShape
-from tests.emulated_cluster.podworker import DEFAULT_IMAGE
+from tests.emulated_cluster.node import DEFAULT_IMAGE
 from tests.kube_server import FakeKubeServer
 
 TOOLS = {  # command -> Debian package

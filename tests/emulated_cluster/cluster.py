@@ -17,7 +17,7 @@ from tests.emulated_cluster.api import Api, Scope
 from tests.emulated_cluster.cgroups import Cgroup, run_root
 from tests.emulated_cluster.dns import ClusterDns
 from tests.emulated_cluster.kubelet import Kubelet
-from tests.emulated_cluster.podworker import DEFAULT_IMAGE, NodeContext
+from tests.emulated_cluster.node import DEFAULT_IMAGE, NodeContext
 
 JSON = dict[str, Any]
 

@@ -9,7 +9,8 @@ from typing import Any
 from tests.emulated_cluster import marks
 from tests.emulated_cluster.api import Informer, Scope
 from tests.emulated_cluster.logserver import LogServer
-from tests.emulated_cluster.podworker import NodeContext, PodWorker
+from tests.emulated_cluster.node import NodeContext
+from tests.emulated_cluster.podworker import PodWorker
 
 JSON = dict[str, Any]
 
