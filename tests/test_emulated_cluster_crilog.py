@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.emulated_cluster import crilog
 from tests.emulated_cluster.crilog import LogFile, LogOptions, format_nano, read_logs
 
 T0 = 1_764_600_000_123_456_000  # 2025-12-01T14:40:00.123456Z
@@ -84,3 +85,23 @@ def test_reading_joins_partial_records_and_applies_tail_since_and_limit_bytes(
     # Each record is compared with since on its own: the older half of "bc" is dropped.
     assert read(path, since=T0 + 1_000_000_000) == b"c\nd\n"
     assert read(path, tail=1, timestamps=True) == b"2025-12-01T15:40:03.000000000+01:00 d\n"
+
+
+def test_a_file_over_the_size_limit_is_rotated_and_reading_sees_the_current_file_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(crilog, "MAX_SIZE", 100)
+    monkeypatch.setattr(crilog, "ROTATE_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr(crilog, "MAX_FILES", 3)
+    stamps = iter(f"2025120{i}-154000" for i in range(1, 9))
+    monkeypatch.setattr(crilog, "rotation_stamp", lambda: next(stamps))
+    log = LogFile(tmp_path, 0, lambda: T0)
+    for number in range(11):  # about 90 bytes a record: every second one rotates
+        log.record("stdout", b"line %d %s" % (number, b"x" * 40), partial=False)
+    log.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "0.log",
+        "0.log.20251204-154000",
+        "0.log.20251205-154000",
+    ]
+    assert read(log.path) == b"line 10 %s\n" % (b"x" * 40)

@@ -52,6 +52,11 @@ def parse_nano(text: str) -> int:
     return int(moment.timestamp()) * 1_000_000_000 + int((fraction + "0" * 9)[:9] or 0)
 
 
+def rotation_stamp() -> str:
+    """The suffix of a rotated file (container_log_manager.go timestampFormat)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime())
+
+
 class LogFile:
     """One container instance's log: ``<dir>/<restartCount>.log``, written by stream pumps."""
 
@@ -79,8 +84,7 @@ class LogFile:
         if self._file.tell() <= MAX_SIZE:
             return
         self._file.close()
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
-        os.rename(self.path, f"{self.path}.{stamp}")
+        os.rename(self.path, f"{self.path}.{rotation_stamp()}")
         self._file = open(self.path, "ab")  # noqa: SIM115
         rotated = sorted(p for p in self.path.parent.glob(self.path.name + ".*"))
         for old in rotated[: max(0, len(rotated) - (MAX_FILES - 1))]:
