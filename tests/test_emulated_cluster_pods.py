@@ -557,3 +557,26 @@ def test_an_image_the_nodes_do_not_have_fails_to_pull(cluster: Emulated) -> None
     events = cluster.events("typo")
     assert ("Failed", f'Failed to pull image "horovod/horovd:0.28.1": {message}') in events
     assert ("Failed", "Error: ErrImagePull") in events
+
+
+def test_a_pod_has_its_own_network_hostname_and_a_read_only_sysfs(cluster: Emulated) -> None:
+    cluster.create(
+        "pods",
+        pod(
+            "own",
+            "node-2",
+            [container("main", "sleep", "60")],
+            hostname="own-host",
+            subdomain="sub",
+        ),
+    )
+    running = cluster.wait_pod("own", phase_is("Running"))
+    assert cluster.exec("own", "main", ["ls", "/sys/class/net"]) == (0, "eth0\nlo\n")
+    assert cluster.exec("own", "main", ["hostname"]) == (0, "own-host\n")
+    hosts = cluster.exec("own", "main", ["tail", "-n", "1", "/etc/hosts"])
+    assert hosts == (
+        0,
+        f"{running['status']['podIP']}\town-host.sub.ml.svc.cluster.local\town-host\n",
+    )
+    code, text = cluster.exec("own", "main", ["touch", "/sys/x"])
+    assert code == 1 and "Read-only file system" in text

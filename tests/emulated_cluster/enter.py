@@ -106,7 +106,8 @@ def container(spec: dict[str, Any]) -> None:
     )
     mount("-t", "proc", "proc", inside(root, "/proc"))
     make_dev(inside(root, "/dev"))
-    mount("--rbind", "/sys", inside(root, "/sys"))
+    # A sysfs of its own, read-only as runtimes mount it (it shows the pod's network devices).
+    mount("-t", "sysfs", "-o", "ro,nosuid,nodev,noexec", "sysfs", inside(root, "/sys"))
     for bind in spec["binds"]:
         target = inside(root, bind["target"])
         if bind.get("file"):
