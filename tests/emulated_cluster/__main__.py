@@ -24,6 +24,7 @@ from tests.emulated_cluster import marks
 from tests.emulated_cluster.api import Api, ApiFailure, Scope
 from tests.emulated_cluster.cluster import Busy, MachineSide, NodeShape
 from tests.emulated_cluster.node import DEFAULT_IMAGE
+from tests.kube_operator import MpiOperator
 from tests.kube_server import FakeKubeServer
 
 TOOLS = {  # command -> Debian package
@@ -127,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     server = FakeKubeServer().start()
+    MpiOperator(server)  # the control plane tests/ offers today: MPIJob -> its objects
     api = Api(server.url, server.token)
     side = MachineSide(
         api,
