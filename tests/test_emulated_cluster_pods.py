@@ -580,3 +580,86 @@ def test_a_pod_has_its_own_network_hostname_and_a_read_only_sysfs(cluster: Emula
     )
     code, text = cluster.exec("own", "main", ["touch", "/sys/x"])
     assert code == 1 and "Read-only file system" in text
+
+
+def test_projected_and_downward_api_volumes(cluster: Emulated) -> None:
+    cluster.create(
+        "configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "root-ca"},
+            "data": {"ca.crt": "CA\n"},
+        },
+    )
+    projected = {
+        "defaultMode": 0o420,
+        "sources": [
+            {"configMap": {"name": "root-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {
+                "downwardAPI": {
+                    "items": [
+                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}},
+                    ]
+                }
+            },
+        ],
+    }
+    downward = {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}
+    host_path = Path("/run/secrets/kubernetes.io/serviceaccount")  # /var/run -> /run
+    existed = host_path.exists()
+    cluster.create(
+        "pods",
+        pod(
+            "projected",
+            "node-1",
+            [
+                container(
+                    "main",
+                    "sleep",
+                    "60",
+                    volumeMounts=[
+                        {
+                            "name": "access",
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        },
+                        {"name": "info", "mountPath": "/etc/podinfo"},
+                    ],
+                )
+            ],
+            labels={"b": "2", "a": "1"},
+            volumes=[
+                {"name": "access", "projected": projected},
+                {"name": "info", "downwardAPI": downward},
+            ],
+        ),
+    )
+    cluster.wait_pod("projected", phase_is("Running"))
+    base = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert cluster.exec("projected", "main", ["cat", f"{base}/ca.crt", f"{base}/namespace"]) == (
+        0,
+        "CA\nml",
+    )
+    assert cluster.exec("projected", "main", ["cat", "/etc/podinfo/labels"]) == (0, 'a="1"\nb="2"')
+    assert host_path.exists() == existed  # the mount point was made in the container's /run
+
+
+def test_a_token_the_api_server_does_not_issue_fails_the_mount(cluster: Emulated) -> None:
+    token = {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}
+    cluster.create(
+        "pods",
+        pod(
+            "tokenless",
+            "node-1",
+            [container("main", "sleep", "60")],
+            volumes=[{"name": "kube-api-access", "projected": token}],
+        ),
+    )
+    message = (
+        'MountVolume.SetUp failed for volume "kube-api-access" : failed to fetch token: '
+        'serviceaccounts "default" not found'
+    )
+    deadline = time.time() + 10
+    while ("FailedMount", message) not in cluster.events("tokenless"):
+        assert time.time() < deadline, cluster.events("tokenless")
+        time.sleep(0.1)

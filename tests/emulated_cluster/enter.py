@@ -26,7 +26,28 @@ def mount(*args: str) -> None:
 
 
 def inside(root: str, path: str) -> str:
-    return os.path.join(root, path.lstrip("/"))
+    """``path`` in the container's root with its symlinks resolved inside that root (runc's
+    securejoin): /var/run -> /run must lead to the container's /run, never the host's."""
+    resolved = root
+    parts = [p for p in path.split("/") if p]
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            resolved = max(os.path.dirname(resolved), root, key=len)
+            continue
+        candidate = os.path.join(resolved, part)
+        if os.path.islink(candidate):
+            hops += 1
+            if hops > 40:
+                raise OSError(f"too many levels of symbolic links in {path}")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = root
+            parts = [p for p in target.split("/") if p] + parts
+            continue
+        resolved = candidate
+    return resolved
 
 
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")

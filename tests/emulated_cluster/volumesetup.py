@@ -9,14 +9,20 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.emulated_cluster import volumes
+from tests.emulated_cluster import podspec, volumes
+from tests.emulated_cluster.api import ApiFailure
 from tests.emulated_cluster.podspec import Sources
 
 if TYPE_CHECKING:
     from tests.emulated_cluster.podworker import PodWorker
 
 JSON = dict[str, Any]
-READ_ONLY_KINDS = ("secret", "configMap")  # always mounted read-only (API data volumes)
+READ_ONLY_KINDS = (
+    "secret",
+    "configMap",
+    "projected",
+    "downwardAPI",
+)  # always mounted read-only (API data volumes)
 
 
 def _kind(volume: JSON) -> str:
@@ -66,6 +72,95 @@ def _claim_users_elsewhere(worker: PodWorker, claim: str) -> list[str]:
     return sorted(users)
 
 
+def _mode(source: JSON) -> int:
+    mode = source.get("defaultMode")
+    return volumes.DEFAULT_MODE if mode is None else int(mode)
+
+
+def _format_map(values: dict[str, str]) -> str:
+    """pkg/fieldpath FormatMap: sorted ``key="value"`` lines."""
+    return "\n".join(f'{k}="{v}"' for k, v in sorted(values.items()))
+
+
+def _downward(worker: PodWorker, source: JSON, mode: int) -> dict[str, tuple[bytes, int]]:
+    """downwardAPI items: fieldRef (labels and annotations as whole maps too)."""
+    payload: dict[str, tuple[bytes, int]] = {}
+    meta = worker.pod["metadata"]
+    for item in source.get("items") or []:
+        item_mode = mode if item.get("mode") is None else int(item["mode"])
+        path = (item.get("fieldRef") or {}).get("fieldPath")
+        if path in ("metadata.labels", "metadata.annotations"):
+            text = _format_map(meta.get(path.split(".")[1]) or {})
+        elif path:
+            text = podspec.field_ref(worker._with_ips(), path)
+        else:
+            text = podspec.resource_field(
+                next(
+                    c
+                    for c in worker.pod["spec"]["containers"]
+                    if c["name"] == item["resourceFieldRef"].get("containerName")
+                ),
+                item["resourceFieldRef"],
+            )
+        payload[item["path"]] = (text.encode(), item_mode)
+    return payload
+
+
+def _projected(worker: PodWorker, name: str, source: JSON) -> dict[str, tuple[bytes, int]]:
+    """projected sources: secret, configMap, downwardAPI and serviceAccountToken (asked of the
+    API server's TokenRequest, as the kubelet's token manager does)."""
+    mode = _mode(source)
+    payload: dict[str, tuple[bytes, int]] = {}
+    for part in source.get("sources") or []:
+        if "secret" in part or "configMap" in part:
+            kind = "secret" if "secret" in part else "configMap"
+            ref = part[kind]
+            obj = _get(worker, "secrets" if kind == "secret" else "configmaps", ref["name"])
+            what = kind.lower()
+            if obj is None:
+                if ref.get("optional"):
+                    continue
+                raise volumes.VolumeNotReady(
+                    f'MountVolume.SetUp failed for volume "{name}" : {what} "{ref["name"]}" '
+                    "not found"
+                )
+            data = volumes.secret_data(obj) if kind == "secret" else volumes.configmap_data(obj)
+            payload.update(volumes.projection({**ref, "defaultMode": mode}, data, what))
+        elif "downwardAPI" in part:
+            payload.update(_downward(worker, part["downwardAPI"], mode))
+        elif "serviceAccountToken" in part:
+            token = part["serviceAccountToken"]
+            account = worker.pod["spec"].get("serviceAccountName") or "default"
+            request = {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {
+                    "audiences": [token["audience"]] if token.get("audience") else [],
+                    "expirationSeconds": int(token.get("expirationSeconds") or 3600),
+                    "boundObjectRef": {
+                        "kind": "Pod",
+                        "apiVersion": "v1",
+                        "name": worker.name,
+                        "uid": worker.uid,
+                    },
+                },
+            }
+            path = f"/api/v1/namespaces/{worker.namespace}/serviceaccounts/{account}/token"
+            try:
+                answer = worker.ctx.api.create(path, request)
+            except ApiFailure as err:
+                answer, detail = None, str(err)
+            else:
+                detail = f'serviceaccounts "{account}" not found'
+            if answer is None:
+                raise volumes.VolumeNotReady(
+                    f'MountVolume.SetUp failed for volume "{name}" : failed to fetch token: '
+                    f"{detail}"
+                )
+            payload[token["path"]] = (str(answer["status"]["token"]).encode(), mode)
+    return payload
+
+
 def mount_pod_volumes(worker: PodWorker) -> dict[str, Path]:
     """Set up every volume of the pod; VolumeNotReady says why one cannot be (yet)."""
     base = worker.dir / "volumes"
@@ -104,6 +199,15 @@ def mount_pod_volumes(worker: PodWorker) -> dict[str, Path]:
                 else:
                     target.mkdir(parents=True)
                     os.chmod(target, 0o777)
+                volumes.atomic_write(target, payload)
+        elif kind in ("projected", "downwardAPI"):
+            payload = (
+                _projected(worker, name, source)
+                if kind == "projected"
+                else _downward(worker, source, _mode(source))
+            )
+            if not target.exists():
+                volumes.mount_tmpfs(target, kind.lower())
                 volumes.atomic_write(target, payload)
         elif kind == "persistentVolumeClaim":
             claim_name = str(source.get("claimName"))
