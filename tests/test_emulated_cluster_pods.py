@@ -663,3 +663,27 @@ def test_a_token_the_api_server_does_not_issue_fails_the_mount(cluster: Emulated
     while ("FailedMount", message) not in cluster.events("tokenless"):
         assert time.time() < deadline, cluster.events("tokenless")
         time.sleep(0.1)
+
+
+def test_a_sub_path_that_leads_out_of_its_volume_is_refused(cluster: Emulated) -> None:
+    mount = {"name": "data", "mountPath": "/data"}
+    cluster.create(
+        "pods",
+        pod(
+            "escape",
+            "node-1",
+            [container("main", "true", volumeMounts=[{**mount, "subPath": "out"}])],
+            initContainers=[container("link", "ln", "-s", "/", "/data/out", volumeMounts=[mount])],
+            volumes=[{"name": "data", "emptyDir": {}}],
+        ),
+    )
+    waiting = cluster.wait_pod(
+        "escape",
+        lambda p: (
+            main_status(p).get("state", {}).get("waiting", {}).get("reason")
+            == "CreateContainerConfigError"
+        ),
+    )
+    assert main_status(waiting)["state"]["waiting"]["message"] == (
+        'failed to prepare subPath for volumeMount "data" of container "main"'
+    )

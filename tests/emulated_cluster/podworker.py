@@ -292,6 +292,17 @@ class PodWorker:
         command = [podspec.expand(a, env) for a in spec.get("command") or []]
         args = [podspec.expand(a, env) for a in spec.get("args") or []]
         argv = command + args if command else (args or list(CMD))
+        instance = f"{slot.name}-{slot.restart_count}"
+        termination = self.dir / "termination" / instance
+        termination.parent.mkdir(parents=True, exist_ok=True)
+        termination.write_text("")
+        try:
+            binds = container_binds(self, spec, termination)
+        except podspec.ConfigError as err:
+            slot.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(err)}}
+            self.warn_once("Failed", f"Error: {err}")
+            slot.next_start = time.time() + 1.0
+            return
         image = str(spec.get("image") or "")
         if spec.get("imagePullPolicy") == "Always":
             self.event("Normal", "Pulling", f'Pulling image "{image}"', slot)
@@ -300,13 +311,8 @@ class PodWorker:
             self.event(
                 "Normal", "Pulled", f'Container image "{image}" already present on machine', slot
             )
-        instance = f"{slot.name}-{slot.restart_count}"
         cgroup = Cgroup(self.cgroup.path / instance).create(podspec.memory_limit(spec))
         log = LogFile(self.log_dir / slot.name, slot.restart_count, time.time_ns)
-        termination = self.dir / "termination" / instance
-        termination.parent.mkdir(parents=True, exist_ok=True)
-        termination.write_text("")
-        binds = container_binds(self, spec, termination)
         process = ContainerProcess(
             self.dir / "containers" / instance,
             self.sandbox,

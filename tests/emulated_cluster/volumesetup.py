@@ -247,9 +247,17 @@ def container_binds(worker: PodWorker, spec: JSON, termination: Path) -> list[di
     for mount in spec.get("volumeMounts") or []:
         source = worker.volumes[mount["name"]]
         if mount.get("subPath"):
+            volume_root = os.path.realpath(source)
             source = source / mount["subPath"]
             if not source.exists():
                 source.mkdir(parents=True)
+            real = os.path.realpath(source)
+            if os.path.commonpath([real, volume_root]) != volume_root:
+                # subpath.go: a subPath may not lead out of its volume (through a symlink).
+                raise podspec.ConfigError(
+                    f'failed to prepare subPath for volumeMount "{mount["name"]}" of container '
+                    f'"{spec["name"]}"'
+                )
         binds.append(
             {
                 "source": str(source),
