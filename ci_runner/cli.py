@@ -30,7 +30,7 @@ ERROR_PREFIX: Final = "ci-runner: error: "
 
 
 # The subcommands, in the order `ci-runner --help` lists them. Add one entry per subcommand.
-COMMANDS: list[Command] = [validate.COMMAND, render.COMMAND, train.COMMAND, cancel.COMMAND]
+COMMANDS: Final[list[Command]] = [validate.COMMAND, render.COMMAND, train.COMMAND, cancel.COMMAND]
 
 
 def main(

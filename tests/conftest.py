@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from gitlab.v4.objects import Project
 
+from ci_runner.clock import ManualClock
 from ci_runner.gitlab.client import connect, open_project
-from tests.gitlab_server import FakeGitLab, User, record_retry_sleeps
+from ci_runner.gitlab.transport import BoundedSession
+from tests.gitlab_server import FakeGitLab, User, manual_session, record_retry_sleeps
 from tests.gitlab_server import Project as FakeProject
 from tests.golden_files import GOLDEN_DIR, UPDATE_OPTION, Golden
 
@@ -101,14 +103,31 @@ def fake_horovodrun(horovodrun: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The waits python-gitlab's retry logic asked for, recorded instead of slept."""
-    return record_retry_sleeps(monkeypatch)
+def gitlab_clock() -> ManualClock:
+    """The clock of ci-runner's GitLab session: its retry waits land in ``.sleeps``."""
+    return ManualClock()
+
+
+@pytest.fixture
+def gitlab_session(gitlab_clock: ManualClock) -> BoundedSession:
+    """ci-runner's GitLab session (20 s budget) on :func:`gitlab_clock`."""
+    return manual_session(gitlab_clock)
+
+
+@pytest.fixture
+def gitlab_sleeps(
+    gitlab_clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[float]]:
+    """The waits ci-runner's GitLab retries asked for, recorded instead of slept; python-gitlab's
+    own retrying is off, so it never sleeps (checked at the end)."""
+    own = record_retry_sleeps(monkeypatch)
+    yield gitlab_clock.sleeps
+    assert own == []
 
 
 @pytest.fixture
 def gitlab_server(gitlab_sleeps: list[float]) -> Iterator[FakeGitLab]:
-    """An empty fake GitLab on loopback; python-gitlab's retries against it never sleep."""
+    """An empty fake GitLab on loopback."""
     with FakeGitLab() as server:
         yield server
 
@@ -129,7 +148,12 @@ def gitlab_fake_project(gitlab_server: FakeGitLab) -> FakeProject:
 
 @pytest.fixture
 def gitlab_project(
-    gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_fake_project: FakeProject
+    gitlab_server: FakeGitLab,
+    gitlab_bot: User,
+    gitlab_fake_project: FakeProject,
+    gitlab_session: BoundedSession,
 ) -> Project:
     """``group/proj`` opened with python-gitlab as the bot, as ci-runner opens it."""
-    return open_project(connect(gitlab_server.url, GITLAB_TOKEN), GITLAB_PROJECT)
+    return open_project(
+        connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session), GITLAB_PROJECT
+    )

@@ -14,6 +14,7 @@ import pytest
 from ci_runner import cli
 from ci_runner.backends.local.backend import dirty_refusal
 from ci_runner.commands import train
+from tests.test_backends_kubernetes_connect import CONTEXTS, gitlab_kubeconfig
 
 GitRepo = Callable[..., tuple[Path, str]]
 
@@ -171,6 +172,37 @@ def test_train_on_a_cluster_without_one_says_how_to_give_it(
         "File holding a kubeconfig, or run the job on a Kubernetes runner\n"
     )
     assert not (repo / "ci-runner-out").exists()  # nothing started, nothing written
+
+
+def test_train_with_several_agent_contexts_and_none_chosen_stops_before_anything(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": ""})
+    path = gitlab_kubeconfig(tmp_path)
+    env = {**environ(tmp_path), "KUBECONFIG": str(path)}
+
+    code, out, err = run_cli(
+        ["train", "--repo-url", "https://gitlab.example.com/g/p.git"], repo, env
+    )
+
+    assert (code, out) == (1, "")
+    assert err == (
+        f"ci-runner: error: the kubeconfig {path} has 3 contexts and none is current: "
+        f"{CONTEXTS}; fix: choose one with the CI/CD variable KUBE_CONTEXT, --kube-context or "
+        "kubernetes.context in train.yaml, e.g. KUBE_CONTEXT=ml/k8s-agents:cpu-cluster\n"
+    )
+    assert not (repo / "ci-runner-out").exists()  # nothing started, nothing written
+
+    code, out, err = run_cli(
+        ["train", "--repo-url", "https://gitlab.example.com/g/p.git", "--kube-context", "nope"],
+        repo,
+        {**env, "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster"},
+    )
+    assert (code, err) == (
+        1,
+        f"ci-runner: error: --kube-context chooses the context 'nope', which the kubeconfig "
+        f"{path} does not have; fix: use one of its contexts: {CONTEXTS}\n",
+    )
 
 
 @pytest.mark.parametrize(

@@ -100,19 +100,27 @@ PIPELINES = {
 
 
 @pytest.mark.parametrize(
-    ("pipeline", "expected"),
+    ("pipeline", "branch_pipelines", "merge_request_pipelines"),
     [
-        ("push, no MR", True),
-        ("push, open MR", False),
-        ("MR pipeline", True),
-        ("manual run", True),
-        ("schedule", False),
-        ("tag push", False),
+        ("push, no MR", True, True),
+        ("push, open MR", True, False),
+        ("MR pipeline", False, True),
+        ("manual run", True, True),
+        ("schedule", False, False),
+        ("tag push", False, False),
     ],
 )
-def test_train_job_runs_once_per_change(pipeline: str, expected: bool) -> None:
-    _, jobs = load_component({"image": "registry.example.com/ci-runner:1"})
-    assert job_runs(jobs["train"]["rules"], PIPELINES[pipeline]) is expected
+def test_train_job_runs_once_per_change(
+    pipeline: str, branch_pipelines: bool, merge_request_pipelines: bool
+) -> None:
+    for mr_pipelines, expected in ((False, branch_pipelines), (True, merge_request_pipelines)):
+        _, jobs = load_component(
+            {"image": "registry.example.com/ci-runner:1", "merge_request_pipelines": mr_pipelines}
+        )
+        job = jobs["train"]
+        # rules see the job's own variables (CI_RUNNER_MR_PIPELINES) as well as the pipeline's
+        variables = {**job["variables"], **PIPELINES[pipeline]}
+        assert job_runs(job["rules"], variables) is expected, mr_pipelines
 
 
 def test_train_job_shape() -> None:

@@ -3,27 +3,59 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import pytest
 
+from ci_runner.clock import ManualClock
 from ci_runner.errors import GitLabError
-from ci_runner.gitlab.client import connect, current_user_id, open_project, token_from_env
-from tests.conftest import GITLAB_TOKEN
-from tests.gitlab_server import FakeGitLab, User
-from tests.gitlab_server import Project as FakeProject
+from ci_runner.gitlab.client import (
+    GitLabTimeout,
+    connect,
+    current_user_id,
+    open_project,
+    token_from_env,
+)
+from ci_runner.gitlab.transport import BoundedSession
+from tests.gitlab_server import FakeGitLab, manual_session, record_retry_sleeps
 
+TOKEN = "glpat-CANARY-9f2c71d4e8"
 TOKEN_FIX = (
     "fix: store a valid project or personal access token with the api scope "
     "in the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
 )
 
 
+@pytest.fixture(autouse=True)
+def no_python_gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """python-gitlab's own retries are off: it never sleeps."""
+    recorded = record_retry_sleeps(monkeypatch)
+    yield
+    assert recorded == []
+
+
 @pytest.fixture
-def server(
-    gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_fake_project: FakeProject
-) -> FakeGitLab:
-    """The shared fake GitLab with its bot and project."""
-    return gitlab_server
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def session(clock: ManualClock) -> BoundedSession:
+    return manual_session(clock)
+
+
+@pytest.fixture
+def sleeps(clock: ManualClock) -> list[float]:
+    """The waits ci-runner's retries asked for, recorded instead of slept."""
+    return clock.sleeps
+
+
+@pytest.fixture
+def server() -> Iterator[FakeGitLab]:
+    with FakeGitLab() as fake:
+        fake.add_token(TOKEN, fake.add_user("project_42_bot"))
+        fake.add_project("group/proj")
+        yield fake
 
 
 # --- token ---------------------------------------------------------------------------------
@@ -70,8 +102,8 @@ def test_bad_token_is_one_clear_line(server: FakeGitLab) -> None:
     assert caught.value.lines() == [str(caught.value)]
 
 
-def test_unknown_project_is_one_line(server: FakeGitLab) -> None:
-    gl = connect(server.url, GITLAB_TOKEN)
+def test_unknown_project_is_one_line(server: FakeGitLab, session: BoundedSession) -> None:
+    gl = connect(server.url, TOKEN, session=session)
     with pytest.raises(GitLabError) as caught:
         open_project(gl, "group/missing")
     assert str(caught.value) == (
@@ -81,22 +113,42 @@ def test_unknown_project_is_one_line(server: FakeGitLab) -> None:
     )
 
 
-def test_gitlab_down_is_one_line_after_retries(gitlab_sleeps: list[float]) -> None:
+def test_gitlab_down_is_one_line_after_retries(
+    sleeps: list[float], session: BoundedSession
+) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     with pytest.raises(GitLabError) as caught:
-        connect(url, GITLAB_TOKEN)
+        connect(url, TOKEN, session=session)
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer (ConnectionError, "
         "after retries); fix: check CI_SERVER_URL and the runner's network, then retry the job "
         "once GitLab answers again"
     )
-    assert len(gitlab_sleeps) == 10
+    assert sleeps == [0.5, 1.0, 2.0]
 
 
-def test_connect_signs_in_and_opens_the_project_by_path_or_id(server: FakeGitLab) -> None:
-    gl = connect(server.url, GITLAB_TOKEN)
+def test_gitlab_down_longer_than_the_budget_says_so_once(clock: ManualClock) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    session = manual_session(clock, seconds=2.0)
+    with pytest.raises(GitLabTimeout) as caught:
+        connect(url, TOKEN, session=session)
+    assert str(caught.value) == (
+        f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer within the 2 s "
+        "ci-runner gives it; fix: check CI_SERVER_URL and the runner's network, or give GitLab "
+        "more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
+    )
+    assert clock.sleeps == [0.5, 1.0]
+    assert session.budget.spent
+
+
+def test_connect_signs_in_and_opens_the_project_by_path_or_id(
+    server: FakeGitLab, session: BoundedSession
+) -> None:
+    gl = connect(server.url, TOKEN, session=session)
     by_path = open_project(gl, "group/proj")
     by_id = open_project(gl, str(by_path.id))
     assert (by_path.path_with_namespace, by_id.path_with_namespace) == ("group/proj", "group/proj")
@@ -106,4 +158,4 @@ def test_connect_signs_in_and_opens_the_project_by_path_or_id(server: FakeGitLab
         ("GET", "/api/v4/projects/group%2Fproj"),
         ("GET", f"/api/v4/projects/{by_path.id}"),
     ]
-    assert {r.headers["private-token"] for r in server.requests} == {GITLAB_TOKEN}
+    assert {r.headers["private-token"] for r in server.requests} == {TOKEN}

@@ -22,7 +22,7 @@ from ci_runner.results.artifacts import (
     list_artifacts,
     make_s3_client,
 )
-from ci_runner.results.report import safe_url
+from ci_runner.results.markdown import safe_url
 
 NOW = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
 DUMMY_ENV = {

@@ -18,17 +18,17 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
 from ci_runner.results.chart import chart_number, mermaid_label
-from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics, summary_to_json
+from ci_runner.results.markdown import code, safe_url
+from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics
+from ci_runner.results.metrics_file import summary_to_json
 from ci_runner.results.report import (
     MAX_HISTORY,
     HistoryEntry,
     ReportInput,
-    code,
     extract_history,
     marker,
     render_comment,
     render_report,
-    safe_url,
     write_outputs,
 )
 from ci_runner.spec.types import MetricSpec, Resources, TrainConfig

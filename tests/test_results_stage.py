@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.clock import ManualClock
 from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.types import TrainConfig
-from tests.gitlab_server import FakeGitLab
+from tests.gitlab_server import DROP, FakeGitLab
 from tests.gitlab_server import Project as FakeProject
 
 TOKEN = "glpat-reporting-CANARY-1"
@@ -178,3 +180,66 @@ def test_a_refused_comment_is_a_warning_and_the_token_is_never_shown(
         f"request !4 of group/proj: {fix}",
     ]
     assert project.merge_requests[4].notes == []
+
+
+def test_gitlab_gone_after_training_is_one_warning_within_the_budget(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "3"}
+    gitlab = open_gitlab(ctx(gitlab_server), env, NoWarnings(), clock)
+    url = gitlab_server.url
+    gitlab_server.inject(DROP, times=100)  # from now on every connection is dropped unanswered
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "[ci-runner] warning: no baseline from main: cannot download the baseline "
+        f"ci-runner-out/metrics.json of job train on main in group/proj: GitLab at {url} did "
+        "not answer within the 3 s ci-runner gives it; fix: check CI_SERVER_URL and the "
+        "runner's network, or give GitLab more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
+    ]
+    assert clock.sleeps == [0.5, 1.0]  # 0.5 + 1.0 of the 3 s; the next wait would not fit
+    assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseline(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    upstream = gitlab_server.add_project("team/ml", project_id=42)
+    fork = gitlab_server.add_project("alice/ml", project_id=43, forked_from=upstream)
+    gitlab_server.add_merge_request(upstream, 4, sha=SHA, source_project=fork)
+    metrics = b'{"version": 1, "metrics": {"loss": {"final": 0.5}}}'
+    green = gitlab_server.add_pipeline(
+        upstream, "main", jobs={"train": {"ci-runner-out/metrics.json": metrics}}
+    )
+    fork_ctx = replace(
+        ctx(gitlab_server),
+        project_path="alice/ml",
+        project_id="43",
+        mr_project_id="42",
+        mr_source_project_id="43",
+    )
+    gitlab = open_gitlab(fork_ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    report = finish(
+        build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)),
+        result(log),
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=NoWarnings(),
+    )
+
+    [note] = gitlab_server.notes(upstream, 4)
+    assert note.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`")
+    assert report.baseline == {"loss": 0.5}
+    url = f"{gitlab_server.url}/team/ml/-/pipelines/{green.id}"
+    assert report.baseline_pipeline == (green.id, url)
+    assert gitlab_server.count("GET", "/projects/43") == 0

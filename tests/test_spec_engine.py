@@ -322,7 +322,7 @@ KIND_PROBLEMS = [
     (
         "kubernetes: {zzz: 1}",
         "train.yaml:4: kubernetes.zzz: unknown key; fix: remove it; allowed keys: "
-        "namespace, tolerations, node_selector, dns_config, service_account, "
+        "context, namespace, tolerations, node_selector, dns_config, service_account, "
         "priority_class, image_pull_secrets, queue, pip_cache_pvc, "
         "ttl_seconds_after_finished, backoff_limit, unschedulable_timeout",
     ),

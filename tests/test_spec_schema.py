@@ -165,6 +165,7 @@ metrics:
 timeout: 1d
 elastic: {min_workers: 2, max_workers: 6}
 kubernetes:
+  context: my-group/k8s-agents:gpu-cluster
   namespace: ml-training
   tolerations:
     - {key: nvidia.com/gpu, operator: Equal, value: present, effect: NoExecute,
@@ -202,6 +203,7 @@ COMPLETE_CONFIG = TrainConfig(
     timeout=86400,
     elastic=Elastic(2, 6),
     kubernetes=KubernetesOptions(
+        context="my-group/k8s-agents:gpu-cluster",
         namespace="ml-training",
         tolerations=(Toleration("nvidia.com/gpu", "Equal", "present", "NoExecute", 30),),
         node_selector=(("gpu-type", "a100"), ("zone", "b")),

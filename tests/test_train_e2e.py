@@ -380,20 +380,49 @@ def test_cancelled_run_leaves_nothing_in_the_cluster(pipeline: Pipeline) -> None
 
 
 def test_fork_merge_request_is_refused_before_anything_runs(pipeline: Pipeline) -> None:
-    env = {**pipeline.env, "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "999"}
+    env = {
+        **pipeline.env,
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "999",
+        "CI_MERGE_REQUEST_PROJECT_PATH": "group/proj",
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "alice/proj",
+    }
     stdout, stderr = io.StringIO(), io.StringIO()
 
     code = main(["train"], env=env, cwd=pipeline.repo, stdout=stdout, stderr=stderr)
 
     assert code == 1
     assert stderr.getvalue() == (
-        "ci-runner: error: merge request !7 comes from a fork (project 999): its code would run "
-        "with this project's cluster credentials; fix: review it and run the pipeline from a "
-        "branch of this project, or set the component input allow_fork_merge_requests: true to "
-        "train forks\n"
+        "ci-runner: error: merge request !7 of group/proj comes from the fork alice/proj: its "
+        "code would run with group/proj's cluster credentials; fix: review it, then set the "
+        "component input allow_fork_merge_requests: true, or push its branch to group/proj and "
+        "open the merge request from there\n"
     )
     assert pipeline.cluster.store.objects == {}
     assert pipeline.notes() == []
+
+
+def test_fork_merge_request_pipeline_in_the_fork_says_so(pipeline: Pipeline) -> None:
+    env = {
+        **pipeline.env,
+        "CI_PROJECT_ID": "999",
+        "CI_PROJECT_PATH": "alice/proj",
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "999",
+        "CI_MERGE_REQUEST_PROJECT_PATH": "group/proj",
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "alice/proj",
+    }
+    stdout, stderr = io.StringIO(), io.StringIO()
+
+    code = main(["train"], env=env, cwd=pipeline.repo, stdout=stdout, stderr=stderr)
+
+    assert code == 1
+    assert stderr.getvalue() == (
+        "ci-runner: error: merge request !7 of group/proj comes from the fork alice/proj and "
+        "this pipeline runs in the fork, with the fork's CI/CD variables, not group/proj's; fix: "
+        "a maintainer of group/proj reviews the code, then runs the pipeline from the merge "
+        "request's Pipelines tab (it runs in group/proj) with the component input "
+        "allow_fork_merge_requests: true\n"
+    )
+    assert pipeline.cluster.store.objects == {}
 
 
 def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:

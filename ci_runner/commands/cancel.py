@@ -9,16 +9,25 @@ report.md) into "cancelled" with the tail of the log ``train`` had saved.
 from __future__ import annotations
 
 import argparse
+from typing import Final
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import SystemClock
-from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job, run_config
+from ci_runner.commands.common import (
+    Command,
+    Runtime,
+    add_cluster_arguments,
+    add_job_arguments,
+    load_job,
+    run_config,
+)
 from ci_runner.commands.outputs import add_output_arguments, output_settings, saved_log_tail
 from ci_runner.plan.run_plan import build_plan
 
 
 def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser)
+    add_cluster_arguments(parser)
     add_output_arguments(parser)
 
 
@@ -34,7 +43,12 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     assert plan.outputs is not None
     name, console = plan.job_name, runtime.console
     clock = SystemClock()
-    connection = connect(config.kubernetes.namespace, runtime.env)
+    connection = connect(
+        config.kubernetes.namespace,
+        runtime.env,
+        context=config.kubernetes.context,
+        context_flag=args.kube_context,
+    )
     cancel_on_cluster(connection.client, connection.namespace, name, plan.secret.name, clock)
 
     console.status(f"cancelled: MPIJob {name} and everything it owned deleted")
@@ -59,7 +73,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
-COMMAND = Command(
+COMMAND: Final = Command(
     "cancel",
     "delete this CI job's MPIJob and all it owns, and report the run as cancelled "
     "(for the CI job's after_script)",

@@ -82,6 +82,17 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kube-context``, for the subcommands that talk to the cluster."""
+    parser.add_argument(
+        "--kube-context",
+        metavar="NAME",
+        help="kubeconfig context to use, e.g. a GitLab agent's <agent configuration project "
+        "path>:<agent name> (default: the KUBE_CONTEXT variable, else train.yaml's "
+        "kubernetes.context, else the kubeconfig's current context)",
+    )
+
+
 def load_job(
     args: argparse.Namespace,
     runtime: Runtime,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Outcome, RunResult
@@ -26,6 +26,7 @@ from ci_runner.commands.common import (
     Command,
     Job,
     Runtime,
+    add_cluster_arguments,
     add_job_arguments,
     load_job,
     run_config,
@@ -42,9 +43,9 @@ if TYPE_CHECKING:
 # The backends and the reporting stage are imported where they are used: `validate` and
 # `render` import this module too (the CLI lists every command) and must stay light.
 
-EXIT_CANCELLED = 130
+EXIT_CANCELLED: Final = 130
 # Pipeline variables a manual run (from the pipeline page) may set.
-ALLOW_FORKS_VARIABLE = "CI_RUNNER_ALLOW_FORKS"
+ALLOW_FORKS_VARIABLE: Final = "CI_RUNNER_ALLOW_FORKS"
 
 
 class Backend(Protocol):
@@ -78,6 +79,7 @@ def find_horovodrun(python: Path, env: Mapping[str, str]) -> Path | None:
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser)
+    add_cluster_arguments(parser)
     add_output_arguments(parser)
     parser.add_argument(
         "--local",
@@ -137,8 +139,8 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     if args.local:
         make_backend = _local_backend(args, runtime, job, plan, clock)
     else:
-        make_backend = _cluster_backend(plan, env, console, clock)
-    gitlab = open_gitlab(plan.context, env, console)
+        make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
+    gitlab = open_gitlab(plan.context, env, console, clock)
     report_masker = masker_for_report(plan.masker, env)
     announce(gitlab, plan, report_masker, console)
     with LogSink(plan.outputs.log_path, console.echo, plan.masker) as sink:
@@ -159,14 +161,27 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
 
 
 def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
-    """A fork's merge request runs untrusted code with the cluster's credentials: only by opt-in."""
+    """A fork's merge request runs untrusted code with the cluster's credentials: only by opt-in.
+
+    GitLab runs a fork's MR pipeline in the fork (``CI_PROJECT_ID`` is the fork) unless a
+    maintainer of the target project runs it there; the message says which of the two this is.
+    """
     if not ctx.from_fork or env.get(ALLOW_FORKS_VARIABLE, "").lower() == "true":
         return
+    target = ctx.mr_project_path or f"project {ctx.mr_project_id}"
+    fork = ctx.mr_source_project_path or f"project {ctx.mr_source_project_id}"
+    opt_in = "the component input allow_fork_merge_requests: true"
+    if ctx.project_id and ctx.project_id == ctx.mr_source_project_id:
+        raise ForkRefusedError(
+            f"merge request !{ctx.mr_iid} of {target} comes from the fork {fork} and this "
+            f"pipeline runs in the fork, with the fork's CI/CD variables, not {target}'s; fix: a "
+            f"maintainer of {target} reviews the code, then runs the pipeline from the merge "
+            f"request's Pipelines tab (it runs in {target}) with {opt_in}"
+        )
     raise ForkRefusedError(
-        f"merge request !{ctx.mr_iid} comes from a fork (project {ctx.mr_source_project_id}): "
-        "its code would run with this project's cluster credentials; fix: review it and run the "
-        "pipeline from a branch of this project, or set the component input "
-        "allow_fork_merge_requests: true to train forks"
+        f"merge request !{ctx.mr_iid} of {target} comes from the fork {fork}: its code would "
+        f"run with {target}'s cluster credentials; fix: review it, then set {opt_in}, or push "
+        f"its branch to {target} and open the merge request from there"
     )
 
 
@@ -174,7 +189,11 @@ MakeBackend = Callable[[LogSink], Backend]
 
 
 def _cluster_backend(
-    plan: RunPlan, env: Mapping[str, str], console: Console, clock: Clock
+    plan: RunPlan,
+    env: Mapping[str, str],
+    console: Console,
+    clock: Clock,
+    context_flag: str | None,
 ) -> MakeBackend:
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
@@ -183,7 +202,7 @@ def _cluster_backend(
 
     manifest = render_mpijob(plan)
     k8s = plan.config.kubernetes
-    connection = connect(k8s.namespace, env)
+    connection = connect(k8s.namespace, env, context=k8s.context, context_flag=context_flag)
     manifest["metadata"]["namespace"] = connection.namespace
 
     def make(sink: LogSink) -> Backend:
@@ -278,7 +297,7 @@ def _cancel_on_signals(backend: Backend) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-COMMAND = Command(
+COMMAND: Final = Command(
     "train",
     "train the job on Kubernetes and report to the merge request; --local runs it on this "
     "machine with horovodrun (gloo, CPU)",

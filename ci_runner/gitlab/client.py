@@ -1,8 +1,10 @@
 """The GitLab connection: which token, signing in, opening the project, and turning every failure
 of python-gitlab into one :class:`GitLabError` line that says what failed and how to fix it.
 
-python-gitlab does the retrying: with ``retry_transient_errors=True`` it retries 429 (honouring
-``Retry-After``), 500/502/503/504/52x and connection errors up to 10 times with backoff.
+All HTTP goes through :class:`ci_runner.gitlab.transport.BoundedSession` (a time budget, safe
+retries, ``Retry-After``); python-gitlab's own retrying is off: it would resend a POST that
+GitLab executed, wait up to 10 x 30 s, and crash on a ``Retry-After`` date (gitlab/utils.py:104-152,
+134 and gitlab/client.py:721-760 at python-gitlab v8.4.0-15-g00e38026).
 """
 
 from __future__ import annotations
@@ -10,25 +12,35 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
+from typing import Final
 
 import gitlab
 import requests
 from gitlab.v4.objects import Project
 
+from ci_runner.clock import SystemClock
 from ci_runner.errors import GitLabError
+from ci_runner.gitlab.transport import (
+    BUDGET_VARIABLE,
+    DEFAULT_BUDGET,
+    DEFAULT_REQUEST_TIMEOUT,
+    BoundedSession,
+    Budget,
+    BudgetExhausted,
+    RateLimited,
+)
 
-TOKEN_VARIABLES = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
-DEFAULT_TIMEOUT = 30.0  # seconds per request; python-gitlab's default is to wait forever
+TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
 
-TOKEN_FIX = (
+TOKEN_FIX: Final = (
     "store a valid project or personal access token with the api scope "
     "in the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
 )
-_ROLE_FIX = (
+_ROLE_FIX: Final = (
     "give the token in CI_RUNNER_GITLAB_TOKEN the api scope "
     "and at least the Reporter role in the project"
 )
-_RETRY_FIX = "retry the job once GitLab answers again"
+_RETRY_FIX: Final = "retry the job once GitLab answers again"
 
 
 def token_from_env(env: Mapping[str, str]) -> str:
@@ -53,17 +65,25 @@ def missing_token_error(*, job_token_present: bool = False) -> GitLabError:
 
 
 def connect(
-    server_url: str, token: str | None, *, timeout: float = DEFAULT_TIMEOUT
+    server_url: str, token: str | None, *, session: BoundedSession | None = None
 ) -> gitlab.Gitlab:
-    """A signed-in python-gitlab client for ``server_url`` (retrying transient errors).
+    """A signed-in python-gitlab client for ``server_url`` whose requests all go through
+    ``session`` (default: the real clock and a :data:`DEFAULT_BUDGET` budget).
 
     Signs in right away (``GET /user``) so a bad token fails here, in one line, and so
     :func:`current_user_id` knows whose comments are ours.
     """
     if not token:
         raise missing_token_error()
+    if session is None:
+        session = BoundedSession(Budget(SystemClock(), DEFAULT_BUDGET))
     gl = gitlab.Gitlab(
-        server_url, private_token=token, timeout=timeout, retry_transient_errors=True
+        server_url,
+        private_token=token,
+        session=session,
+        timeout=DEFAULT_REQUEST_TIMEOUT,  # BoundedSession caps it by the budget left
+        retry_transient_errors=False,  # 429 and Retry-After too: BoundedSession does them
+        keep_base_url=True,  # follow pagination on our URL even if GitLab's external_url differs
     )
     with gitlab_errors(f"sign in to GitLab at {server_url}", server_url):
         gl.auth()
@@ -86,6 +106,10 @@ def current_user_id(gl: gitlab.Gitlab) -> int:
     return user_id
 
 
+class GitLabTimeout(GitLabError):
+    """The time budget for GitLab ran out: say it once, then leave GitLab alone."""
+
+
 @contextmanager
 def gitlab_errors(action: str, server_url: str) -> Iterator[None]:
     """Turn python-gitlab's and requests' failures inside the block into one GitLabError line:
@@ -94,6 +118,17 @@ def gitlab_errors(action: str, server_url: str) -> Iterator[None]:
         yield
     except gitlab.GitlabError as error:
         raise _answered(action, error) from error
+    except RateLimited as error:
+        raise GitLabError(
+            f"cannot {action}: GitLab kept answering 429 Too Many Requests, even after retries; "
+            f"fix: {_RETRY_FIX} (the token is being rate-limited)"
+        ) from error
+    except BudgetExhausted as error:
+        raise GitLabTimeout(
+            f"cannot {action}: GitLab at {server_url} did not answer within the "
+            f"{error.seconds:g} s ci-runner gives it; fix: check CI_SERVER_URL and the runner's "
+            f"network, or give GitLab more time in {BUDGET_VARIABLE} (seconds)"
+        ) from error
     except requests.RequestException as error:
         raise GitLabError(
             f"cannot {action}: GitLab at {server_url} did not answer "

@@ -1,13 +1,14 @@
-"""Posting the report: which merge requests (or the commit) get it, and keeping ONE comment per
-merge request and train config up to date across runs.
+"""Posting the report: which merge requests (or the commit) get it, and keeping ONE note per
+merge request (or commit) and train config up to date across runs.
 
-Targets: an MR pipeline posts to its MR; a branch or manual pipeline to every open MR whose head
-is this commit; with none, to the commit. The comment is found again by a hidden marker, searched
-through all pages of the MR's notes, and edited in place, so a re-run never adds a second one.
-
-Commit comments cannot be edited through GitLab's commit comments API, so the commit fallback
-gets only the final result: :func:`publish` with ``final=False`` (the "training started"
-announcement) skips commit targets.
+Targets: an MR pipeline posts to its MR (in the MR's project, which for a fork's MR is not the
+pipeline's); a branch or manual pipeline to every open MR whose head is this commit; with none,
+to the commit, as a commit *discussion* (commit comments cannot be edited; discussion notes can).
+The note is found again by a hidden marker among our own notes and edited in place, so a re-run
+never adds a second one. A create that timed out or got a 5xx may have been executed by GitLab:
+before creating again, the marker is looked for, so an answer lost on the way never makes two.
+Every body goes out through :func:`ci_runner.gitlab.notes.note_body` (no line a quick action,
+in the form GitLab stores, so an unchanged report is recognised and not sent again).
 """
 
 from __future__ import annotations
@@ -15,15 +16,22 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
 
-from gitlab.v4.objects import Project, ProjectMergeRequest, ProjectMergeRequestNote
+import gitlab
+import requests
+from gitlab.v4.objects import Project, ProjectCommit, ProjectMergeRequest
 
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
-from ci_runner.gitlab.client import current_user_id, gitlab_errors
+from ci_runner.gitlab.client import GitLabTimeout, current_user_id, gitlab_errors
+from ci_runner.gitlab.notes import note_body
+from ci_runner.gitlab.transport import not_sent
 
-NOTE_LIMIT = 1_000_000  # characters GitLab accepts in one note (more is answered with 400)
-NOTES_PER_PAGE = 100  # GitLab's maximum page size
+NOTE_LIMIT: Final = 1_000_000  # characters GitLab accepts in one note (more is answered with 400)
+PER_PAGE: Final = 100  # GitLab's maximum page size
+CREATE_ATTEMPTS: Final = 3  # creates of one note whose answer was lost, each after looking for it
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,6 @@ class Action(enum.Enum):
     CREATED = "created"
     UPDATED = "updated"
     UNCHANGED = "unchanged"  # the same body was already there; nothing sent
-    SKIPPED = "skipped"  # a commit target during the announcement (commit comments are final)
 
 
 @dataclass(frozen=True)
@@ -58,13 +65,22 @@ class PostedComment:
 
     target: Target
     action: Action
-    note_id: int | None  # None for commit comments (the API gives them no id) and skipped ones
-    url: str  # the comment (MR) or the commit page
+    note_id: int
+    url: str  # the note on its MR or commit page
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One of our notes holding the marker: its id, body and how to edit it."""
+
+    note_id: int
+    body: str
+    save: Callable[[str], None]
 
 
 def find_targets(project: Project, ctx: CIContext) -> list[Target]:
     """Where the report goes: the pipeline's MR; else every open MR whose head is ``ctx.sha``;
-    else the commit itself."""
+    else the commit itself. ``project`` is the MR's project (:func:`report_project_id`)."""
     if ctx.mr_iid:
         return [MergeRequestTarget(int(ctx.mr_iid))]
     action = f"list the merge requests of commit {ctx.sha[:8]} in {project.path_with_namespace}"
@@ -80,89 +96,168 @@ def find_targets(project: Project, ctx: CIContext) -> list[Target]:
     return [CommitTarget(ctx.sha)]
 
 
+def report_project_id(ctx: CIContext) -> str:
+    """The project whose MR gets the report and whose target branch has the baseline: in a
+    merge-request pipeline ``CI_MERGE_REQUEST_PROJECT_ID`` (a fork's MR pipeline runs in the
+    fork, ``CI_PROJECT_ID``, but the MR lives in the project it targets)."""
+    if ctx.mr_iid and ctx.mr_project_id:
+        return ctx.mr_project_id
+    return ctx.project_id or ctx.project_path
+
+
 def publish(
     project: Project,
     targets: Sequence[Target],
     marker: str,
     render: Callable[[str | None], str],
-    *,
-    final: bool = True,
 ) -> list[PostedComment]:
     """Post or update the report on every target and say what was done.
 
-    For each MR, the newest note of ours containing ``marker`` is edited with
-    ``render(its_body)``; without one, a note ``render(None)`` is created. ``final=False`` (the
-    "training started" announcement) skips commit targets. The first failure raises
-    :class:`GitLabError` (one line); a body over GitLab's note limit is refused before sending.
+    On each target, the newest note of ours containing ``marker`` is edited with
+    ``render(its_body)``; without one, a note ``render(None)`` is created. The first failure
+    raises :class:`GitLabError` (one line); a body over GitLab's note limit is refused before
+    sending.
     """
+    user_id = current_user_id(project.manager.gitlab)
     posted: list[PostedComment] = []
     for target in targets:
         if isinstance(target, MergeRequestTarget):
-            posted.append(_publish_to_merge_request(project, target, marker, render))
-        elif final:
-            posted.append(_comment_on_commit(project, target, render))
+            mr = project.mergerequests.get(target.iid, lazy=True)
+            page = f"{project.web_url}/-/merge_requests/{target.iid}"
+            posted.append(
+                _publish(
+                    project,
+                    target,
+                    page,
+                    partial(_find_mr_note, mr, marker, user_id),
+                    partial(_create_mr_note, mr),
+                    render,
+                )
+            )
         else:
-            posted.append(PostedComment(target, Action.SKIPPED, None, _commit_url(project, target)))
+            commit = project.commits.get(target.sha, lazy=True)
+            page = f"{project.web_url}/-/commit/{target.sha}"
+            posted.append(
+                _publish(
+                    project,
+                    target,
+                    page,
+                    partial(_find_commit_note, commit, marker, user_id),
+                    partial(_create_commit_note, commit),
+                    render,
+                )
+            )
     return posted
 
 
-def _publish_to_merge_request(
+def _publish(
     project: Project,
-    target: MergeRequestTarget,
-    marker: str,
+    target: Target,
+    page: str,
+    find: Callable[[], _Found | None],
+    create: Callable[[str], int],
     render: Callable[[str | None], str],
 ) -> PostedComment:
     where = target.describe(project)
     server = project.manager.gitlab.url
-    mr = project.mergerequests.get(target.iid, lazy=True)
     with gitlab_errors(f"read the comments of {where}", server):
-        existing = _find_note(mr, marker, current_user_id(project.manager.gitlab))
-    body = _checked(render(existing.body if existing else None), where)
-    url = f"{project.web_url}/-/merge_requests/{target.iid}"
+        existing = find()
+    body = _checked(note_body(render(existing.body if existing else None)), where)
     if existing is None:
-        with gitlab_errors(f"post the report to {where}", server):
-            note = mr.notes.create({"body": body})
-        return PostedComment(target, Action.CREATED, note.id, f"{url}#note_{note.id}")
+        note_id = _create_once(body, where, server, find, create)
+        return PostedComment(target, Action.CREATED, note_id, f"{page}#note_{note_id}")
+    url = f"{page}#note_{existing.note_id}"
     if existing.body == body:
-        return PostedComment(target, Action.UNCHANGED, existing.id, f"{url}#note_{existing.id}")
-    existing.body = body
-    with gitlab_errors(f"update the report comment (note {existing.id}) on {where}", server):
-        existing.save()
-    return PostedComment(target, Action.UPDATED, existing.id, f"{url}#note_{existing.id}")
+        return PostedComment(target, Action.UNCHANGED, existing.note_id, url)
+    with gitlab_errors(f"update the report comment (note {existing.note_id}) on {where}", server):
+        existing.save(body)
+    return PostedComment(target, Action.UPDATED, existing.note_id, url)
 
 
-def _find_note(
-    mr: ProjectMergeRequest, marker: str, user_id: int
-) -> ProjectMergeRequestNote | None:
-    """Our newest note holding ``marker``, searching page after page until found or exhausted.
+def _create_once(
+    body: str,
+    where: str,
+    server: str,
+    find: Callable[[], _Found | None],
+    create: Callable[[str], int],
+) -> int:
+    """Create the note; when the answer is lost (timeout, dropped connection, 5xx), GitLab may
+    have created it anyway: look for it before creating again."""
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        try:
+            with gitlab_errors(f"post the report to {where}", server):
+                return create(body)
+        except GitLabTimeout:
+            raise
+        except GitLabError as error:
+            if attempt == CREATE_ATTEMPTS or not _maybe_executed(error.__cause__):
+                raise
+        with gitlab_errors(f"read the comments of {where}", server):
+            found = find()
+        if found is not None:
+            if found.body != body:
+                with gitlab_errors(f"update the report comment on {where}", server):
+                    found.save(body)
+            return found.note_id
+    raise AssertionError("unreachable")  # pragma: no cover
 
-    Only our own notes count: a reviewer's reply quoting the report also contains the marker,
-    and we could not edit it anyway.
+
+def _maybe_executed(error: BaseException | None) -> bool:
+    if isinstance(error, gitlab.GitlabError):
+        return (error.response_code or 0) >= 500
+    return isinstance(error, requests.RequestException) and not not_sent(error)
+
+
+def _find_mr_note(mr: ProjectMergeRequest, marker: str, user_id: int) -> _Found | None:
+    """Our newest MR note holding ``marker``, page after page until found or exhausted.
+
+    Only our own notes count: a reviewer's reply quoting the report also contains the marker
+    (and a maintainer's token could edit it, which would be wrong).
     """
-    notes = mr.notes.list(
-        iterator=True, order_by="created_at", sort="desc", per_page=NOTES_PER_PAGE
-    )
+    notes = mr.notes.list(iterator=True, order_by="created_at", sort="desc", per_page=PER_PAGE)
     for note in notes:
-        if note.system or note.author.get("id") != user_id:
+        if note.system or note.author.get("id") != user_id or marker not in note.body:
             continue
-        if marker in note.body:
-            return note
+
+        def save(body: str, note: Any = note) -> None:
+            note.body = body
+            note.save()
+
+        return _Found(int(note.id), str(note.body), save)
     return None
 
 
-def _comment_on_commit(
-    project: Project, target: CommitTarget, render: Callable[[str | None], str]
-) -> PostedComment:
-    where = target.describe(project)
-    body = _checked(render(None), where)
-    commit = project.commits.get(target.sha, lazy=True)
-    with gitlab_errors(f"post the report on {where}", project.manager.gitlab.url):
-        commit.comments.create({"note": body})
-    return PostedComment(target, Action.CREATED, None, _commit_url(project, target))
+def _create_mr_note(mr: ProjectMergeRequest, body: str) -> int:
+    return int(mr.notes.create({"body": body}).id)
 
 
-def _commit_url(project: Project, target: CommitTarget) -> str:
-    return f"{project.web_url}/-/commit/{target.sha}"
+def _find_commit_note(commit: ProjectCommit, marker: str, user_id: int) -> _Found | None:
+    """Our newest note holding ``marker`` in the commit's discussions (all pages)."""
+    best: tuple[int, str, str] | None = None  # note id, body, discussion id
+    for discussion in commit.discussions.list(iterator=True, per_page=PER_PAGE):
+        for note in discussion.attributes.get("notes", []):
+            author = (note.get("author") or {}).get("id")
+            body = note.get("body") or ""
+            if note.get("system") or author != user_id or marker not in body:
+                continue
+            if best is None or int(note["id"]) > best[0]:
+                best = (int(note["id"]), body, str(discussion.id))
+    if best is None:
+        return None
+    note_id, body, discussion_id = best
+
+    def save(new_body: str) -> None:
+        thread = commit.discussions.get(discussion_id, lazy=True)
+        note = thread.notes.get(note_id, lazy=True)
+        note.body = new_body
+        note.save()
+
+    return _Found(note_id, body, save)
+
+
+def _create_commit_note(commit: ProjectCommit, body: str) -> int:
+    discussion = commit.discussions.create({"body": body})
+    return int(discussion.attributes["notes"][0]["id"])
 
 
 def _checked(body: str, where: str) -> str:

@@ -18,36 +18,36 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlsplit
+from typing import Any, Final
 
 from ci_runner.backends.result import Failure, Outcome, RunResult
 from ci_runner.context import CIContext
 from ci_runner.results import chart
 from ci_runner.results.artifacts import ArtifactListing
-from ci_runner.results.metrics import (
-    MetricResult,
-    MetricsSummary,
-    summary_to_json,
-    summary_to_openmetrics,
+from ci_runner.results.markdown import (
+    ANSI,
+    CONTROL,
+    MAX_TEXT_CHARS,
+    clean,
+    code,
+    link,
 )
+from ci_runner.results.metrics import MetricResult, MetricsSummary
+from ci_runner.results.metrics_file import summary_to_json, summary_to_openmetrics
 from ci_runner.spec.types import Goal, TrainConfig
 from ci_runner.templating import environment
 
-TEMPLATE = "comment.md.j2"
-MAX_TABLE_ROWS = 60
-MAX_HISTORY = 20
-TAIL_LINES = 100  # of the log's end, shown under the result
-SHOWN_TAIL_LINE_CHARS = 500  # a longer line of the tail is cut, with an ellipsis
-TAIL_TOTAL_CHARS = 30_000
-MAX_TEXT_CHARS = 200  # any other untrusted text (names, messages) is cut to this
-HISTORY_TAG = "ci-runner-history:"
+TEMPLATE: Final = "comment.md.j2"
+MAX_TABLE_ROWS: Final = 60
+MAX_HISTORY: Final = 20
+TAIL_LINES: Final = 100  # of the log's end, shown under the result
+SHOWN_TAIL_LINE_CHARS: Final = 500  # a longer line of the tail is cut, with an ellipsis
+TAIL_TOTAL_CHARS: Final = 30_000
+HISTORY_TAG: Final = "ci-runner-history:"
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
-_HISTORY = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*?\]) -->")
+_HISTORY: Final = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*?\]) -->")
 
-_VERDICTS = {
+_VERDICTS: Final = {
     Outcome.SUCCEEDED: ("✅", "training succeeded"),
     Outcome.FAILED: ("❌", "training failed"),
     Outcome.CANCELLED: ("🚫", "training cancelled"),
@@ -94,6 +94,7 @@ class ReportInput:
     metrics: MetricsSummary | None = None
     baseline: Mapping[str, float] | None = None  # final values from the target branch
     baseline_ref: str | None = None  # the branch the baseline came from
+    baseline_pipeline: tuple[int, str | None] | None = None  # its pipeline: id and web URL
     artifacts: ArtifactListing | None = None
     failure: Failure | None = None
     log_tail: Sequence[str] = ()
@@ -109,6 +110,7 @@ class ReportInput:
         metrics: MetricsSummary | None = None,
         baseline: Mapping[str, float] | None = None,
         baseline_ref: str | None = None,
+        baseline_pipeline: tuple[int, str | None] | None = None,
         artifacts: ArtifactListing | None = None,
     ) -> ReportInput:
         """The report of a finished (or, with ``Outcome.RUNNING``, just started) run."""
@@ -124,6 +126,7 @@ class ReportInput:
             metrics=metrics,
             baseline=baseline,
             baseline_ref=baseline_ref,
+            baseline_pipeline=baseline_pipeline,
             artifacts=artifacts,
             failure=result.failure,
             log_tail=result.log_tail,
@@ -233,56 +236,6 @@ def render_report(report: ReportInput) -> str:
         "history_json": _history_json([current, *history]),
     }
     return environment().get_template(TEMPLATE).render(**view)
-
-
-# ----------------------------------------------------------------------------- escaping
-
-
-def clean(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """One line of untrusted text: ANSI and control characters gone, cut to ``limit``."""
-    text = _CONTROL.sub(" ", _ANSI.sub("", text.replace("\r\n", " ").replace("\n", " ")))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def code(text: str, *, in_table: bool = False, limit: int = MAX_TEXT_CHARS) -> str:
-    """Untrusted text as an inline code span nothing inside can end (Markdown, HTML,
-    mentions and references are not parsed in code). In a table cell ``|`` is escaped."""
-    text = clean(text, limit)
-    if not text.strip():
-        return "(empty)"
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    if text.startswith("`") or text.endswith("`") or longest:
-        text = f" {text} "
-    if in_table:
-        text = _TABLE_PIPE.sub(_escape_pipe, text)
-    return f"{fence}{text}{fence}"
-
-
-# GFM splits table cells before parsing code spans, reading ``\X`` pairs left to right; a pipe
-# is a cell border unless its backslash escape is the odd one out of the run before it.
-_TABLE_PIPE = re.compile(r"(\\*)\|")
-
-
-def _escape_pipe(match: re.Match[str]) -> str:
-    run = match.group(1)
-    return run + (" " if len(run) % 2 else "") + "\\|"
-
-
-def safe_url(url: str | None) -> str | None:
-    """``url`` usable as a Markdown link target (http/https only; parens and spaces encoded)."""
-    if not url:
-        return None
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        return None
-    return quote(url.strip(), safe=":/?#@!$&'*+,;=%-._~")
-
-
-def link(label: str, url: str | None) -> str:
-    """``[label](url)``, or just ``label`` when the URL is missing or unsafe (label is trusted)."""
-    target = safe_url(url)
-    return f"[{label}]({target})" if target else label
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -424,6 +377,10 @@ def _metrics_section(report: ReportInput) -> dict[str, Any] | None:
     if report.baseline is None:
         target = f" from {code(report.baseline_ref)}" if report.baseline_ref else ""
         notes.append(f"No baseline{target}: no `metrics.json` from a successful target run.")
+    elif report.baseline_ref and report.baseline_pipeline:
+        pipeline_id, url = report.baseline_pipeline
+        source = link(f"pipeline #{pipeline_id}", url)
+        notes.append(f"Baseline: {code(report.baseline_ref)} at {source}.")
     elif report.baseline_ref:
         notes.append(f"Baseline: the latest successful run on {code(report.baseline_ref)}.")
     return {"table": "\n".join(rows), "notes": notes}
@@ -465,8 +422,8 @@ def _log_tail(lines: Sequence[str]) -> dict[str, Any] | None:
     kept: list[str] = []
     total = 0
     for raw in reversed(lines[-TAIL_LINES:]):
-        line = _ANSI.sub("", raw.rstrip("\r\n")).replace("\t", "    ").replace("\n", " ")
-        line = _CONTROL.sub(" ", line)
+        line = ANSI.sub("", raw.rstrip("\r\n")).replace("\t", "    ").replace("\n", " ")
+        line = CONTROL.sub(" ", line)
         if len(line) > SHOWN_TAIL_LINE_CHARS:
             line = line[: SHOWN_TAIL_LINE_CHARS - 1] + "…"
         total += len(line) + 1

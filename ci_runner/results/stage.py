@@ -10,21 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.clock import Clock, SystemClock
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
+from ci_runner.gitlab.notes import note_body
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.results.artifacts import ArtifactListing, list_artifacts, make_s3_client
-from ci_runner.results.metrics import (
-    MetricsFileError,
-    MetricsSummary,
-    load_baseline,
-    parse_log_file,
-)
+from ci_runner.results.metrics import MetricsSummary, parse_log_file
+from ci_runner.results.metrics_file import MetricsFileError, load_baseline
 from ci_runner.results.report import (
     ReportInput,
     marker,
@@ -34,39 +32,59 @@ from ci_runner.results.report import (
 )
 from ci_runner.spec.types import TrainConfig
 
-REPORT_NAME = "report.md"
-METRICS_NAME = "metrics.json"
-LINK_EXPIRY_SECONDS = 7 * 24 * 3600  # how long the report's links to model files stay valid
+REPORT_NAME: Final = "report.md"
+METRICS_NAME: Final = "metrics.json"
+LINK_EXPIRY_SECONDS: Final = 7 * 24 * 3600  # how long the report's links to model files stay valid
 
 
 @dataclass(frozen=True)
 class GitLabDestination:
-    """Where the comment goes: the project, and its MRs (or the commit)."""
+    """Where the comment goes: the project, and its MRs (or the commit); ``session`` carries the
+    time budget of the current phase (:meth:`next_phase` starts the one after training)."""
 
     project: Any  # gitlab.v4.objects.Project
     targets: tuple[Any, ...]  # ci_runner.gitlab.comments.Target
+    session: Any  # ci_runner.gitlab.transport.BoundedSession
+
+    def next_phase(self) -> None:
+        """A fresh budget of the same length for the GitLab work after training."""
+        from ci_runner.gitlab.transport import Budget
+
+        old = self.session.budget
+        self.session.budget = Budget(old.clock, old.seconds)
+
+    @property
+    def out_of_time(self) -> bool:
+        """The phase's budget ran out (and was warned about): GitLab is left alone."""
+        return bool(self.session.budget.spent)
 
 
 def open_gitlab(
-    ctx: CIContext, env: Mapping[str, str], console: StatusOutput
+    ctx: CIContext,
+    env: Mapping[str, str],
+    console: StatusOutput,
+    clock: Clock | None = None,
 ) -> GitLabDestination | None:
     """The merge requests to comment on, or None (with one warning) when we cannot post.
 
-    Outside GitLab CI nothing is posted and nothing is said.
+    Outside GitLab CI nothing is posted and nothing is said. All of it takes at most
+    ``CI_RUNNER_GITLAB_TIMEOUT`` seconds (default 20) on ``clock``.
     """
     if not ctx.in_ci or not ctx.server_url:
         return None
     from ci_runner.gitlab.client import connect, open_project, token_from_env
-    from ci_runner.gitlab.comments import find_targets
+    from ci_runner.gitlab.comments import find_targets, report_project_id
+    from ci_runner.gitlab.transport import BoundedSession, Budget, budget_seconds
 
+    session = BoundedSession(Budget(clock or SystemClock(), budget_seconds(env)))
     try:
-        gl = connect(ctx.server_url, token_from_env(env))
-        project = open_project(gl, ctx.project_id or ctx.project_path)
+        gl = connect(ctx.server_url, token_from_env(env), session=session)
+        project = open_project(gl, report_project_id(ctx))
         targets = find_targets(project, ctx)
     except GitLabError as error:
         console.warning(f"not commenting on GitLab: {error}")
         return None
-    return GitLabDestination(project, tuple(targets))
+    return GitLabDestination(project, tuple(targets), session)
 
 
 def post(
@@ -76,7 +94,7 @@ def post(
     console: StatusOutput,
 ) -> None:
     """Create or edit this config's comment on every target; a failure is only a warning."""
-    if gitlab is None:
+    if gitlab is None or gitlab.out_of_time:
         return
     from ci_runner.gitlab.comments import Action, publish
 
@@ -84,13 +102,7 @@ def post(
         return masker.mask(render_comment(report, previous))
 
     try:
-        posted = publish(
-            gitlab.project,
-            gitlab.targets,
-            marker(report.config_name),
-            render,
-            final=report.outcome is not Outcome.RUNNING,
-        )
+        posted = publish(gitlab.project, gitlab.targets, marker(report.config_name), render)
     except GitLabError as error:
         console.warning(f"the comment was not posted: {error}")
         return
@@ -135,6 +147,8 @@ def finish(
     config, ctx, paths = plan.config, plan.context, plan.outputs
     if paths is None:
         raise ValueError("a run plan without output paths has nowhere to write the report")
+    if gitlab is not None:
+        gitlab.next_phase()
     summary = _metrics(config, result, console)
     artifacts = None
     if result.succeeded and plan.output_uri:
@@ -146,11 +160,13 @@ def finish(
         ctx,
         result,
         metrics=summary,
-        baseline=baseline,
+        baseline=baseline.values if baseline else None,
         baseline_ref=baseline_ref if gitlab is not None else None,
+        baseline_pipeline=baseline.pipeline if baseline else None,
         artifacts=artifacts,
     )
-    write_outputs(paths.out_dir, masker.mask(render_report(report)), summary)
+    report_md = note_body(masker.mask(render_report(report))) + "\n"
+    write_outputs(paths.out_dir, report_md, summary)
     console.status(f"report: {paths.out_dir / REPORT_NAME}")
     post(gitlab, report, masker, console)
     return report
@@ -173,14 +189,22 @@ def _artifacts(
     return list_artifacts(uri, s3_client=client, now=now, expires_in=expires_in)
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """Final value by metric name, and the pipeline (``#id`` and URL) they came from."""
+
+    values: dict[str, float]
+    pipeline: tuple[int, str | None]
+
+
 def _baseline(
     gitlab: GitLabDestination | None,
     ctx: CIContext,
     ref: str | None,
     artifacts_path: str,
     console: StatusOutput,
-) -> dict[str, float] | None:
-    if gitlab is None or not ref or not ctx.ci_job_name:
+) -> Baseline | None:
+    if gitlab is None or gitlab.out_of_time or not ref or not ctx.ci_job_name:
         return None
     path = f"{artifacts_path.strip('/')}/{METRICS_NAME}"
     try:
@@ -201,13 +225,16 @@ def masker_for_report(masker: SecretMasker, env: Mapping[str, str]) -> SecretMas
 
 def load_target_baseline(
     project: Any, ref: str, job_name: str, path: str = METRICS_NAME
-) -> dict[str, float] | None:
-    """Final value by metric name from the target branch's ``metrics.json``; None without one.
+) -> Baseline | None:
+    """Final value by metric name from the target branch's ``metrics.json`` of the newest
+    successful pipeline that has one; None without one.
 
     Raises :class:`GitLabError` when GitLab fails and ``MetricsFileError`` when the file is not
     one ci-runner wrote.
     """
     from ci_runner.gitlab.baseline import fetch_baseline
 
-    raw = fetch_baseline(project, ref, job_name, path)
-    return None if raw is None else load_baseline(raw)
+    found = fetch_baseline(project, ref, job_name, path)
+    if found is None:
+        return None
+    return Baseline(load_baseline(found.data), (found.pipeline_id, found.pipeline_url))

@@ -102,6 +102,7 @@ def build_dns(values: DnsValues, at: At, ok: bool, keys: frozenset[str]) -> DnsC
 
 
 class KubernetesValues(TypedDict, total=False):
+    context: str
     namespace: str
     tolerations: tuple[Toleration, ...]
     node_selector: tuple[tuple[str, str], ...]

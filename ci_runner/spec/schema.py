@@ -71,7 +71,7 @@ ARGS_VARIABLE: Final = "CI_RUNNER_ARGS"
 # ---------------------------------------------------------------------------------------------
 # The schema.
 
-_ENV_NAME: Final = env_name(RESERVED_ENV, RESERVED_ENV_PREFIX)
+_ENV_NAME_RULE: Final = env_name(RESERVED_ENV, RESERVED_ENV_PREFIX)
 _K8S_NAME: Final = Str(rule=k8s_name("object", subdomain=True))
 
 _TOLERATION: Final = Record(
@@ -134,9 +134,19 @@ _DNS: Final = Record(
 
 _KUBERNETES: Final = Record(
     Field(
+        "context",
+        Str(spaces=False),
+        "The kubeconfig context to use; for the GitLab agent for Kubernetes "
+        "`<agent configuration project path>:<agent name>`. The CI/CD variable KUBE_CONTEXT "
+        "and `--kube-context` override it; when none is given, the kubeconfig's current "
+        "context (or its only one).",
+        "my-group/k8s-agents:gpu-cluster",
+    ),
+    Field(
         "namespace",
         Str(rule=k8s_name("namespace", subdomain=False)),
-        "Namespace to run in; the current context's namespace when omitted.",
+        "Namespace to run in; when omitted, the kubeconfig context's namespace, else the "
+        "pod's service account's, else `default`.",
         "ml-training",
     ),
     Field(
@@ -242,7 +252,7 @@ SCHEMA: Final = Record(
     Field(
         "env",
         MapOf(
-            _ENV_NAME,
+            _ENV_NAME_RULE,
             Str(scalars=True, empty=True, control=True),
             doc="mapping NAME → string",
         ),
@@ -251,7 +261,7 @@ SCHEMA: Final = Record(
     ),
     Field(
         "secrets",
-        ListOf(Str(rule=_ENV_NAME), doc="list of names", unique=True),
+        ListOf(Str(rule=_ENV_NAME_RULE), doc="list of names", unique=True),
         "CI variables passed to every rank through a Kubernetes Secret.",
         "[WANDB_API_KEY]",
     ),

@@ -66,6 +66,7 @@ class DnsConfig:
 class KubernetesOptions:
     """Cluster-specific settings; all optional."""
 
+    context: str | None = None  # kubeconfig context; KUBE_CONTEXT and --kube-context override it
     namespace: str | None = None
     tolerations: tuple[Toleration, ...] = ()
     node_selector: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs

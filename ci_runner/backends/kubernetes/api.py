@@ -14,24 +14,31 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from ci_runner.backends.kubernetes.connect import ClusterClient
 from ci_runner.backends.kubernetes.errors import KubeError, Unreachable, error_class
 from ci_runner.backends.kubernetes.resources import JSON, POD_LOGS, Resource
 from ci_runner.clock import Clock
 
 Query = Sequence[tuple[str, str | int | bool]]
 
-LOG_READ_TIMEOUT = 300.0  # seconds
+LOG_READ_TIMEOUT: Final = 300.0  # seconds
 # Consecutive failed reconnects of a watch or a followed log before giving up (with the
 # retry policy's backoff, minutes of outage).
-MAX_RECONNECT_FAILURES = 12
+MAX_RECONNECT_FAILURES: Final = 12
 
 # Errors raised while reading a response body when the connection breaks.
-STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError)
+STREAM_ERRORS: Final = (
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    OSError,
+    ValueError,
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,13 @@ class Stream:
         except STREAM_ERRORS as exc:
             err = self._error
             raise Unreachable(
-                err.verb, err.resource, err.namespace, None, f"stream broken: {exc}", err.host
+                err.verb,
+                err.resource,
+                err.namespace,
+                None,
+                f"stream broken: {exc}",
+                err.host,
+                agent_context=err.agent_context,
             ) from exc
 
     def interrupt(self) -> None:
@@ -127,6 +140,8 @@ class KubeApi:
         self.clock = clock
         self.retry = retry or RetryPolicy()
         self.host: str = client.configuration.host
+        # The GitLab agent context the client goes through, so refusals speak the agent's terms.
+        self.agent_context = client.agent_context if isinstance(client, ClusterClient) else ""
         _disable_client_retries(client)
 
     # -- the verbs --------------------------------------------------------------------------
@@ -227,7 +242,13 @@ class KubeApi:
             response.data  # noqa: B018 -- reads and keeps the body
         except STREAM_ERRORS as exc:
             raise Unreachable(
-                verb, resource, self.namespace, None, _short(str(exc)), self.host
+                verb,
+                resource,
+                self.namespace,
+                None,
+                _short(str(exc)),
+                self.host,
+                agent_context=self.agent_context,
             ) from exc
         finally:
             response.release_conn()
@@ -259,7 +280,13 @@ class KubeApi:
         except (ApiException, *STREAM_ERRORS) as exc:
             reason = str(getattr(exc, "reason", None) or exc)
             raise Unreachable(
-                verb, resource, self.namespace, None, _short(reason), self.host
+                verb,
+                resource,
+                self.namespace,
+                None,
+                _short(reason),
+                self.host,
+                agent_context=self.agent_context,
             ) from exc
         response: urllib3.HTTPResponse = answer.response
         if 200 <= response.status <= 299:
@@ -276,7 +303,16 @@ class KubeApi:
         message = _status_message(data) or f"{response.status} {response.reason}"
         retry_after = _retry_after(response.headers.get("Retry-After"))
         cls = error_class(response.status)
-        return cls(verb, resource, self.namespace, response.status, message, self.host, retry_after)
+        return cls(
+            verb,
+            resource,
+            self.namespace,
+            response.status,
+            message,
+            self.host,
+            retry_after,
+            agent_context=self.agent_context,
+        )
 
     def _json(
         self,
@@ -303,7 +339,9 @@ class KubeApi:
         response = self.request(
             verb, resource, "GET", path, query, read_timeout=read_timeout, stream=True
         )
-        template = KubeError(verb, resource, self.namespace, None, "", self.host)
+        template = KubeError(
+            verb, resource, self.namespace, None, "", self.host, agent_context=self.agent_context
+        )
         return Stream(response, template)
 
 

@@ -7,6 +7,8 @@ the class and :attr:`KubeError.retryable`; code that gives up lets the error pro
 
 from __future__ import annotations
 
+from typing import Final
+
 from ci_runner.backends.kubernetes.permissions import rbac_rule
 from ci_runner.backends.kubernetes.resources import Resource
 from ci_runner.errors import ClusterError
@@ -24,6 +26,8 @@ class KubeError(ClusterError):
         message: str,
         host: str = "",
         retry_after: float | None = None,
+        *,
+        agent_context: str = "",
     ) -> None:
         self.verb = verb
         self.resource = resource
@@ -32,6 +36,7 @@ class KubeError(ClusterError):
         self.message = message
         self.host = host
         self.retry_after = retry_after
+        self.agent_context = agent_context  # the GitLab agent's kubeconfig context, if through one
         super().__init__(f"{verb} {resource.label}: {status} {message}")
 
     def __str__(self) -> str:
@@ -58,6 +63,13 @@ class Unreachable(KubeError):
         return True
 
     def explanation(self) -> str:
+        if self.agent_context:
+            return (
+                f"cannot reach the Kubernetes API through the GitLab agent context "
+                f"{self.agent_context} ({self.host}) to {self.action}: {self.message}; fix: the "
+                "agent may not be connected: check that its pod runs in the cluster and that the "
+                "agent shows as connected in its project (Operate > Kubernetes clusters)"
+            )
         return (
             f"cannot reach the Kubernetes API at {self.host} to {self.action}: {self.message}; "
             "fix: check the server address in KUBECONFIG and that the CI runner can reach it"
@@ -76,6 +88,14 @@ class Unauthorized(KubeError):
 class Forbidden(KubeError):
     def explanation(self) -> str:
         rule = rbac_rule(self.resource.group, self.resource.plural, self.verb)
+        if self.agent_context:
+            return (
+                f"Kubernetes refused to {self.action} through the GitLab agent context "
+                f"{self.agent_context} (403 Forbidden: {self.message}); fix: the agent's ci_access "
+                f"must list this project (or its group) with access to namespace {self.namespace}, "
+                f"and the identity it impersonates (access_as) needs the RBAC rule {rule} there "
+                "(examples/rbac.yaml grants everything ci-runner needs)"
+            )
         return (
             f"Kubernetes refused to {self.action} (403 Forbidden: {self.message}); "
             f"fix: add the RBAC rule {rule} to the Role bound to the CI job's identity "
@@ -118,7 +138,7 @@ class ServerError(KubeError):
         return self.status in (500, 502, 503, 504)
 
 
-_BY_STATUS: dict[int, type[KubeError]] = {
+_BY_STATUS: Final[dict[int, type[KubeError]]] = {
     401: Unauthorized,
     403: Forbidden,
     404: NotFound,

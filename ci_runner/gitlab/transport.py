@@ -1,0 +1,186 @@
+"""Every HTTP request ci-runner sends to GitLab, bounded: one :class:`BoundedSession` that
+python-gitlab uses as its ``requests`` session (python-gitlab's own retries are turned off).
+
+- A :class:`Budget` caps the time all GitLab work of one phase (before training, after it) may
+  take; a request never waits longer than what is left, and once it is spent every request fails
+  at once with :class:`BudgetExhausted`.
+- A :class:`RetryPolicy` retries what is safe to retry: a connection that could not be opened
+  (nothing was sent), 429 (rate-limited before GitLab ran anything), and for GET/PUT/DELETE
+  (idempotent) also 5xx, timeouts and dropped connections. A POST that timed out or got a 5xx
+  may have been executed: it is never resent here (the caller looks before creating again).
+  ``Retry-After`` is honoured in seconds or as an HTTP date, else exponential backoff.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Final
+
+import requests
+import urllib3.exceptions
+
+from ci_runner.clock import Clock
+
+DEFAULT_BUDGET: Final = 20.0  # seconds of GitLab work before training, and again after it
+DEFAULT_REQUEST_TIMEOUT: Final = 10.0  # seconds one request may take (capped by the budget left)
+BUDGET_VARIABLE: Final = "CI_RUNNER_GITLAB_TIMEOUT"
+IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+TRANSIENT: Final = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
+
+
+class BudgetExhausted(requests.Timeout):
+    """The phase's time for GitLab is spent: no request is sent any more."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"GitLab did not answer within {seconds:g} s")
+        self.seconds = seconds
+
+
+class RateLimited(requests.RequestException):
+    """GitLab still answered 429 when ci-runner stopped retrying. Raised, not returned:
+    python-gitlab would otherwise retry it again on its own (gitlab/client.py:754-757 and
+    gitlab/utils.py:104-139 at python-gitlab v8.4.0-15-g00e38026)."""
+
+    def __init__(self, response: requests.Response) -> None:
+        super().__init__("429 Too Many Requests", response=response)
+
+
+def budget_seconds(env: Mapping[str, str]) -> float:
+    """``CI_RUNNER_GITLAB_TIMEOUT`` (seconds for each phase), else :data:`DEFAULT_BUDGET`;
+    a value that is not a positive number is ignored."""
+    raw = env.get(BUDGET_VARIABLE, "").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_BUDGET
+    return value if 0 < value < float("inf") else DEFAULT_BUDGET
+
+
+class Budget:
+    """``seconds`` of GitLab work from now on ``clock``."""
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        self.clock = clock
+        self.seconds = seconds
+        self._deadline = clock.monotonic() + seconds
+        self.spent = False  # set when a request found it used up
+
+    def remaining(self) -> float:
+        return max(0.0, self._deadline - self.clock.monotonic())
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait between attempts."""
+
+    attempts: int = 4  # in all, the first included
+    backoff: float = 0.5  # seconds before the second attempt, doubled each time
+    max_wait: float = 8.0  # longest wait between two attempts
+
+    def wait(self, attempt: int, retry_after: str | None, now: datetime) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based)."""
+        asked = parse_retry_after(retry_after, now)
+        if asked is not None:
+            return asked
+        return float(min(self.max_wait, self.backoff * 2 ** (attempt - 1)))
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """``Retry-After`` as seconds from ``now``: delta-seconds or an HTTP date (RFC 9110 10.2.3);
+    None when absent or unreadable, 0 for a date in the past."""
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - now).total_seconds())
+
+
+class BoundedSession(requests.Session):
+    """The one place GitLab HTTP goes through (see the module docstring)."""
+
+    def __init__(
+        self,
+        budget: Budget,
+        *,
+        policy: RetryPolicy | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        super().__init__()
+        self.budget = budget
+        self.policy = policy or RetryPolicy()
+        self.request_timeout = request_timeout
+
+    def request(
+        self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any
+    ) -> requests.Response:
+        verb = method.decode() if isinstance(method, bytes) else method
+        verb = verb.upper()
+        clock = self.budget.clock
+        attempt = 0
+        while True:
+            attempt += 1
+            left = self.budget.remaining()
+            if left <= 0:
+                self.budget.spent = True
+                raise BudgetExhausted(self.budget.seconds)
+            kwargs["timeout"] = min(self.request_timeout, left)
+            retry_after: str | None = None
+            try:
+                response = super().request(verb, url, *args, **kwargs)
+            except requests.RequestException as error:
+                if not self._may_retry_error(verb, error, attempt):
+                    if self.budget.remaining() <= 0:
+                        self.budget.spent = True
+                    raise
+                failure: requests.Response | requests.RequestException = error
+            else:
+                if not self._may_retry_status(verb, response.status_code, attempt):
+                    return _checked(response)
+                retry_after = response.headers.get("Retry-After")
+                failure = response
+            wait = self.policy.wait(attempt, retry_after, clock.now())
+            if wait >= self.budget.remaining():
+                self.budget.spent = True
+                if isinstance(failure, requests.Response):
+                    return _checked(failure)
+                raise BudgetExhausted(self.budget.seconds) from failure
+            if isinstance(failure, requests.Response):
+                failure.close()
+            clock.sleep(wait)
+
+    def _may_retry_status(self, verb: str, status: int, attempt: int) -> bool:
+        if attempt >= self.policy.attempts:
+            return False
+        return status == 429 or (status in TRANSIENT and verb in IDEMPOTENT)
+
+    def _may_retry_error(self, verb: str, error: requests.RequestException, attempt: int) -> bool:
+        if attempt >= self.policy.attempts or isinstance(error, BudgetExhausted):
+            return False
+        return verb in IDEMPOTENT or not_sent(error)
+
+
+def _checked(response: requests.Response) -> requests.Response:
+    if response.status_code == 429:
+        raise RateLimited(response)
+    return response
+
+
+def not_sent(error: BaseException) -> bool:
+    """Whether the request surely never reached GitLab (the connection could not be opened)."""
+    if isinstance(error, requests.ConnectTimeout):
+        return True
+    if isinstance(error, requests.ConnectionError):
+        reason = error.args[0] if error.args else None
+        reason = getattr(reason, "reason", reason)
+        return isinstance(reason, urllib3.exceptions.NewConnectionError)
+    return False

@@ -1,0 +1,65 @@
+"""``ci-runner cancel`` through ``cli.main``: it reaches the cluster the way ``train`` does, the
+GitLab agent's context included."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ci_runner import cli
+from ci_runner.context import from_environment
+from ci_runner.plan.job_name import job_name
+from ci_runner.spec.schema import load_config
+from tests.kube_server import FakeKubeServer
+from tests.test_backends_kubernetes_connect import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
+
+GitRepo = Callable[..., tuple[Path, str]]
+MPIJOBS = "mpijobs.kubeflow.org"
+TRAIN_YAML = "name: toy\nimage: horovod/horovod:0.28.1\ncommand: python train.py\n"
+
+
+def cancel(args: list[str], repo: Path, env: dict[str, str]) -> tuple[int, str]:
+    err = io.StringIO()
+    code = cli.main(
+        ["cancel", "--output-dir", "out", *args],
+        env=env,
+        cwd=repo,
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    return code, err.getvalue()
+
+
+def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML})
+    # The agent's cluster accepts only the gpu-cluster agent's token: reaching it proves the
+    # context (and its user) chosen.
+    with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
+        }
+        name = job_name(load_config(TRAIN_YAML), from_environment(env, repo))
+        kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
+
+        code, err = cancel([], repo, env)
+        assert (code, err) == (
+            1,
+            f"ci-runner: error: the kubeconfig {tmp_path / 'KUBECONFIG'} has 3 contexts and none "
+            f"is current: {CONTEXTS}; fix: choose one with the CI/CD variable KUBE_CONTEXT, "
+            "--kube-context or kubernetes.context in train.yaml, e.g. "
+            "KUBE_CONTEXT=ml/k8s-agents:cpu-cluster\n",
+        )
+        assert kas.store.find(MPIJOBS, "ml-training", name) is not None
+
+        code, err = cancel(["--kube-context", "ml/k8s-agents:gpu-cluster"], repo, env)
+        assert code == 0, err
+        assert f"[ci-runner] cancelled: MPIJob {name} and everything it owned deleted" in (
+            err.splitlines()
+        )
+        assert kas.store.find(MPIJOBS, "ml-training", name) is None

@@ -1,0 +1,181 @@
+"""The CI files as GitLab evaluates them, with gitlab-ci-local (npm, 4.65.1; `.ci/run` installs
+it): the README's include snippet in a project that has no `stages:`, which jobs each kind of
+pipeline gets, and ci-runner's own .gitlab-ci.yml."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT, run_git
+
+GCL_VERSION = "4.65.1"
+README = REPO_ROOT / "README.md"
+TEMPLATE = REPO_ROOT / "templates" / "train.yml"
+IMAGE = "registry.example.com/your-group/ci-runner:0.1.0"
+
+
+def gitlab_ci_local() -> Path:
+    """The gitlab-ci-local `.ci/run` installs (``GITLAB_CI_LOCAL`` overrides the path)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = Path(
+        os.environ.get("GITLAB_CI_LOCAL")
+        or cache / "ci-runner" / "npm" / "node_modules" / ".bin" / "gitlab-ci-local"
+    )
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"gitlab-ci-local is not installed at {path}: .ci/run installs it")
+        pytest.skip(f"gitlab-ci-local is not installed at {path} (.ci/run installs it)")
+    return path
+
+
+def readme_snippets() -> list[str]:
+    """The YAML blocks of README's "GitLab quick start" that include the component."""
+    blocks = re.findall(r"```yaml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    snippets = []
+    for block in blocks:
+        text = "\n".join(
+            line[3:] if line.startswith("   ") else line for line in block.splitlines()
+        )
+        if "templates/train.yml" in text:
+            snippets.append(text)
+    return snippets
+
+
+def user_project(tmp_path: Path, ci_yaml: str) -> Path:
+    """A git repository whose .gitlab-ci.yml is ``ci_yaml``, with the component vendored:
+    gitlab-ci-local cannot fetch ``include: project:`` offline, so it becomes ``local:`` with
+    the same inputs."""
+    project = tmp_path / "user-project"
+    (project / "templates").mkdir(parents=True)
+    shutil.copy(TEMPLATE, project / "templates" / "train.yml")
+    config: dict[str, Any] = yaml.safe_load(ci_yaml)
+    for entry in config["include"]:
+        if entry.get("file") == "templates/train.yml":
+            entry.pop("project")
+            entry.pop("ref")
+            entry.pop("file")
+            entry["local"] = "templates/train.yml"
+    (project / ".gitlab-ci.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (project / "train.yaml").write_text("name: x\n")
+    run_git(["init", "-q", "-b", "main"], project)
+    run_git(["add", "-A"], project)
+    run_git(["commit", "-q", "-m", "init"], project)
+    return project
+
+
+def list_jobs(project: Path, **variables: str) -> dict[str, str]:
+    """Job name -> stage of the jobs a pipeline with ``variables`` runs (``when: never`` out)."""
+    args = [str(gitlab_ci_local()), "--list-json"]
+    for name, value in variables.items():
+        args += ["--variable", f"{name}={value}"]
+    done = subprocess.run(
+        args,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GCL_IGNORE_PREDEFINED_VARS": ",".join(variables)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = json.loads(done.stdout[done.stdout.index("[") :])
+    return {job["name"]: job["stage"] for job in jobs if job["when"] != "never"}
+
+
+PUSH = {"CI_PIPELINE_SOURCE": "push"}
+PUSH_WITH_MR = {"CI_PIPELINE_SOURCE": "push", "CI_OPEN_MERGE_REQUESTS": "group/proj!7"}
+MR = {
+    "CI_PIPELINE_SOURCE": "merge_request_event",
+    "CI_MERGE_REQUEST_IID": "7",
+    "CI_COMMIT_BRANCH": "",
+}
+WEB = {"CI_PIPELINE_SOURCE": "web"}
+SCHEDULE = {"CI_PIPELINE_SOURCE": "schedule"}
+
+
+def test_the_readme_snippet_makes_a_pipeline_in_a_project_without_stages(
+    tmp_path: Path,
+) -> None:
+    snippet = readme_snippets()[0]
+    assert "stages" not in snippet
+    project = user_project(tmp_path, snippet)
+    assert list_jobs(project, **PUSH) == {"train": "test"}
+
+
+@pytest.mark.parametrize(
+    ("variables", "jobs"),
+    [
+        (PUSH, {"train": "test"}),
+        (PUSH_WITH_MR, {"train": "test"}),  # the branch pipeline is the project's only one
+        (MR, {}),  # no MR pipeline of the component's making
+        (WEB, {"train": "test"}),
+        (SCHEDULE, {}),
+    ],
+    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule"],
+)
+def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
+    tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
+) -> None:
+    project = user_project(tmp_path, readme_snippets()[0])
+    assert list_jobs(project, **variables) == jobs
+
+
+@pytest.mark.parametrize(
+    ("variables", "jobs"),
+    [
+        (PUSH, {"train": "test"}),
+        (PUSH_WITH_MR, {}),  # the MR pipeline trains it
+        (MR, {"train": "test"}),
+        (WEB, {"train": "test"}),
+        (SCHEDULE, {}),
+    ],
+    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule"],
+)
+def test_jobs_by_pipeline_with_the_readmes_merge_request_workflow(
+    tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
+) -> None:
+    snippet = readme_snippets()[1]
+    assert "workflow" in snippet and "merge_request_pipelines: true" in snippet
+    project = user_project(tmp_path, snippet)
+    assert list_jobs(project, **variables) == jobs
+
+
+@pytest.mark.parametrize(
+    ("variables", "jobs"),
+    [
+        (PUSH, {"test": "test"}),
+        (MR, {"test": "test"}),
+        (WEB, {"test": "test"}),
+        ({**WEB, "TRAIN_EXAMPLE": "true"}, {"test": "test", "example-train": "train"}),
+    ],
+    ids=["push", "merge-request", "web", "web-train-example"],
+)
+def test_ci_runners_own_pipeline(
+    tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
+) -> None:
+    project = tmp_path / "ci-runner"
+    shutil.copytree(
+        REPO_ROOT,
+        project,
+        ignore=shutil.ignore_patterns(".git", ".venv", "*cache*", "node_modules", "out"),
+    )
+    run_git(["init", "-q", "-b", "main"], project)
+    run_git(["add", "-A"], project)
+    run_git(["commit", "-q", "-m", "init"], project)
+    assert list_jobs(project, **variables) == jobs
+
+
+def test_the_example_job_pulls_a_public_image_and_installs_ci_runner() -> None:
+    config = yaml.safe_load((REPO_ROOT / ".gitlab-ci.yml").read_text())
+    [include] = config["include"]
+    assert include["inputs"]["image"] == "python:3.11-slim"
+    assert config["example-train"]["before_script"] == ["pip install --quiet --no-cache-dir ."]

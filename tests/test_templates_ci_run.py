@@ -1,0 +1,150 @@
+"""The component's train job executed by gitlab-ci-local with the shell executor, `ci-runner` on
+PATH, against the fake GitLab and the fake cluster of tests/test_train_e2e.py: the job trains,
+comments on its merge request, and on failure runs `after_script` (which cancels nothing: only a
+cancelled job deletes its MPIJob there)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT, run_git
+from tests.kube_operator import MPIJOBS, JobScenario
+from tests.test_templates_ci import gitlab_ci_local
+from tests.test_train_e2e import LOG, NAMESPACE, WAIT, Pipeline, upload_model
+from tests.test_train_e2e import pipeline as pipeline
+
+pytestmark = pytest.mark.slow
+START_WAIT = 120.0  # real seconds for gitlab-ci-local to start the job (never reached when green)
+BIN = Path(sys.executable).parent
+# gitlab-ci-local sets these itself; the job must see the pipeline's.
+PREDEFINED = [
+    "CI_SERVER_URL", "CI_PROJECT_ID", "CI_PROJECT_PATH", "CI_PROJECT_URL", "CI_REPOSITORY_URL",
+    "CI_COMMIT_SHA", "CI_COMMIT_REF_NAME", "CI_DEFAULT_BRANCH", "CI_PIPELINE_ID",
+    "CI_PIPELINE_SOURCE", "CI_JOB_ID", "CI_JOB_NAME", "CI_JOB_URL", "CI_JOB_TOKEN",
+    "CI_MERGE_REQUEST_IID", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "CI_MERGE_REQUEST_PROJECT_ID",
+    "CI_MERGE_REQUEST_SOURCE_PROJECT_ID", "CI", "GITLAB_CI",
+]  # fmt: skip
+
+
+class JobLog:
+    """gitlab-ci-local's output (``train > <line>`` for the job's lines); tests wait for lines."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+
+    def wait_for(self, line: str) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: f"train > {line}" in self.lines, timeout=120):
+                raise AssertionError(f"never printed {line!r}; the log so far: {self.lines}")
+
+    def join(self) -> None:
+        self._thread.join(timeout=WAIT)
+
+
+def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog]:
+    """The repository with a .gitlab-ci.yml that includes the component as the README says
+    (vendored: ``include: local:``), run as an MR pipeline by gitlab-ci-local."""
+    repo = pipe.repo
+    (repo / "templates").mkdir()
+    shutil.copy(REPO_ROOT / "templates" / "train.yml", repo / "templates" / "train.yml")
+    ci = {
+        "include": [
+            {
+                "local": "templates/train.yml",
+                "inputs": {"image": "registry.example.com/ci-runner:0.1.0"},
+            }
+        ]
+    }
+    (repo / ".gitlab-ci.yml").write_text(yaml.safe_dump(ci))
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "CI"], repo)
+    args = [str(gitlab_ci_local()), "--force-shell-executor", "train"]
+    for name, value in pipe.env.items():
+        if name not in ("PATH", "HOME", "PYTHONPATH"):
+            args += ["--variable", f"{name}={value}"]
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "HOME": pipe.env["HOME"],
+        "PYTHONPATH": str(REPO_ROOT),
+        "GCL_IGNORE_PREDEFINED_VARS": ",".join(PREDEFINED),
+    }
+    process = subprocess.Popen(
+        args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    return process, JobLog(process)
+
+
+def submitted_job(pipe: Pipeline, log: JobLog) -> JobScenario:
+    """The MPIJob the job created (gitlab-ci-local takes seconds to start a job)."""
+    store = pipe.cluster.store
+    with store.cond:
+        found = store.cond.wait_for(
+            lambda: any(k == MPIJOBS for k, _, _ in store.objects), timeout=START_WAIT
+        )
+        assert found, f"no MPIJob was submitted; the log so far: {log.lines}"
+        name = next(n for k, _, n in store.objects if k == MPIJOBS)
+    return pipe.operator.job(name, NAMESPACE)
+
+
+def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog, JobScenario]:
+    process, log = start_job(pipe)
+    job = submitted_job(pipe, log)
+    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {NAMESPACE}")
+    job.workers_running()
+    log.wait_for("[ci-runner] workers ready 2/2")
+    job.launcher_running()
+    log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_log(*LOG)
+    log.wait_for(LOG[-1])
+    return process, log, job
+
+
+def test_the_train_job_trains_and_comments(pipeline: Pipeline) -> None:
+    process, log, job = run_to_the_launcher(pipeline)
+    upload_model(pipeline, job)
+    job.launcher_exits(0)
+
+    assert process.wait(timeout=120) == 0, "\n".join(log.lines)
+    log.join()
+    assert f"train > [ci-runner] MPIJob {job.name} succeeded" in log.lines
+    (comment,) = pipeline.notes()
+    assert comment.startswith("<!-- ci-runner:simple-ml -->\n### ✅ Training succeeded")
+    assert (pipeline.repo / "ci-runner-out" / "report.md").is_file()
+
+
+def test_a_failed_train_job_runs_after_script_and_cancels_nothing(
+    pipeline: Pipeline,
+) -> None:
+    process, log, job = run_to_the_launcher(pipeline)
+    job.launcher_exits(1)
+
+    assert process.wait(timeout=120) == 1, "\n".join(log.lines)
+    log.join()
+    assert "train Running after script..." in log.lines
+    start = log.lines.index("train Running after script...")
+    after = [line for line in log.lines[start:] if line.startswith("train ")]
+    assert after[1].startswith(
+        'train $ if [ "$CI_JOB_STATUS" = "canceled" ]; then ci-runner cancel'
+    )
+    assert [line for line in after if line.startswith("train > ")] == []  # it printed nothing
+    (comment,) = pipeline.notes()
+    assert "Training failed" in comment
