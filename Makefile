@@ -9,7 +9,7 @@ DEMO_DATA := $(DEMO_DIR)/data
 # e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
 DEMO_FLAGS ?=
 
-.PHONY: demo horovod cluster-tools mermaid screenshots test lint typecheck unit bench env clean
+.PHONY: demo horovod cluster-tools gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
 
 ## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
 demo: env horovod $(DEMO_DATA)/diabetes.csv
@@ -27,6 +27,10 @@ horovod: env
 cluster-tools:
 	scripts/setup-emulated-cluster.sh
 
+## gitlab-ci-local: gitlab-ci-local 4.65.1 (npm) and rsync, for the tests that run the CI files
+gitlab-ci-local:
+	scripts/setup-gitlab-ci-local.sh
+
 ## mermaid: Debian's headless Chromium and Mermaid 10.7 (GitLab's) and 11.x from npm, for the chart tests
 mermaid: env
 	scripts/setup-mermaid.sh $(VENV)
@@ -37,7 +41,7 @@ screenshots: env mermaid
 	$(PY) -m tests.comment_screenshots $(SCREENSHOTS)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
-test: env horovod cluster-tools mermaid lint typecheck
+test: env horovod cluster-tools gitlab-ci-local mermaid lint typecheck
 	$(PY) -m pytest -q
 
 lint: env

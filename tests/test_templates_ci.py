@@ -1,4 +1,4 @@
-"""The CI files as GitLab evaluates them, with gitlab-ci-local (npm, 4.65.1; `.ci/run` installs
+"""The CI files as GitLab evaluates them, with gitlab-ci-local (npm, 4.65.1; `make test` installs
 it): the README's include snippet in a project that has no `stages:`, which jobs each kind of
 pipeline gets, and ci-runner's own .gitlab-ci.yml."""
 
@@ -24,7 +24,7 @@ IMAGE = "registry.example.com/your-group/ci-runner:0.1.0"
 
 
 def gitlab_ci_local() -> Path:
-    """The gitlab-ci-local `.ci/run` installs (``GITLAB_CI_LOCAL`` overrides the path)."""
+    """The gitlab-ci-local `make test` installs (``GITLAB_CI_LOCAL`` overrides the path)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     path = Path(
         os.environ.get("GITLAB_CI_LOCAL")
@@ -32,8 +32,8 @@ def gitlab_ci_local() -> Path:
     )
     if not path.exists():
         if os.environ.get("CI") == "true":
-            pytest.fail(f"gitlab-ci-local is not installed at {path}: .ci/run installs it")
-        pytest.skip(f"gitlab-ci-local is not installed at {path} (.ci/run installs it)")
+            pytest.fail(f"gitlab-ci-local is not installed at {path}: make test installs it")
+        pytest.skip(f"gitlab-ci-local is not installed at {path} (make test installs it)")
     return path
 
 
