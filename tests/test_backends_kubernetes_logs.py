@@ -49,7 +49,8 @@ def test_parse_timestamp_reads_rfc3339_with_any_fraction() -> None:
     assert parse_timestamp("2026-01-01T00:00:01.000000001Z") == base + 1
     assert parse_timestamp("2026-01-01T00:00:01.123456789Z") == base + 123_456_789
     assert parse_timestamp("not-a-time") is None
-    assert parse_timestamp("2026-01-01T00:00:01+02:00") is None
+    assert parse_timestamp("2026-01-01T02:00:01+02:00") == base
+    assert parse_timestamp("2025-12-31T23:30:01.5-00:30") == base + 500_000_000
 
 
 def test_since_time_is_the_whole_second() -> None:
@@ -139,3 +140,49 @@ def test_a_container_not_started_yet_is_waited_for(server: FakeKubeServer, tmp_p
     thread.join(timeout=20)
     assert echoed == ["hello\n"]
     assert log.reconnects >= 1
+
+
+def test_a_rotation_during_a_drop_is_said_once(server: FakeKubeServer, tmp_path: Path) -> None:
+    job = launcher(server)
+    job.launcher_running()
+    job.launcher_log("a")
+    job.launcher_log_cut("b")
+
+    class RotatingWhileAway(ManualClock):
+        """The kubelet rotates the file (and "c" is written) while the stream is down."""
+
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if len(self.sleeps) == 1:
+                job.rotate_launcher_log()
+                job.launcher_log("c")
+                job.launcher_exits(0)
+
+    client = kubernetes.client.ApiClient(server.configuration())
+    api = KubeApi(client, NAMESPACE, RotatingWhileAway(), RetryPolicy())
+    echoed: list[str] = []
+    warnings: list[str] = []
+    log = LogFollower(api, job.launcher_pod, LogSink(tmp_path / "log.txt", echoed.append))
+    log.warn = warnings.append
+    log.run()
+    assert echoed == ["a\n", "c\n"]
+    assert warnings == [
+        "the launcher's log file was rotated while its stream was down: "
+        "lines written meanwhile may be missing here"
+    ]
+
+
+def test_a_line_stamped_before_the_one_it_follows_survives_a_drop(
+    server: FakeKubeServer, tmp_path: Path
+) -> None:
+    job = launcher(server)
+    job.launcher_running()
+    job.launcher_log("out 1", at=10_000_000_000)
+    job.launcher_log("err 1", stream="stderr", at=9_500_000_000)
+    job.launcher_log_cut("out 2", same_time=True)
+    job.launcher_log("out 3")
+    job.launcher_exits(0)
+    log, echoed = follower(server, job, tmp_path)
+    log.run()
+    assert echoed == ["out 1\n", "err 1\n", "out 2\n", "out 3\n"]
+    assert log.reconnects == 1

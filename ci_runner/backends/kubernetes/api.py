@@ -193,9 +193,16 @@ class KubeApi:
         path = resource.path(self.namespace)
         return self._stream("watch", resource, path, query, timeout_seconds + 30)
 
-    def follow_log(self, pod: str, since_time: str | None = None) -> Stream:
-        """The pod's log with RFC 3339 timestamps, followed as it is written."""
+    def follow_log(
+        self, pod: str, since_time: str | None = None, container: str | None = None
+    ) -> Stream:
+        """A container's log with RFC 3339 timestamps, followed as it is written.
+
+        ``container`` must be named when the pod has several (an injected sidecar).
+        """
         query: list[tuple[str, str | int | bool]] = [("follow", "true"), ("timestamps", "true")]
+        if container:
+            query.append(("container", container))
         if since_time:
             query.append(("sinceTime", since_time))
         # A quiet training writes nothing for long: the read timeout only makes a connection

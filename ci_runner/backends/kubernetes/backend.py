@@ -73,7 +73,12 @@ class KubernetesBackend:
         self.clock = clock
         self.job_name = str(manifest["metadata"]["name"])
         self._mpijob_field = f"metadata.name={self.job_name}"
-        workers = manifest["spec"]["mpiReplicaSpecs"].get("Worker", {}).get("replicas", 1)
+        specs = manifest["spec"]["mpiReplicaSpecs"]
+        workers = specs.get("Worker", {}).get("replicas", 1)
+        # Named in every log request: a sidecar injected into the pod makes it one of several.
+        self._launcher_container = str(
+            specs["Launcher"]["template"]["spec"]["containers"][0]["name"]
+        )
         self.tracker = JobTracker(self.job_name, int(workers), unschedulable_timeout)
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._cancelled = False
@@ -244,7 +249,9 @@ class KubernetesBackend:
     def _follow_logs(self) -> None:
         """The log thread: follow each launcher pod in turn (a relaunch makes a new one)."""
         while (pod := self._log_pods.get()) is not None:
-            follower = LogFollower(self.api, pod, self.sink)
+            follower = LogFollower(
+                self.api, pod, self.sink, self._launcher_container, self.console.warning
+            )
             self._follower = follower
             if self._cancelled:
                 return

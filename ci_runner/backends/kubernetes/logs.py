@@ -1,53 +1,89 @@
 """Stream the launcher's log into the LogSink as it is written, surviving dropped connections.
 
-We ask for ``timestamps=true`` so every line carries the kubelet's RFC 3339 time. After a drop
-we reconnect with ``sinceTime`` (whole seconds, so a little early) and skip what we already
-passed on: lines older than the last one seen, and as many lines with exactly its timestamp as
-we had already seen. A partial line cut by the drop is dropped and comes again, whole.
-Only the current line is held in memory.
+We ask for ``timestamps=true``: every line carries the kubelet's RFC 3339 time, in the node's
+own zone (``+02:00`` as well as ``Z``), and stdout and stderr lines may be stamped out of order.
+After a drop we reconnect with ``sinceTime`` (whole seconds, ``SLACK_SECONDS`` before the newest
+line seen, so a line stamped a little early is not filtered out) and skip exactly the lines we
+already passed on: the kubelet sends the lines of the current file stamped at or after
+``sinceTime`` in file order, so they begin with the ones we passed on that are stamped so. When
+they do not (the file was rotated while we were away), lines may be lost: we say so once.
+A partial line cut by the drop is dropped and comes again, whole. The timestamps are stripped.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import re
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Final
 
 from ci_runner.backends.kubernetes.api import MAX_RECONNECT_FAILURES, KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
 from ci_runner.backends.kubernetes.resources import PODS
 from ci_runner.backends.logsink import LogSink
 
+NANOS: Final = 1_000_000_000
+# How much earlier than the line before it a line may be stamped (stdout and stderr are
+# stamped as the runtime reads each pipe) and still be found again after a reconnect.
+SLACK_SECONDS: Final = 5
+ROTATION_WARNING: Final = (
+    "the launcher's log file was rotated while its stream was down: "
+    "lines written meanwhile may be missing here"
+)
+_STAMP: Final = re.compile(
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)", re.ASCII
+)
+
 
 def parse_timestamp(text: str) -> int | None:
-    """Nanoseconds since the epoch of an RFC 3339 UTC time such as ``2026-01-01T00:00:01.5Z``."""
-    if not text.endswith("Z") or "T" not in text:
+    """Nanoseconds since the epoch of an RFC 3339 time: ``2026-01-01T02:00:01.5+02:00``."""
+    match = _STAMP.fullmatch(text)
+    if match is None:
         return None
-    whole, _, fraction = text[:-1].partition(".")
+    whole, fraction, zone = match.groups()
     try:
-        moment = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-        nanos = int((fraction + "000000000")[:9]) if fraction else 0
+        moment = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S")
     except ValueError:
         return None
-    return int(moment.timestamp()) * 1_000_000_000 + nanos
+    offset = timedelta()
+    if zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        offset = sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    seconds = int((moment - offset).replace(tzinfo=timezone.utc).timestamp())
+    return seconds * NANOS + (int((fraction + "00000000")[:9]) if fraction else 0)
 
 
 def since_time(nanos: int) -> str:
-    """``sinceTime`` for a reconnect: the second containing ``nanos``, RFC 3339."""
-    moment = datetime.fromtimestamp(nanos // 1_000_000_000, tz=timezone.utc)
+    """``sinceTime`` for a reconnect: the second containing ``nanos``, RFC 3339 UTC."""
+    moment = datetime.fromtimestamp(nanos // NANOS, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class LogFollower(StreamReader):
-    """Follows one pod's log to the end of its container, feeding ``sink``."""
+    """Follows one container's log to its end, feeding ``sink``; ``warn`` hears of possible loss."""
 
-    def __init__(self, api: KubeApi, pod: str, sink: LogSink) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        pod: str,
+        sink: LogSink,
+        container: str | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__()
         self.api = api
         self.pod = pod
+        self.container = container
         self.sink = sink
+        self.warn = warn or (lambda _message: None)
         self.reconnects = 0
-        self._last: int | None = None  # timestamp of the last line passed on
-        self._at_last = 0  # lines passed on with exactly that timestamp
-        self._skip = 0  # lines at ``_last`` still to skip on this connection
+        self._newest: int | None = None  # the latest timestamp passed on
+        # Lines passed on stamped within SLACK_SECONDS (+1 s) of the newest: those a reconnect
+        # can send again.
+        self._recent: deque[tuple[int, bytes]] = deque()
+        self._again: deque[tuple[int, bytes]] = deque()  # still expected on this connection
+        self._warned = False
         self._opened = False  # the current connection was established
 
     def run(self) -> None:
@@ -74,9 +110,13 @@ class LogFollower(StreamReader):
 
     def _follow_once(self) -> bool:
         """Read one connection; True when the log is complete."""
-        since = since_time(self._last) if self._last is not None else None
-        self._skip = self._at_last
-        stream = self.api.follow_log(self.pod, since)
+        since: str | None = None
+        self._again.clear()
+        if self._newest is not None:
+            since = since_time(self._newest - SLACK_SECONDS * NANOS)
+            start = (self._newest - SLACK_SECONDS * NANOS) // NANOS * NANOS
+            self._again.extend(line for line in self._recent if line[0] >= start)
+        stream = self.api.follow_log(self.pod, since, self.container)
         self._opened = True
         pending = b""
         with self.reading(stream):
@@ -100,22 +140,34 @@ class LogFollower(StreamReader):
         stamp, _, content = raw.partition(b" ")
         nanos = parse_timestamp(stamp.decode("ascii", errors="replace"))
         if nanos is None:
-            content = raw  # no timestamp: pass it on as it is
-        elif self._last is not None and nanos < self._last:
+            self.sink.feed(raw + b"\n" if newline else raw)  # no timestamp: as it is
             return
-        elif nanos == self._last:
-            if self._skip > 0:
-                self._skip -= 1
+        if self._again:
+            if self._again[0] == (nanos, content):
+                self._again.popleft()
                 return
-            self._at_last += 1
-        else:
-            self._last, self._at_last, self._skip = nanos, 1, 0
+            self._again.clear()  # what we had passed on is not in the file any more
+            if not self._warned:
+                self._warned = True
+                self.warn(ROTATION_WARNING)
+        self._remember(nanos, content)
         self.sink.feed(content + b"\n" if newline else content)
+
+    def _remember(self, nanos: int, content: bytes) -> None:
+        self._newest = nanos if self._newest is None else max(self._newest, nanos)
+        self._recent.append((nanos, content))
+        oldest = self._newest - (SLACK_SECONDS + 1) * NANOS
+        while self._recent and self._recent[0][0] < oldest:
+            self._recent.popleft()
 
     def _container_ended(self) -> bool:
         pod = self.api.get(PODS, self.pod)
         status = pod.get("status", {})
         if status.get("phase") in ("Succeeded", "Failed"):
             return True
-        states = [c.get("state", {}) for c in status.get("containerStatuses", [])]
+        states = [
+            c.get("state", {})
+            for c in status.get("containerStatuses") or []
+            if self.container is None or c.get("name") == self.container
+        ]
         return bool(states) and all("terminated" in state for state in states)
