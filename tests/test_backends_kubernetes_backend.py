@@ -20,10 +20,11 @@ from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.spec.types import TrainConfig
-from tests.kube_harness import JOB, NAMESPACE, Cluster, mpijob_manifest, running_cluster
+from tests.kube_harness import JOB, JSON, NAMESPACE, Cluster, mpijob_manifest, running_cluster
 from tests.kube_operator import INSUFFICIENT_GPU, MPIJOBS, JobScenario
 
 SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
+DELETED = f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret"
 LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
 
 
@@ -89,6 +90,7 @@ def test_success(cluster: Cluster, tmp_path: Path) -> None:
         *running_lines(job),
         "[0]<stdout>:token [MASKED]",
         f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
     ]
     assert result.outcome is Outcome.SUCCEEDED
     assert result.failure is None
@@ -97,8 +99,8 @@ def test_success(cluster: Cluster, tmp_path: Path) -> None:
     assert result.log_path == tmp_path / "train.log"
     assert result.log_path.read_text() == "\n".join([*LOG, "[0]<stdout>:token [MASKED]"]) + "\n"
     assert result.log_tail == (*LOG, "[0]<stdout>:token [MASKED]")
-    # cleanPodPolicy Running removed the workers; the launcher pod stays for `kubectl logs`.
-    assert job.pods() == [job.launcher_pod]
+    # The log is saved: the MPIJob went, and every pod with it (kubernetes.keep_finished keeps it).
+    assert job.pods() == []
     assert cluster.clock.sleeps == []
 
 
@@ -109,8 +111,8 @@ def test_workers_left_running_by_the_operator_are_stopped(cluster: Cluster) -> N
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
-    assert job.pods() == [job.launcher_pod]
-    assert cluster.server.count("delete", "pods") == 2
+    assert job.pods() == []
+    assert cluster.server.count("delete", "pods") == 2  # the workers, before the MPIJob went
 
 
 def test_launcher_exits_1(cluster: Cluster) -> None:
@@ -125,6 +127,7 @@ def test_launcher_exits_1(cluster: Cluster) -> None:
         "Traceback (most recent call last):",
         "ValueError: bad batch",
         f"[ci-runner] MPIJob {JOB} failed: {message}",
+        DELETED,
     ]
     assert result.outcome is Outcome.FAILED
     assert result.failure == Failure(FailureKind.EXIT_CODE, message, exit_code=1, pod=launcher)
@@ -146,12 +149,13 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
         *running_lines(job),
         "[1]<stderr>:ORTE has lost communication with a remote daemon.",
         f"[ci-runner] MPIJob {JOB} failed: {message}",
+        DELETED,
     ]
     assert result.failure == Failure(
         FailureKind.OOM_KILLED, message, exit_code=137, pod=f"{JOB}-worker-1"
     )
-    # The OOMKilled worker has ended; the one still running was stopped.
-    assert job.workers() == [f"{JOB}-worker-1"]
+    # The one still running was stopped, then the MPIJob went with every pod.
+    assert job.workers() == []
     assert cluster.server.count("watch", "mpijobs") == 2  # the Failed condition came this way
 
 
@@ -224,7 +228,7 @@ def test_deadline_exceeded(cluster: Cluster) -> None:
     job.deadline_exceeded()
     result = cluster.result()
     message = "the job ran past its time limit of 3600s (activeDeadlineSeconds) and was stopped"
-    assert cluster.log.lines == [*lines, f"[ci-runner] MPIJob {JOB} failed: {message}"]
+    assert cluster.log.lines == [*lines, f"[ci-runner] MPIJob {JOB} failed: {message}", DELETED]
     assert result.failure == Failure(FailureKind.DEADLINE, message)
     assert job.pods() == []
 
@@ -243,7 +247,11 @@ def test_watch_dropped_mid_run_resumes_without_relisting(cluster: Cluster) -> No
     job.launcher_log(*LOG)
     job.launcher_exits(0)
     result = cluster.result()
-    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert cluster.log.lines == [
+        *running_lines(job),
+        f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
+    ]
     assert result.outcome is Outcome.SUCCEEDED
     # Each watch came back from where it was (one backoff second each), without a new list.
     assert cluster.clock.sleeps == [1.0, 1.0, 1.0]
@@ -267,7 +275,11 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
     cluster.wait_watching_pods_alone()
     job.launcher_exits(0)
     result = cluster.result()
-    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert cluster.log.lines == [
+        *running_lines(job),
+        f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
+    ]
     assert result.outcome is Outcome.SUCCEEDED
     # First, after 410, and once more when the launcher ended (its watch was paused meanwhile).
     assert cluster.server.count("list", "mpijobs") == 3
@@ -314,11 +326,17 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
     job.launcher_exits(0)
     result = cluster.result()
     assert result.outcome is Outcome.SUCCEEDED
-    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert cluster.log.lines == [
+        *running_lines(job),
+        f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
+    ]
     assert requests_made(cluster) == {
         "create secrets": 1,
         "create mpijobs": 1,
         "patch secrets": 1,
+        "delete mpijobs": 1,  # the job is over and its log saved
+        "delete secrets": 1,
         "list mpijobs": 2,  # at the start, and once the launcher ended
         "watch mpijobs": 2,
         "list pods": 2,  # at the start, and the final look
@@ -328,7 +346,7 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
         "get pods/log": 1,
         "get pods": 1,
     }
-    assert len(cluster.server.requests) == 20
+    assert len(cluster.server.requests) == 22
 
 
 class Handling:
@@ -373,7 +391,11 @@ def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
     job.launcher_exits(0)
     result = cluster.result()
     assert result.outcome is Outcome.SUCCEEDED
-    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert cluster.log.lines == [
+        *running_lines(job),
+        f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
+    ]
     assert cluster.server.count("watch", "pods") == 3  # first, 410 Gone, after the new list
     # Listed again only once the launcher ended; never watched again.
     assert cluster.server.count("list", "mpijobs") == 2
@@ -389,7 +411,11 @@ def test_burst_of_500s_is_retried_with_exponential_backoff(cluster: Cluster) -> 
     assert result.outcome is Outcome.SUCCEEDED
     assert cluster.clock.sleeps == [1.0, 2.0, 4.0]
     assert cluster.server.count("create", "secrets") == 4
-    assert cluster.log.lines == [*running_lines(job), f"[ci-runner] MPIJob {JOB} succeeded"]
+    assert cluster.log.lines == [
+        *running_lines(job),
+        f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
+    ]
 
 
 def test_429_waits_as_long_as_retry_after_says(cluster: Cluster) -> None:
@@ -421,6 +447,7 @@ def test_log_stream_dropped_mid_line_loses_and_repeats_nothing(cluster: Cluster)
         *running_lines(job)[:-2],
         *lines,
         f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
     ]
     assert result.log_path.read_text() == "\n".join(lines) + "\n"
     assert cluster.server.count("get", "pods/log") == 2
@@ -492,6 +519,11 @@ def test_attach_to_a_job_submitted_by_an_earlier_run(cluster: Cluster) -> None:
     store = cluster.server.store
     store.create("secrets", NAMESPACE, {"metadata": {"name": f"{JOB}-secrets"}, "data": {}})
     store.create("mpijobs.kubeflow.org", NAMESPACE, mpijob_manifest())
+    uid = store.get("mpijobs.kubeflow.org", NAMESPACE, JOB)["metadata"]["uid"]
+    secrets: list[JSON] = []  # as this run left the Secret before the end deleted it
+    store.listeners.append(
+        lambda event, key, obj: secrets.append(obj) if key == "secrets" else None
+    )
     job = cluster.job()
     job.workers_running()
     job.launcher_running()
@@ -507,14 +539,12 @@ def test_attach_to_a_job_submitted_by_an_earlier_run(cluster: Cluster) -> None:
         f"[ci-runner] launcher running (pod {job.launcher_pod})",
         *LOG,
         f"[ci-runner] MPIJob {JOB} succeeded",
+        DELETED,
     ]
     assert result.outcome is Outcome.SUCCEEDED
-    jobs, _ = store.list("mpijobs.kubeflow.org", NAMESPACE)
-    assert len(jobs) == 1
-    secret = store.get("secrets", NAMESPACE, f"{JOB}-secrets")
-    assert [ref["uid"] for ref in secret["metadata"]["ownerReferences"]] == [
-        jobs[0]["metadata"]["uid"]
-    ]
+    assert cluster.server.count("create", "mpijobs") == 1
+    secret = secrets[-2]  # the last change before its deletion
+    assert [ref["uid"] for ref in secret["metadata"]["ownerReferences"]] == [uid]
     assert secret["data"] == {"git-token": "Z2xjYnQtNjQtc2VjcmV0LWpvYi10b2tlbg=="}
 
 
@@ -598,7 +628,10 @@ def test_a_manifest_from_render_runs(cluster: Cluster) -> None:
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
     assert cluster.log.lines[0] == f"[ci-runner] submitted MPIJob {name} in namespace {NAMESPACE}"
-    assert cluster.log.lines[-1] == f"[ci-runner] MPIJob {name} succeeded"
+    assert cluster.log.lines[-2:] == [
+        f"[ci-runner] MPIJob {name} succeeded",
+        f"[ci-runner] deleted MPIJob {name}, its pods and its Secret",
+    ]
 
 
 def test_cancel_from_a_signal_handler_while_run_waits(cluster: Cluster) -> None:

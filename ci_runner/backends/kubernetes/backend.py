@@ -25,7 +25,7 @@ from typing import Any, Final
 from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
-from ci_runner.backends.kubernetes.cancel import cancel_job, delete_pods
+from ci_runner.backends.kubernetes.cancel import cancel_job, delete_pods, remove_finished_job
 from ci_runner.backends.kubernetes.follow import JobTracker, Verdict
 from ci_runner.backends.kubernetes.logs import LogFollower
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
@@ -151,7 +151,14 @@ class KubernetesBackend:
             self._say(_message(verdict))
         else:
             self._say(f"MPIJob {self.job_name} failed: {_message(verdict)}")
+        if verdict.outcome is not Outcome.CANCELLED:
+            self._clean_up()
         return verdict
+
+    def _clean_up(self) -> None:
+        """The log is saved and the verdict known: the finished MPIJob and all it owns go."""
+        remove_finished_job(self.api, self.job_name, self.secret.name)
+        self._say(f"deleted MPIJob {self.job_name}, its pods and its Secret")
 
     def _follow(self) -> Verdict | None:
         """Take updates until the job is decided (None: cancelled)."""

@@ -35,6 +35,13 @@ def cancel_job(api: KubeApi, job_name: str, secret_name: str) -> None:
     _delete(api, SECRETS, [secret_name])
 
 
+def remove_finished_job(api: KubeApi, job_name: str, secret_name: str) -> None:
+    """Delete a finished MPIJob: the garbage collector removes what it owns (launcher Job, pods,
+    Service, ConfigMap, the Secret); the Secret is deleted here too, so its token goes at once."""
+    _delete(api, MPIJOBS, [job_name], propagation="Background")
+    _delete(api, SECRETS, [secret_name])
+
+
 def delete_pods(api: KubeApi, names: Iterable[str]) -> None:
     """Delete these pods, those already gone included."""
     _delete(api, PODS, names, propagation="Background")

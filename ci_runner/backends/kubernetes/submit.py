@@ -5,11 +5,12 @@ A restarted CI job re-submits the same job name: we attach to the MPIJob already
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci_runner.backends.kubernetes.api import KubeApi
-from ci_runner.backends.kubernetes.errors import Conflict
+from ci_runner.backends.kubernetes.errors import Conflict, KubeError
 from ci_runner.backends.kubernetes.resources import JSON, MPIJOBS, SECRETS
 from ci_runner.plan.run_plan import JobSecret
 
@@ -38,6 +39,11 @@ def submit(api: KubeApi, manifest: JSON, secret: JobSecret) -> Submission:
     except Conflict:
         mpijob = api.get(MPIJOBS, job_name)
         attached = True
+    except KubeError:
+        # Refused: nothing would ever own the Secret (and its git token), so it goes now.
+        with contextlib.suppress(KubeError):
+            api.delete(SECRETS, secret.name)
+        raise
     owner = {
         "apiVersion": MPIJOBS.api_version,
         "kind": MPIJOBS.kind,
