@@ -201,6 +201,12 @@ def test_validation_error_fails_at_once(cluster: Cluster) -> None:
 def test_image_pull_error(cluster: Cluster) -> None:
     job = cluster.started()
     job.image_pull_fails(f"{JOB}-worker-0")
+    retrying = (
+        f"[ci-runner] pod {JOB}-worker-0 cannot pull its image yet (ErrImagePull): the kubelet "
+        "retries; giving up after 300s"
+    )
+    cluster.log.wait_for(retrying)
+    cluster.clock.advance(300)  # the grace period: the kubelet kept failing
     result = cluster.result()
     message = (
         f"pod {JOB}-worker-0 cannot pull image registry.example.com/ml/train:3f2a9c1 "
@@ -209,10 +215,13 @@ def test_image_pull_error(cluster: Cluster) -> None:
     )
     assert cluster.log.lines == [
         SUBMITTED,
+        retrying,
         f"[ci-runner] MPIJob {JOB} failed: {message}",
         f"[ci-runner] deleted MPIJob {JOB} and its pods",
     ]
-    assert result.failure == Failure(FailureKind.IMAGE_PULL, message, pod=f"{JOB}-worker-0")
+    assert result.failure == Failure(
+        FailureKind.IMAGE_PULL, message, pod=f"{JOB}-worker-0", container="worker"
+    )
     assert_all_gone(cluster)
 
 

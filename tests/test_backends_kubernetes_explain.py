@@ -88,6 +88,7 @@ def test_image_pull_failure_and_unschedulable_message() -> None:
         FailureKind.IMAGE_PULL,
         "pod j-worker-0 cannot pull image img:1 (ImagePullBackOff): m",
         pod="j-worker-0",
+        container="c",
     )
     assert explain.image_pull_failure(pod("j-worker-0", "worker")) is None
     pending = pod("j-worker-0", "worker")
@@ -102,3 +103,61 @@ def test_condition_needs_status_true() -> None:
     job = {"status": {"conditions": [{"type": "Running", "status": "False"}]}}
     assert explain.condition(job, "Running") is None
     assert explain.condition(failed_job(), "Failed") is not None
+
+
+def test_setup_failure_of_a_container_that_cannot_start() -> None:
+    loop = pod("j-worker-0", "worker")
+    loop["status"]["containerStatuses"] = [
+        {
+            "name": "worker",
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
+            "lastState": {"terminated": {"exitCode": 2, "reason": "Error"}},
+        }
+    ]
+    assert explain.setup_failure(loop) == Failure(
+        FailureKind.SETUP,
+        "worker j-worker-0: container worker is in CrashLoopBackOff (last exit code 2): "
+        "back-off 10s",
+        exit_code=2,
+        pod="j-worker-0",
+        container="worker",
+    )
+    missing = pod("j-worker-1", "worker")
+    message = "couldn't find key token in Secret ml/j-secrets"
+    missing["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch-code",
+            "state": {"waiting": {"reason": "CreateContainerConfigError", "message": message}},
+        }
+    ]
+    assert explain.setup_failure(missing) == Failure(
+        FailureKind.SETUP,
+        f"worker j-worker-1: init container fetch-code is in CreateContainerConfigError: {message}",
+        pod="j-worker-1",
+        container="fetch-code",
+    )
+    assert explain.setup_failure(pod("j-worker-2", "worker")) is None
+
+
+def test_an_mpijobfailed_warning_is_a_refusal() -> None:
+    event = {
+        "type": "Warning",
+        "reason": "MPIJobFailed",
+        "message": "launcher pod created failed: x",
+    }
+    assert explain.operator_failure(event) == Failure(
+        FailureKind.REFUSED,
+        "MPI Operator cannot create the job's pods: launcher pod created failed: x",
+    )
+    assert explain.operator_failure({**event, "type": "Normal"}) is None
+
+
+def test_what_keeps_a_worker_from_ready() -> None:
+    waiting = pod("j-worker-0", "worker")
+    waiting["status"]["initContainerStatuses"] = [
+        {"name": "fetch-code", "state": {"terminated": {"exitCode": 0}}},
+        {"name": "install-requirements", "state": {"running": {}}},
+    ]
+    assert explain.not_ready_reason(waiting) == "init container install-requirements still running"
+    pulling = pod("j-worker-0", "worker", waiting={"reason": "ContainerCreating"})
+    assert explain.not_ready_reason(pulling) == "container c waiting (ContainerCreating)"

@@ -94,7 +94,7 @@ def test_pending_reason_is_printed_once_and_times_out() -> None:
 
 
 def test_scheduled_again_resets_the_timer() -> None:
-    tracker = JobTracker("j", 1, 600)
+    tracker = JobTracker("j", 1, 600, setup_timeout=10_000)
     tracker.apply(pods(SYNC, worker(0, unschedulable="no GPU")), 0)
     tracker.apply(pods("MODIFIED", worker(0, ready=True)), 500)
     tracker.check_time(5000)
@@ -208,3 +208,74 @@ def test_steady_again_with_a_relaunched_launcher() -> None:
     tracker.apply(pods("ADDED", launcher("j-launcher-x7k2m")), 0)
     assert tracker.launcher_to_follow() == "j-launcher-x7k2m"
     assert tracker.steady  # the failed launcher pod stays; it has ended
+
+
+def pulling(reason: str) -> JSON:
+    pod = worker(0)
+    pod["status"]["containerStatuses"] = [
+        {"name": "worker", "image": "img:1", "state": {"waiting": {"reason": reason}}}
+    ]
+    return pod
+
+
+def test_an_image_pull_error_gets_a_grace_period() -> None:
+    tracker = JobTracker("j", 1, 600)
+    assert tracker.apply(pods(SYNC, pulling("ErrImagePull")), 0) == [
+        "pod j-worker-0 cannot pull its image yet (ErrImagePull): the kubelet retries; "
+        "giving up after 300s"
+    ]
+    assert tracker.apply(pods("MODIFIED", pulling("ImagePullBackOff")), 10) == []
+    tracker.check_time(299)
+    assert tracker.verdict() is None
+    tracker.check_time(300)
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.message == (
+        "pod j-worker-0 cannot pull image img:1 (ImagePullBackOff): ImagePullBackOff"
+    )
+
+
+def test_an_invalid_image_name_fails_at_once() -> None:
+    tracker = JobTracker("j", 1, 600)
+    assert tracker.apply(pods(SYNC, pulling("InvalidImageName")), 0) == []
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.kind is FailureKind.IMAGE_PULL
+
+
+def test_setup_timeout_counts_from_when_every_pod_has_a_node() -> None:
+    tracker = JobTracker("j", 1, 600, setup_timeout=900)
+    tracker.apply(pods(SYNC, worker(0, unschedulable="no GPU")), 0)
+    tracker.apply(pods("MODIFIED", worker(0)), 100)
+    tracker.check_time(999)
+    assert tracker.verdict() is None
+    tracker.check_time(1000)
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.SETUP,
+            "worker j-worker-0 was not Ready after 900s of setup (kubernetes.setup_timeout): "
+            "phase Pending",
+            pod="j-worker-0",
+        ),
+    )
+
+
+def test_an_mpijobfailed_event_ends_the_job() -> None:
+    tracker = JobTracker("j", 2, 600)
+    event = {
+        "type": "Warning",
+        "involvedObject": {"kind": "MPIJob", "name": "j"},
+        "reason": "MPIJobFailed",
+        "message": 'worker pod created failed: pods "j-worker-0" is forbidden: exceeded quota: q',
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (event,)), 0) == []
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.REFUSED,
+            "MPI Operator cannot create the job's pods: worker pod created failed: "
+            'pods "j-worker-0" is forbidden: exceeded quota: q',
+        ),
+    )
+    assert tracker.decided_here

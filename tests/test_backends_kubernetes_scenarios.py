@@ -1,9 +1,8 @@
 """Issue 14's scenarios, played by the faithful fake cluster against the real client.
 
 Each scenario is what MPI Operator v0.8.2, the Job controller and the kubelet really do (see
-tests/control_plane/). Those the client does not handle yet are ``xfail(strict=True)`` with the
-client behaviour issue 14 asks for; the client, when right, answers within milliseconds, so a
-hang is detected after SETTLE real seconds (nothing sleeps: the run is a thread we wait for).
+tests/control_plane/). The client, when right, answers within milliseconds, so a hang is
+detected after SETTLE real seconds (nothing sleeps: the run is a thread we wait for).
 """
 
 from __future__ import annotations
@@ -14,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from ci_runner.backends.result import FailureKind, Outcome
+from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from tests.kube_admission import Quota
 from tests.kube_harness import JOB, JSON, NAMESPACE, Cluster, mpijob_manifest, running_cluster
 
 SETTLE = 5.0
+SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
+STOPPED = f"[ci-runner] deleted MPIJob {JOB} and its pods"
 PIP_ERROR = (
     "ERROR: Could not find a version that satisfies the requirement torch==9.9",
     "ERROR: No matching distribution found for torch==9.9",
@@ -43,12 +44,6 @@ def leftovers(cluster: Cluster) -> list[tuple[str, str]]:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: a worker whose init container fails before Ready gets no condition from "
-    "v0.8.2 (no launcher with WaitForWorkersReady); the client must fail from the pod's status "
-    "with the container, exit code and that container's log, and clean up",
-)
 def test_worker_init_container_fails(cluster: Cluster) -> None:
     job = cluster.started(mpijob_manifest(wait_for_workers=True, setup=True))
     job.workers_running([0])
@@ -61,16 +56,24 @@ def test_worker_init_container_fails(cluster: Cluster) -> None:
         f"{JOB}-worker-1",
         1,
     )
-    assert "install-requirements" in result.failure.message
-    assert PIP_ERROR[-1] in cluster.log.lines
+    message = (
+        f"worker {JOB}-worker-1: init container install-requirements exited with code 1: "
+        "fix: check requirements.txt"
+    )
+    assert result.failure.message == message
+    assert result.failure.container == "install-requirements"
+    assert cluster.log.lines == [
+        SUBMITTED,
+        "[ci-runner] workers ready 1/2",
+        f"[ci-runner] the last lines of container install-requirements in pod {JOB}-worker-1:",
+        *PIP_ERROR,
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        STOPPED,
+    ]
+    assert result.log_tail == PIP_ERROR  # the comment shows them too
     assert leftovers(cluster) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: OOMKilled in an init container (setup) leaves the MPIJob Created for ever; "
-    "the client must report the OOM of that worker's container",
-)
 def test_worker_oom_during_setup(cluster: Cluster) -> None:
     job = cluster.started(mpijob_manifest(wait_for_workers=True, setup=True))
     job.worker_init_fails(0, "install-requirements", 137, reason="OOMKilled")
@@ -81,36 +84,48 @@ def test_worker_oom_during_setup(cluster: Cluster) -> None:
         f"{JOB}-worker-0",
         137,
     )
+    message = (
+        f"worker {JOB}-worker-0: init container install-requirements was OOMKilled "
+        "(exit code 137, memory limit 4Gi)"
+    )
+    assert cluster.log.lines == [SUBMITTED, f"[ci-runner] MPIJob {JOB} failed: {message}", STOPPED]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: a worker that never turns Ready blocks WaitForWorkersReady for ever; the "
-    "client needs kubernetes.setup_timeout and must fail when it passes",
-)
 def test_worker_never_ready(cluster: Cluster) -> None:
     job = cluster.started(mpijob_manifest(wait_for_workers=True))
-    job.workers_running([0])
     job.worker_never_ready(1)
+    job.workers_running([0])  # its line comes after the pods watch brought worker-1's state
     cluster.log.wait_for("[ci-runner] workers ready 1/2")
     cluster.clock.advance(24 * 3600)
     result = cluster.result(timeout=SETTLE)
     assert result.failure is not None
     assert result.failure.pod == f"{JOB}-worker-1"
+    message = (
+        f"worker {JOB}-worker-1 was not Ready after 86400s of setup (kubernetes.setup_timeout): "
+        "container worker still running, not Ready"
+    )
+    assert cluster.log.lines == [
+        SUBMITTED,
+        "[ci-runner] workers ready 1/2",
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        STOPPED,
+    ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: a worker pod refused by ResourceQuota is only an MPIJobFailed Warning "
-    "Event; the client must fail with the quota's message instead of waiting",
-)
 def test_quota_denies_a_worker(cluster: Cluster) -> None:
     quota = Quota("gpu", NAMESPACE, {"requests.nvidia.com/gpu": "1"})
     cluster.server.admission.quotas.append(quota)
     cluster.start(mpijob_manifest(wait_for_workers=True))
     result = cluster.result(timeout=SETTLE)
     assert result.failure is not None
-    assert "exceeded quota: gpu" in result.failure.message
+    message = (
+        "MPI Operator cannot create the job's pods: worker pod created failed: "
+        f'pods "{JOB}-worker-1" '
+        "is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, "
+        "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1"
+    )
+    assert result.failure == Failure(FailureKind.REFUSED, message)
+    assert cluster.log.lines == [SUBMITTED, f"[ci-runner] MPIJob {JOB} failed: {message}", STOPPED]
     assert leftovers(cluster) == []
 
 
@@ -154,11 +169,6 @@ def test_zone_offsets_and_out_of_order_lines_across_a_drop(tmp_path: Path) -> No
         ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: ErrImagePull is retried by the kubelet; the client must wait (a grace "
-    "period or setup_timeout), not fail and delete the job at once",
-)
 def test_image_pull_error_that_recovers(cluster: Cluster) -> None:
     job = cluster.started()
     job.image_pull_fails(f"{JOB}-worker-0", failures=1)
@@ -167,6 +177,16 @@ def test_image_pull_error_that_recovers(cluster: Cluster) -> None:
     job.launcher_running()
     job.launcher_exits(0)
     assert cluster.result(timeout=SETTLE).outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [
+        SUBMITTED,
+        f"[ci-runner] pod {JOB}-worker-0 cannot pull its image yet (ErrImagePull): the kubelet "
+        "retries; giving up after 300s",
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {job.launcher_pod})",
+        f"[ci-runner] MPIJob {JOB} succeeded",
+        f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret",
+    ]
 
 
 def test_launcher_fails_once_under_backoff_limit_then_succeeds(cluster: Cluster) -> None:

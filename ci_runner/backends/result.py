@@ -27,6 +27,7 @@ class FailureKind(enum.Enum):
     WORKER_FAILED = "worker-failed"  # a worker exited non-zero for another reason
     UNSCHEDULABLE = "unschedulable"  # pods stayed Pending past the allowed time
     VALIDATION = "validation"  # MPI Operator's ValidationError event
+    REFUSED = "refused"  # the cluster refused the job's pods (quota, PodSecurity, a webhook)
     IMAGE_PULL = "image-pull"  # ErrImagePull / ImagePullBackOff
     DEADLINE = "deadline"  # activeDeadlineSeconds (train.yaml `timeout`) exceeded
     SETUP = "setup"  # fetching code or installing requirements failed
@@ -42,6 +43,7 @@ class Failure:
     message: str  # e.g. "worker sw-abc-worker-1 was OOMKilled (memory limit 4Gi)"
     exit_code: int | None = None
     pod: str | None = None
+    container: str | None = None  # the container that failed, when one did (init ones too)
 
 
 @dataclass(frozen=True)

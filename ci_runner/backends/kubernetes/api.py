@@ -210,6 +210,13 @@ class KubeApi:
         path = POD_LOGS.path(self.namespace, pod)
         return self._stream("get", POD_LOGS, path, query, LOG_READ_TIMEOUT)
 
+    def log_tail(self, pod: str, container: str, lines: int) -> str:
+        """The last ``lines`` of one container's log (its current or, once ended, last run)."""
+        query: Query = [("container", container), ("tailLines", lines)]
+        path = POD_LOGS.path(self.namespace, pod)
+        response = self.request("get", POD_LOGS, "GET", path, query)
+        return bytes(response.data).decode("utf-8", errors="replace")
+
     # -- the one way out ---------------------------------------------------------------------
 
     def request(

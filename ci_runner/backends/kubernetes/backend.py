@@ -19,6 +19,7 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -26,7 +27,8 @@ from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
 from ci_runner.backends.kubernetes.cancel import cancel_job, delete_pods, remove_finished_job
-from ci_runner.backends.kubernetes.follow import JobTracker, Verdict
+from ci_runner.backends.kubernetes.errors import KubeError
+from ci_runner.backends.kubernetes.follow import DEFAULT_SETUP_TIMEOUT, JobTracker, Verdict
 from ci_runner.backends.kubernetes.logs import LogFollower
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
 from ci_runner.backends.kubernetes.submit import submit
@@ -39,7 +41,9 @@ from ci_runner.plan.run_plan import JobSecret
 
 # Real seconds between checks of the unschedulable timer when nothing happens. Not a poll of
 # the API: the inbox wakes us on every change.
-WAKE_SECONDS: Final = 5.0
+WAKE_SECONDS: Final = 1.0
+# Lines of a failed container's log shown when it ends the job (pip's error, the script's fix).
+FAILED_CONTAINER_TAIL: Final = 20
 
 
 class _Cancel:
@@ -64,6 +68,7 @@ class KubernetesBackend:
         clock: Clock,
         unschedulable_timeout: float,
         retry: RetryPolicy | None = None,
+        setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
     ) -> None:
         self.api = KubeApi(api_client, namespace, clock, retry)
         self.manifest: JSON = dict(manifest)
@@ -79,7 +84,7 @@ class KubernetesBackend:
         self._launcher_container = str(
             specs["Launcher"]["template"]["spec"]["containers"][0]["name"]
         )
-        self.tracker = JobTracker(self.job_name, int(workers), unschedulable_timeout)
+        self.tracker = JobTracker(self.job_name, int(workers), unschedulable_timeout, setup_timeout)
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._cancelled = False
         self._watchers: list[Watcher] = []  # the watchers running
@@ -132,6 +137,7 @@ class KubernetesBackend:
         for watcher in self._watchers:
             watcher.stop()
         if self.tracker.decided_here:
+            verdict = self._with_container_log(verdict)
             self._say(f"MPIJob {self.job_name} failed: {_message(verdict)}")
             cancel_job(self.api, self.job_name, self.secret.name)
             self._say(f"deleted MPIJob {self.job_name} and its pods")
@@ -154,6 +160,26 @@ class KubernetesBackend:
         if verdict.outcome is not Outcome.CANCELLED:
             self._clean_up()
         return verdict
+
+    def _with_container_log(self, verdict: Verdict) -> Verdict:
+        """Show the last lines of the container that failed (pip's error, the script's "fix:"),
+        in the CI log and the saved log; its last line becomes the reason's end."""
+        failure = verdict.failure
+        if failure is None or failure.pod is None or failure.container is None:
+            return verdict
+        try:
+            text = self.api.log_tail(failure.pod, failure.container, FAILED_CONTAINER_TAIL)
+        except KubeError:
+            return verdict  # it never ran (a missing Secret key): its status says it all
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not lines:
+            return verdict
+        self._say(f"the last lines of container {failure.container} in pod {failure.pod}:")
+        for line in lines:
+            self.sink.feed(line.encode() + b"\n")
+        self.sink.flush()
+        last = self.sink.mask(lines[-1].strip())
+        return Verdict(verdict.outcome, replace(failure, message=f"{failure.message}: {last}"))
 
     def _clean_up(self) -> None:
         """The log is saved and the verdict known: the finished MPIJob and all it owns go."""

@@ -8,7 +8,23 @@ from typing import Final
 from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
 from ci_runner.backends.result import Failure, FailureKind
 
-IMAGE_PULL_REASONS: Final = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+IMAGE_PULL_REASONS: Final = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+)
+# Pull failures no retry by the kubelet can mend (kuberuntime: the name cannot be parsed, or the
+# pull policy forbids pulling); ErrImagePull and ImagePullBackOff are retried with back-off.
+PERMANENT_PULL_REASONS: Final = ("InvalidImageName", "ErrImageNeverPull")
+# Waiting reasons of a container that will not start without a change to the job (a missing
+# Secret key or ConfigMap, a command that keeps failing).
+STUCK_REASONS: Final = (
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
 
 
 def role(pod: JSON) -> str:
@@ -56,6 +72,94 @@ def memory_limit(pod: JSON) -> str | None:
     return None
 
 
+def _container_spec(pod: JSON, name: str) -> JSON:
+    spec = pod.get("spec", {})
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        if container.get("name") == name:
+            return dict(container)
+    return {}
+
+
+def setup_failure(pod: JSON) -> Failure | None:
+    """A worker failing before it is Ready: an init container (code fetch, pip) or its main
+    container exited non-zero or was OOMKilled, or a container cannot start (CrashLoopBackOff,
+    a missing Secret key). MPI Operator v0.8.2 reports none of this: it waits for the worker."""
+    name = pod_name(pod)
+    status = pod.get("status", {})
+    groups = (
+        ("init container", status.get("initContainerStatuses") or []),
+        ("container", status.get("containerStatuses") or []),
+    )
+    for what, statuses in groups:
+        for container in statuses:
+            state = container.get("state", {})
+            cname = str(container.get("name", ""))
+            end = state.get("terminated") or {}
+            if end and end.get("exitCode", 0) != 0:
+                code = int(end["exitCode"])
+                where = f"worker {name}: {what} {cname}"
+                if end.get("reason") == "OOMKilled":
+                    limit = _container_spec(pod, cname).get("resources", {}).get("limits", {})
+                    memory = f", memory limit {limit['memory']}" if limit.get("memory") else ""
+                    return Failure(
+                        FailureKind.OOM_KILLED,
+                        f"{where} was OOMKilled (exit code {code}{memory})",
+                        exit_code=code,
+                        pod=name,
+                        container=cname,
+                    )
+                kind = FailureKind.SETUP if what == "init container" else FailureKind.WORKER_FAILED
+                return Failure(
+                    kind, f"{where} exited with code {code}", code, pod=name, container=cname
+                )
+            waiting = state.get("waiting") or {}
+            if waiting.get("reason") in STUCK_REASONS:
+                last = container.get("lastState", {}).get("terminated") or {}
+                last_code = last.get("exitCode")
+                after = f" (last exit code {last_code})" if last_code is not None else ""
+                detail = f": {waiting['message']}" if waiting.get("message") else ""
+                return Failure(
+                    FailureKind.SETUP,
+                    f"worker {name}: {what} {cname} is in {waiting['reason']}{after}{detail}",
+                    exit_code=last_code,
+                    pod=name,
+                    container=cname,
+                )
+    return None
+
+
+def not_ready_reason(pod: JSON) -> str:
+    """What keeps a worker from Ready, in a few words."""
+    status = pod.get("status", {})
+    groups = (
+        ("init container", status.get("initContainerStatuses") or []),
+        ("container", status.get("containerStatuses") or []),
+    )
+    for what, statuses in groups:
+        for container in statuses:
+            state = container.get("state", {})
+            if "terminated" in state and what == "init container":
+                continue
+            if container.get("ready") and what == "container":
+                continue
+            cname = container.get("name", "")
+            if "waiting" in state:
+                return f"{what} {cname} waiting ({state['waiting'].get('reason', 'no reason')})"
+            if "running" in state:
+                ready = "" if what == "init container" else ", not Ready"
+                return f"{what} {cname} still running{ready}"
+    return f"phase {status.get('phase', 'Pending')}"
+
+
+def image_pull_reason(pod: JSON) -> str | None:
+    """The first pull-error waiting reason among the pod's containers."""
+    for status in container_states(pod):
+        reason = (status.get("state", {}).get("waiting") or {}).get("reason")
+        if reason in IMAGE_PULL_REASONS:
+            return str(reason)
+    return None
+
+
 def image_pull_failure(pod: JSON) -> Failure | None:
     """ErrImagePull / ImagePullBackOff on any container of the pod."""
     for status in container_states(pod):
@@ -67,6 +171,7 @@ def image_pull_failure(pod: JSON) -> Failure | None:
                 f"pod {pod_name(pod)} cannot pull image {status.get('image', '?')} "
                 f"({waiting['reason']}): {detail}",
                 pod=pod_name(pod),
+                container=str(status.get("name", "")) or None,
             )
     return None
 
@@ -81,6 +186,15 @@ def unschedulable_message(pod: JSON) -> str | None:
         ):
             return str(cond.get("message") or "no node fits the pod")
     return None
+
+
+def operator_failure(event: JSON) -> Failure | None:
+    """MPI Operator's MPIJobFailed Warning Event: it could not create a pod or the launcher Job
+    (a ResourceQuota, PodSecurity, an admission webhook); v0.8.2 sets no condition for it."""
+    if event.get("reason") != "MPIJobFailed" or event.get("type") != "Warning":
+        return None
+    message = str(event.get("message", "")).strip()
+    return Failure(FailureKind.REFUSED, f"MPI Operator cannot create the job's pods: {message}")
 
 
 def validation_failure(events: Iterable[JSON]) -> Failure | None:

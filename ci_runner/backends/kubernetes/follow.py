@@ -8,11 +8,17 @@ never from counters (FACTS.md) — or when waiting longer is pointless.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, FailureKind, Outcome
+
+# How long the kubelet may keep failing to pull an image (ErrImagePull, ImagePullBackOff: it
+# retries with back-off, and registries have bad minutes) before the job fails.
+IMAGE_PULL_GRACE_SECONDS: Final = 300.0
+DEFAULT_SETUP_TIMEOUT: Final = 1800.0
 
 
 @dataclass(frozen=True)
@@ -24,10 +30,21 @@ class Verdict:
 class JobTracker:
     """What we know of one MPIJob; :meth:`apply` returns the status lines a change deserves."""
 
-    def __init__(self, job_name: str, workers: int, unschedulable_timeout: float) -> None:
+    def __init__(
+        self,
+        job_name: str,
+        workers: int,
+        unschedulable_timeout: float,
+        setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    ) -> None:
         self.job_name = job_name
         self.workers = workers
         self.unschedulable_timeout = unschedulable_timeout
+        self.setup_timeout = setup_timeout
+        # Since when the pods are placed and setting up (image pulls, code fetch, pip): None
+        # until the first update, reset while a pod waits for a node.
+        self._setup_since: float | None = None
+        self._pull_since: dict[str, float] = {}  # pod -> first seen failing to pull
         self.mpijob: JSON | None = None
         self.pods: dict[str, JSON] = {}  # pods that exist now
         self.last_seen: dict[str, JSON] = {}  # every pod's last state, deleted ones too
@@ -73,19 +90,45 @@ class JobTracker:
             else:
                 self.pods[name] = pod
         pods = sorted(self.pods.values(), key=explain.pod_name)
+        if self._setup_since is None:
+            self._setup_since = now
+        lines = []
         for pod in pods:
-            self._check_image_pull(pod)
-        lines = [line for pod in pods for line in self._pending_lines(pod)]
+            lines += self._check_image_pull(pod, now)
+            self._check_setup(pod)
+        lines += [line for pod in pods for line in self._pending_lines(pod)]
         lines += self._ready_lines()
         lines += [line for pod in pods for line in self._launcher_lines(pod)]
         self._track_unschedulable(now)
         return lines
 
-    def _check_image_pull(self, pod: JSON) -> None:
-        """An image that cannot be pulled will not be pulled by waiting: fail now."""
+    def _check_image_pull(self, pod: JSON, now: float) -> list[str]:
+        """A bad image name fails now; other pull errors the kubelet retries: give it time."""
+        name = explain.pod_name(pod)
         pull = explain.image_pull_failure(pod)
-        if pull and self._failure is None:
-            self._failure = Verdict(Outcome.FAILED, pull)
+        if pull is None:
+            self._pull_since.pop(name, None)
+            return []
+        reason = explain.image_pull_reason(pod)
+        if reason in explain.PERMANENT_PULL_REASONS:
+            if self._failure is None:
+                self._failure = Verdict(Outcome.FAILED, pull)
+            return []
+        if name in self._pull_since:
+            return []  # said once per pod: ErrImagePull and ImagePullBackOff alternate
+        self._pull_since[name] = now
+        return [
+            f"pod {name} cannot pull its image yet ({reason}): the kubelet retries; "
+            f"giving up after {round(IMAGE_PULL_GRACE_SECONDS)}s"
+        ]
+
+    def _check_setup(self, pod: JSON) -> None:
+        """A worker failing before the launcher starts: v0.8.2 would wait for it for ever."""
+        if self._launchers or explain.role(pod) != "worker" or self._failure is not None:
+            return
+        failure = explain.setup_failure(pod)
+        if failure is not None:
+            self._failure = Verdict(Outcome.FAILED, failure)
 
     def _pending_lines(self, pod: JSON) -> list[str]:
         role = explain.role(pod)
@@ -122,6 +165,11 @@ class JobTracker:
             if failure and self._failure is None:
                 self._failure = Verdict(Outcome.FAILED, failure)
             return []
+        if reason == "MPIJobFailed" and involved.get("kind") == "MPIJob":
+            refused = explain.operator_failure(event)
+            if refused and self._failure is None:
+                self._failure = Verdict(Outcome.FAILED, refused)
+            return []
         if reason == "FailedScheduling" and involved.get("kind") == "Pod":
             name = str(involved.get("name", ""))
             message = str(event.get("message", ""))
@@ -147,6 +195,8 @@ class JobTracker:
             if (message := explain.unschedulable_message(pod))
         ]
         if not stuck:
+            if self._unschedulable_since is not None:
+                self._setup_since = now  # setting up starts once every pod has a node
             self._unschedulable_since, self._unschedulable = None, None
             return
         self._unschedulable = stuck[0]
@@ -154,7 +204,12 @@ class JobTracker:
             self._unschedulable_since = now
 
     def check_time(self, now: float) -> None:
-        """Fail the job when pods have been unschedulable for longer than allowed."""
+        """Fail the job when pods have been unschedulable, failing to pull their image or
+        setting up for longer than allowed."""
+        if self._failure is None:
+            self._check_pull_time(now)
+        if self._failure is None:
+            self._check_setup_time(now)
         since, stuck = self._unschedulable_since, self._unschedulable
         if since is None or stuck is None or self._failure is not None:
             return
@@ -166,6 +221,35 @@ class JobTracker:
                 pod=pod,
             )
             self._failure = Verdict(Outcome.FAILED, failure)
+
+    def _check_pull_time(self, now: float) -> None:
+        for name, since in sorted(self._pull_since.items()):
+            pull = explain.image_pull_failure(self.pods.get(name, {}))
+            if pull is not None and now - since >= IMAGE_PULL_GRACE_SECONDS:
+                self._failure = Verdict(Outcome.FAILED, pull)
+                return
+
+    def _check_setup_time(self, now: float) -> None:
+        since = self._setup_since
+        if since is None or self._launchers or self._unschedulable_since is not None:
+            return
+        if now - since < self.setup_timeout:
+            return
+        waited = round(now - since)
+        workers = sorted(
+            (p for p in self.pods.values() if explain.role(p) == "worker" and not _is_ready(p)),
+            key=explain.pod_name,
+        )
+        if workers:
+            pod = explain.pod_name(workers[0])
+            message = (
+                f"worker {pod} was not Ready after {waited}s of setup "
+                f"(kubernetes.setup_timeout): {explain.not_ready_reason(workers[0])}"
+            )
+        else:
+            pod = None
+            message = f"the launcher did not start within {waited}s (kubernetes.setup_timeout)"
+        self._failure = Verdict(Outcome.FAILED, Failure(FailureKind.SETUP, message, pod=pod))
 
     # -- the outcome -------------------------------------------------------------------------
 
