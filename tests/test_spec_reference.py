@@ -57,6 +57,7 @@ def test_reference_example() -> None:
             image_pull_secrets=("registry-credentials",),
             pip_cache_pvc="pip-cache",
             ttl_seconds_after_finished=3600,
+            setup_timeout=2700,
             unschedulable_timeout=600,
         ),
         source_file="jobs/train.yaml",

@@ -116,6 +116,7 @@ def test_every_other_field() -> None:
         "  queue: training\n"
         "  ttl_seconds_after_finished: 0\n"
         "  backoff_limit: 2\n"
+        "  setup_timeout: 20m\n"
         "  unschedulable_timeout: 90\n"
     )
     assert load_config(text) == minimal(
@@ -144,6 +145,7 @@ def test_every_other_field() -> None:
             queue="training",
             ttl_seconds_after_finished=0,
             backoff_limit=2,
+            setup_timeout=1200,
             unschedulable_timeout=90,
         ),
     )
@@ -182,6 +184,7 @@ kubernetes:
   pip_cache_pvc: pip-cache
   ttl_seconds_after_finished: 60
   backoff_limit: 1
+  setup_timeout: 1h
   unschedulable_timeout: 5m
 """
 
@@ -219,6 +222,7 @@ COMPLETE_CONFIG = TrainConfig(
         pip_cache_pvc="pip-cache",
         ttl_seconds_after_finished=60,
         backoff_limit=1,
+        setup_timeout=3600,
         unschedulable_timeout=300,
     ),
     source_file="ml/train.yaml",

@@ -215,6 +215,7 @@ def _cluster_backend(
             console,
             clock,
             k8s.unschedulable_timeout,
+            setup_timeout=k8s.setup_timeout,
         )
 
     return make

@@ -43,6 +43,7 @@ kubernetes:
   image_pull_secrets: [registry-credentials]
   pip_cache_pvc: pip-cache
   ttl_seconds_after_finished: 3600
+  setup_timeout: 45m
   unschedulable_timeout: 10m
 """
 

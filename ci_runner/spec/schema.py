@@ -191,6 +191,16 @@ _KUBERNETES: Final = Record(
     ),
     Field("backoff_limit", Int(0), "Launcher retries before the job fails.", "0", "`0`"),
     Field(
+        "setup_timeout",
+        Duration(),
+        "How long the pods may take to get ready before the launcher starts: image pulls, the "
+        "code fetch and the requirements install. When it passes, the job fails naming the "
+        "worker that is not Ready and what it waits for; time spent unschedulable does not count "
+        "(`unschedulable_timeout` covers it).",
+        "45m",
+        "`1800` (30m)",
+    ),
+    Field(
         "unschedulable_timeout",
         Duration(),
         "How long pods may stay unschedulable before the job fails.",
