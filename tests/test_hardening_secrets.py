@@ -533,12 +533,6 @@ def test_pip_output_leaks_no_secret(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: an admission webhook refusing the workers reaches the client only as an "
-    "MPIJobFailed Warning Event on the MPIJob (v0.8.2 sets no condition); the client must fail "
-    "on it and mask the secret its message quotes",
-)
 def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
     git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab
 ) -> None:
@@ -572,7 +566,13 @@ def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
             thread.join(timeout=WAIT)
 
     assert codes == [1], err.getvalue()
-    assert "policy.example.com" in err.getvalue()
+    reason = (
+        "MPI Operator cannot create the job's pods: worker pod created failed: admission "
+        'webhook "policy.example.com" denied the request: policy refused WANDB_API_KEY=[MASKED]'
+    )
+    lines = err.getvalue().splitlines()
+    assert any(line.endswith(f"-5005 failed: {reason}") for line in lines), lines
+    assert f"[ci-runner] reason: {reason}" in lines
     outputs = Outputs()
     outputs.add("stdout", out.getvalue())
     outputs.add("stderr", err.getvalue())
