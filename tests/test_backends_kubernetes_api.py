@@ -21,6 +21,7 @@ from ci_runner.backends.kubernetes.errors import (
 )
 from ci_runner.backends.kubernetes.resources import MPIJOBS, POD_LOGS, PODS, SECRETS, job_selector
 from ci_runner.clock import ManualClock
+from tests.kube_admission import Denial, webhook_denial
 from tests.kube_harness import mpijob_manifest
 from tests.kube_server import CUT, FakeKubeServer
 
@@ -159,3 +160,37 @@ def test_an_answer_broken_off_half_way_is_retried(server: FakeKubeServer) -> Non
     assert api.get(SECRETS, "s")["metadata"]["name"] == "s"
     assert clock.sleeps == [1.0, 2.0]
     assert server.count("get", "secrets") == 3
+
+
+def test_a_403_says_whether_rbac_a_quota_or_admission_refused(server: FakeKubeServer) -> None:
+    api = make_api(server)
+    refusal = webhook_denial("policy.example.com", "no latest tags")
+    server.admission.denials.append(Denial("mpijobs.kubeflow.org", refusal))
+    with pytest.raises(Forbidden) as webhook:
+        api.create(MPIJOBS, mpijob_manifest())
+    assert str(webhook.value) == (
+        "Kubernetes refused to create mpijobs.kubeflow.org in namespace ml (403 Forbidden: "
+        'admission webhook "policy.example.com" denied the request: no latest tags); fix: an '
+        "admission policy of the cluster refused it: change what the message names, or ask the "
+        "cluster's administrators about the policy"
+    )
+    quota = Forbidden(
+        "create",
+        PODS,
+        "ml",
+        403,
+        'pods "p" is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, '
+        "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1",
+    )
+    assert str(quota).endswith(
+        "; fix: a ResourceQuota in namespace ml is used up: wait for other jobs to finish, ask "
+        "for less (workers, resources), or have the quota raised"
+    )
+    server.forbid("create", "secrets")
+    with pytest.raises(Forbidden) as rbac:
+        api.create(SECRETS, {"metadata": {"name": "s"}})
+    assert str(rbac.value).endswith(
+        'fix: add the RBAC rule {apiGroups: [""], resources: ["secrets"], verbs: ["create"]} to '
+        "the Role bound to the CI job's identity (examples/rbac.yaml grants everything "
+        "ci-runner needs)"
+    )

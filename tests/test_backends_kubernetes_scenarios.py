@@ -132,7 +132,9 @@ def test_quota_denies_a_worker(cluster: Cluster) -> None:
 def test_sidecar_in_the_launcher_pod(cluster: Cluster) -> None:
     job = cluster.started(mpijob_manifest(sidecar=True))
     job.workers_running()
+    cluster.log.wait_for("[ci-runner] workers ready 2/2")
     job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_log(*LOG)
     job.launcher_exits(0)
     result = cluster.result(timeout=SETTLE)
@@ -172,15 +174,21 @@ def test_zone_offsets_and_out_of_order_lines_across_a_drop(tmp_path: Path) -> No
 def test_image_pull_error_that_recovers(cluster: Cluster) -> None:
     job = cluster.started()
     job.image_pull_fails(f"{JOB}-worker-0", failures=1)
+    retrying = (
+        f"[ci-runner] pod {JOB}-worker-0 cannot pull its image yet (ErrImagePull): the kubelet "
+        "retries; giving up after 300s"
+    )
+    cluster.log.wait_for(retrying)
     cluster.server.advance(10)  # the kubelet pulls again, and succeeds
     job.workers_running()
+    cluster.log.wait_for("[ci-runner] workers ready 2/2")
     job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_exits(0)
     assert cluster.result(timeout=SETTLE).outcome is Outcome.SUCCEEDED
     assert cluster.log.lines == [
         SUBMITTED,
-        f"[ci-runner] pod {JOB}-worker-0 cannot pull its image yet (ErrImagePull): the kubelet "
-        "retries; giving up after 300s",
+        retrying,
         "[ci-runner] workers ready 1/2",
         "[ci-runner] workers ready 2/2",
         f"[ci-runner] launcher running (pod {job.launcher_pod})",
