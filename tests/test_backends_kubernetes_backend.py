@@ -290,8 +290,8 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
         DELETED,
     ]
     assert result.outcome is Outcome.SUCCEEDED
-    # First, after 410, and once more when the launcher ended (its watch was paused meanwhile).
-    assert cluster.server.count("list", "mpijobs") == 3
+    # First, after 410, once more when the launcher ended (its watch was paused meanwhile),
+    assert cluster.server.count("list", "mpijobs") == 4  # and for kept jobs whose time has passed
     assert cluster.server.count("list", "events") == 2
     assert cluster.server.count("list", "pods") == 3  # first, after 410, the final look
 
@@ -315,7 +315,9 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
     # The launcher's end: one list of the MPIJob says Succeeded, no watch needed.
-    assert cluster.server.count("list", "mpijobs") == 2
+    assert (
+        cluster.server.count("list", "mpijobs") == 3
+    )  # and one for kept jobs whose time has passed
     assert cluster.server.count("watch", "mpijobs") == 1
 
 
@@ -346,7 +348,7 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
         "patch secrets": 1,
         "delete mpijobs": 1,  # the job is over and its log saved
         "delete secrets": 1,
-        "list mpijobs": 2,  # at the start, and once the launcher ended
+        "list mpijobs": 3,  # at the start, once the launcher ended, kept jobs expired
         "watch mpijobs": 2,
         "list pods": 2,  # at the start, and the final look
         "watch pods": 6,
@@ -355,7 +357,7 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
         "get pods/log": 1,
         "get pods": 1,
     }
-    assert len(cluster.server.requests) == 22
+    assert len(cluster.server.requests) == 23
 
 
 class Handling:
@@ -407,7 +409,9 @@ def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
     ]
     assert cluster.server.count("watch", "pods") == 3  # first, 410 Gone, after the new list
     # Listed again only once the launcher ended; never watched again.
-    assert cluster.server.count("list", "mpijobs") == 2
+    assert (
+        cluster.server.count("list", "mpijobs") == 3
+    )  # and one for kept jobs whose time has passed
     assert cluster.server.count("watch", "mpijobs") == 1
     assert cluster.server.count("list", "events") == 1
 

@@ -25,6 +25,8 @@ def test_every_request_is_covered_and_every_permission_used(tmp_path: Path) -> N
         cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
         job.launcher_log("hi")
         job.launcher_exits(0)
+        assert cluster.backend_under_test is not None
+        cluster.backend_under_test.keep_finished = 3600  # marked to be kept: a patch
         assert cluster.result().outcome is Outcome.SUCCEEDED
         used |= cluster.server.verbs_used()
     # Attach to a job already there, then cancel it.

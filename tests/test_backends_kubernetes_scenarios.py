@@ -253,3 +253,39 @@ def test_create_refused_leaves_no_secret(cluster: Cluster) -> None:
     with pytest.raises(ClusterError, match="403"):
         cluster.result()
     assert leftovers(cluster) == []
+
+
+def test_keep_finished_keeps_the_job_and_a_later_run_deletes_it(tmp_path: Path) -> None:
+    with running_cluster(tmp_path / "first") as cluster:
+        job = cluster.started()
+        assert cluster.backend_under_test is not None
+        cluster.backend_under_test.keep_finished = 7200
+        job.workers_running()
+        job.launcher_running()
+        cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+        job.launcher_exits(0)
+        assert cluster.result().outcome is Outcome.SUCCEEDED
+        until = (cluster.clock.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert cluster.log.lines[-2:] == [
+            f"[ci-runner] MPIJob {JOB} succeeded",
+            f"[ci-runner] keeping MPIJob {JOB} until {until} (kubernetes.keep_finished): the "
+            f"first ci-runner train in namespace {NAMESPACE} after that deletes it; ci-runner "
+            "cancel deletes it now",
+        ]
+        assert job.mpijob["metadata"]["annotations"]["ci-runner/delete-after"] == until
+        assert ("secrets", f"{JOB}-secrets") in leftovers(cluster)
+
+        # A later run of another job, once the time has passed, deletes it.
+        cluster.clock.advance(7200)
+        other = mpijob_manifest("train-later")
+        later = cluster.started(other)
+        later.workers_running()
+        later.launcher_running()
+        cluster.log.wait_for(f"[ci-runner] launcher running (pod {later.launcher_pod})")
+        later.launcher_exits(0)
+        assert cluster.result().outcome is Outcome.SUCCEEDED
+        assert cluster.log.lines[-2:] == [
+            "[ci-runner] deleted MPIJob train-later, its pods and its Secret",
+            f"[ci-runner] deleted MPIJob {JOB}: kept by an earlier run until its time had passed",
+        ]
+        assert leftovers(cluster) == []

@@ -324,7 +324,8 @@ KIND_PROBLEMS = [
         "train.yaml:4: kubernetes.zzz: unknown key; fix: remove it; allowed keys: "
         "context, namespace, tolerations, node_selector, dns_config, service_account, "
         "priority_class, image_pull_secrets, queue, pip_cache_pvc, "
-        "ttl_seconds_after_finished, backoff_limit, setup_timeout, unschedulable_timeout",
+        "ttl_seconds_after_finished, backoff_limit, keep_finished, setup_timeout, "
+        "unschedulable_timeout",
     ),
     (
         "foo: 1",

@@ -116,6 +116,7 @@ def test_every_other_field() -> None:
         "  queue: training\n"
         "  ttl_seconds_after_finished: 0\n"
         "  backoff_limit: 2\n"
+        "  keep_finished: 30m\n"
         "  setup_timeout: 20m\n"
         "  unschedulable_timeout: 90\n"
     )
@@ -145,6 +146,7 @@ def test_every_other_field() -> None:
             queue="training",
             ttl_seconds_after_finished=0,
             backoff_limit=2,
+            keep_finished=1800,
             setup_timeout=1200,
             unschedulable_timeout=90,
         ),
@@ -184,6 +186,7 @@ kubernetes:
   pip_cache_pvc: pip-cache
   ttl_seconds_after_finished: 60
   backoff_limit: 1
+  keep_finished: 1d
   setup_timeout: 1h
   unschedulable_timeout: 5m
 """
@@ -222,6 +225,7 @@ COMPLETE_CONFIG = TrainConfig(
         pip_cache_pvc="pip-cache",
         ttl_seconds_after_finished=60,
         backoff_limit=1,
+        keep_finished=86400,
         setup_timeout=3600,
         unschedulable_timeout=300,
     ),

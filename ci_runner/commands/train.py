@@ -216,6 +216,7 @@ def _cluster_backend(
             clock,
             k8s.unschedulable_timeout,
             setup_timeout=k8s.setup_timeout,
+            keep_finished=k8s.keep_finished,
         )
 
     return make

@@ -114,6 +114,7 @@ class KubernetesValues(TypedDict, total=False):
     pip_cache_pvc: str
     ttl_seconds_after_finished: int
     backoff_limit: int
+    keep_finished: int
     setup_timeout: int
     unschedulable_timeout: int
 

@@ -185,11 +185,22 @@ _KUBERNETES: Final = Record(
     Field(
         "ttl_seconds_after_finished",
         Int(0),
-        "Seconds the finished job's pods are kept for inspection.",
+        "Seconds the launcher Job and its pod stay after they finish, while the MPIJob is kept "
+        "(`keep_finished`); without it everything goes once the log is saved.",
         "3600",
         "`3600`",
     ),
     Field("backoff_limit", Int(0), "Launcher retries before the job fails.", "0", "`0`"),
+    Field(
+        "keep_finished",
+        Duration(),
+        "How long the finished MPIJob (its pods, their logs, its Secret) is kept for inspection "
+        "with kubectl; by default ci-runner deletes it as soon as the log is saved. A kept job is "
+        "marked with the annotation `ci-runner/delete-after`; the first `ci-runner train` in the "
+        "namespace after that time deletes it (`ci-runner cancel` deletes it at once).",
+        "2h",
+        "none: deleted at once",
+    ),
     Field(
         "setup_timeout",
         Duration(),

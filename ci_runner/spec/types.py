@@ -78,6 +78,7 @@ class KubernetesOptions:
     pip_cache_pvc: str | None = None  # PVC for pip's cache; an emptyDir when None
     ttl_seconds_after_finished: int = 3600
     backoff_limit: int = 0
+    keep_finished: int = 0  # seconds a finished MPIJob is kept; 0: deleted once its log is saved
     setup_timeout: int = 1800  # seconds for image pulls, code fetch and pip before the launcher
     unschedulable_timeout: int = 600  # seconds pods may stay unschedulable before we fail the job
 

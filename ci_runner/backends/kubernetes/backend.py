@@ -20,13 +20,19 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
-from ci_runner.backends.kubernetes.cancel import cancel_job, delete_pods, remove_finished_job
+from ci_runner.backends.kubernetes.cancel import (
+    cancel_job,
+    delete_expired,
+    delete_pods,
+    keep_until,
+    remove_finished_job,
+)
 from ci_runner.backends.kubernetes.errors import KubeError
 from ci_runner.backends.kubernetes.follow import DEFAULT_SETUP_TIMEOUT, JobTracker, Verdict
 from ci_runner.backends.kubernetes.logs import LogFollower
@@ -69,7 +75,9 @@ class KubernetesBackend:
         unschedulable_timeout: float,
         retry: RetryPolicy | None = None,
         setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+        keep_finished: float = 0,
     ) -> None:
+        self.keep_finished = keep_finished
         self.api = KubeApi(api_client, namespace, clock, retry)
         self.manifest: JSON = dict(manifest)
         self.secret = secret
@@ -183,8 +191,19 @@ class KubernetesBackend:
 
     def _clean_up(self) -> None:
         """The log is saved and the verdict known: the finished MPIJob and all it owns go."""
-        remove_finished_job(self.api, self.job_name, self.secret.name)
-        self._say(f"deleted MPIJob {self.job_name}, its pods and its Secret")
+        if self.keep_finished > 0:
+            until = self.clock.now() + timedelta(seconds=self.keep_finished)
+            stamp = keep_until(self.api, self.job_name, until)
+            self._say(
+                f"keeping MPIJob {self.job_name} until {stamp} (kubernetes.keep_finished): the "
+                f"first ci-runner train in namespace {self.api.namespace} after that deletes it; "
+                "ci-runner cancel deletes it now"
+            )
+        else:
+            remove_finished_job(self.api, self.job_name, self.secret.name)
+            self._say(f"deleted MPIJob {self.job_name}, its pods and its Secret")
+        for name in delete_expired(self.api, self.clock.now()):
+            self._say(f"deleted MPIJob {name}: kept by an earlier run until its time had passed")
 
     def _follow(self) -> Verdict | None:
         """Take updates until the job is decided (None: cancelled)."""

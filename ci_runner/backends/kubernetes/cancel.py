@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from datetime import datetime, timezone
 
 from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import NotFound
 from ci_runner.backends.kubernetes.resources import (
+    DELETE_AFTER,
+    MANAGED_BY_CI_RUNNER,
     MPIJOBS,
     PODS,
     SECRETS,
@@ -40,6 +43,29 @@ def remove_finished_job(api: KubeApi, job_name: str, secret_name: str) -> None:
     Service, ConfigMap, the Secret); the Secret is deleted here too, so its token goes at once."""
     _delete(api, MPIJOBS, [job_name], propagation="Background")
     _delete(api, SECRETS, [secret_name])
+
+
+def keep_until(api: KubeApi, job_name: str, until: datetime) -> str:
+    """Mark a finished MPIJob to be deleted by the first run after ``until``; the stamp."""
+    stamp = until.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    api.patch(MPIJOBS, job_name, {"metadata": {"annotations": {DELETE_AFTER: stamp}}})
+    return stamp
+
+
+def delete_expired(api: KubeApi, now: datetime) -> list[str]:
+    """Delete the kept MPIJobs whose keeping has ended (those ci-runner marked); their names."""
+    listing = api.list(MPIJOBS, label_selector=MANAGED_BY_CI_RUNNER)
+    expired = []
+    for job in listing.get("items", []):
+        stamp = (job.get("metadata", {}).get("annotations") or {}).get(DELETE_AFTER)
+        try:
+            until = datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue  # not kept, or not by us
+        if until <= now:
+            expired.append(str(job["metadata"]["name"]))
+    _delete(api, MPIJOBS, expired, propagation="Background")
+    return expired
 
 
 def delete_pods(api: KubeApi, names: Iterable[str]) -> None:

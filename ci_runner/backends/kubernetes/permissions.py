@@ -7,7 +7,7 @@ from typing import Final
 # (apiGroup, resource, verbs). tests/test_kube_permissions.py checks that the fake API server
 # saw no request outside this list, so it stays exact.
 REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
-    ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "delete")),
+    ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "patch", "delete")),
     ("", "secrets", ("create", "patch", "delete")),
     ("", "pods", ("get", "list", "watch", "delete")),
     ("", "pods/log", ("get",)),

@@ -45,6 +45,11 @@ POD_LOGS: Final = Resource("", "v1", "pods/log", "Pod")
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 
+# Every MPIJob ci-runner renders carries this label (render.py).
+MANAGED_BY_CI_RUNNER: Final = "app.kubernetes.io/managed-by=ci-runner"
+# A kept finished MPIJob's end of keeping (RFC 3339 UTC): any later run may delete it then.
+DELETE_AFTER: Final = "ci-runner/delete-after"
+
 # MPI Operator v0.8.2 pod labels (FACTS.md).
 JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
