@@ -9,7 +9,7 @@ DEMO_DATA := $(DEMO_DIR)/data
 # e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
 DEMO_FLAGS ?=
 
-.PHONY: demo horovod mermaid screenshots test lint typecheck unit bench env clean
+.PHONY: demo horovod cluster-tools mermaid screenshots test lint typecheck unit bench env clean
 
 ## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
 demo: env horovod $(DEMO_DATA)/diabetes.csv
@@ -19,9 +19,13 @@ demo: env horovod $(DEMO_DATA)/diabetes.csv
 $(DEMO_DATA)/diabetes.csv: examples/simple_ml/prepare_data.py | env
 	$(PY) examples/simple_ml/prepare_data.py $(DEMO_DATA)/
 
-## horovod: torch 2.13 (CPU) and Horovod 0.28.1 (PyTorch + Gloo), built once into a cached wheel
+## horovod: torch 2.13 (CPU) and Horovod 0.28.1 (PyTorch + Gloo + MPI), built once into a cached wheel
 horovod: env
 	scripts/setup-horovod.sh $(VENV)
+
+## cluster-tools: dnsmasq, OpenSSH, iproute2, OpenMPI for the emulated cluster (apt-get, as root)
+cluster-tools:
+	scripts/setup-emulated-cluster.sh
 
 ## mermaid: Debian's headless Chromium and Mermaid 10.7 (GitLab's) and 11.x from npm, for the chart tests
 mermaid: env
@@ -33,7 +37,7 @@ screenshots: env mermaid
 	$(PY) -m tests.comment_screenshots $(SCREENSHOTS)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
-test: env horovod mermaid lint typecheck
+test: env horovod cluster-tools mermaid lint typecheck
 	$(PY) -m pytest -q
 
 lint: env

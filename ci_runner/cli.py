@@ -24,13 +24,12 @@ from ci_runner import __version__
 from ci_runner.commands import cancel, render, train, validate
 from ci_runner.commands.common import Command, Runtime
 from ci_runner.errors import EXIT_BUG, EXIT_INTERRUPTED, CiRunnerError
-from ci_runner.masking import secret_masker
 
 ERROR_PREFIX: Final = "ci-runner: error: "
 
 
 # The subcommands, in the order `ci-runner --help` lists them. Add one entry per subcommand.
-COMMANDS: list[Command] = [validate.COMMAND, render.COMMAND, train.COMMAND, cancel.COMMAND]
+COMMANDS: Final[list[Command]] = [validate.COMMAND, render.COMMAND, train.COMMAND, cancel.COMMAND]
 
 
 def main(
@@ -58,7 +57,7 @@ def main(
         code: int = args.run(args, runtime)
         return code
     except CiRunnerError as error:
-        masker = secret_masker(runtime.env).with_secrets(runtime.secrets)
+        masker = runtime.console.masker
         for line in error.lines():
             runtime.stderr.write(masker.mask(f"{ERROR_PREFIX}{line}\n"))
         return error.exit_code
@@ -66,7 +65,7 @@ def main(
         runtime.stderr.write(f"{ERROR_PREFIX}interrupted\n")
         return EXIT_INTERRUPTED
     except Exception as error:  # a bug: keep the details, show one line
-        masker = secret_masker(runtime.env).with_secrets(runtime.secrets)
+        masker = runtime.console.masker
         report = f"{versions()}\n{traceback.format_exc()}"
         log = _write_crash_log(masker.mask(report), crash_dir)
         summary = masker.mask(f"{type(error).__name__}: {error}".splitlines()[0])

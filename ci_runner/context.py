@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ci_runner.errors import EnvironmentSetupError, GitError
@@ -62,7 +63,7 @@ class CIContext:
 
 
 # The GitLab predefined variables this object is built from, with the field each one fills.
-CI_VARIABLES: Mapping[str, str] = {
+CI_VARIABLES: Final[Mapping[str, str]] = {
     "CI_COMMIT_SHA": "sha",
     "CI_PROJECT_PATH": "project_path",
     "CI_PROJECT_ID": "project_id",
@@ -84,11 +85,11 @@ CI_VARIABLES: Mapping[str, str] = {
 }
 
 # Variables whose presence means "running inside a GitLab CI job".
-_CI_MARKERS = ("GITLAB_CI", "CI_JOB_ID")
+_CI_MARKERS: Final = ("GITLAB_CI", "CI_JOB_ID")
 # Without these a CI context cannot name the job or the commit.
-_REQUIRED_IN_CI = ("CI_COMMIT_SHA", "CI_PROJECT_PATH", "CI_JOB_ID")
-_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_SCP_LIKE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
+_REQUIRED_IN_CI: Final = ("CI_COMMIT_SHA", "CI_PROJECT_PATH", "CI_JOB_ID")
+_FULL_SHA: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SCP_LIKE: Final = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
 
 
 def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = None) -> CIContext:

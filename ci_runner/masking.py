@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Final
 
-MASK = "[MASKED]"
+MASK: Final = "[MASKED]"
 # Values shorter than this are not masked: masking "1" or "ab" would shred every log line.
-MIN_SECRET_LENGTH = 4
+MIN_SECRET_LENGTH: Final = 4
 
 # GitLab credentials in the CI job's environment. Pods never get them, so neither do ranks on
 # this machine (unless train.yaml lists one under `secrets`). CI_REPOSITORY_URL embeds the job
 # token.
-GITLAB_CREDENTIALS = (
+GITLAB_CREDENTIALS: Final = (
     "CI_JOB_TOKEN",
     "CI_RUNNER_GIT_TOKEN",
     "CI_RUNNER_GITLAB_TOKEN",
@@ -23,7 +24,7 @@ GITLAB_CREDENTIALS = (
 )
 # Every variable whose value is masked wherever ci-runner writes: GitLab's, and the S3 secret
 # (ranks do get that one: they read data from and write models to S3).
-SECRET_VARIABLES = (*GITLAB_CREDENTIALS, "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+SECRET_VARIABLES: Final = (*GITLAB_CREDENTIALS, "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
 def secret_masker(env: Mapping[str, str], secret_names: Iterable[str] = ()) -> SecretMasker:

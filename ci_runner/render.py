@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from yaml.representer import SafeRepresenter
@@ -24,23 +24,23 @@ from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import environment, templates_dir
 
-CODE_DIR = "/ci-runner/code"
+CODE_DIR: Final = "/ci-runner/code"
 # install-requirements.sh links the site-packages directories pip chose to these fixed paths.
-DEPS_PYTHONPATH = "/ci-runner/python/purelib:/ci-runner/python/platlib"
-HOSTFILE = "/etc/mpi/hostfile"
-DISCOVER_HOSTS = "/etc/mpi/discover_hosts.sh"
+DEPS_PYTHONPATH: Final = "/ci-runner/python/purelib:/ci-runner/python/platlib"
+HOSTFILE: Final = "/etc/mpi/hostfile"
+DISCOVER_HOSTS: Final = "/etc/mpi/discover_hosts.sh"
 # Where the ranks run in the pods, and how the launcher finds them (files the operator mounts).
-POD_LOCATION = RankLocation(code_dir=CODE_DIR, dependency_path=DEPS_PYTHONPATH)
-POD_HOSTS = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOVER_HOSTS)
-LABEL_PREFIX = "ci-runner"
+POD_LOCATION: Final = RankLocation(code_dir=CODE_DIR, dependency_path=DEPS_PYTHONPATH)
+POD_HOSTS: Final = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOVER_HOSTS)
+LABEL_PREFIX: Final = "ci-runner"
 # Annotation values are capped so a pathological branch name cannot push the object past the
 # API server's 256 KiB annotation limit.
-MAX_ANNOTATION_CHARS = 4096
+MAX_ANNOTATION_CHARS: Final = 4096
 
-_LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
+_LABEL_VALUE_BAD: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 # libyaml's safe loader when PyYAML has it: ten times faster on the ~17 KB manifest.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_SCRIPTS = {
+_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SCRIPTS: Final = {
     "fetch": "fetch-code.sh",
     "install": "install-requirements.sh",
     "ready": "ready.sh",

@@ -6,11 +6,12 @@ import functools
 import json
 import math
 from pathlib import Path
+from typing import Final
 
 import jinja2
 
-_PACKAGED = Path(__file__).resolve().parent / "templates"
-_SOURCE_TREE = Path(__file__).resolve().parent.parent / "templates"
+_PACKAGED: Final = Path(__file__).resolve().parent / "templates"
+_SOURCE_TREE: Final = Path(__file__).resolve().parent.parent / "templates"
 
 
 def templates_dir() -> Path:

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs what `ci-runner train --local` needs into a virtualenv: torch (the CPU build), Horovod with
-# PyTorch + Gloo, and the example's libraries. Idempotent: a second run checks and returns in seconds.
+# Installs what `ci-runner train --local` and the emulated cluster need into a virtualenv: torch (the
+# CPU build), Horovod with PyTorch, Gloo and MPI (Debian's OpenMPI, as the stock horovod/horovod image
+# has MPI: `horovodrun` without --gloo takes the mpirun-over-ssh path there), and the example's
+# libraries. Idempotent: a second run checks and returns in seconds.
 #
 # Horovod 0.28.1 exists on PyPI only as a source release. It is compiled once into a wheel kept in a
-# cache directory outside the repository (keyed by Python and torch versions) and installed from there.
+# cache directory outside the repository (keyed by Python, torch and OpenMPI versions, and the
+# controllers built in) and installed from there.
 #
 # Usage: scripts/setup-horovod.sh [VENV]        (VENV defaults to .venv)
 # Cache: ${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}/wheels
@@ -35,10 +38,15 @@ pip_install() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }
 [ -x "$PY" ] || fail "no virtualenv at $VENV (create it first: make env)"
 
 # --- build tools: a C++17 compiler and a CMake that gloo accepts (3.13 <= version < 4) -------------
+APT_UPDATED=""
 apt_install() {
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        if [ -z "$APT_UPDATED" ]; then
+            step "apt-get update" apt-get update -qq
+            APT_UPDATED=1
+        fi
         step "installing $* with apt-get" bash -c \
-            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $* >/dev/null"
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $* >/dev/null"
     else
         fail "missing $*: install it with your system's package manager (e.g. sudo apt-get install $*)"
     fi
@@ -47,6 +55,14 @@ apt_install() {
 if ! command -v g++ >/dev/null || ! command -v make >/dev/null; then
     apt_install build-essential
 fi
+
+# OpenMPI: mpirun for horovodrun's MPI path, mpicxx and the headers for Horovod's MPI controller.
+if ! command -v mpirun >/dev/null || ! command -v mpicxx >/dev/null \
+    || ! dpkg -s libopenmpi-dev >/dev/null 2>&1; then
+    apt_install libopenmpi-dev openmpi-bin
+fi
+MPI_VERSION="$(mpirun --version 2>/dev/null | head -n1 | awk '{print $NF}')"
+[ -n "$MPI_VERSION" ] || fail "mpirun --version printed no version after installing openmpi-bin"
 
 cmake_ok() {
     local version
@@ -89,7 +105,8 @@ fi
 
 # --- Horovod: build the wheel once, keyed by Python and torch versions -----------------------------
 PY_TAG="$("$PY" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')"
-KEY="$PY_TAG-torch$TORCH_VERSION-gloo"
+# The controllers are part of the key: a gloo-only wheel built before must never be taken for this one.
+KEY="$PY_TAG-torch$TORCH_VERSION-gloo-openmpi$MPI_VERSION"
 KEY_DIR="$WHEEL_DIR/horovod-$HOROVOD_VERSION-$KEY"
 
 find_wheel() {
@@ -117,7 +134,7 @@ sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Pyth
         || fail "could not switch Horovod's torch extension to C++17"
     say "compiling (about 4-10 minutes on 2 cores; compiler output in $work/build.log)"
     # Its own process group (setsid), so that stopping this script stops every compiler too.
-    setsid env HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+    setsid env HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 \
         HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
         CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)" \
         "$PY" -m pip wheel --no-build-isolation --no-deps --disable-pip-version-check -v \
@@ -152,11 +169,14 @@ sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Pyth
 # the check takes ~10 s (it starts a process per framework), so it runs only after a change.
 STAMP="$VENV/.ci-runner-horovod-check"
 install_key() {
-    echo "$(installed_version horovod) $(installed_torch) $(stat -c '%s %Y' "$VENV/bin/horovodrun" 2>/dev/null)"
+    echo "$KEY $(installed_version horovod) $(installed_torch) $(stat -c '%s %Y' "$VENV/bin/horovodrun" 2>/dev/null)"
 }
 
+# Which wheel key the virtualenv's Horovod came from (a gloo-only install is rebuilt/reinstalled).
+FROM_KEY="$VENV/.ci-runner-horovod-key"
 horovod_installed() {
     [ "$(installed_version horovod)" = "$HOROVOD_VERSION" ] && [ -x "$VENV/bin/horovodrun" ] \
+        && [ -f "$FROM_KEY" ] && [ "$(cat "$FROM_KEY")" = "$KEY" ] \
         && "$PY" -c 'import glob, importlib.util, os, sys
 spec = importlib.util.find_spec("horovod")
 sys.exit(not glob.glob(os.path.join(spec.submodule_search_locations[0], "torch", "mpi_lib_v2*.so")))' \
@@ -173,6 +193,7 @@ if ! horovod_installed; then
     fi
     step "installing Horovod from $(find_wheel)" \
         pip_install --force-reinstall --no-deps "$(find_wheel)"
+    echo "$KEY" >"$FROM_KEY"
     # Its runtime dependencies (cloudpickle, psutil, pyyaml, packaging) were installed above.
 fi
 
@@ -182,6 +203,7 @@ if ! horovod_ok; then
     CHECK="$("$VENV/bin/horovodrun" --check-build)"
     echo "$CHECK" | grep -q '\[X\] PyTorch' || { echo "$CHECK" >&2; fail "Horovod lacks PyTorch support"; }
     echo "$CHECK" | grep -q '\[X\] Gloo' || { echo "$CHECK" >&2; fail "Horovod lacks Gloo support"; }
+    echo "$CHECK" | grep -q '\[X\] MPI' || { echo "$CHECK" >&2; fail "Horovod lacks MPI support"; }
     install_key >"$STAMP"
 fi
-say "Horovod $HOROVOD_VERSION with PyTorch + Gloo ready in $VENV ($((SECONDS - SCRIPT_START))s)"
+say "Horovod $HOROVOD_VERSION with PyTorch + Gloo + MPI (OpenMPI $MPI_VERSION) ready in $VENV ($((SECONDS - SCRIPT_START))s)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,66 +45,79 @@ def mpijob_manifest(
     deadline: int | None = None,
     launcher_replicas: int = 1,
     clean_pod_policy: str = "Running",
+    wait_for_workers: bool = False,
+    backoff_limit: int = 0,
+    ttl: int | None = None,
+    setup: bool = False,
+    sidecar: bool = False,
 ) -> JSON:
-    """A small v2beta1 MPIJob like the one ci-runner renders (launcher + workers)."""
-    run_policy: JSON = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": 0}
+    """A small v2beta1 MPIJob like the one ci-runner renders (launcher + workers).
+
+    ``wait_for_workers``: launcherCreationPolicy WaitForWorkersReady (ci-runner's); ``setup``:
+    the workers' init containers (fetch-code, install-requirements) as ci-runner renders them;
+    ``sidecar``: an injected proxy container in the launcher pod (a service mesh's).
+    """
+    run_policy: JSON = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": backoff_limit}
     if deadline is not None:
         run_policy["activeDeadlineSeconds"] = deadline
+    if ttl is not None:
+        run_policy["ttlSecondsAfterFinished"] = ttl
     env = [
         {
             "name": "GIT_TOKEN",
             "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "git-token"}},
         }
     ]
+    launcher: JSON = {
+        "name": "launcher",
+        "image": IMAGE,
+        "command": ["horovodrun", "-np", str(workers), "python", "train.py"],
+        "env": env,
+    }
+    worker: JSON = {
+        "name": "worker",
+        "image": IMAGE,
+        "resources": {"limits": {"memory": "4Gi", "nvidia.com/gpu": 1}},
+        "env": env,
+    }
+    launcher_pod: JSON = {"containers": [launcher]}
+    if sidecar:
+        launcher_pod["containers"].append({"name": "istio-proxy", "image": "istio/proxyv2:1.22.0"})
+    worker_pod: JSON = {"containers": [worker]}
+    if setup:
+        worker_pod["initContainers"] = [
+            {"name": "fetch-code", "image": IMAGE, "command": ["/bin/sh", "-c", "git clone"]},
+            {
+                "name": "install-requirements",
+                "image": IMAGE,
+                "command": ["/bin/sh", "-c", "pip install -r requirements.txt"],
+                "resources": {"limits": {"memory": "4Gi"}},
+            },
+        ]
+    spec: JSON = {
+        "slotsPerWorker": 1,
+        "mpiImplementation": "OpenMPI",
+        "runPolicy": run_policy,
+        "mpiReplicaSpecs": {
+            "Launcher": {
+                "replicas": launcher_replicas,
+                "restartPolicy": "Never",
+                "template": {"spec": launcher_pod},
+            },
+            "Worker": {
+                "replicas": workers,
+                "restartPolicy": "Never",
+                "template": {"spec": worker_pod},
+            },
+        },
+    }
+    if wait_for_workers:
+        spec["launcherCreationPolicy"] = "WaitForWorkersReady"
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "ci-runner"}},
-        "spec": {
-            "slotsPerWorker": 1,
-            "mpiImplementation": "OpenMPI",
-            "runPolicy": run_policy,
-            "mpiReplicaSpecs": {
-                "Launcher": {
-                    "replicas": launcher_replicas,
-                    "restartPolicy": "Never",
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "launcher",
-                                    "image": IMAGE,
-                                    "command": [
-                                        "horovodrun",
-                                        "-np",
-                                        str(workers),
-                                        "python",
-                                        "train.py",
-                                    ],
-                                    "env": env,
-                                }
-                            ]
-                        }
-                    },
-                },
-                "Worker": {
-                    "replicas": workers,
-                    "restartPolicy": "Never",
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "worker",
-                                    "image": IMAGE,
-                                    "resources": {"limits": {"memory": "4Gi", "nvidia.com/gpu": 1}},
-                                    "env": env,
-                                }
-                            ]
-                        }
-                    },
-                },
-            },
-        },
+        "spec": spec,
     }
 
 
@@ -137,9 +151,11 @@ class CiLog:
 
 
 class Cluster:
-    def __init__(self, server: FakeKubeServer, tmp_path: Path) -> None:
+    def __init__(
+        self, server: FakeKubeServer, tmp_path: Path, zone: timedelta | None = None
+    ) -> None:
         self.server = server
-        self.operator = MpiOperator(server)
+        self.operator = MpiOperator(server, zone=zone)
         self.tmp_path = tmp_path
         self.log = CiLog()
         self.clock = ManualClock()
@@ -207,10 +223,10 @@ class Cluster:
         self.wait_watching()
         return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
 
-    def result(self) -> RunResult:
+    def result(self, timeout: float = WAIT) -> RunResult:
         """Wait for ``run()`` to return; its RunResult (or its exception, raised)."""
         assert self._thread is not None
-        self._thread.join(timeout=WAIT)
+        self._thread.join(timeout=timeout)
         if self._thread.is_alive():
             raise AssertionError(f"run() did not return; the CI log so far: {self.log.lines}")
         if self._error is not None:
@@ -227,9 +243,9 @@ class Cluster:
 
 
 @contextmanager
-def running_cluster(tmp_path: Path) -> Iterator[Cluster]:
+def running_cluster(tmp_path: Path, zone: timedelta | None = None) -> Iterator[Cluster]:
     with FakeKubeServer() as server:
-        cluster = Cluster(server, tmp_path)
+        cluster = Cluster(server, tmp_path, zone)
         try:
             yield cluster
         finally:

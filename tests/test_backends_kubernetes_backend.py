@@ -10,7 +10,6 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -159,6 +158,7 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
 def test_unschedulable_fails_after_the_timeout_with_the_schedulers_message(
     cluster: Cluster,
 ) -> None:
+    cluster.operator.set_allocatable("nvidia.com/gpu", "0")  # the GPUs are all taken
     job = cluster.started(unschedulable_timeout=600)
     job.workers_unschedulable()
     cluster.log.wait_for(f"[ci-runner] workers pending: {INSUFFICIENT_GPU}")
@@ -471,18 +471,16 @@ def test_job_deleted_by_someone_else_in_the_foreground(cluster: Cluster) -> None
     """As the API server does it: the MPIJob stays, being deleted, until its pods are gone."""
     job = start_training(cluster)
     lines = running_lines(job)
-    store = cluster.server.store
-
-    def deleting(mpijob: dict[str, Any]) -> None:
-        mpijob["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
-        mpijob["metadata"]["finalizers"] = ["foregroundDeletion"]
-
-    with store.cond:
-        store.update(MPIJOBS, NAMESPACE, JOB, deleting)
-        for pod in job.pods():
-            store.delete("pods", NAMESPACE, pod)
-    cluster.server.wait_for_watches(MPIJOBS)  # the pods went: the MPIJob is watched again
-    store.delete(MPIJOBS, NAMESPACE, JOB)
+    cluster.operator.kubelet.slow_termination = True  # containers take their grace period
+    cluster.server.store.delete(MPIJOBS, NAMESPACE, JOB, "Foreground")
+    mpijob = cluster.server.store.get(MPIJOBS, NAMESPACE, JOB)
+    assert mpijob["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert all(
+        cluster.server.store.get("pods", NAMESPACE, pod)["metadata"]["deletionTimestamp"]
+        == "2026-01-01T00:00:30Z"
+        for pod in job.pods()
+    )
+    cluster.server.advance(30)  # the grace period ends: the kubelet kills and deletes the pods
     result = cluster.result()
     message = f"MPIJob {JOB} was deleted before it finished"
     assert cluster.log.lines == [*lines, f"[ci-runner] {message}"]

@@ -105,7 +105,7 @@ def test_a_deleted_pod_ends_the_log(server: FakeKubeServer, tmp_path: Path) -> N
     log, echoed = follower(server, job, tmp_path)
     thread = threading.Thread(target=log.run, daemon=True)
     thread.start()
-    server.wait_until(lambda: server.count("get", "pods/log") == 1)
+    server.wait_until(lambda: job.kubelet.open_streams == 1)
     server.store.delete("pods", NAMESPACE, job.launcher_pod)
     thread.join(timeout=20)
     assert not thread.is_alive()
@@ -128,7 +128,7 @@ def test_a_container_not_started_yet_is_waited_for(server: FakeKubeServer, tmp_p
 
     # The first request gets 400 "waiting to start"; then the launcher starts and finishes.
     def start_later() -> None:
-        server.wait_until(lambda: server.count("get", "pods/log") >= 1)
+        server.wait_until(lambda: len(job.kubelet.refused) >= 1)
         job.launcher_running()
         job.launcher_log("hello")
         job.launcher_exits(0)

@@ -62,4 +62,9 @@ def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
         assert f"[ci-runner] cancelled: MPIJob {name} and everything it owned deleted" in (
             err.splitlines()
         )
-        assert kas.store.find(MPIJOBS, "ml-training", name) is None
+        # Foreground deletion: the API server marks the job and the garbage collector (not
+        # running here) removes it once its dependents are gone.
+        deleted = kas.store.find(MPIJOBS, "ml-training", name)
+        assert deleted is not None
+        assert deleted["metadata"]["deletionTimestamp"]
+        assert deleted["metadata"]["finalizers"] == ["foregroundDeletion"]

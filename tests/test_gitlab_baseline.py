@@ -13,7 +13,7 @@ from ci_runner.errors import GitLabError
 from ci_runner.gitlab.baseline import BaselineFile, fetch_baseline
 from ci_runner.gitlab.client import connect, open_project
 from ci_runner.gitlab.transport import BoundedSession
-from ci_runner.results.metrics import SCHEMA_VERSION
+from ci_runner.results.metrics_file import SCHEMA_VERSION
 from ci_runner.results.stage import Baseline, load_target_baseline
 from tests.gitlab_server import FakeGitLab, manual_session, record_retry_sleeps
 from tests.gitlab_server import Project as FakeProject

@@ -49,7 +49,6 @@ CTX = CIContext(
     ref_name="feature/x",
     repo_url="https://gitlab.example.com/group/project.git",
 )
-CASE_SECONDS = 5.0  # the longest any one case may take (the slowest seen is well under 0.5 s)
 MAX_GROWTH = 200 * 1024 * 1024
 FILE = "train.yaml"
 
@@ -101,8 +100,7 @@ def check_case(data: str | bytes, tally: Tally) -> None:
             assert yaml.safe_load(manifest_yaml(manifest)) == manifest
         tally.rendered += 1
     elapsed = time.monotonic() - started
-    tally.slowest = max(tally.slowest, elapsed)
-    assert elapsed < CASE_SECONDS, (elapsed, repr(data[:200]))
+    tally.slowest = max(tally.slowest, elapsed)  # printed; speed itself is bench/'s to measure
 
 
 def _assert_values_survive(config: TrainConfig, manifest: dict[str, Any]) -> None:
@@ -644,8 +642,9 @@ def test_worst_shapes_stay_under_200_mb_by_tracemalloc() -> None:
     tally = Tally()
     tracemalloc.start()
     try:
+        # No wall-clock bound here (speed is measured under bench/); pytest-timeout still ends a
+        # parse that never finishes.
         for text in WORST + [_laughs_document(levels, 10) for levels in (3, 5, 9)]:
-            started = time.monotonic()
             try:
                 load_config(text)
             except ConfigError as error:
@@ -653,7 +652,6 @@ def test_worst_shapes_stay_under_200_mb_by_tracemalloc() -> None:
                 tally.refused += 1
             else:
                 tally.rendered += 1
-            assert time.monotonic() - started < 30  # tracemalloc slows parsing about eightfold
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -684,16 +682,14 @@ def _laughs_document(levels: int, width: int) -> str:
     ],
     ids=["billion-laughs", "bomb-beside-a-job"],
 )
-def test_alias_bombs_are_refused_within_budget(text: str) -> None:
+def test_alias_bombs_are_refused_within_memory(text: str) -> None:
     tracemalloc.start()
-    started = time.monotonic()
     try:
         with pytest.raises(ConfigError) as caught:
             load_config(text)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - started < CASE_SECONDS
     assert peak < 50 * 1024 * 1024
     assert len(caught.value.lines()) == 1
     assert "aliases" in caught.value.lines()[0]
@@ -740,7 +736,6 @@ def test_validate_command_on_a_sample(tmp_path: Path) -> None:
     outcomes = []
     for index, data in enumerate(CLI_SAMPLES):
         out, err = io.StringIO(), io.StringIO()
-        started = time.monotonic()
         code = cli.main(
             ["validate", "--config", f"train-{index}.yaml"],
             env={},
@@ -749,7 +744,6 @@ def test_validate_command_on_a_sample(tmp_path: Path) -> None:
             stderr=err,
             crash_dir=tmp_path / "crash",
         )
-        assert time.monotonic() - started < CASE_SECONDS
         try:
             load_config(data, f"train-{index}.yaml")
             expected = 0

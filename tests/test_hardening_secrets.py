@@ -33,6 +33,7 @@ from ci_runner.commands import train
 from ci_runner.masking import MASK, SECRET_VARIABLES
 from tests.conftest import run_git
 from tests.gitlab_server import FakeGitLab, record_retry_sleeps
+from tests.kube_admission import Denial, webhook_denial
 from tests.kube_operator import MpiOperator
 from tests.kube_server import FakeKubeServer
 
@@ -532,13 +533,22 @@ def test_pip_output_leaks_no_secret(
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 14: an admission webhook refusing the workers reaches the client only as an "
+    "MPIJobFailed Warning Event on the MPIJob (v0.8.2 sets no condition); the client must fail "
+    "on it and mask the secret its message quotes",
+)
 def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
     git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab
 ) -> None:
     repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print(1)\n"})
     leaked = CANARIES["WANDB_API_KEY"]
     with FakeKubeServer() as server:
-        operator = MpiOperator(server)
+        MpiOperator(server)
+        # An admission webhook refusing the worker pods, quoting a value back.
+        refusal = webhook_denial("policy.example.com", f"policy refused WANDB_API_KEY={leaked}")
+        server.admission.denials.append(Denial("pods", refusal))
         env = {
             **ci_environment(tmp_path, gitlab, sha),
             "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", server)),
@@ -553,18 +563,16 @@ def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
-        jobs = wait_until(
-            lambda: server.store.list("mpijobs.kubeflow.org", NAMESPACE)[0], "the MPIJob"
-        )
-        server.wait_for_watches("mpijobs.kubeflow.org", "pods", "events")
-        job = operator.job(jobs[0]["metadata"]["name"], NAMESPACE)
-        with server.store.cond:  # e.g. an admission webhook quoting a value back
-            job._finish("Failed", "AdmissionDenied", f"policy refused WANDB_API_KEY={leaked}")
-        thread.join(timeout=WAIT)
-        assert not thread.is_alive(), err.getvalue()
+        try:
+            thread.join(timeout=WAIT)
+            assert not thread.is_alive(), err.getvalue()
+        finally:
+            server.reject_credentials()  # a run still waiting ends on the 401 of its next watch
+            server.drop_watches()
+            thread.join(timeout=WAIT)
 
     assert codes == [1], err.getvalue()
-    assert "AdmissionDenied" in err.getvalue()
+    assert "policy.example.com" in err.getvalue()
     outputs = Outputs()
     outputs.add("stdout", out.getvalue())
     outputs.add("stderr", err.getvalue())

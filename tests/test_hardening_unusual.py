@@ -30,7 +30,8 @@ from ci_runner.masking import MASK, SecretMasker
 from ci_runner.plan.job_name import DNS_1035_LABEL
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import POD_HOSTS, render_mpijob
-from ci_runner.results.metrics import parse_log_file, summary_to_json
+from ci_runner.results.metrics import parse_log_file
+from ci_runner.results.metrics_file import summary_to_json
 from ci_runner.results.report import ReportInput, render_report
 from ci_runner.spec.schema import load_config
 from tests.conftest import run_git

@@ -139,7 +139,7 @@ def check_log(server: FakeKubeServer, operator: MpiOperator) -> None:
     answer = requests.get(
         url, params={"timestamps": "true", "sinceTime": since}, headers=AUTH, timeout=10
     )
-    assert answer.text == "2026-01-01T00:00:01Z d\n2026-01-01T00:00:01.25Z e\n"
+    assert answer.text == ("2026-01-01T00:00:01.000000000Z d\n2026-01-01T00:00:01.250000000Z e\n")
     plain = requests.get(url, headers=AUTH, timeout=10)
     assert plain.text == "a\nb\nc\nd\ne\n"
 
@@ -154,3 +154,107 @@ def test_401_and_403_bodies(server: FakeKubeServer) -> None:
     )
     answer = requests.get(f"{server.url}/api/v1/namespaces/ml/pods", timeout=10)
     assert answer.status_code == 401
+
+
+def test_a_kubelet_of_its_own_plugs_in_through_the_api(tmp_path: object) -> None:
+    """The cluster interface of BRIEF.md, spoken over HTTP by a kubelet that is not ours: it
+    registers a Node, watches the pods bound to it, writes status through the subresource,
+    serves /containerLogs for the API server's log proxy, deletes pods with grace 0."""
+    import http.server
+    import threading
+
+    from tests.control_plane import ControlPlane
+
+    class Logs(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = f"{self.path}\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    kubelet = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Logs)
+    threading.Thread(target=kubelet.serve_forever, daemon=True).start()
+    try:
+        with FakeKubeServer() as server:
+            ControlPlane(server, scripted_kubelet=False)
+            node = {
+                "metadata": {"name": "n1"},
+                "status": {
+                    "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                    "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                    "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.server_address[1]}},
+                },
+            }
+            assert post(server, "/api/v1/nodes", node).status_code == 201
+            pod = {
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            }
+            assert post(server, f"/api/v1/namespaces/{NAMESPACE}/pods", pod).status_code == 201
+            pods = f"{server.url}/api/v1/namespaces/{NAMESPACE}/pods"
+            mine = requests.get(
+                pods, params={"fieldSelector": "spec.nodeName=n1"}, headers=AUTH, timeout=10
+            ).json()["items"]
+            assert [p["metadata"]["name"] for p in mine] == ["p"]  # the scheduler bound it
+            status = {"status": {"phase": "Running"}}
+            patched = requests.patch(
+                f"{pods}/p/status",
+                json=status,
+                headers={**AUTH, "Content-Type": "application/merge-patch+json"},
+                timeout=10,
+            )
+            assert patched.json()["status"]["phase"] == "Running"
+            logs = requests.get(
+                f"{pods}/p/log", params={"follow": "true"}, headers=AUTH, timeout=10
+            )
+            assert logs.text == f"/containerLogs/{NAMESPACE}/p/c?follow=true\n"
+            first = requests.delete(f"{pods}/p", headers=AUTH, timeout=10).json()
+            assert first["metadata"]["deletionGracePeriodSeconds"] == 30
+            again = post(server, f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+            assert (again.status_code, again.json()["message"]) == (
+                409,
+                'object is being deleted: pods "p" already exists',
+            )
+            gone = requests.delete(
+                f"{pods}/p", json={"gracePeriodSeconds": 0}, headers=AUTH, timeout=10
+            )
+            assert gone.json()["status"] == "Success"
+            assert server.store.find("pods", NAMESPACE, "p") is None
+    finally:
+        kubelet.shutdown()
+        kubelet.server_close()
+
+
+def test_strategic_merge_and_json_patches(server: FakeKubeServer) -> None:
+    pods = f"{server.url}/api/v1/namespaces/{NAMESPACE}/pods"
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    assert post(server, f"/api/v1/namespaces/{NAMESPACE}/pods", pod).status_code == 201
+    first = [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]
+    requests.patch(
+        f"{pods}/p/status",
+        json={"status": {"conditions": first}},
+        headers={**AUTH, "Content-Type": "application/merge-patch+json"},
+        timeout=10,
+    )
+    strategic = requests.patch(
+        f"{pods}/p/status",
+        json={"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        headers={**AUTH, "Content-Type": "application/strategic-merge-patch+json"},
+        timeout=10,
+    )
+    assert strategic.json()["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "True"},
+    ]
+    operations = [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]
+    patched = requests.patch(
+        f"{pods}/p",
+        json=operations,
+        headers={**AUTH, "Content-Type": "application/json-patch+json"},
+        timeout=10,
+    )
+    assert patched.json()["metadata"]["labels"] == {"a": "b"}

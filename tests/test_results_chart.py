@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ci_runner.results.chart import (
     CHART_CHARS,
@@ -16,6 +19,7 @@ from ci_runner.results.chart import (
     charts,
     mermaid_label,
     metric_chart,
+    natural_grid,
 )
 from ci_runner.results.metrics import (
     SERIES_CAPACITY,
@@ -156,6 +160,15 @@ def test_irregular_steps_get_a_grid_every_step_of_which_was_logged() -> None:
     )
 
 
+def test_fewer_points_to_fit_still_find_a_logged_step_at_each() -> None:
+    # Steps 0-9 and 20-29: 6 grid steps each land near a logged one, 5 would not (14.5).
+    steps = [*range(10), *range(20, 30)]
+    metric = _metric({r: [(s, 1.0 + s / 7 + r) for s in steps] for r in range(2)})
+
+    assert natural_grid(steps, 100) == Grid(0, 29, 6)
+    assert _source(metric, budget=160)[4:] == ['line "mean" [1.5,2.786,4.357,5.643]']
+
+
 def test_a_long_run_is_sampled_at_real_points_nearest_each_grid_step() -> None:
     # The value is the step: what is drawn at each grid step says which real point it is.
     metric = _metric({0: [(s, float(s)) for s in range(0, 100_000, 3)]}, name="at")
@@ -165,13 +178,33 @@ def test_a_long_run_is_sampled_at_real_points_nearest_each_grid_step() -> None:
 
     assert lines[2] == 'x-axis "step" 0 --> 99999'
     values = _values(lines[-1])
-    assert len(values) == 100
-    grid = Grid(0, 99_999, 100)
-    half = 99_999 / 99 / 2
+    assert len(values) == 99  # not 100: see test_no_grid_that_mermaid_draws_short
+    grid = Grid(0, 99_999, 99)
+    half = 99_999 / 98 / 2
     for k, value in enumerate(values):
         assert abs(value - grid.step(k)) <= half
     assert values[0] == 0 and values[-1] == 99_999
     assert {round(v) for v in values} <= kept | {99_999}
+
+
+def _mermaid_positions(first: int, last: int, step: float) -> int:
+    """xychartDb.ts transformDataWithoutCategory (v10.7.0, mermaid@11.14.0 :148):
+    ``for (let i = min; i <= max; i += step)``."""
+    count, at = 0, float(first)
+    while at <= last:
+        count, at = count + 1, at + step
+    return count
+
+
+@pytest.mark.parametrize("last", [19, 99, 1999, 99_910, 99_999, 123_457])
+def test_no_grid_that_mermaid_draws_short(last: int) -> None:
+    # Mermaid 11.14 steps by (max - min) / (n - 1), 10.7 by (max - min + 1) / n, in doubles:
+    # 0 --> 99999 with 100 values gives 11.14 only 99 positions, and the last value is lost.
+    assert _mermaid_positions(0, 99_999, 99_999 / 99) == 99
+    grid = natural_grid([*range(0, last, 7), last], 100)
+
+    assert _mermaid_positions(0, last, last / (grid.count - 1)) == grid.count
+    assert _mermaid_positions(0, last, (last + 1) / grid.count) == grid.count
 
 
 def test_grid_sample_takes_the_nearest_point_within_half_a_spacing_later_on_a_tie() -> None:
@@ -379,18 +412,18 @@ def test_every_chart_fits_gitlabs_limit(ranks: int, steps: int) -> None:
 def test_points_and_digits_go_before_rank_lines() -> None:
     metric = _run(2, 100_000)
     full = metric_chart(metric)
-    assert full is not None and len(_values(full.source.splitlines()[-1])) == 100
+    assert full is not None and len(_values(full.source.splitlines()[-1])) == 99
 
     # Coarser digits first, then fewer points; the rank lines stay.
     tighter = _source(metric, budget=full.chars - 50)
-    assert len(_values(tighter[-1])) == 100
+    assert len(_values(tighter[-1])) == 99
     assert [line.split(" [")[0] for line in tighter[4:]] == [
         'line "rank 0"',
         'line "rank 1"',
         'line "mean"',
     ]
     smaller = _source(metric, budget=700)
-    assert 20 <= len(_values(smaller[-1])) < 100
+    assert 20 <= len(_values(smaller[-1])) < 99
     assert len(smaller) == 7
     assert "Sampled at" in _key(metric, budget=700)
 
@@ -405,6 +438,46 @@ def test_rank_lines_go_last_and_the_key_says_why() -> None:
         "Line: mean grey, of the 2 ranks at each step; rank lines left out to keep the chart "
         "within GitLab's 2,000 characters."
     )
+
+
+_FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)
+_RANK_POINTS = st.lists(st.tuples(st.integers(0, 10**6), _FINITE), min_size=1, max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 12), _RANK_POINTS, min_size=1, max_size=9))
+def test_any_series_gives_a_well_formed_chart_within_budget(
+    ranks: dict[int, list[tuple[int, float]]],
+) -> None:
+    series = []
+    for rank, points in sorted(ranks.items()):
+        last = points[-1]
+        series.append(RankSeries(rank, len(points), last[0], last[1], tuple(points)))
+    metric = MetricResult("m", "min", 1, 0, None, None, None, None, None, tuple(series))
+    steps = {step for points in ranks.values() for step, _ in points}
+
+    chart = metric_chart(metric)
+
+    if len(steps) < 2:
+        assert chart is None
+        return
+    assert chart is not None
+    assert chart.chars <= CHART_CHARS
+    lines = chart.source.splitlines()
+    palette = lines[0].split('"plotColorPalette":"')[1].split('"')[0].split(",")
+    series_lines = [line for line in lines if line.startswith("line ")]
+    assert len(series_lines) == len(palette) >= 1
+    lengths = {len(_values(line)) for line in series_lines}
+    assert len(lengths) == 1
+    (length,) = lengths
+    axis = lines[2]
+    if "[" in axis:
+        assert len(axis.split("[")[1].split(",")) == length
+    else:
+        first, last = (int(v) for v in axis.removeprefix('x-axis "step" ').split(" --> "))
+        assert (first, last) == (min(steps), max(steps))
+    for line in series_lines:
+        assert all(map(math.isfinite, _values(line)))
 
 
 # ----------------------------------------------------------------------------- text

@@ -75,6 +75,9 @@ def _cases() -> dict[str, MetricsSummary]:
                 cases[f"{ranks} ranks x {metrics} metrics x {steps} steps"] = _summary(
                     _curve(ranks, steps), names
                 )
+    cases["100000 steps"] = _summary(
+        {r: [*points, (99_999, 2.0 + r)] for r, points in _curve(2, 100_000, every=97).items()}
+    )
     cases["stopped early"] = _summary(
         {0: [(s, 10.0 - s / 10) for s in range(100)], 1: [(s, 9.0 - s / 10) for s in range(40)]}
     )

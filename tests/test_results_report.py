@@ -19,7 +19,8 @@ from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
 from ci_runner.results.chart import chart_number, mermaid_label
 from ci_runner.results.markdown import code, safe_url
-from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics, summary_to_json
+from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics
+from ci_runner.results.metrics_file import summary_to_json
 from ci_runner.results.report import (
     MAX_HISTORY,
     HistoryEntry,

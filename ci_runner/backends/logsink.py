@@ -13,15 +13,17 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import Final, TextIO
 
 from ci_runner.masking import SecretMasker
 
 # A line longer than this is passed on in pieces so one huge line cannot exhaust memory.
-MAX_SINK_LINE_CHARS = 64 * 1024
+MAX_SINK_LINE_CHARS: Final = 64 * 1024
 # Characters of a line kept in the tail (in memory, or read back from a saved log).
-KEPT_TAIL_LINE_CHARS = 2000
-_TAIL_KEPT = 2 * KEPT_TAIL_LINE_CHARS  # room for the trailing "\r"s cut when the tail is read
+KEPT_TAIL_LINE_CHARS: Final = 2000
+_TAIL_KEPT: Final = (
+    2 * KEPT_TAIL_LINE_CHARS
+)  # room for the trailing "\r"s cut when the tail is read
 
 
 class LogSink:

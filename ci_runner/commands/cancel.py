@@ -9,6 +9,7 @@ report.md) into "cancelled" with the tail of the log ``train`` had saved.
 from __future__ import annotations
 
 import argparse
+from typing import Final
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import SystemClock
@@ -72,7 +73,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
-COMMAND = Command(
+COMMAND: Final = Command(
     "cancel",
     "delete this CI job's MPIJob and all it owns, and report the run as cancelled "
     "(for the CI job's after_script)",

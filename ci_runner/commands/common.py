@@ -30,14 +30,11 @@ class Runtime:
     cwd: Path
     stdout: TextIO
     stderr: TextIO
-    # Values masked in error messages and crash logs besides the environment's credentials: the
-    # values of train.yaml's ``secrets``, added once the file is read.
-    secrets: list[str] = dataclasses.field(default_factory=list)
 
     @functools.cached_property
     def console(self) -> Console:
         """Where ci-runner prints, masking the environment's credentials (and train.yaml's
-        ``secrets`` once :func:`load_job` has read them)."""
+        ``secrets`` once :func:`load_job` has read them); error lines and crash logs too."""
         return Console.for_environment(self.stdout, self.stderr, self.env)
 
 
@@ -107,9 +104,7 @@ def load_job(
     config_path = path_in_repo(args.config, runtime.cwd, root)
     working_tree = runs_working_tree(root, ctx.sha)
     config = load_train_config(ctx.sha, config_path, root, working_tree=working_tree)
-    values = [runtime.env[name] for name in config.secrets if runtime.env.get(name)]
-    runtime.secrets.extend(values)
-    runtime.console.add_secrets(values)
+    runtime.console.add_secrets(runtime.env.get(name) for name in config.secrets)
     return Job(config=config, ctx=ctx, root=root, config_path=config_path)
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Final
 
 from ci_runner.backends.logsink import tail_lines
 from ci_runner.commands.common import Runtime
 from ci_runner.plan.run_plan import OutputPaths
 
-DEFAULT_OUTPUT_DIR = "ci-runner-out"
+DEFAULT_OUTPUT_DIR: Final = "ci-runner-out"
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Final
 
 from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
 from ci_runner.plan.run_plan import build_plan
@@ -20,7 +21,7 @@ def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
-COMMAND = Command(
+COMMAND: Final = Command(
     "render",
     "print the MPIJob for train.yaml at the commit (YAML, for kubectl apply)",
     add_job_arguments,

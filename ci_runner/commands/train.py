@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Outcome, RunResult
@@ -43,9 +43,9 @@ if TYPE_CHECKING:
 # The backends and the reporting stage are imported where they are used: `validate` and
 # `render` import this module too (the CLI lists every command) and must stay light.
 
-EXIT_CANCELLED = 130
+EXIT_CANCELLED: Final = 130
 # Pipeline variables a manual run (from the pipeline page) may set.
-ALLOW_FORKS_VARIABLE = "CI_RUNNER_ALLOW_FORKS"
+ALLOW_FORKS_VARIABLE: Final = "CI_RUNNER_ALLOW_FORKS"
 
 
 class Backend(Protocol):
@@ -297,7 +297,7 @@ def _cancel_on_signals(backend: Backend) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-COMMAND = Command(
+COMMAND: Final = Command(
     "train",
     "train the job on Kubernetes and report to the merge request; --local runs it on this "
     "machine with horovodrun (gloo, CPU)",

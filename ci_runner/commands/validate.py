@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Final
 
 from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
 from ci_runner.plan.run_plan import build_plan
@@ -25,7 +26,7 @@ def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
-COMMAND = Command(
+COMMAND: Final = Command(
     "validate",
     "check train.yaml at the commit and that it renders a valid MPIJob",
     add_job_arguments,

@@ -11,6 +11,7 @@ whose ``job_name`` job succeeded with artifacts holding ``path`` gives the basel
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 from urllib.parse import quote
 
 import gitlab
@@ -18,7 +19,7 @@ from gitlab.v4.objects import Project
 
 from ci_runner.gitlab.client import gitlab_errors
 
-MAX_PIPELINES = 10  # successful pipelines of the target branch looked at, newest first
+MAX_PIPELINES: Final = 10  # successful pipelines of the target branch looked at, newest first
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
+from typing import Final
 
 import gitlab
 import requests
@@ -29,17 +30,17 @@ from ci_runner.gitlab.transport import (
     RateLimited,
 )
 
-TOKEN_VARIABLES = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
+TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
 
-TOKEN_FIX = (
+TOKEN_FIX: Final = (
     "store a valid project or personal access token with the api scope "
     "in the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
 )
-_ROLE_FIX = (
+_ROLE_FIX: Final = (
     "give the token in CI_RUNNER_GITLAB_TOKEN the api scope "
     "and at least the Reporter role in the project"
 )
-_RETRY_FIX = "retry the job once GitLab answers again"
+_RETRY_FIX: Final = "retry the job once GitLab answers again"
 
 
 def token_from_env(env: Mapping[str, str]) -> str:

@@ -17,7 +17,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import gitlab
 import requests
@@ -29,9 +29,9 @@ from ci_runner.gitlab.client import GitLabTimeout, current_user_id, gitlab_error
 from ci_runner.gitlab.notes import note_body
 from ci_runner.gitlab.transport import not_sent
 
-NOTE_LIMIT = 1_000_000  # characters GitLab accepts in one note (more is answered with 400)
-PER_PAGE = 100  # GitLab's maximum page size
-CREATE_ATTEMPTS = 3  # creates of one note whose answer was lost, each after looking for it
+NOTE_LIMIT: Final = 1_000_000  # characters GitLab accepts in one note (more is answered with 400)
+PER_PAGE: Final = 100  # GitLab's maximum page size
+CREATE_ATTEMPTS: Final = 3  # creates of one note whose answer was lost, each after looking for it
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ line starts with ``/`` at all, which no alternative of the extractor can turn in
 from __future__ import annotations
 
 import re
+from typing import Final
 
-RUBY_WHITESPACE = "\x00\t\n\v\f\r "  # what Ruby's String#rstrip removes
-_COMMAND_LINE = re.compile(r"^/", re.MULTILINE)
+RUBY_WHITESPACE: Final = "\x00\t\n\v\f\r "  # what Ruby's String#rstrip removes
+_COMMAND_LINE: Final = re.compile(r"^/", re.MULTILINE)
 
 
 def as_gitlab_stores(body: str) -> str:

@@ -17,18 +17,18 @@ import email.utils
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Final
 
 import requests
 import urllib3.exceptions
 
 from ci_runner.clock import Clock
 
-DEFAULT_BUDGET = 20.0  # seconds of GitLab work before training, and again after it
-DEFAULT_REQUEST_TIMEOUT = 10.0  # seconds one request may take (capped by the budget left)
-BUDGET_VARIABLE = "CI_RUNNER_GITLAB_TIMEOUT"
-IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
-TRANSIENT = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
+DEFAULT_BUDGET: Final = 20.0  # seconds of GitLab work before training, and again after it
+DEFAULT_REQUEST_TIMEOUT: Final = 10.0  # seconds one request may take (capped by the budget left)
+BUDGET_VARIABLE: Final = "CI_RUNNER_GITLAB_TIMEOUT"
+IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+TRANSIENT: Final = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
 
 
 class BudgetExhausted(requests.Timeout):

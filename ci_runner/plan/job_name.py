@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Final
 
 from ci_runner.context import CIContext
 from ci_runner.spec.types import TrainConfig
 
-DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-MAX_LABEL = 63
+DNS_1035_LABEL: Final = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+MAX_LABEL: Final = 63
 # The launcher is a batch/v1 Job "<name>-launcher"; its pod gets "-" + 5 random characters, and
 # that pod name is also its hostname, which must stay a 63-character label.
-_LAUNCHER_POD_SUFFIX = len("-launcher-") + 5
+_LAUNCHER_POD_SUFFIX: Final = len("-launcher-") + 5
 
 
 def max_workers(config: TrainConfig) -> int:

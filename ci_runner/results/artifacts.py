@@ -12,16 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 from ci_runner.errors import StorageError
 
-DEFAULT_EXPIRY_SECONDS = 7 * 24 * 3600
-MAX_EXPIRY_SECONDS = 7 * 24 * 3600  # SigV4 presigned URLs last at most 7 days
-DEFAULT_LIMIT = 50
+DEFAULT_EXPIRY_SECONDS: Final = 7 * 24 * 3600
+MAX_EXPIRY_SECONDS: Final = 7 * 24 * 3600  # SigV4 presigned URLs last at most 7 days
+DEFAULT_LIMIT: Final = 50
 # Objects counted past the listed ones before giving up counting ("and more than N more").
-COUNT_LIMIT = 10_000
+COUNT_LIMIT: Final = 10_000
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def _list_s3(
     )
 
 
-_S3_REASONS = {
+_S3_REASONS: Final = {
     "NoSuchBucket": "the bucket does not exist",
     "AccessDenied": "access denied (check the S3 credentials and bucket policy)",
     "InvalidAccessKeyId": "the access key is not known to the S3 endpoint",

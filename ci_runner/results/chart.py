@@ -13,7 +13,17 @@ at (or, when steps are sampled, nearest to) that step, never a value carried for
 without points over the whole chart is left out of the lines and said so; the mean at a step is
 over the ranks that have that step. Axes: whole-number step ticks; a y range cut to the part
 after the first steps when a first-steps spike would flatten the rest (said in the axis title);
-a power of ten taken out of very large or small values (said in the axis title too).
+a power of ten taken out of very large or small values, and a round number off values that
+differ only in late digits (said in the axis title too).
+
+Mermaid places the k-th of n values on a linear x axis at ``first + k * (last - first) / (n - 1)``
+(11.x) or ``first + k * (last - first + 1) / n`` (10.7). The two agree when the grid is every
+step; on a sampled or sparse grid 10.7 draws the points up to one grid spacing short of their
+steps towards the right end. The axis is set for 11.x (10.7's drift stays under one spacing).
+Up to at least 11.14 both make the positions with a floating-point loop that can stop one short,
+dropping the last value (``xychartDb.ts`` ``transformDataWithoutCategory``, v10.7.0 and
+mermaid@11.14.0 :143-152; 11.17 computes each from its index): the number of points is chosen
+so that it does not.
 
 GitLab ships Mermaid 10.7, which draws series in palette order and ignores their names: the
 palette is set in the chart and each chart's :attr:`Chart.key` spells out which colour is which.
@@ -28,24 +38,26 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Final
 
+from ci_runner.results.markdown import clean
 from ci_runner.results.metrics import MetricResult, MetricsSummary, RankSeries
 
 # gitlabhq render_sandboxed_mermaid.js: MAX_CHAR_LIMIT = 2000 (a longer source is not drawn).
-CHART_CHARS = 2000
-MAX_CHART_POINTS = 100  # about one point every 6 pixels on GitLab's chart: more is not seen
-MIN_CHART_POINTS = 20  # fewer points than this: drop rank lines rather than points
-MAX_CHARTS = 4
-MAX_RANK_LINES = 4  # with more ranks: the mean and the lowest and highest rank at each step
-LABEL_CHARS = 60
+CHART_CHARS: Final = 2000
+MAX_CHART_POINTS: Final = 100  # about one point every 6 pixels on GitLab's chart: more is not seen
+MIN_CHART_POINTS: Final = 20  # fewer points than this: drop rank lines rather than points
+MAX_CHARTS: Final = 4
+MAX_RANK_LINES: Final = 4  # with more ranks: the mean and the lowest and highest rank at each step
+LABEL_CHARS: Final = 60
 # d3's scale.ticks() (10 ticks, what xychart-beta asks for) steps by 1 or more from a span of 8.
-LINEAR_AXIS_SPAN = 8
+LINEAR_AXIS_SPAN: Final = 8
 # A warm-up spike: at most the first 2 points or 5% of them (more is the learning curve) ...
-FIRST_STEPS_SHARE = 0.05
-SPIKE_MIN_POINTS = 10  # ... of a chart with this many points or more
-SPIKE_RATIO = 3.0  # cut the axis when the rest would fill less than a third of it
-SCALE_ABOVE = 1e5  # tick labels of 6+ digits ...
-SCALE_BELOW = 1e-2  # ... or 0.00x: take out a power of ten
+FIRST_STEPS_SHARE: Final = 0.05
+SPIKE_MIN_POINTS: Final = 10  # ... of a chart with this many points or more
+SPIKE_RATIO: Final = 3.0  # cut the axis when the rest would fill less than a third of it
+SCALE_ABOVE: Final = 1e5  # tick labels of 6+ digits ...
+SCALE_BELOW: Final = 1e-2  # ... or 0.00x: take out a power of ten
 
 
 @dataclass(frozen=True)
@@ -56,8 +68,8 @@ class Colour:
     name: str
 
 
-MEAN_COLOUR = Colour("#7d7d7d", "grey")  # the darkest of the palette
-RANK_COLOURS = (
+MEAN_COLOUR: Final = Colour("#7d7d7d", "grey")  # the darkest of the palette
+RANK_COLOURS: Final = (
     Colour("#4c84d8", "blue"),
     Colour("#e65c00", "orange"),
     Colour("#009e73", "green"),
@@ -82,17 +94,11 @@ class Chart:
 
 # ----------------------------------------------------------------------------- text
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_SPACE = re.compile(r"\r\n|[\n\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
-
 
 def mermaid_label(text: str, limit: int = LABEL_CHARS) -> str:
     """Text safe inside a quoted Mermaid label: letters, digits and a few marks only (ANSI
     codes dropped, line breaks and control characters as spaces, cut to ``limit``)."""
-    text = _SPACE.sub(" ", _ANSI.sub("", text))
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    cleaned = re.sub(r"[^\w .:/()+-]", "_", text, flags=re.UNICODE)
+    cleaned = re.sub(r"[^\w .:/()+-]", "_", clean(text, limit), flags=re.UNICODE)
     return cleaned.strip() or "metric"
 
 
@@ -177,15 +183,39 @@ def natural_grid(steps: Sequence[int], limit: int) -> Grid:
     for step in steps:
         spacing = math.gcd(spacing, step - first)
     grid = Grid(first, last, min((last - first) // spacing + 1, limit))
-    while not (_drawable(grid) and None not in grid.sample(steps, [0.0] * len(steps))):
+    while not _usable(grid, steps):
         grid = Grid(first, last, grid.count - 1)  # two grid steps always qualify
     return grid
 
 
+def _usable(grid: Grid, steps: Sequence[int]) -> bool:
+    """Whether ``grid`` can be drawn and every grid step has one of ``steps`` near it."""
+    return _drawable(grid) and None not in grid.sample(steps, [0.0] * len(steps))
+
+
 def _drawable(grid: Grid) -> bool:
-    """Whether the x axis has whole-number ticks: a linear axis spans enough steps for d3's
-    ticks to be whole; a shorter one is a band axis labelled with the grid steps."""
-    return grid.last - grid.first >= LINEAR_AXIS_SPAN or grid.whole
+    """Whether the x axis has whole-number ticks (a linear axis spans enough steps for d3's
+    ticks to be whole; a shorter one is a band axis labelled with the grid steps) and, on a
+    linear axis, both Mermaid versions place every value."""
+    if grid.last - grid.first < LINEAR_AXIS_SPAN:
+        return grid.whole
+    return all(
+        _positions(grid.first, grid.last, step) == grid.count
+        for step in (
+            (grid.last - grid.first) / (grid.count - 1),  # 11.x
+            (grid.last - grid.first + 1) / grid.count,  # 10.7
+        )
+    )
+
+
+def _positions(first: int, last: int, step: float) -> int:
+    """How many x positions Mermaid 10.7 / 11.14 makes for a line (``for (let i = min; i <=
+    max; i += step)``, in the same doubles as JavaScript's): a value past them is not drawn."""
+    count, at = 0, float(first)
+    while at <= last:
+        count += 1
+        at += step
+    return count
 
 
 # ----------------------------------------------------------------------------- lines
@@ -432,7 +462,7 @@ def metric_chart(metric: MetricResult, budget: int = CHART_CHARS) -> Chart | Non
         count = grid.count
         while True:
             trial = Grid(grid.first, grid.last, count)
-            if _drawable(trial):
+            if _usable(trial, union):
                 plan = _lines(points, trial, ranks_drawn)
                 axis = _y_axis(plan.lines, trial)
                 for finer in (True, False):

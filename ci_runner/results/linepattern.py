@@ -22,12 +22,12 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 # Every character of a prefix: "[12,3]<stdout>:" / "[3]<stderr>:".
-PREFIX_CHARS = frozenset("0123456789[],<>:stdouer")
-_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))+")
-_CATEGORIES: dict[str, Callable[[str], bool]] = {
+PREFIX_CHARS: Final = frozenset("0123456789[],<>:stdouer")
+_GLOBAL_FLAGS: Final = re.compile(r"(?:\(\?[aiLmsux]+\))+")
+_CATEGORIES: Final[dict[str, Callable[[str], bool]]] = {
     "CATEGORY_DIGIT": str.isdigit,
     "CATEGORY_NOT_DIGIT": lambda c: not c.isdigit(),
     "CATEGORY_SPACE": str.isspace,
@@ -35,8 +35,8 @@ _CATEGORIES: dict[str, Callable[[str], bool]] = {
     "CATEGORY_WORD": lambda c: c.isalnum() or c == "_",
     "CATEGORY_NOT_WORD": lambda c: not (c.isalnum() or c == "_"),
 }
-_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
-_WORD_BOUNDARIES = {"AT_BOUNDARY", "AT_NON_BOUNDARY"}
+_REPEATS: Final = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+_WORD_BOUNDARIES: Final = {"AT_BOUNDARY", "AT_NON_BOUNDARY"}
 
 Items = Sequence[tuple[Any, Any]]
 

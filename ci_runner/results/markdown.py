@@ -6,11 +6,12 @@ targets. Whole notes are made safe from GitLab's quick actions by
 from __future__ import annotations
 
 import re
+from typing import Final
 from urllib.parse import quote, urlsplit
 
-MAX_TEXT_CHARS = 200  # any untrusted text but the log tail (names, messages) is cut to this
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
+MAX_TEXT_CHARS: Final = 200  # any untrusted text but the log tail (names, messages) is cut to this
+ANSI: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
 
 
 def clean(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -36,7 +37,7 @@ def code(text: str, *, in_table: bool = False, limit: int = MAX_TEXT_CHARS) -> s
 
 # GFM splits table cells before parsing code spans, reading ``\X`` pairs left to right; a pipe
 # is a cell border unless its backslash escape is the odd one out of the run before it.
-_TABLE_PIPE = re.compile(r"(\\*)\|")
+_TABLE_PIPE: Final = re.compile(r"(\\*)\|")
 
 
 def _escape_pipe(match: re.Match[str]) -> str:

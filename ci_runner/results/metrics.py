@@ -37,38 +37,32 @@ import json
 import math
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
-from ci_runner.errors import CiRunnerError
 from ci_runner.results.linepattern import block_pattern, leading_text
 from ci_runner.spec.types import Goal, MetricSpec
 
-JSON_PREFIX = "CI_RUNNER_METRIC"
-SCHEMA_VERSION = 1
+JSON_PREFIX: Final = "CI_RUNNER_METRIC"
 # Points kept per (metric, rank) for the chart; halved by dropping every other point when full.
-SERIES_CAPACITY = 1024
+SERIES_CAPACITY: Final = 1024
 # Caps that keep memory bounded whatever the log says.
-MAX_RANKS_PER_METRIC = 1024
-MAX_JSON_METRICS = 50
-MAX_NAME_CHARS = 100
-SAMPLE_CHARS = 80  # text quoted in a message (a bad value, a garbled baseline)
-MAX_PARSED_LINE_CHARS = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
-BLOCK_CHARS = 1024 * 1024  # read at a time by parse_log_file
+MAX_RANKS_PER_METRIC: Final = 1024
+MAX_JSON_METRICS: Final = 50
+MAX_NAME_CHARS: Final = 100
+SAMPLE_CHARS: Final = 80  # text quoted in a message (a bad value, a garbled baseline)
+MAX_PARSED_LINE_CHARS: Final = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
+BLOCK_CHARS: Final = 1024 * 1024  # read at a time by parse_log_file
 # Fewer candidate matches than one in this many characters: try each (see _BlockPattern).
-SPARSE_CHARS = 256
-DENSITY_SAMPLE_CHARS = 64 * 1024  # the start of a block that candidates are counted in
-MAX_DIGITS = 18  # a step or rank with more digits is not a plain integer
+SPARSE_CHARS: Final = 256
+DENSITY_SAMPLE_CHARS: Final = 64 * 1024  # the start of a block that candidates are counted in
+MAX_DIGITS: Final = 18  # a step or rank with more digits is not a plain integer
 
 # ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
-_PREFIX = re.compile(r"\[(?:[0-9]+,)?([0-9]{1,9})\]<(?:stdout|stderr)>:")
-_PREFIX_MARK = "]<std"
-
-
-class MetricsFileError(CiRunnerError):
-    """A ``metrics.json`` (e.g. the target branch's baseline) that ci-runner cannot read."""
+_PREFIX: Final = re.compile(r"\[(?:[0-9]+,)?([0-9]{1,9})\]<(?:stdout|stderr)>:")
+_PREFIX_MARK: Final = "]<std"
 
 
 @dataclass(frozen=True)
@@ -475,7 +469,7 @@ class _Parser:
             goal: Goal = "max" if data.get("goal") == "max" else "min"
             metric = self.metrics[name] = _Metric(name, goal)
         raw_value = data.get("value")
-        value = _finite(raw_value) if _is_number(raw_value) else None
+        value = _finite(raw_value) if is_number(raw_value) else None
         step = data.get("step")
         rank = data.get("rank")
         if (
@@ -483,7 +477,7 @@ class _Parser:
             or not (_is_int(step) or step is None)
             or not (_is_int(rank) or rank is None)
         ):
-            metric.bad(_short(raw_value))
+            metric.bad(short_repr(raw_value))
             return
         metric.add(rank if rank is not None else (prefix_rank or 0), step, value)
 
@@ -495,7 +489,8 @@ class _Parser:
         )
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
+    """A JSON number: int or float, not bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -546,99 +541,7 @@ def _readline_pieces(text: str) -> Iterator[str]:
         yield line
 
 
-def summary_to_json(summary: MetricsSummary) -> dict[str, Any]:
-    """``metrics.json``: a stable schema (``version`` 1) with the decimated series."""
-    return {
-        "version": SCHEMA_VERSION,
-        "lines": summary.lines,
-        "ignored_json_lines": summary.ignored_json,
-        "metrics": {
-            m.name: {
-                "goal": m.goal,
-                "count": m.count,
-                "unparseable": m.unparseable,
-                "final": m.final,
-                "final_step": m.final_step,
-                "best": m.best,
-                "best_step": m.best_step,
-                "best_rank": m.best_rank,
-                "ranks": {
-                    str(s.rank): {
-                        "count": s.count,
-                        "last_step": s.last_step,
-                        "last_value": s.last_value,
-                        "points": [[step, value] for step, value in s.points],
-                    }
-                    for s in m.series
-                },
-            }
-            for m in summary.metrics
-        },
-    }
-
-
-def summary_from_json(data: object) -> dict[str, float]:
-    """Final values by metric name from a parsed ``metrics.json``; :class:`MetricsFileError`
-    when it is not one ci-runner wrote (metrics without a final value are left out)."""
-    if not isinstance(data, Mapping):
-        raise MetricsFileError("metrics.json is not a JSON object")
-    if data.get("version") != SCHEMA_VERSION:
-        raise MetricsFileError(
-            f"metrics.json has version {_short(data.get('version'))}, expected {SCHEMA_VERSION}"
-        )
-    metrics = data.get("metrics")
-    if not isinstance(metrics, Mapping):
-        raise MetricsFileError("metrics.json has no 'metrics' object")
-    finals: dict[str, float] = {}
-    for name, entry in metrics.items():
-        if not isinstance(name, str) or not isinstance(entry, Mapping):
-            raise MetricsFileError(f"metrics.json: metric {_short(name)} is not an object")
-        final = entry.get("final")
-        if final is None:
-            continue
-        if not _is_number(final) or not math.isfinite(final):
-            raise MetricsFileError(f"metrics.json: metric {_short(name)} has final {_short(final)}")
-        finals[name] = float(final)
-    return finals
-
-
-def load_baseline(text: str | bytes) -> dict[str, float]:
-    """:func:`summary_from_json` of raw ``metrics.json`` text (e.g. a downloaded artifact)."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as error:
-        raise MetricsFileError(f"metrics.json is not valid JSON: {_short(str(error))}") from error
-    return summary_from_json(data)
-
-
-def _short(value: object) -> str:
+def short_repr(value: object) -> str:
+    """``repr(value)`` cut to :data:`SAMPLE_CHARS`, for quoting a bad value in a message."""
     text = repr(value)
     return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 3] + "..."
-
-
-def openmetrics_name(name: str) -> str:
-    """``name`` as an OpenMetrics metric name (``[a-zA-Z_:][a-zA-Z0-9_:]*``)."""
-    cleaned = re.sub(r"[^a-zA-Z0-9_:]", "_", name) or "_"
-    return "_" + cleaned if cleaned[0].isdigit() else cleaned
-
-
-def summary_to_openmetrics(summary: MetricsSummary) -> str:
-    """``metrics.txt`` for GitLab's ``artifacts:reports:metrics``: ``name value`` lines.
-
-    Per metric with points: ``<name> <final>`` and ``<name>_best <best>``. GitLab compares the
-    values as strings, so they are written with ``repr`` (shortest round-tripping form).
-    """
-    lines: list[str] = []
-    used: set[str] = set()
-    for metric in summary.metrics:
-        if metric.final is None or metric.best is None:
-            continue
-        base = openmetrics_name(metric.name)
-        name, n = base, 2
-        while name in used or f"{name}_best" in used:
-            name, n = f"{base}_{n}", n + 1
-        used.update((name, f"{name}_best"))
-        lines.append(f"{name} {metric.final!r}")
-        lines.append(f"{name}_best {metric.best!r}")
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"

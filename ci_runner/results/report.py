@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ci_runner.backends.result import Failure, Outcome, RunResult
 from ci_runner.context import CIContext
@@ -32,26 +32,22 @@ from ci_runner.results.markdown import (
     code,
     link,
 )
-from ci_runner.results.metrics import (
-    MetricResult,
-    MetricsSummary,
-    summary_to_json,
-    summary_to_openmetrics,
-)
+from ci_runner.results.metrics import MetricResult, MetricsSummary
+from ci_runner.results.metrics_file import summary_to_json, summary_to_openmetrics
 from ci_runner.spec.types import Goal, TrainConfig
 from ci_runner.templating import environment
 
-TEMPLATE = "comment.md.j2"
-MAX_TABLE_ROWS = 60
-MAX_HISTORY = 20
-TAIL_LINES = 100  # of the log's end, shown under the result
-SHOWN_TAIL_LINE_CHARS = 500  # a longer line of the tail is cut, with an ellipsis
-TAIL_TOTAL_CHARS = 30_000
-HISTORY_TAG = "ci-runner-history:"
+TEMPLATE: Final = "comment.md.j2"
+MAX_TABLE_ROWS: Final = 60
+MAX_HISTORY: Final = 20
+TAIL_LINES: Final = 100  # of the log's end, shown under the result
+SHOWN_TAIL_LINE_CHARS: Final = 500  # a longer line of the tail is cut, with an ellipsis
+TAIL_TOTAL_CHARS: Final = 30_000
+HISTORY_TAG: Final = "ci-runner-history:"
 
-_HISTORY = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*?\]) -->")
+_HISTORY: Final = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*?\]) -->")
 
-_VERDICTS = {
+_VERDICTS: Final = {
     Outcome.SUCCEEDED: ("✅", "training succeeded"),
     Outcome.FAILED: ("❌", "training failed"),
     Outcome.CANCELLED: ("🚫", "training cancelled"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
@@ -21,12 +21,8 @@ from ci_runner.gitlab.notes import note_body
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.results.artifacts import ArtifactListing, list_artifacts, make_s3_client
-from ci_runner.results.metrics import (
-    MetricsFileError,
-    MetricsSummary,
-    load_baseline,
-    parse_log_file,
-)
+from ci_runner.results.metrics import MetricsSummary, parse_log_file
+from ci_runner.results.metrics_file import MetricsFileError, load_baseline
 from ci_runner.results.report import (
     ReportInput,
     marker,
@@ -36,9 +32,9 @@ from ci_runner.results.report import (
 )
 from ci_runner.spec.types import TrainConfig
 
-REPORT_NAME = "report.md"
-METRICS_NAME = "metrics.json"
-LINK_EXPIRY_SECONDS = 7 * 24 * 3600  # how long the report's links to model files stay valid
+REPORT_NAME: Final = "report.md"
+METRICS_NAME: Final = "metrics.json"
+LINK_EXPIRY_SECONDS: Final = 7 * 24 * 3600  # how long the report's links to model files stay valid
 
 
 @dataclass(frozen=True)

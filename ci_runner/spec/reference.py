@@ -46,7 +46,7 @@ kubernetes:
   unschedulable_timeout: 10m
 """
 
-_INTRO = """\
+_INTRO: Final = """\
 # `train.yaml` reference
 
 `train.yaml` at the root of your repository describes one distributed training job. ci-runner
@@ -69,7 +69,7 @@ This file is generated from the schema in `ci_runner/spec/schema.py` by
 """
 
 
-_FORMATS = """
+_FORMATS: Final = """
 ## Value formats
 
 - **duration**: whole seconds (`600`) or a number with units `d`, `h`, `m`, `s` in that order

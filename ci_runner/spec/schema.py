@@ -71,7 +71,7 @@ ARGS_VARIABLE: Final = "CI_RUNNER_ARGS"
 # ---------------------------------------------------------------------------------------------
 # The schema.
 
-_ENV_NAME: Final = env_name(RESERVED_ENV, RESERVED_ENV_PREFIX)
+_ENV_NAME_RULE: Final = env_name(RESERVED_ENV, RESERVED_ENV_PREFIX)
 _K8S_NAME: Final = Str(rule=k8s_name("object", subdomain=True))
 
 _TOLERATION: Final = Record(
@@ -252,7 +252,7 @@ SCHEMA: Final = Record(
     Field(
         "env",
         MapOf(
-            _ENV_NAME,
+            _ENV_NAME_RULE,
             Str(scalars=True, empty=True, control=True),
             doc="mapping NAME → string",
         ),
@@ -261,7 +261,7 @@ SCHEMA: Final = Record(
     ),
     Field(
         "secrets",
-        ListOf(Str(rule=_ENV_NAME), doc="list of names", unique=True),
+        ListOf(Str(rule=_ENV_NAME_RULE), doc="list of names", unique=True),
         "CI variables passed to every rank through a Kubernetes Secret.",
         "[WANDB_API_KEY]",
     ),

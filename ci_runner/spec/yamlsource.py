@@ -13,24 +13,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Final, Union
 
 import yaml
 
 from ci_runner.errors import ConfigError, Problem
 
-MAX_BYTES = 1024 * 1024  # a train.yaml is a few hundred bytes; 1 MiB is generous
-MAX_DEPTH = 50  # nesting levels of mappings and lists
-MAX_NODES = 10_000  # nodes in the document, counting every alias expansion
-MAX_ALIASES = 100  # uses of *alias in the document
+MAX_BYTES: Final = 1024 * 1024  # a train.yaml is a few hundred bytes; 1 MiB is generous
+MAX_DEPTH: Final = 50  # nesting levels of mappings and lists
+MAX_NODES: Final = 10_000  # nodes in the document, counting every alias expansion
+MAX_ALIASES: Final = 100  # uses of *alias in the document
 
 Scalar = Union[str, int, float, bool, None]  # noqa: UP007 (a runtime alias; py3.10 needs Union)
 
-_TAG = "tag:yaml.org,2002:"
-_BOM = "\ufeff"
-_SYNTAX_FIX = "correct the YAML on that line (indentation, ':' after keys, closing quotes/brackets)"
-_EMPTY = "the file is empty"
-_EMPTY_FIX = "write the job's settings, at least name, image and command"
+_TAG: Final = "tag:yaml.org,2002:"
+_BOM: Final = "\ufeff"
+_SYNTAX_FIX: Final = (
+    "correct the YAML on that line (indentation, ':' after keys, closing quotes/brackets)"
+)
+_EMPTY: Final = "the file is empty"
+_EMPTY_FIX: Final = "write the job's settings, at least name, image and command"
 
 
 @dataclass(frozen=True)
@@ -317,7 +319,7 @@ def shorten(value: str, limit: int = 40) -> str:
     return repr(value)
 
 
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def key_path(path: str, key: str) -> str:
@@ -342,7 +344,12 @@ def _short_tag(tag: str) -> str:
     return "!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag
 
 
-_TAG_NOUNS = {"null": "null", "bool": "a boolean", "int": "a whole number", "float": "a number"}
+_TAG_NOUNS: Final = {
+    "null": "null",
+    "bool": "a boolean",
+    "int": "a whole number",
+    "float": "a number",
+}
 
 
 class _Walker:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 
 import urllib3
 from kubernetes.client import ApiClient
@@ -26,13 +27,18 @@ from ci_runner.clock import Clock
 
 Query = Sequence[tuple[str, str | int | bool]]
 
-LOG_READ_TIMEOUT = 300.0  # seconds
+LOG_READ_TIMEOUT: Final = 300.0  # seconds
 # Consecutive failed reconnects of a watch or a followed log before giving up (with the
 # retry policy's backoff, minutes of outage).
-MAX_RECONNECT_FAILURES = 12
+MAX_RECONNECT_FAILURES: Final = 12
 
 # Errors raised while reading a response body when the connection breaks.
-STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError)
+STREAM_ERRORS: Final = (
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    OSError,
+    ValueError,
+)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from kubernetes.client import ApiClient
 
@@ -39,7 +39,7 @@ from ci_runner.plan.run_plan import JobSecret
 
 # Real seconds between checks of the unschedulable timer when nothing happens. Not a poll of
 # the API: the inbox wakes us on every change.
-WAKE_SECONDS = 5.0
+WAKE_SECONDS: Final = 5.0
 
 
 class _Cancel:

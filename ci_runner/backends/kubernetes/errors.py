@@ -7,6 +7,8 @@ the class and :attr:`KubeError.retryable`; code that gives up lets the error pro
 
 from __future__ import annotations
 
+from typing import Final
+
 from ci_runner.backends.kubernetes.permissions import rbac_rule
 from ci_runner.backends.kubernetes.resources import Resource
 from ci_runner.errors import ClusterError
@@ -136,7 +138,7 @@ class ServerError(KubeError):
         return self.status in (500, 502, 503, 504)
 
 
-_BY_STATUS: dict[int, type[KubeError]] = {
+_BY_STATUS: Final[dict[int, type[KubeError]]] = {
     401: Unauthorized,
     403: Forbidden,
     404: NotFound,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Final
 
 from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
 from ci_runner.backends.result import Failure, FailureKind
 
-IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+IMAGE_PULL_REASONS: Final = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 
 
 def role(pod: JSON) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 # (apiGroup, resource, verbs). tests/test_kube_permissions.py checks that the fake API server
 # saw no request outside this list, so it stays exact.
-REQUIRED_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "delete")),
     ("", "secrets", ("create", "patch", "delete")),
     ("", "pods", ("get", "list", "watch", "delete")),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 # A Kubernetes object (or any JSON object) as the API server sends it.
 JSON: TypeAlias = dict[str, Any]
@@ -39,16 +39,16 @@ class Resource:
         return path
 
 
-MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
-PODS = Resource("", "v1", "pods", "Pod")
-POD_LOGS = Resource("", "v1", "pods/log", "Pod")
-SECRETS = Resource("", "v1", "secrets", "Secret")
-EVENTS = Resource("", "v1", "events", "Event")
+MPIJOBS: Final = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+PODS: Final = Resource("", "v1", "pods", "Pod")
+POD_LOGS: Final = Resource("", "v1", "pods/log", "Pod")
+SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+EVENTS: Final = Resource("", "v1", "events", "Event")
 
 # MPI Operator v0.8.2 pod labels (FACTS.md).
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
+JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
+REPLICA_INDEX_LABEL: Final = "training.kubeflow.org/replica-index"
 
 
 def job_selector(job_name: str, role: str | None = None) -> str:

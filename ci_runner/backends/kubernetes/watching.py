@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from ci_runner.backends.kubernetes.api import MAX_RECONNECT_FAILURES, KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import Gone, KubeError, error_class
 from ci_runner.backends.kubernetes.resources import JSON, Resource
 
-SYNC = "SYNC"  # a full listing: objects not in it are gone
-CHANGES = ("ADDED", "MODIFIED", "DELETED")
+SYNC: Final = "SYNC"  # a full listing: objects not in it are gone
+CHANGES: Final = ("ADDED", "MODIFIED", "DELETED")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Final
 
 from ci_runner.backends.local import pyenv
 from ci_runner.backends.logsink import LogSink
@@ -40,11 +41,11 @@ from ci_runner.gitrepo import checkout_commit, is_dirty, resolve_commit
 from ci_runner.masking import GITLAB_CREDENTIALS
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 
-INSTALL_HINT = "run `make demo`, or scripts/setup-horovod.sh <your virtualenv>"
-STOP_GRACE_SECONDS = 10.0
-PIP_TAIL_LINES = 30
-_READ_CHUNK = 65536
-_POLL_SECONDS = 1.0
+INSTALL_HINT: Final = "run `make demo`, or scripts/setup-horovod.sh <your virtualenv>"
+STOP_GRACE_SECONDS: Final = 10.0
+PIP_TAIL_LINES: Final = 30
+_READ_CHUNK: Final = 65536
+_POLL_SECONDS: Final = 1.0
 
 # Starts argv in cwd with env, stdout and stderr on one pipe, as the leader of a new process group.
 Launch = Callable[[Sequence[str], Path, Mapping[str, str]], "subprocess.Popen[bytes]"]

@@ -18,13 +18,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
 from ci_runner.errors import EnvironmentSetupError
 
-READY_MARKER = ".ci-runner-ready"
-BASE_PTH = "_ci_runner_base.pth"
+READY_MARKER: Final = ".ci-runner-ready"
+BASE_PTH: Final = "_ci_runner_base.pth"
 
 # Runs argv with env, passing each chunk of its combined output on; returns the exit code.
 CommandRunner = Callable[[Sequence[str], Mapping[str, str], Callable[[str], None]], int]
@@ -76,7 +77,9 @@ class BaseEnvironment:
 
 
 # An installed distribution's metadata folder: "PyYAML-6.0.2.dist-info", "foo-1.0-py3.11.egg-info".
-_METADATA_DIR = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[^-]*)?\.(?:dist|egg)-info")
+_METADATA_DIR: Final = re.compile(
+    r"(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[^-]*)?\.(?:dist|egg)-info"
+)
 
 
 def current_environment() -> BaseEnvironment:

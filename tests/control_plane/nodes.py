@@ -1,0 +1,56 @@
+"""The nodes a kubelet registers: v1/Node objects with what the scheduler and the API server's
+log proxy read (allocatable, taints, labels, InternalIP, the kubelet's port, Ready)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    cpu: str = "32"
+    memory: str = "128Gi"
+    gpus: int = 4
+    pods: int = 110
+    taints: list[JSON] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    zone: timedelta = timedelta(0)  # the node's local time zone (log timestamps)
+
+
+def node_object(node: NodeSpec, port: int) -> JSON:
+    """The Node a kubelet for ``node`` registers, its endpoint at ``port`` on loopback."""
+    allocatable = {
+        "cpu": node.cpu,
+        "memory": node.memory,
+        "pods": str(node.pods),
+        "nvidia.com/gpu": str(node.gpus),
+    }
+    labels = {"kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux", **node.labels}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node.name, "labels": labels},
+        "spec": {"taints": node.taints} if node.taints else {},
+        "status": {
+            "capacity": dict(allocatable),
+            "allocatable": allocatable,
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": node.name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                }
+            ],
+        },
+    }

@@ -1,0 +1,117 @@
+"""``python -m tests.emulated_cluster``: prints its DNS (and S3) and ``ready``, leaves nothing
+behind on SIGTERM, and a start after SIGKILL removes what the killed run left (slow)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from tests.conftest import REPO_ROOT
+from tests.emulated_cluster import cleanup, marks
+
+pytestmark = pytest.mark.slow
+NOTHING: dict[str, list[str]] = {
+    "processes": [],
+    "netns": [],
+    "links": [],
+    "mounts": [],
+    "cgroups": [],
+    "state": [],
+}
+
+
+def start(kubeconfig: Path, *flags: str) -> tuple[subprocess.Popen[str], list[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.emulated_cluster", "--kubeconfig", str(kubeconfig), *flags],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines = []
+    while not lines or lines[-1] != "ready":
+        line = process.stdout.readline()
+        assert line, f"the emulated cluster ended before ready: {lines}"
+        lines.append(line.rstrip("\n"))
+    return process, lines
+
+
+def api(kubeconfig: Path) -> tuple[str, dict[str, str]]:
+    config = yaml.safe_load(kubeconfig.read_text())
+    token = config["users"][0]["user"]["token"]
+    return config["clusters"][0]["cluster"]["server"], {"Authorization": f"Bearer {token}"}
+
+
+def run_pod(kubeconfig: Path) -> dict[str, Any]:
+    url, headers = api(kubeconfig)
+    pods = f"{url}/api/v1/namespaces/default/pods"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sleeper"},
+        "spec": {
+            "nodeName": "emulated-node-1",
+            "containers": [
+                {"name": "main", "image": "horovod/horovod:0.28.1", "command": ["sleep", "600"]}
+            ],
+        },
+    }
+    requests.post(pods, json=body, headers=headers, timeout=10).raise_for_status()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        pod: dict[str, Any] = requests.get(f"{pods}/sleeper", headers=headers, timeout=10).json()
+        if (pod.get("status") or {}).get("phase") == "Running":
+            return pod
+        time.sleep(0.1)
+    raise AssertionError("the pod never ran")
+
+
+def test_a_run_prints_dns_s3_ready_and_sigterm_leaves_nothing(tmp_path: Path) -> None:
+    assert cleanup.inventory() == NOTHING
+    process, lines = start(tmp_path / "kubeconfig", "--s3")
+    try:
+        assert lines == [
+            f"dns {marks.GATEWAY}",
+            f"s3 http://{marks.GATEWAY}:{marks.S3_PORT}",
+            "ready",
+        ]
+        assert requests.get(f"http://{marks.GATEWAY}:{marks.S3_PORT}/", timeout=10).ok
+        run_pod(tmp_path / "kubeconfig")
+        during = cleanup.inventory()
+        assert len(during["netns"]) == 1 and during["processes"] and during["mounts"]
+        assert marks.BRIDGE in during["links"] and len(during["links"]) == 2
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    assert cleanup.inventory() == NOTHING
+
+
+def test_a_start_after_sigkill_removes_what_the_killed_run_left(tmp_path: Path) -> None:
+    assert cleanup.inventory() == NOTHING
+    killed, _ = start(tmp_path / "first")
+    pod = run_pod(tmp_path / "first")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    left = cleanup.inventory()
+    assert left["netns"] == [marks.netns_name(pod["metadata"]["uid"])]
+    assert left["processes"] and left["mounts"] and left["cgroups"]
+
+    again, lines = start(tmp_path / "second")
+    try:
+        assert lines == [f"dns {marks.GATEWAY}", "ready"]
+        now = cleanup.inventory()
+        assert (now["netns"], now["links"]) == ([], [marks.BRIDGE])
+        assert not set(left["processes"]) & set(now["processes"])
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(60) == 0
+    assert cleanup.inventory() == NOTHING

@@ -1,0 +1,57 @@
+"""Volume rules of the emulated kubelet: AtomicWriter layout, items and modes, Multi-Attach."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.emulated_cluster.volumes import (
+    VolumeNotReady,
+    atomic_write,
+    attach_conflict,
+    projection,
+)
+
+
+def test_atomic_write_puts_files_in_a_timestamped_dir_behind_data_and_user_visible_links(
+    tmp_path: Path,
+) -> None:
+    atomic_write(tmp_path, {"id": (b"key", 0o600), "conf/app.yaml": (b"a: 1", 0o644)})
+    names = sorted(os.listdir(tmp_path))
+    assert names[1:] == ["..data", "conf", "id"]
+    assert re.fullmatch(r"\.\.\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d\.\d+", names[0])
+    assert os.readlink(tmp_path / "..data") == names[0]
+    assert os.readlink(tmp_path / "id") == "..data/id"
+    assert os.readlink(tmp_path / "conf") == "..data/conf"
+    assert stat.S_IMODE(os.stat(tmp_path / names[0]).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(tmp_path / "id").st_mode) == 0o600
+    assert (tmp_path / "conf" / "app.yaml").read_bytes() == b"a: 1"
+
+
+def test_projection_takes_every_key_with_default_mode_or_the_items_with_their_modes() -> None:
+    data = {"a": b"1", "b": b"2"}
+    assert projection({}, data, "secret") == {"a": (b"1", 0o644), "b": (b"2", 0o644)}
+    items = {
+        "defaultMode": 0o600,
+        "items": [{"key": "a", "path": "x"}, {"key": "b", "path": "y", "mode": 0o400}],
+    }
+    assert projection(items, data, "secret") == {"x": (b"1", 0o600), "y": (b"2", 0o400)}
+    with pytest.raises(VolumeNotReady, match=r"^references non-existent secret key: c$"):
+        projection({"items": [{"key": "c", "path": "z"}]}, data, "secret")
+
+
+CLAIM = {"metadata": {"name": "pip-cache"}, "spec": {"volumeName": "pvc-123"}}
+
+
+def test_a_read_write_once_claim_used_on_another_node_cannot_attach() -> None:
+    rwo = {**CLAIM, "spec": {**CLAIM["spec"], "accessModes": ["ReadWriteOnce"]}}
+    assert attach_conflict(rwo, ["train-worker-0"]) == (
+        'Multi-Attach error for volume "pvc-123" Volume is already used by pod(s) train-worker-0'
+    )
+    assert attach_conflict(rwo, []) is None
+    rwx = {**CLAIM, "spec": {**CLAIM["spec"], "accessModes": ["ReadWriteMany"]}}
+    assert attach_conflict(rwx, ["train-worker-0"]) is None
