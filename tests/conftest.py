@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -157,3 +158,19 @@ def gitlab_project(
     return open_project(
         connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session), GITLAB_PROJECT
     )
+
+
+EXAMPLE = "examples/simple_ml"
+
+
+@pytest.fixture
+def example_project(tmp_path: Path) -> Path:
+    """A fresh repository with the example committed, as a user's project would hold it."""
+    repo = tmp_path / "project"
+    shutil.copytree(
+        REPO_ROOT / EXAMPLE, repo / EXAMPLE, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    run_git(["init", "-q", "-b", "main"], repo)
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "simple_ml example"], repo)
+    return repo
