@@ -463,11 +463,12 @@ def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
         for value in SECRET_VALUES:  # the log stream breaks half-way through a secret
             job.launcher_log_cut(f"[1]<stderr>:{value}{value}")
         job.launcher_log_unterminated(f"[0]<stdout>:last words {SECRET_VALUES[0]}")
+        submitted = server.store.get("mpijobs.kubeflow.org", NAMESPACE, name)
+        secrets, _ = server.store.list("secrets", NAMESPACE)
         job.launcher_exits(1)
         thread.join(timeout=WAIT)
         assert not thread.is_alive(), err.getvalue()
-        submitted = server.store.get("mpijobs.kubeflow.org", NAMESPACE, name)
-        secrets, _ = server.store.list("secrets", NAMESPACE)
+        assert server.store.list("secrets", NAMESPACE)[0] == []  # deleted with the job
 
     assert codes == [1], err.getvalue()
     # The Secret holds the values; the MPIJob only its name and keys.

@@ -292,10 +292,14 @@ def assert_no_secret_anywhere(pipeline: Pipeline, log: CiLog) -> None:
 def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline) -> None:
     process, log, job = run_to_the_launcher(pipeline)
     key = upload_model(pipeline, job)
+    # Manifests name the Secret; its values live only in the Secret, which the MPIJob owns.
+    secret = pipeline.cluster.store.get("secrets", NAMESPACE, f"{job.name}-secrets")
+    assert secret["metadata"]["ownerReferences"][0]["name"] == job.name
     job.launcher_exits(0)
 
     assert finished(process, log) == 0, "\n".join(log.lines)
     assert f"[ci-runner] MPIJob {job.name} succeeded" in log.lines
+    assert f"[ci-runner] deleted MPIJob {job.name}, its pods and its Secret" in log.lines
     assert "[ci-runner] train_loss: 934.879 (final, mean over ranks; best 934.226)" in log.lines
     (comment,) = pipeline.notes()
     assert comment.startswith(
@@ -323,9 +327,9 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
         pytest.approx(934.8792437337936)
     )
     assert_no_secret_anywhere(pipeline, log)
-    # Manifests name the Secret; its values live only in the Secret.
-    secret = pipeline.cluster.store.get("secrets", NAMESPACE, f"{job.name}-secrets")
-    assert secret["metadata"]["ownerReferences"][0]["name"] == job.name
+    # The log saved, nothing of the run is left in the namespace (Events expire by themselves).
+    store = pipeline.cluster.store
+    assert [key for key in store.objects if key[1] == NAMESPACE and key[0] != "events"] == []
 
     # A second pipeline on the same MR edits the same comment and keeps this run in its history.
     second = pipeline.for_job(5006)
