@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.emulated_cluster import cleanup
+from tests.emulated_cluster import cleanup, marks
 from tests.emulated_cluster.harness import IMAGE, NAMESPACE, Emulated, emulated
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,9 @@ def cluster() -> Iterator[Emulated]:
     assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
 
 
-def mpijob(name: str, launcher: str, worker_command: list[str] | None) -> JSON:
+def mpijob(
+    name: str, launcher: str, worker_command: list[str] | None, **launcher_spec: Any
+) -> JSON:
     worker: JSON = {"name": "worker", "image": IMAGE}
     if worker_command is not None:
         worker["command"] = worker_command
@@ -57,7 +59,8 @@ def mpijob(name: str, launcher: str, worker_command: list[str] | None) -> JSON:
                                     "image": IMAGE,
                                     "command": ["/bin/sh", "-c", launcher],
                                 }
-                            ]
+                            ],
+                            **launcher_spec,
                         }
                     },
                 },
@@ -120,3 +123,23 @@ def test_the_same_job_reaches_both_workers_once_sshd_stops_checking_modes(
     lines = log.splitlines()
     assert phase == "Succeeded", log
     assert {"relaxed-worker-0", "relaxed-worker-1", noise} <= set(lines), log
+
+
+def test_a_launcher_with_dns_policy_none_and_no_searches_cannot_resolve_a_worker(
+    cluster: Emulated,
+) -> None:
+    relaxed = ["/usr/sbin/sshd", "-De", "-o", "StrictModes=no"]
+    lookup = f"getent hosts {FIRST_HOST}"
+    bare = {"dnsPolicy": "None", "dnsConfig": {"nameservers": [marks.GATEWAY]}}
+    phase, log, _ = run(cluster, mpijob("bare", lookup, relaxed, **bare))
+    assert (phase, log) == ("Failed", "")  # getent: exit 2, not found
+    searching = {
+        "dnsPolicy": "None",
+        "dnsConfig": {
+            "nameservers": [marks.GATEWAY],
+            "searches": ["svc.cluster.local", "cluster.local"],  # what ci-runner renders
+        },
+    }
+    phase, log, _ = run(cluster, mpijob("searching", lookup, relaxed, **searching))
+    assert phase == "Succeeded", log
+    assert log.split()[1] == f"searching-worker-0.searching.{NAMESPACE}.svc.cluster.local"
