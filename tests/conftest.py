@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,6 +29,8 @@ FAKE_HOROVODRUN = REPO_ROOT / "tests" / "fake_horovodrun.py"
 GITLAB_TOKEN = "glpat-CANARY-9f2c71d4e8"
 GITLAB_BOT = "project_42_bot"
 GITLAB_PROJECT = "group/proj"
+# The commit the pipeline runs on, known to the fake GitLab's project.
+GITLAB_SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -142,8 +145,10 @@ def gitlab_bot(gitlab_server: FakeGitLab) -> User:
 
 @pytest.fixture
 def gitlab_fake_project(gitlab_server: FakeGitLab) -> FakeProject:
-    """The project ``group/proj`` as the fake GitLab holds it."""
-    return gitlab_server.add_project(GITLAB_PROJECT)
+    """The project ``group/proj`` as the fake GitLab holds it, with the commit ``GITLAB_SHA``."""
+    project = gitlab_server.add_project(GITLAB_PROJECT)
+    gitlab_server.add_commit(project, GITLAB_SHA)
+    return project
 
 
 @pytest.fixture
@@ -157,3 +162,19 @@ def gitlab_project(
     return open_project(
         connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session), GITLAB_PROJECT
     )
+
+
+EXAMPLE = "examples/simple_ml"
+
+
+@pytest.fixture
+def example_project(tmp_path: Path) -> Path:
+    """A fresh repository with the example committed, as a user's project would hold it."""
+    repo = tmp_path / "project"
+    shutil.copytree(
+        REPO_ROOT / EXAMPLE, repo / EXAMPLE, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    run_git(["init", "-q", "-b", "main"], repo)
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "simple_ml example"], repo)
+    return repo

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,45 +16,14 @@ from ci_runner.gitlab.client import (
     token_from_env,
 )
 from ci_runner.gitlab.transport import BoundedSession
-from tests.gitlab_server import FakeGitLab, manual_session, record_retry_sleeps
+from tests.conftest import GITLAB_TOKEN
+from tests.gitlab_server import FakeGitLab, User, manual_session
+from tests.gitlab_server import Project as FakeProject
 
-TOKEN = "glpat-CANARY-9f2c71d4e8"
 TOKEN_FIX = (
     "fix: store a valid project or personal access token with the api scope "
     "in the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
 )
-
-
-@pytest.fixture(autouse=True)
-def no_python_gitlab_sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """python-gitlab's own retries are off: it never sleeps."""
-    recorded = record_retry_sleeps(monkeypatch)
-    yield
-    assert recorded == []
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def session(clock: ManualClock) -> BoundedSession:
-    return manual_session(clock)
-
-
-@pytest.fixture
-def sleeps(clock: ManualClock) -> list[float]:
-    """The waits ci-runner's retries asked for, recorded instead of slept."""
-    return clock.sleeps
-
-
-@pytest.fixture
-def server() -> Iterator[FakeGitLab]:
-    with FakeGitLab() as fake:
-        fake.add_token(TOKEN, fake.add_user("project_42_bot"))
-        fake.add_project("group/proj")
-        yield fake
 
 
 # --- token ---------------------------------------------------------------------------------
@@ -86,24 +54,26 @@ def test_only_the_job_token_says_it_cannot_post() -> None:
     assert "job-token-value" not in str(caught.value)
 
 
-def test_connect_without_token_fails_before_any_request(server: FakeGitLab) -> None:
+def test_connect_without_token_fails_before_any_request(gitlab_server: FakeGitLab) -> None:
     with pytest.raises(GitLabError, match=r"^cannot post the report to GitLab: neither"):
-        connect(server.url, None)
-    assert server.requests == []
+        connect(gitlab_server.url, None)
+    assert gitlab_server.requests == []
 
 
-def test_bad_token_is_one_clear_line(server: FakeGitLab) -> None:
+def test_bad_token_is_one_clear_line(gitlab_server: FakeGitLab) -> None:
     with pytest.raises(GitLabError) as caught:
-        connect(server.url, "glpat-wrong")
+        connect(gitlab_server.url, "glpat-wrong")
     assert str(caught.value) == (
-        f"cannot sign in to GitLab at {server.url}: GitLab rejected the access token "
+        f"cannot sign in to GitLab at {gitlab_server.url}: GitLab rejected the access token "
         f"(401 Unauthorized); {TOKEN_FIX}"
     )
     assert caught.value.lines() == [str(caught.value)]
 
 
-def test_unknown_project_is_one_line(server: FakeGitLab, session: BoundedSession) -> None:
-    gl = connect(server.url, TOKEN, session=session)
+def test_unknown_project_is_one_line(
+    gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_session: BoundedSession
+) -> None:
+    gl = connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session)
     with pytest.raises(GitLabError) as caught:
         open_project(gl, "group/missing")
     assert str(caught.value) == (
@@ -114,48 +84,53 @@ def test_unknown_project_is_one_line(server: FakeGitLab, session: BoundedSession
 
 
 def test_gitlab_down_is_one_line_after_retries(
-    sleeps: list[float], session: BoundedSession
+    gitlab_sleeps: list[float], gitlab_session: BoundedSession
 ) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     with pytest.raises(GitLabError) as caught:
-        connect(url, TOKEN, session=session)
+        connect(url, GITLAB_TOKEN, session=gitlab_session)
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer (ConnectionError, "
         "after retries); fix: check CI_SERVER_URL and the runner's network, then retry the job "
         "once GitLab answers again"
     )
-    assert sleeps == [0.5, 1.0, 2.0]
+    assert gitlab_sleeps == [0.5, 1.0, 2.0]
 
 
-def test_gitlab_down_longer_than_the_budget_says_so_once(clock: ManualClock) -> None:
+def test_gitlab_down_longer_than_the_budget_says_so_once(
+    gitlab_clock: ManualClock, gitlab_sleeps: list[float]
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    session = manual_session(clock, seconds=2.0)
+    session = manual_session(gitlab_clock, seconds=2.0)
     with pytest.raises(GitLabTimeout) as caught:
-        connect(url, TOKEN, session=session)
+        connect(url, GITLAB_TOKEN, session=session)
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer within the 2 s "
         "ci-runner gives it; fix: check CI_SERVER_URL and the runner's network, or give GitLab "
         "more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
     )
-    assert clock.sleeps == [0.5, 1.0]
+    assert gitlab_sleeps == [0.5, 1.0]
     assert session.budget.spent
 
 
 def test_connect_signs_in_and_opens_the_project_by_path_or_id(
-    server: FakeGitLab, session: BoundedSession
+    gitlab_server: FakeGitLab,
+    gitlab_bot: User,
+    gitlab_fake_project: FakeProject,
+    gitlab_session: BoundedSession,
 ) -> None:
-    gl = connect(server.url, TOKEN, session=session)
+    gl = connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session)
     by_path = open_project(gl, "group/proj")
     by_id = open_project(gl, str(by_path.id))
     assert (by_path.path_with_namespace, by_id.path_with_namespace) == ("group/proj", "group/proj")
     assert current_user_id(gl) == by_path.id - 1  # the fake hands out ids in creation order
-    assert [(r.method, r.path) for r in server.requests] == [
+    assert [(r.method, r.path) for r in gitlab_server.requests] == [
         ("GET", "/api/v4/user"),
         ("GET", "/api/v4/projects/group%2Fproj"),
         ("GET", f"/api/v4/projects/{by_path.id}"),
     ]
-    assert {r.headers["private-token"] for r in server.requests} == {TOKEN}
+    assert {r.headers["private-token"] for r in gitlab_server.requests} == {GITLAB_TOKEN}

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,30 +16,20 @@ import gitlab
 import pytest
 import requests
 
-from tests.conftest import REPO_ROOT
-from tests.gitlab_server import DROP, FakeGitLab
+from tests.conftest import GITLAB_TOKEN, REPO_ROOT
+from tests.gitlab_server import DROP, FakeGitLab, User
 from tests.gitlab_server import MergeRequest as FakeMergeRequest
 from tests.gitlab_server import Project as FakeProject
 
-TOKEN = "glpat-test"
 
-
-@pytest.fixture
-def server() -> Iterator[FakeGitLab]:
-    with FakeGitLab() as fake:
-        yield fake
-
-
-def test_notes_pagination_headers_and_link(server: FakeGitLab) -> None:
-    bot = server.add_user("bot")
-    server.add_token(TOKEN, bot)
-    mr = server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
-    notes = [server.add_note(mr, f"n{i}", bot) for i in range(5)]
+def test_notes_pagination_headers_and_link(gitlab_server: FakeGitLab, gitlab_bot: User) -> None:
+    mr = gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
+    notes = [gitlab_server.add_note(mr, f"n{i}", gitlab_bot) for i in range(5)]
 
     response = requests.get(
-        f"{server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes",
+        f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes",
         params={"per_page": "2", "page": "2", "sort": "asc"},
-        headers={"PRIVATE-TOKEN": TOKEN},
+        headers={"PRIVATE-TOKEN": GITLAB_TOKEN},
         timeout=5,
     )
 
@@ -53,49 +42,47 @@ def test_notes_pagination_headers_and_link(server: FakeGitLab) -> None:
     }
     assert (response.headers["X-Total-Pages"], response.headers["X-Next-Page"]) == ("3", "3")
     assert response.headers["X-Prev-Page"] == "1"
-    base = f"{server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes?per_page=2"
+    base = f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes?per_page=2"
     assert response.links["next"]["url"] == f"{base}&page=3&sort=asc"
     assert response.links["last"]["url"] == f"{base}&page=3&sort=asc"
     assert response.links["prev"]["url"] == f"{base}&page=1&sort=asc"
     assert [n.id for n in notes[2:4]] == [n["id"] for n in response.json()]
 
 
-def test_python_gitlab_lists_every_page(server: FakeGitLab) -> None:
-    bot = server.add_user("bot")
-    server.add_token(TOKEN, bot)
-    mr = server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
+def test_python_gitlab_lists_every_page(gitlab_server: FakeGitLab, gitlab_bot: User) -> None:
+    mr = gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
     for i in range(45):
-        server.add_note(mr, f"n{i}", bot)
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+        gitlab_server.add_note(mr, f"n{i}", gitlab_bot)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
     notes = gl.projects.get("g/p", lazy=True).mergerequests.get(1, lazy=True).notes
     assert [n.body for n in notes.list(get_all=True)] == [f"n{i}" for i in reversed(range(45))]
-    assert server.count("GET", "/notes$") == 3  # 20 a page by default
+    assert gitlab_server.count("GET", "/notes$") == 3  # 20 a page by default
 
 
-def test_unknown_token_gets_gitlabs_401(server: FakeGitLab) -> None:
+def test_unknown_token_gets_gitlabs_401(gitlab_server: FakeGitLab) -> None:
     response = requests.get(
-        f"{server.url}/api/v4/user", headers={"PRIVATE-TOKEN": "nope"}, timeout=5
+        f"{gitlab_server.url}/api/v4/user", headers={"PRIVATE-TOKEN": "nope"}, timeout=5
     )
     assert (response.status_code, response.json()) == (401, {"message": "401 Unauthorized"})
 
 
-def test_read_api_token_may_read_but_not_write(server: FakeGitLab) -> None:
-    server.add_token(TOKEN, server.add_user("reader"), scopes=["read_api"])
-    server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
-    url = f"{server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes"
-    headers = {"PRIVATE-TOKEN": TOKEN}
+def test_read_api_token_may_read_but_not_write(gitlab_server: FakeGitLab) -> None:
+    gitlab_server.add_token("glpat-read", gitlab_server.add_user("reader"), scopes=["read_api"])
+    gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
+    url = f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes"
+    headers = {"PRIVATE-TOKEN": "glpat-read"}
     assert requests.get(url, headers=headers, timeout=5).status_code == 200
     response = requests.post(url, json={"body": "hi"}, headers=headers, timeout=5)
     assert response.status_code == 403
     assert response.json()["error"] == "insufficient_scope"
 
 
-def test_note_over_the_limit_is_rejected_like_gitlab(server: FakeGitLab) -> None:
-    bot = server.add_user("bot")
-    server.add_token(TOKEN, bot)
-    project = server.add_project("g/p")
-    server.add_merge_request(project, 1, sha="a" * 40)
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+def test_note_over_the_limit_is_rejected_like_gitlab(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    gitlab_server.add_merge_request(project, 1, sha="a" * 40)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
     mr = gl.projects.get("g/p", lazy=True).mergerequests.get(1, lazy=True)
 
     with pytest.raises(gitlab.GitlabCreateError) as caught:
@@ -108,11 +95,10 @@ def test_note_over_the_limit_is_rejected_like_gitlab(server: FakeGitLab) -> None
     assert mr.notes.create({"body": "x" * 1_000_000}).id > 0
 
 
-def test_only_the_author_may_edit_a_note(server: FakeGitLab) -> None:
-    server.add_token(TOKEN, server.add_user("bot"))
-    mr = server.add_merge_request(server.add_project("g/p"), 1, sha="a" * 40)
-    theirs = server.add_note(mr, "mine", server.add_user("someone"))
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+def test_only_the_author_may_edit_a_note(gitlab_server: FakeGitLab, gitlab_bot: User) -> None:
+    mr = gitlab_server.add_merge_request(gitlab_server.add_project("g/p"), 1, sha="a" * 40)
+    theirs = gitlab_server.add_note(mr, "mine", gitlab_server.add_user("someone"))
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
     note = gl.projects.get("g/p", lazy=True).mergerequests.get(1, lazy=True).notes.get(theirs.id)
     note.body = "edited"
     with pytest.raises(gitlab.GitlabUpdateError) as caught:
@@ -121,28 +107,29 @@ def test_only_the_author_may_edit_a_note(server: FakeGitLab) -> None:
     assert theirs.body == "mine"
 
 
-def test_injected_faults_come_before_auth_and_run_out(server: FakeGitLab) -> None:
-    server.inject(429, path="/user$", headers={"Retry-After": "7"})
-    first = requests.get(f"{server.url}/api/v4/user", timeout=5)
-    second = requests.get(f"{server.url}/api/v4/user", timeout=5)
+def test_injected_faults_come_before_auth_and_run_out(gitlab_server: FakeGitLab) -> None:
+    gitlab_server.inject(429, path="/user$", headers={"Retry-After": "7"})
+    first = requests.get(f"{gitlab_server.url}/api/v4/user", timeout=5)
+    second = requests.get(f"{gitlab_server.url}/api/v4/user", timeout=5)
     assert (first.status_code, first.headers["Retry-After"], first.text) == (
         429,
         "7",
         "Retry later\n",
     )
     assert second.status_code == 401
-    assert [r.status for r in server.requests] == [429, 401]
+    assert [r.status for r in gitlab_server.requests] == [429, 401]
 
 
 # --- GitLab's rules the fake follows (see the module docstring for the upstream lines) -------
 
 
 @pytest.fixture
-def bot_mr(server: FakeGitLab) -> tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]:
-    server.add_token(TOKEN, server.add_user("bot"))
-    project = server.add_project("g/p")
-    mr = server.add_merge_request(project, 1, sha="a" * 40)
-    return gitlab.Gitlab(server.url, private_token=TOKEN), project, mr
+def bot_mr(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]:
+    project = gitlab_server.add_project("g/p")
+    mr = gitlab_server.add_merge_request(project, 1, sha="a" * 40)
+    return gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN), project, mr
 
 
 def _notes_api(gl: gitlab.Gitlab) -> Any:
@@ -150,17 +137,17 @@ def _notes_api(gl: gitlab.Gitlab) -> Any:
 
 
 def test_a_note_is_stored_as_gitlab_stores_it(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, project, mr = bot_mr
     created = _notes_api(gl).create({"body": "line one\r\nline two  \n\n"})
     assert created.body == "line one\nline two"
-    assert [n.body for n in server.notes(project, 1)] == ["line one\nline two"]
+    assert [n.body for n in gitlab_server.notes(project, 1)] == ["line one\nline two"]
     assert mr.executed_commands == []
 
 
 def test_quick_actions_in_a_note_are_executed_and_removed(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, _, mr = bot_mr
     # ~~~ is no fence to the extractor (extractor.rb:98-107 knows only ```)
@@ -171,7 +158,7 @@ def test_quick_actions_in_a_note_are_executed_and_removed(
 
 
 def test_only_text_up_to_the_last_backtick_ended_line_is_protected(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, _, mr = bot_mr
     # "inline code on separate rows" (extractor.rb:109-118) spans from a line with a backtick to
@@ -183,71 +170,71 @@ def test_only_text_up_to_the_last_backtick_ended_line_is_protected(
 
 
 def test_a_note_of_commands_only_is_not_saved_and_answers_202(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     _, project, mr = bot_mr
     response = requests.post(
-        f"{server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes",
+        f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes",
         json={"body": "/close\n"},
-        headers={"PRIVATE-TOKEN": TOKEN},
+        headers={"PRIVATE-TOKEN": GITLAB_TOKEN},
         timeout=5,
     )
     assert (response.status_code, response.json()) == (
         202,
         {"commands_changes": {"close": True}, "summary": ["close"]},
     )
-    assert (server.notes(project, 1), mr.state) == ([], "closed")
+    assert (gitlab_server.notes(project, 1), mr.state) == ([], "closed")
 
 
 def test_quick_actions_in_an_edit_are_executed_too(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, project, mr = bot_mr
     note = _notes_api(gl).create({"body": "first"})
     note.body = "second\n/lock"
     note.save()
-    assert [n.body for n in server.notes(project, 1)] == ["second"]
+    assert [n.body for n in gitlab_server.notes(project, 1)] == ["second"]
     assert mr.executed_commands == [["lock"]]
 
 
 def test_a_fault_after_the_write_still_executes_it(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, project, _ = bot_mr
-    server.inject(502, method="POST", path="/notes$", after=True)
+    gitlab_server.inject(502, method="POST", path="/notes$", after=True)
     with pytest.raises(gitlab.GitlabCreateError) as caught:
         _notes_api(gl).create({"body": "once"})
     assert caught.value.response_code == 502
-    assert [n.body for n in server.notes(project, 1)] == ["once"]
-    assert [r.status for r in server.matching("POST", "/notes$")] == [502]
+    assert [n.body for n in gitlab_server.notes(project, 1)] == ["once"]
+    assert [r.status for r in gitlab_server.matching("POST", "/notes$")] == [502]
 
 
 def test_a_dropped_connection_after_the_write_still_executes_it(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, project, _ = bot_mr
-    server.inject(DROP, method="POST", path="/notes$", after=True)
+    gitlab_server.inject(DROP, method="POST", path="/notes$", after=True)
     with pytest.raises(requests.ConnectionError):
         _notes_api(gl).create({"body": "once"})
-    assert [n.body for n in server.notes(project, 1)] == ["once"]
+    assert [n.body for n in gitlab_server.notes(project, 1)] == ["once"]
 
 
 def test_a_fault_before_the_write_does_not_execute_it(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, project, _ = bot_mr
-    server.inject(503, method="POST", path="/notes$")
+    gitlab_server.inject(503, method="POST", path="/notes$")
     with pytest.raises(gitlab.GitlabCreateError):
         _notes_api(gl).create({"body": "never"})
-    assert server.notes(project, 1) == []
+    assert gitlab_server.notes(project, 1) == []
 
 
 def test_a_maintainer_may_edit_anyones_note(
-    server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
+    gitlab_server: FakeGitLab, bot_mr: tuple[gitlab.Gitlab, FakeProject, FakeMergeRequest]
 ) -> None:
     gl, project, mr = bot_mr
-    theirs = server.add_note(mr, "mine", server.add_user("someone"))
-    server.add_maintainer(project, server.users()[0])
+    theirs = gitlab_server.add_note(mr, "mine", gitlab_server.add_user("someone"))
+    gitlab_server.add_maintainer(project, gitlab_server.users()[0])
     note = _notes_api(gl).get(theirs.id)
     note.body = "edited by a maintainer"
     note.save()
@@ -255,33 +242,35 @@ def test_a_maintainer_may_edit_anyones_note(
 
 
 def test_artifacts_by_ref_come_from_the_latest_successful_pipeline_only(
-    server: FakeGitLab,
+    gitlab_server: FakeGitLab, gitlab_bot: User
 ) -> None:
-    server.add_token(TOKEN, server.add_user("bot"))
-    project = server.add_project("g/p")
-    url = f"{server.url}/api/v4/projects/g%2Fp/jobs/artifacts/main/raw/m.json"
+    project = gitlab_server.add_project("g/p")
+    url = f"{gitlab_server.url}/api/v4/projects/g%2Fp/jobs/artifacts/main/raw/m.json"
 
     def get() -> tuple[int, bytes]:
-        r = requests.get(url, params={"job": "train"}, headers={"PRIVATE-TOKEN": TOKEN}, timeout=5)
+        r = requests.get(
+            url, params={"job": "train"}, headers={"PRIVATE-TOKEN": GITLAB_TOKEN}, timeout=5
+        )
         return r.status_code, r.content
 
-    server.add_pipeline(project, "main", jobs={"train": {"m.json": b"old"}})
+    gitlab_server.add_pipeline(project, "main", jobs={"train": {"m.json": b"old"}})
     assert get() == (200, b"old")
-    server.add_pipeline(project, "main", status="failed", jobs={"train": {"m.json": b"red"}})
+    gitlab_server.add_pipeline(project, "main", status="failed", jobs={"train": {"m.json": b"red"}})
     assert get() == (200, b"old")
-    server.add_pipeline(project, "other", jobs={"train": {"m.json": b"elsewhere"}})
+    gitlab_server.add_pipeline(project, "other", jobs={"train": {"m.json": b"elsewhere"}})
     assert get() == (200, b"old")
-    server.add_pipeline(project, "main", source="schedule", jobs={"docs": {}})
+    gitlab_server.add_pipeline(project, "main", source="schedule", jobs={"docs": {}})
     assert get() == (404, b'{"message": "404 Not Found"}')
 
 
-def test_pipelines_and_their_jobs_are_listed_newest_first(server: FakeGitLab) -> None:
-    server.add_token(TOKEN, server.add_user("bot"))
-    project = server.add_project("g/p")
-    old = server.add_pipeline(project, "main", jobs={"train": {"m.json": b"1"}})
-    server.add_pipeline(project, "main", status="failed")
-    new = server.add_pipeline(project, "main", jobs={"lint": {}, "train": {}})
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+def test_pipelines_and_their_jobs_are_listed_newest_first(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    old = gitlab_server.add_pipeline(project, "main", jobs={"train": {"m.json": b"1"}})
+    gitlab_server.add_pipeline(project, "main", status="failed")
+    new = gitlab_server.add_pipeline(project, "main", jobs={"lint": {}, "train": {}})
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
     api = gl.projects.get("g/p", lazy=True)
     green = api.pipelines.list(ref="main", status="success", get_all=True)
     assert [p.id for p in green] == [new.id, old.id]
@@ -293,13 +282,13 @@ def test_pipelines_and_their_jobs_are_listed_newest_first(server: FakeGitLab) ->
 
 def test_link_headers_use_the_external_url() -> None:
     with FakeGitLab(external_url="https://gitlab.example.com/") as fake:
-        fake.add_token(TOKEN, fake.add_user("bot"))
+        fake.add_token(GITLAB_TOKEN, fake.add_user("bot"))
         mr = fake.add_merge_request(fake.add_project("g/p"), 1, sha="a" * 40)
         for i in range(3):
             fake.add_note(mr, f"n{i}", fake.users()[0])
         response = requests.get(
             f"{fake.url}/api/v4/projects/g%2Fp/merge_requests/1/notes?per_page=1",
-            headers={"PRIVATE-TOKEN": TOKEN},
+            headers={"PRIVATE-TOKEN": GITLAB_TOKEN},
             timeout=5,
         )
     assert response.links["next"]["url"] == (
@@ -307,12 +296,13 @@ def test_link_headers_use_the_external_url() -> None:
     )
 
 
-def test_a_fork_merge_request_lives_in_the_target_project(server: FakeGitLab) -> None:
-    server.add_token(TOKEN, server.add_user("bot"))
-    upstream = server.add_project("team/ml", project_id=42)
-    fork = server.add_project("alice/ml", project_id=43, forked_from=upstream)
-    server.add_merge_request(upstream, 7, sha="b" * 40, source_project=fork)
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+def test_a_fork_merge_request_lives_in_the_target_project(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    upstream = gitlab_server.add_project("team/ml", project_id=42)
+    fork = gitlab_server.add_project("alice/ml", project_id=43, forked_from=upstream)
+    gitlab_server.add_merge_request(upstream, 7, sha="b" * 40, source_project=fork)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
     mr = gl.projects.get(42, lazy=True).mergerequests.get(7)
     assert (mr.project_id, mr.source_project_id, mr.target_project_id) == (42, 43, 42)
     assert gl.projects.get(43).forked_from_project["id"] == 42
@@ -322,11 +312,12 @@ def test_a_fork_merge_request_lives_in_the_target_project(server: FakeGitLab) ->
     assert [m["iid"] for m in related] == [7]
 
 
-def test_commit_discussions_are_created_listed_and_edited(server: FakeGitLab) -> None:
-    server.add_token(TOKEN, server.add_user("bot"))
-    project = server.add_project("g/p")
-    server.add_commit(project, "c" * 40)
-    gl = gitlab.Gitlab(server.url, private_token=TOKEN)
+def test_commit_discussions_are_created_listed_and_edited(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    gitlab_server.add_commit(project, "c" * 40)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
     commit = gl.projects.get("g/p", lazy=True).commits.get("c" * 40, lazy=True)
     created = commit.discussions.create({"body": "first\n"})
     [listed] = commit.discussions.list(get_all=True)
@@ -344,7 +335,7 @@ def test_the_command_line_serves_the_state_until_sigterm(tmp_path: Path) -> None
     state.write_text(
         json.dumps(
             {
-                "users": [{"id": 1, "username": "ci-runner-bot", "token": TOKEN}],
+                "users": [{"id": 1, "username": "ci-runner-bot", "token": GITLAB_TOKEN}],
                 "projects": [
                     {"id": 42, "path": "team/simple_ml"},
                     {"id": 43, "path": "alice/simple_ml", "forked_from": 42},
@@ -373,7 +364,7 @@ def test_the_command_line_serves_the_state_until_sigterm(tmp_path: Path) -> None
         assert process.stdout is not None
         line = process.stdout.readline()
         assert re.fullmatch(r"ready http://127\.0\.0\.1:\d+\n", line)
-        gl = gitlab.Gitlab(line.split()[1], private_token=TOKEN)
+        gl = gitlab.Gitlab(line.split()[1], private_token=GITLAB_TOKEN)
         notes = gl.projects.get(42, lazy=True).mergerequests.get(7, lazy=True).notes
         notes.create({"body": "hello\n"})
         assert [(n.body, n.author["username"]) for n in notes.list()] == [

@@ -5,7 +5,6 @@ accepts connections and never answers."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import threading
@@ -15,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_git
+from tests.conftest import run_git
 from tests.test_local_e2e import (
     BIN,
     CONFIG,
-    EXAMPLE,
     HOROVOD_MISSING,
     TRAIN_LINE,
     base_env,
@@ -35,19 +33,6 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ci-runner-cache")
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """The example committed in a fresh repository, as a user's project holds it."""
-    repo = tmp_path / "project"
-    shutil.copytree(
-        REPO_ROOT / EXAMPLE, repo / EXAMPLE, ignore=shutil.ignore_patterns("__pycache__")
-    )
-    run_git(["init", "-q", "-b", "main"], repo)
-    run_git(["add", "-A"], repo)
-    run_git(["commit", "-q", "-m", "simple_ml example"], repo)
-    return repo
 
 
 @pytest.fixture
@@ -112,16 +97,21 @@ def ci_env(repo: Path, cache_dir: Path, server_url: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("where", ["refused", "black_hole"])
 def test_gitlab_unreachable_is_one_warning_and_never_the_result(
-    tmp_path: Path, project: Path, cache: Path, where: str, request: pytest.FixtureRequest
+    tmp_path: Path, example_project: Path, cache: Path, where: str, request: pytest.FixtureRequest
 ) -> None:
     url: str = request.getfixturevalue(where)
-    env = ci_env(project, cache, url)
+    env = ci_env(example_project, cache, url)
     data = (tmp_path / "data").as_uri()
-    prepare_data(project, data, env)
+    prepare_data(example_project, data, env)
     args = [str(BIN / "ci-runner"), "train", "--local", "--config", CONFIG, "--data", data]
     args += ["--outputs", (tmp_path / "model").as_uri()]
     process = subprocess.Popen(
-        args, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        args,
+        cwd=example_project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None and process.stderr is not None
     stderr_lines: list[str] = []

@@ -11,7 +11,6 @@ import importlib.util
 import io
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ci_runner.backends.local.backend import is_running
-from tests.conftest import REPO_ROOT, run_git
+from tests.conftest import EXAMPLE, run_git
 
 BIN = Path(sys.executable).parent
 HOROVOD_MISSING = importlib.util.find_spec("horovod") is None or not (BIN / "horovodrun").exists()
@@ -35,7 +34,7 @@ pytestmark = [
     ),
 ]
 
-EXAMPLE = "examples/simple_ml"
+
 CONFIG = f"{EXAMPLE}/train.yaml"
 EPOCHS = 20
 TRAIN_LINE = re.compile(
@@ -48,19 +47,6 @@ TEST_LINE = re.compile(r"\[(\d)\]<stdout>:Testing\. MSE loss: ([-+0-9.eE]+), Wor
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One ci-runner cache for the module: the Horovod check and the layer happen once."""
     return tmp_path_factory.mktemp("ci-runner-cache")
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A fresh repository with the example committed, as a user's project would hold it."""
-    repo = tmp_path / "project"
-    shutil.copytree(
-        REPO_ROOT / EXAMPLE, repo / EXAMPLE, ignore=shutil.ignore_patterns("__pycache__")
-    )
-    run_git(["init", "-q", "-b", "main"], repo)
-    run_git(["add", "-A"], repo)
-    run_git(["commit", "-q", "-m", "simple_ml example"], repo)
-    return repo
 
 
 def base_env(cache: Path, **extra: str) -> dict[str, str]:
@@ -122,13 +108,13 @@ def load_model(data: bytes) -> dict[str, object]:
     return checkpoint
 
 
-def test_trains_the_example_with_files(tmp_path: Path, project: Path, cache: Path) -> None:
+def test_trains_the_example_with_files(tmp_path: Path, example_project: Path, cache: Path) -> None:
     env = base_env(cache)
     data = (tmp_path / "data").as_uri()
-    prepare_data(project, data, env)
+    prepare_data(example_project, data, env)
     out = tmp_path / "model-out"
 
-    done = train(project, env, "--data", data, "--outputs", out.as_uri())
+    done = train(example_project, env, "--data", data, "--outputs", out.as_uri())
 
     assert done.returncode == 0, done.stderr
     check_training_log(done.stdout)
@@ -166,7 +152,9 @@ def s3() -> Iterator[Callable[[], object]]:
         server.stop()
 
 
-def test_trains_the_example_with_s3(project: Path, cache: Path, s3: Callable[[], object]) -> None:
+def test_trains_the_example_with_s3(
+    example_project: Path, cache: Path, s3: Callable[[], object]
+) -> None:
     client = s3()
     for bucket in ("datasets", "models"):
         client.create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
@@ -177,14 +165,14 @@ def test_trains_the_example_with_s3(project: Path, cache: Path, s3: Callable[[],
         AWS_SECRET_ACCESS_KEY="testing",
         AWS_DEFAULT_REGION="us-east-1",
     )
-    prepare_data(project, "s3://datasets/diabetes/", env)
+    prepare_data(example_project, "s3://datasets/diabetes/", env)
 
-    done = train(project, env)  # train.yaml's own data and outputs
+    done = train(example_project, env)  # train.yaml's own data and outputs
 
     assert done.returncode == 0, done.stderr
     check_training_log(done.stdout)
     outputs = summary_value(done.stderr, "outputs")
-    sha = run_git(["rev-parse", "HEAD"], project)
+    sha = run_git(["rev-parse", "HEAD"], example_project)
     assert outputs.startswith(f"s3://models/project/{sha}/simple-ml-{sha[:8]}-")
     key = outputs.removeprefix("s3://models/") + "model.pt"
     body = client.get_object(Bucket="models", Key=key)["Body"].read()  # type: ignore[attr-defined]

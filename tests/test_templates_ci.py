@@ -17,6 +17,8 @@ import yaml
 
 from tests.conftest import REPO_ROOT, run_git
 
+# gitlab-ci-local validates against GitLab's schema for seconds on every call: run by make test
+pytestmark = pytest.mark.slow
 GCL_VERSION = "4.65.1"
 README = REPO_ROOT / "README.md"
 TEMPLATE = REPO_ROOT / "templates" / "train.yml"
@@ -32,8 +34,12 @@ def gitlab_ci_local() -> Path:
     )
     if not path.exists():
         if os.environ.get("CI") == "true":
-            pytest.fail(f"gitlab-ci-local is not installed at {path}: make test installs it")
-        pytest.skip(f"gitlab-ci-local is not installed at {path} (make test installs it)")
+            pytest.fail(
+                f"gitlab-ci-local {GCL_VERSION} is not installed at {path}: make test installs it"
+            )
+        pytest.skip(
+            f"gitlab-ci-local {GCL_VERSION} is not installed at {path} (make test installs it)"
+        )
     return path
 
 

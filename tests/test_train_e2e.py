@@ -32,6 +32,8 @@ from tests.gitlab_server import Project as FakeProject
 from tests.kube_operator import MPIJOBS, JobScenario, MpiOperator
 from tests.kube_server import TOKEN as CLUSTER_TOKEN
 from tests.kube_server import FakeKubeServer, Store
+from tests.test_backends_kubernetes_connect import CONTEXTS, gitlab_kubeconfig
+from tests.test_backends_kubernetes_connect import JOB_TOKEN as AGENT_JOB_TOKEN
 
 pytestmark = pytest.mark.slow
 
@@ -340,6 +342,36 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     assert "[job #5005]" in comment
 
 
+def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """GitLab injects a kubeconfig with a context per authorized agent and none current; the
+    cluster here answers only the gpu-cluster agent's token, as KAS routes by token."""
+    kubeconfig = gitlab_kubeconfig(tmp_path, pipeline.cluster.url)
+    pipeline.cluster.accepted_token = f"ci:12:{AGENT_JOB_TOKEN}"
+    agent = Pipeline(
+        **{**pipeline.__dict__, "env": {**pipeline.env, "KUBECONFIG": str(kubeconfig)}}
+    )
+
+    process, log = agent.start_train()
+    assert finished(process, log) == 1
+    assert log.lines[-1] == (
+        f"ci-runner: error: the kubeconfig {kubeconfig} has 3 contexts and none is current: "
+        f"{CONTEXTS}; fix: choose one with the CI/CD variable KUBE_CONTEXT, --kube-context or "
+        "kubernetes.context in train.yaml, e.g. KUBE_CONTEXT=ml/k8s-agents:cpu-cluster"
+    )
+    assert leftovers(pipeline.cluster.store) == []
+
+    chosen = Pipeline(
+        **{**agent.__dict__, "env": {**agent.env, "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster"}}
+    )
+    process, log, job = run_to_the_launcher(chosen)
+    upload_model(chosen, job)
+    job.launcher_exits(0)
+    assert finished(process, log) == 0, "\n".join(log.lines)
+    assert f"[ci-runner] MPIJob {job.name} succeeded" in log.lines
+
+
 def test_failed_run_exits_1_and_says_why_in_the_comment(pipeline: Pipeline) -> None:
     process, log, job = run_to_the_launcher(pipeline)
     launcher = job.launcher_pod
@@ -430,7 +462,7 @@ def test_fork_merge_request_pipeline_in_the_fork_says_so(pipeline: Pipeline) -> 
         "request's Pipelines tab (it runs in group/proj) with the component input "
         "allow_fork_merge_requests: true\n"
     )
-    assert pipeline.cluster.store.objects == {}
+    assert leftovers(pipeline.cluster.store) == []  # nothing was submitted
 
 
 def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:
