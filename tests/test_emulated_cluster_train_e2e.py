@@ -28,6 +28,8 @@ from moto.server import ThreadedMotoServer
 
 from tests.conftest import REPO_ROOT, run_git
 from tests.emulated_cluster import cleanup, marks
+from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
+from tests.emulated_cluster.demo import GIT_PORT, serve_git
 from tests.emulated_cluster.harness import NAMESPACE, Emulated, emulated
 from tests.gitlab_server import FakeGitLab
 
@@ -36,7 +38,6 @@ GITLAB_TOKEN = "glpat-emulated-CANARY-7c1d"
 AWS_KEY = "emulated-access-key"
 AWS_SECRET = "emulated-CANARY-aws-secret"
 S3 = f"http://{marks.GATEWAY}:{marks.S3_PORT}"
-GIT_PORT = 9418
 EXAMPLE = REPO_ROOT / "examples" / "simple_ml"
 TRAIN_LOSS = (
     r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"
@@ -84,20 +85,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     with emulated(nodes=2, control_plane=True) as cluster, FakeGitLab() as gitlab:
         s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
         s3.start()
-        daemon = subprocess.Popen(
-            [
-                "git",
-                "daemon",
-                "--reuseaddr",
-                "--export-all",
-                f"--base-path={repos}",
-                f"--listen={marks.GATEWAY}",
-                f"--port={GIT_PORT}",
-                str(repos),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        daemon = serve_git(repos)
         try:
             client = _s3()
             for bucket in ("datasets", "models"):
@@ -169,20 +157,7 @@ def train(
     mr = gitlab.add_merge_request(project, 7, sha=sha, source_branch="faster")
     kubeconfig = site.home / f"{name}.kubeconfig"
     server = site.cluster.server
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emulated", "cluster": {"server": server.url}}],
-                "users": [{"name": "ci", "user": {"token": server.token}}],
-                "contexts": [
-                    {"name": "emulated", "context": {"cluster": "emulated", "user": "ci"}}
-                ],
-                "current-context": "emulated",
-            }
-        )
-    )
+    kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(server.url, server.token, NAMESPACE)))
     project_url = f"{gitlab.url}/group/{name}"
     env = {
         "PATH": os.environ["PATH"],

@@ -19,6 +19,7 @@ import yaml
 from moto.server import ThreadedMotoServer
 
 from tests.emulated_cluster import marks
+from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
 from tests.emulated_cluster.__main__ import missing_tools
 from tests.emulated_cluster.harness import NAMESPACE, emulated
 
@@ -81,6 +82,24 @@ def commit_for_the_cluster(work: Path) -> Path:
     return repo
 
 
+def serve_git(base: Path) -> subprocess.Popen[bytes]:
+    """``git daemon`` serving the repositories under ``base`` to the pods, on the bridge."""
+    return subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            f"--base-path={base}",
+            f"--listen={marks.GATEWAY}",
+            f"--port={GIT_PORT}",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def main() -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per S3 request
     if os.geteuid() != 0:
@@ -96,20 +115,7 @@ def main() -> int:
         with emulated(nodes=2, control_plane=True) as cluster:
             s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
             s3.start()
-            daemon = subprocess.Popen(
-                [
-                    "git",
-                    "daemon",
-                    "--reuseaddr",
-                    "--export-all",
-                    f"--base-path={work / 'served'}",
-                    f"--listen={marks.GATEWAY}",
-                    f"--port={GIT_PORT}",
-                    str(work / "served"),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            daemon = serve_git(work / "served")
             try:
                 client = boto3.client(
                     "s3",
@@ -127,22 +133,9 @@ def main() -> int:
                     check=True,
                 )
                 kubeconfig = work / "kubeconfig"
-                server = cluster.server
                 kubeconfig.write_text(
                     yaml.safe_dump(
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Config",
-                            "clusters": [{"name": "emulated", "cluster": {"server": server.url}}],
-                            "users": [{"name": "demo", "user": {"token": server.token}}],
-                            "contexts": [
-                                {
-                                    "name": "emulated",
-                                    "context": {"cluster": "emulated", "user": "demo"},
-                                }
-                            ],
-                            "current-context": "emulated",
-                        }
+                        kubeconfig_for(cluster.server.url, cluster.server.token, NAMESPACE)
                     )
                 )
                 train = subprocess.run(
