@@ -9,7 +9,7 @@ DEMO_DATA := $(DEMO_DIR)/data
 # e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
 DEMO_FLAGS ?=
 
-.PHONY: demo horovod cluster-tools gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
+.PHONY: demo demo-cluster horovod cluster-tools gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
 
 ## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
 demo: env horovod $(DEMO_DATA)/diabetes.csv
@@ -18,6 +18,10 @@ demo: env horovod $(DEMO_DATA)/diabetes.csv
 
 $(DEMO_DATA)/diabetes.csv: examples/simple_ml/prepare_data.py | env
 	$(PY) examples/simple_ml/prepare_data.py $(DEMO_DATA)/
+
+## demo-cluster: the example through `ci-runner train` on Kubernetes: the emulated cluster on this machine (root), data and model on its S3
+demo-cluster: env horovod cluster-tools
+	$(PY) -m tests.emulated_cluster.demo
 
 ## horovod: torch 2.13 (CPU) and Horovod 0.28.1 (PyTorch + Gloo + MPI), built once into a cached wheel
 horovod: env

@@ -25,12 +25,12 @@ from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import environment, templates_dir
 
 CODE_DIR: Final = "/ci-runner/code"
-# install-requirements.sh links the site-packages directories pip chose to these fixed paths.
-DEPS_PYTHONPATH: Final = "/ci-runner/python/purelib:/ci-runner/python/platlib"
 HOSTFILE: Final = "/etc/mpi/hostfile"
 DISCOVER_HOSTS: Final = "/etc/mpi/discover_hosts.sh"
 # Where the ranks run in the pods, and how the launcher finds them (files the operator mounts).
-POD_LOCATION: Final = RankLocation(code_dir=CODE_DIR, dependency_path=DEPS_PYTHONPATH)
+# The requirements need no PYTHONPATH: install-requirements.sh installs them into a virtualenv in
+# /ci-runner/venv, whose bin launch.sh puts first on the PATH horovodrun gives every rank.
+POD_LOCATION: Final = RankLocation(code_dir=CODE_DIR, dependency_path="")
 POD_HOSTS: Final = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOVER_HOSTS)
 LABEL_PREFIX: Final = "ci-runner"
 # Annotation values are capped so a pathological branch name cannot push the object past the
@@ -45,6 +45,7 @@ _SCRIPTS: Final = {
     "install": "install-requirements.sh",
     "ready": "ready.sh",
     "launch": "launch.sh",
+    "sshd": "sshd.sh",
 }
 
 
@@ -125,6 +126,8 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "secret_name": plan.secret.name,
         "requirements": config.requirements or "",
         "pip_cache_pvc": k8s.pip_cache_pvc,
+        "cluster_domain": k8s.cluster_domain,
+        "ssh_port": k8s.ssh_port,
         "scripts": scripts,
         "setup_env": [("CI_RUNNER_SHA", ctx.sha), *config.env],
         "rank_env": plan.rank_environment(POD_LOCATION),

@@ -11,7 +11,7 @@ from ci_runner.backends.local.backend import local_hosts, rank_environment
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths, build_plan
-from ci_runner.render import CODE_DIR, DEPS_PYTHONPATH, POD_HOSTS, render_mpijob
+from ci_runner.render import CODE_DIR, POD_HOSTS, render_mpijob
 from ci_runner.spec.types import Elastic, TrainConfig
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -58,6 +58,7 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
     worker = specs["Worker"]["template"]["spec"]["containers"][0]
     pod = _pod_environment(launcher, secret_data)
     assert _pod_environment(worker, secret_data) == pod
+    assert pod.pop("CI_RUNNER_SSH_PORT") == "22"  # the workers' sshd: a pod's only
     code_dir = tmp_path / "worktree"
     local = rank_environment(plan, ENV, code_dir, [tmp_path / "layer" / "bin"])
 
@@ -66,7 +67,7 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
         if name not in LOCATION_DEPENDENT:
             assert local[name] == pod[name], name
     assert (pod["CI_RUNNER_CODE_DIR"], local["CI_RUNNER_CODE_DIR"]) == (CODE_DIR, str(code_dir))
-    assert (pod["PYTHONPATH"], local["PYTHONPATH"]) == (f"{DEPS_PYTHONPATH}:src", "/opt/base:src")
+    assert (pod["PYTHONPATH"], local["PYTHONPATH"]) == ("src", "/opt/base:src")
     assert local["PATH"] == f"{tmp_path / 'layer' / 'bin'}:/usr/bin"
     assert pod["PYTHONUNBUFFERED"] == "1"
     assert pod["WANDB_API_KEY"] == "wandb-secret-value"

@@ -37,11 +37,13 @@ def _sh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "PIP_NO_INDEX": "1",
         "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
         "CI_RUNNER_CODE_DIR": str(tmp_path / "pod" / "code"),
-        "CI_RUNNER_DEPS_DIR": str(tmp_path / "pod" / "python"),
+        "CI_RUNNER_VENV": str(tmp_path / "pod" / "venv"),
+        "CI_RUNNER_SSH_CONFIG": str(tmp_path / "etc" / "ssh" / "ssh_config"),
         "CI_RUNNER_READY_FILE": str(tmp_path / "pod" / "ready"),
         **GIT_ENV,
     }
     (tmp_path / "home").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
     env.update(extra)
     return env
 
@@ -204,11 +206,10 @@ def test_install_puts_the_requirements_where_every_rank_imports_them(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith(f"ci-runner: requirements installed; ready at commit {remote[1]}\n")
     assert (tmp_path / "pod" / "ready").read_text() == f"{remote[1]}\n"
-    deps = tmp_path / "pod" / "python"
     rank = subprocess.run(
-        ["python3", "-c", "import tinypkg; print(tinypkg.VALUE)"],
+        ["python", "-c", "import tinypkg; print(tinypkg.VALUE)"],
         cwd=tmp_path,
-        env={**env, "PYTHONPATH": f"{deps}/purelib:{deps}/platlib"},
+        env={**env, "PATH": f"{tmp_path / 'pod' / 'venv' / 'bin'}{os.pathsep}{env['PATH']}"},
         capture_output=True,
         text=True,
         check=True,
@@ -223,7 +224,7 @@ def test_install_without_requirements_marks_ready(
     proc = run_script("install-requirements.sh", env)
     assert (proc.returncode, proc.stderr) == (0, "")
     assert (tmp_path / "pod" / "ready").read_text() == f"{remote[1]}\n"
-    assert (tmp_path / "pod" / "python" / "purelib").is_dir()
+    assert (tmp_path / "pod" / "venv" / "bin" / "python").exists()
 
 
 def test_failing_install_exits_non_zero_and_never_marks_ready(
@@ -351,7 +352,7 @@ def _run_in_pod(
     env = {
         **base,
         "CI_RUNNER_CODE_DIR": f"{pod_dir}/code",
-        "CI_RUNNER_DEPS_DIR": f"{pod_dir}/python",
+        "CI_RUNNER_VENV": f"{pod_dir}/venv",
         "CI_RUNNER_READY_FILE": f"{pod_dir}/ready",
     }
     for entry in container.get("env", []):
@@ -384,11 +385,17 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
         proc = _run_in_pod(container["command"], container, worker_dir, base)
         assert proc.returncode == 0, proc.stderr
     main = _container(worker, "worker")
-    assert "command" not in main  # the image's sshd
+    assert main["command"][-1] == "sshd"  # sshd.sh
     probe = main["readinessProbe"]["exec"]["command"]
-    assert _run_in_pod(probe, main, worker_dir, base).returncode == 0
+    assert {"name": "CI_RUNNER_SSH_PORT", "value": "22"} in main["env"]
+    on_test_port = {**main, "env": [e for e in main["env"] if e["name"] != "CI_RUNNER_SSH_PORT"]}
+    assert _run_in_pod(probe, on_test_port, worker_dir, base).returncode == 0
+    ranks_path = f"{worker_dir}/venv/bin{os.pathsep}{base['PATH']}"  # as launch.sh gives it
     rank = _run_in_pod(
-        ["python3", "-c", "import tinypkg; print(tinypkg.VALUE)"], main, worker_dir, base
+        ["python", "-c", "import tinypkg; print(tinypkg.VALUE)"],
+        main,
+        worker_dir,
+        {**base, "PATH": ranks_path},
     )
     assert (rank.returncode, rank.stdout) == (0, "from the wheel\n")
 

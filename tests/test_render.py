@@ -92,6 +92,7 @@ SEED_LIKE = TrainConfig(
         priority_class="high",
         image_pull_secrets=("harbor",),
         pip_cache_pvc="pip-cache",
+        pip_cache_access_mode="ReadWriteMany",
         ttl_seconds_after_finished=600,
         backoff_limit=1,
     ),
@@ -194,7 +195,8 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     _, worker = _specs(manifest)
     assert [c["name"] for c in worker["initContainers"]] == ["fetch-code", "install-requirements"]
     main = _container(worker, "worker")
-    assert "command" not in main and "args" not in main
+    assert main["command"][:2] == ["/bin/sh", "-c"] and "args" not in main
+    assert main["command"][3] == "sshd" and "-o StrictModes=no" in main["command"][2]
     assert main["readinessProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
     assert manifest["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
     assert "sleep" not in manifest_yaml(manifest)
@@ -220,10 +222,11 @@ def test_every_rank_sees_the_environment_contract() -> None:
         "CI_RUNNER_CODE_DIR": "/ci-runner/code",
         "DATA_URI": "s3://datasets/diabetes/",
         "OUTPUT_URI": f"s3://models/faraway/simple_ml/{SHA}/{name}/",
-        "PYTHONPATH": "/ci-runner/python/purelib:/ci-runner/python/platlib:src",
+        "PYTHONPATH": "src",
         "PYTHONUNBUFFERED": "1",
         "LOG_LEVEL": "debug",
         "WANDB_API_KEY": {"secretKeyRef": {"name": f"{name}-secrets", "key": "WANDB_API_KEY"}},
+        "CI_RUNNER_SSH_PORT": "22",
     }
     assert _env(_container(launcher, "launcher")) == expected
     assert _env(_container(worker, "worker")) == expected
@@ -301,7 +304,7 @@ def test_pod_settings_on_launcher_and_workers() -> None:
         assert pod["dnsPolicy"] == "None"
         assert pod["dnsConfig"] == {
             "nameservers": ["10.105.222.6"],
-            "searches": ["bdap.com"],
+            "searches": ["svc.cluster.local", "cluster.local", "bdap.com"],
             "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}],
         }
         assert pod["serviceAccountName"] == "trainer"
@@ -374,13 +377,33 @@ def test_names_ci_runner_sets_cannot_be_reused() -> None:
     ]
 
 
+def test_ssh_port_and_cluster_domain_reach_both_pods() -> None:
+    k8s = replace(SEED_LIKE.kubernetes, ssh_port=2222, cluster_domain="k8s.example.com")
+    manifest = render_mpijob(build_plan(replace(SEED_LIKE, kubernetes=k8s), MR_PIPELINE))
+    assert validate_mpijob(manifest) == []
+    launcher, worker = _specs(manifest)
+    for pod, container in ((launcher, "launcher"), (worker, "worker")):
+        assert _env(_container(pod, container))["CI_RUNNER_SSH_PORT"] == "2222"
+        assert pod["dnsConfig"]["searches"] == [
+            "svc.k8s.example.com",
+            "k8s.example.com",
+            "bdap.com",
+        ]
+    # Without nameservers the pods keep the cluster's DNS (ClusterFirst) and its searches.
+    own = replace(k8s, dns_config=DnsConfig(searches=("bdap.com",)))
+    launcher, worker = _specs(
+        render_mpijob(build_plan(replace(SEED_LIKE, kubernetes=own), MR_PIPELINE))
+    )
+    assert ("dnsPolicy" in worker, worker["dnsConfig"]) == (False, {"searches": ["bdap.com"]})
+
+
 def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
     config = replace(MINIMAL, env=(("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0")))
     manifest = render_mpijob(build_plan(config, LOCAL))
     assert validate_mpijob(manifest) == []
     env = _env(_container(_specs(manifest)[1], "worker"))
     assert (env["PYTHONPATH"], env["PYTHONUNBUFFERED"]) == (
-        "/ci-runner/python/purelib:/ci-runner/python/platlib:lib",
+        "lib",
         "0",
     )
 

@@ -316,6 +316,43 @@ KIND_PROBLEMS = [
         "e.g. pip_cache_pvc: pip-cache",
     ),
     (
+        "kubernetes: {ssh_port: 0}",
+        "train.yaml:4: kubernetes.ssh_port: must be at least 1, got 0; fix: use a whole number "
+        "from 1 to 65535, e.g. ssh_port: 2222",
+    ),
+    (
+        "kubernetes: {ssh_port: 70000}",
+        "train.yaml:4: kubernetes.ssh_port: must be at most 65535, got 70000; fix: use a whole "
+        "number from 1 to 65535, e.g. ssh_port: 2222",
+    ),
+    (
+        "kubernetes: {cluster_domain: Cluster_Local}",
+        "train.yaml:4: kubernetes.cluster_domain: must be a Kubernetes cluster domain name "
+        "(lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, "
+        "at most 253 characters), got 'Cluster_Local'; fix: write e.g. cluster-local",
+    ),
+    (
+        "kubernetes: {pip_cache_access_mode: ReadWriteonce}",
+        "train.yaml:4: kubernetes.pip_cache_access_mode: must be one of ReadWriteOnce, "
+        "ReadWriteOncePod, ReadWriteMany, got 'ReadWriteonce'; fix: did you mean "
+        "'ReadWriteOnce'?",
+    ),
+    (
+        "workers: 2\nkubernetes: {pip_cache_pvc: cache}",
+        "train.yaml:5: kubernetes.pip_cache_pvc: a ReadWriteOnce claim can serve one worker, "
+        "not 2: the other workers would wait for it for ever (Multi-Attach); fix: give the "
+        "claim access mode ReadWriteMany and set kubernetes.pip_cache_access_mode: "
+        "ReadWriteMany, or remove pip_cache_pvc (each worker then caches in its own emptyDir)",
+    ),
+    (
+        "elastic: {min_workers: 1, max_workers: 3}\n"
+        "kubernetes: {pip_cache_pvc: cache, pip_cache_access_mode: ReadWriteOncePod}",
+        "train.yaml:5: kubernetes.pip_cache_pvc: a ReadWriteOncePod claim can serve one "
+        "worker, not 3: the other workers would wait for it for ever (Multi-Attach); fix: give "
+        "the claim access mode ReadWriteMany and set kubernetes.pip_cache_access_mode: "
+        "ReadWriteMany, or remove pip_cache_pvc (each worker then caches in its own emptyDir)",
+    ),
+    (
         "kubernetes: {namspace: ml}",
         "train.yaml:4: kubernetes.namspace: unknown key; fix: did you mean 'namespace'?",
     ),
@@ -323,7 +360,8 @@ KIND_PROBLEMS = [
         "kubernetes: {zzz: 1}",
         "train.yaml:4: kubernetes.zzz: unknown key; fix: remove it; allowed keys: "
         "context, namespace, tolerations, node_selector, dns_config, service_account, "
-        "priority_class, image_pull_secrets, queue, pip_cache_pvc, "
+        "priority_class, image_pull_secrets, queue, pip_cache_pvc, pip_cache_access_mode, "
+        "cluster_domain, ssh_port, "
         "ttl_seconds_after_finished, backoff_limit, keep_finished, setup_timeout, "
         "unschedulable_timeout",
     ),

@@ -56,6 +56,7 @@ def test_reference_example() -> None:
             service_account="trainer",
             image_pull_secrets=("registry-credentials",),
             pip_cache_pvc="pip-cache",
+            pip_cache_access_mode="ReadWriteMany",
             ttl_seconds_after_finished=3600,
             setup_timeout=2700,
             unschedulable_timeout=600,

@@ -184,6 +184,9 @@ kubernetes:
   image_pull_secrets: [registry-a, registry-b]
   queue: training
   pip_cache_pvc: pip-cache
+  pip_cache_access_mode: ReadWriteMany
+  cluster_domain: k8s.example.com
+  ssh_port: 2222
   ttl_seconds_after_finished: 60
   backoff_limit: 1
   keep_finished: 1d
@@ -223,6 +226,9 @@ COMPLETE_CONFIG = TrainConfig(
         image_pull_secrets=("registry-a", "registry-b"),
         queue="training",
         pip_cache_pvc="pip-cache",
+        pip_cache_access_mode="ReadWriteMany",
+        cluster_domain="k8s.example.com",
+        ssh_port=2222,
         ttl_seconds_after_finished=60,
         backoff_limit=1,
         keep_finished=86400,
@@ -525,6 +531,24 @@ def test_workers_override_respects_elastic_bounds() -> None:
         "CI_RUNNER_WORKERS: must be from 2 to 4 (elastic.min_workers to elastic.max_workers), "
         "got 5; fix: set CI_RUNNER_WORKERS to a number from 2 to 4"
     ]
+
+
+def test_workers_override_cannot_share_a_read_write_once_pip_cache() -> None:
+    config = load_config(BASE + "kubernetes: {pip_cache_pvc: cache}\n")
+    assert apply_overrides(config, workers="1", extra_args=None).workers == 1
+    with pytest.raises(ConfigError) as caught:
+        apply_overrides(config, workers="2", extra_args=None)
+    assert caught.value.lines() == [
+        "CI_RUNNER_WORKERS: a ReadWriteOnce claim can serve one worker, not 2: the other "
+        "workers would wait for it for ever (Multi-Attach); fix: set CI_RUNNER_WORKERS to 1, "
+        "or give the claim access mode ReadWriteMany and set "
+        "kubernetes.pip_cache_access_mode: ReadWriteMany, or remove pip_cache_pvc (each "
+        "worker then caches in its own emptyDir)"
+    ]
+    shared = load_config(
+        BASE + "kubernetes: {pip_cache_pvc: cache, pip_cache_access_mode: ReadWriteMany}\n"
+    )
+    assert apply_overrides(shared, workers="8", extra_args=None).workers == 8
 
 
 # ---------------------------------------------------------------------------------------------

@@ -113,7 +113,8 @@ class RunPlan:
         if self.output_uri:
             env.append(("OUTPUT_URI", self.output_uri))
         paths = [p for p in (location.dependency_path, user.get("PYTHONPATH")) if p]
-        env.append(("PYTHONPATH", ":".join(paths)))
+        if paths:
+            env.append(("PYTHONPATH", ":".join(paths)))
         if "PYTHONUNBUFFERED" not in user:
             env.append(("PYTHONUNBUFFERED", "1"))  # ranks' lines reach the CI log as they happen
         env += [(k, v) for k, v in config.env if k != "PYTHONPATH"]

@@ -8,7 +8,7 @@ when a field was invalid (``ok`` is False), so that one run reports everything i
 from __future__ import annotations
 
 import re
-from typing import TypedDict
+from typing import Final, TypedDict
 
 from ci_runner.spec.engine import INVALID, At, Invalid
 from ci_runner.spec.types import (
@@ -19,6 +19,7 @@ from ci_runner.spec.types import (
     KubernetesOptions,
     MetricSpec,
     Operator,
+    PvcAccessMode,
     Resources,
     Toleration,
     TrainConfig,
@@ -112,6 +113,9 @@ class KubernetesValues(TypedDict, total=False):
     image_pull_secrets: tuple[str, ...]
     queue: str
     pip_cache_pvc: str
+    pip_cache_access_mode: PvcAccessMode
+    cluster_domain: str
+    ssh_port: int
     ttl_seconds_after_finished: int
     backoff_limit: int
     keep_finished: int
@@ -127,6 +131,30 @@ def build_kubernetes(
     if "node_selector" in values:
         values["node_selector"] = tuple(sorted(values["node_selector"]))
     return KubernetesOptions(**values)
+
+
+PIP_CACHE_FIX: Final = (
+    "give the claim access mode ReadWriteMany and set kubernetes.pip_cache_access_mode: "
+    "ReadWriteMany, or remove pip_cache_pvc (each worker then caches in its own emptyDir)"
+)
+
+
+def pip_cache_fits(kubernetes: KubernetesOptions, workers: int) -> bool:
+    """Whether every worker can mount the pip cache claim: a claim mounted by one node
+    (ReadWriteOnce) or one pod (ReadWriteOncePod) leaves a second worker's pod in
+    ContainerCreating for ever (Multi-Attach), so it serves one worker only."""
+    return (
+        kubernetes.pip_cache_pvc is None
+        or workers <= 1
+        or kubernetes.pip_cache_access_mode == "ReadWriteMany"
+    )
+
+
+def pip_cache_conflict(kubernetes: KubernetesOptions, workers: int) -> str:
+    return (
+        f"a {kubernetes.pip_cache_access_mode} claim can serve one worker, not {workers}: "
+        "the other workers would wait for it for ever (Multi-Attach)"
+    )
 
 
 class MetricValues(TypedDict, total=False):
@@ -198,6 +226,16 @@ def build_train(
             f"({elastic.min_workers}-{elastic.max_workers}), got {workers}",
             "set workers to how many workers to start with, within that range",
             path="workers",
+        )
+        ok = False
+    kubernetes = values.get("kubernetes")
+    most = elastic.max_workers if elastic is not None else workers
+    if kubernetes is not None and most is not None and not pip_cache_fits(kubernetes, most):
+        at.problem(
+            at.context.lines.get("kubernetes.pip_cache_pvc"),
+            pip_cache_conflict(kubernetes, most),
+            PIP_CACHE_FIX,
+            path="kubernetes.pip_cache_pvc",
         )
         ok = False
     env_names = {name for name, _ in values.get("env", ())}

@@ -42,6 +42,9 @@ kubernetes:
   service_account: trainer
   image_pull_secrets: [registry-credentials]
   pip_cache_pvc: pip-cache
+  pip_cache_access_mode: ReadWriteMany
+  cluster_domain: cluster.local
+  ssh_port: 22
   ttl_seconds_after_finished: 3600
   setup_timeout: 45m
   unschedulable_timeout: 10m

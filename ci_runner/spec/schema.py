@@ -19,6 +19,7 @@ from typing import Final
 
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.spec.builders import (
+    PIP_CACHE_FIX,
     build_dns,
     build_dns_option,
     build_elastic,
@@ -27,6 +28,8 @@ from ci_runner.spec.builders import (
     build_resources,
     build_toleration,
     build_train,
+    pip_cache_conflict,
+    pip_cache_fits,
 )
 from ci_runner.spec.engine import (
     Argv,
@@ -55,7 +58,7 @@ from ci_runner.spec.names import (
     label_value,
     metric_name,
 )
-from ci_runner.spec.types import Effect, Goal, Operator, TrainConfig
+from ci_runner.spec.types import Effect, Goal, Operator, PvcAccessMode, TrainConfig
 from ci_runner.spec.yamlsource import parse
 
 MAX_WORKERS: Final = 512
@@ -179,8 +182,35 @@ _KUBERNETES: Final = Record(
     Field(
         "pip_cache_pvc",
         _K8S_NAME,
-        "PersistentVolumeClaim holding pip's cache; an emptyDir when omitted.",
+        "PersistentVolumeClaim holding pip's cache, mounted by every worker; an emptyDir per "
+        "worker when omitted. More than one worker needs a ReadWriteMany claim "
+        "(`pip_cache_access_mode`).",
         "pip-cache",
+    ),
+    Field(
+        "pip_cache_access_mode",
+        OneOf[PvcAccessMode]("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"),
+        "The access mode of the `pip_cache_pvc` claim. Only a ReadWriteMany claim is shared "
+        "by every worker; with another mode `pip_cache_pvc` is refused for more than one "
+        "worker (the second worker could never mount it).",
+        "ReadWriteMany",
+        "`ReadWriteOnce`",
+    ),
+    Field(
+        "cluster_domain",
+        Str(rule=k8s_name("cluster domain", subdomain=True)),
+        "The cluster's DNS domain. With `dns_config.nameservers` (dnsPolicy None) the pods "
+        "search `svc.<domain>` and `<domain>`, so the launcher resolves the workers' names.",
+        "cluster.local",
+        "`cluster.local`",
+    ),
+    Field(
+        "ssh_port",
+        Int(1, 65535),
+        "The port the workers' sshd listens on and the launcher connects to (images built "
+        "on mpioperator/base use 2222).",
+        "2222",
+        "`22`",
     ),
     Field(
         "ttl_seconds_after_finished",
@@ -402,6 +432,16 @@ def apply_overrides(
                     None,
                     f"must be from {low} to {high}{within}, got {number(value)}",
                     f"set {WORKERS_VARIABLE} to a number from {low} to {high}",
+                )
+            )
+        elif not pip_cache_fits(config.kubernetes, int(value)):
+            problems.append(
+                Problem(
+                    WORKERS_VARIABLE,
+                    "",
+                    None,
+                    pip_cache_conflict(config.kubernetes, int(value)),
+                    f"set {WORKERS_VARIABLE} to 1, or {PIP_CACHE_FIX}",
                 )
             )
         else:

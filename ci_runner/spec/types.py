@@ -14,6 +14,7 @@ from typing import Literal
 Goal = Literal["min", "max"]
 Operator = Literal["Exists", "Equal"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+PvcAccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class KubernetesOptions:
     image_pull_secrets: tuple[str, ...] = ()
     queue: str | None = None  # gang scheduling (Volcano / scheduler-plugins) queue name
     pip_cache_pvc: str | None = None  # PVC for pip's cache; an emptyDir when None
+    pip_cache_access_mode: PvcAccessMode = "ReadWriteOnce"  # only ReadWriteMany is shared
+    cluster_domain: str = "cluster.local"  # the DNS search domains when dnsPolicy is None
+    ssh_port: int = 22  # the port the workers' sshd listens on
     ttl_seconds_after_finished: int = 3600
     backoff_limit: int = 0
     keep_finished: int = 0  # seconds a finished MPIJob is kept; 0: deleted once its log is saved

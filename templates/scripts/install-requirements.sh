@@ -1,8 +1,10 @@
 #!/bin/sh
 # Install the requirements file of the pinned commit, then mark this pod ready for training.
-# Runs in the workers' last init container. Packages go under $CI_RUNNER_DEPS_DIR, which every
-# rank sees through PYTHONPATH=<deps>/purelib:<deps>/platlib (horovodrun forwards the launcher's
-# environment to the ranks it starts over ssh). The ready file is written only on success.
+# Runs in the workers' last init container. Packages go into a virtualenv in the pod's emptyDir,
+# $CI_RUNNER_VENV, which sees the image's packages too; the launcher puts its bin directory first
+# on PATH, which horovodrun gives every rank, so `python` is the virtualenv's: .pth files and
+# console scripts work. pip runs from the code directory, so a requirement given as a path
+# (./libs/pkg) is the commit's. The ready file is written only on success.
 set -eu
 
 fail() {
@@ -12,7 +14,7 @@ fail() {
 
 sha="${CI_RUNNER_SHA:-}"
 code_dir="${CI_RUNNER_CODE_DIR:-/ci-runner/code}"
-deps_dir="${CI_RUNNER_DEPS_DIR:-/ci-runner/python}"
+venv="${CI_RUNNER_VENV:-/ci-runner/venv}"
 ready_file="${CI_RUNNER_READY_FILE:-/ci-runner/ready}"
 requirements="${CI_RUNNER_REQUIREMENTS:-}"
 
@@ -21,30 +23,35 @@ head="$(git -C "$code_dir" rev-parse HEAD 2>/dev/null)" ||
     fail "no code checked out in $code_dir; fix: the fetch-code init container must run first"
 [ "$head" = "$sha" ] ||
     fail "$code_dir is at commit $head, not $sha; fix: the fetch-code init container must run first"
+python="$(command -v python3 || command -v python)" ||
+    fail "the image has no python3 or python; fix: use an image with Python and Horovod"
 
-rm -rf "$deps_dir"
-mkdir -p "$deps_dir/prefix"
+rm -rf "$venv"
+"$python" -m venv --without-pip --system-site-packages "$venv" ||
+    fail "cannot make a virtualenv with $python -m venv; fix: use an image whose Python has the venv module"
+# When the image's Python is itself a virtualenv, --system-site-packages reaches the Python below
+# it, not the image's packages: a .pth file adds the image's site directories the new one lacks.
+venv_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+"$venv/bin/python" -c 'import sys; print("\n".join(sys.path))' >"$venv/.ci-runner-seen"
+"$python" - "$venv_site/_ci_runner_image.pth" "$venv/.ci-runner-seen" <<'PY'
+import sys
+
+with open(sys.argv[2]) as seen_file:
+    seen = set(seen_file.read().splitlines())
+dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and p not in seen]
+with open(sys.argv[1], "w") as pth:
+    pth.write("".join("import site; site.addsitedir(%r)\n" % d for d in dirs))
+PY
+rm -f "$venv/.ci-runner-seen"
+
 if [ -n "$requirements" ]; then
     [ -f "$code_dir/$requirements" ] ||
         fail "$requirements does not exist in commit $sha; fix: commit it, or correct 'requirements' in train.yaml"
-    python="$(command -v python3 || command -v python)" ||
-        fail "the image has no python3 or python; fix: use an image with Python and Horovod"
-    if ! "$python" -m pip install --no-input --disable-pip-version-check \
-        --prefix "$deps_dir/prefix" -r "$code_dir/$requirements"; then
+    cd "$code_dir"
+    if ! "$venv/bin/python" -m pip install --no-input --disable-pip-version-check \
+        -r "$requirements"; then
         fail "pip could not install $requirements at commit $sha (its output is above); fix: correct the requirements file, or set PIP_INDEX_URL in train.yaml env"
     fi
-fi
-
-# The site-packages directories pip chose under the prefix (lib/... and, on some systems,
-# lib64/...) get fixed names, so PYTHONPATH does not depend on the image's Python version.
-site_dirs="$(find "$deps_dir/prefix" -maxdepth 4 -type d \( -name site-packages -o -name dist-packages \) | sort)"
-purelib="$(printf '%s\n' "$site_dirs" | head -n 1)"
-platlib="$(printf '%s\n' "$site_dirs" | tail -n 1)"
-if [ -n "$purelib" ]; then
-    ln -s "$purelib" "$deps_dir/purelib"
-    ln -s "$platlib" "$deps_dir/platlib"
-else
-    mkdir -p "$deps_dir/purelib" "$deps_dir/platlib"
 fi
 
 printf '%s\n' "$sha" >"$ready_file.tmp"

@@ -3,11 +3,35 @@
 # which the launcher's fetch-code init container checked out.
 set -eu
 code_dir="${CI_RUNNER_CODE_DIR:-/ci-runner/code}"
+venv="${CI_RUNNER_VENV:-/ci-runner/venv}"
+port="${CI_RUNNER_SSH_PORT:-22}"
 head="$(git -C "$code_dir" rev-parse HEAD 2>/dev/null)" || head=""
 if [ "$head" != "${CI_RUNNER_SHA:-}" ]; then
     printf 'ci-runner: %s is not at commit %s; fix: the fetch-code init container must run first\n' \
         "$code_dir" "${CI_RUNNER_SHA:-}" >&2
     exit 1
 fi
+
+# Every ssh the launcher makes (horovodrun's checks, mpirun's, Gloo's) goes to the workers' sshd
+# port and records no host keys: ~/.ssh is the operator's read-only key mount, where ssh would
+# complain once per host. The first value ssh reads wins, so these lines go first.
+config="${CI_RUNNER_SSH_CONFIG:-/etc/ssh/ssh_config}"
+if { [ ! -e "$config" ] || [ -w "$config" ]; } && [ -w "$(dirname "$config")" ]; then
+    {
+        printf '%s\n' "# ci-runner: the workers' sshd; ~/.ssh is read-only" "Port $port" \
+            "StrictHostKeyChecking no" "UserKnownHostsFile /dev/null" "LogLevel ERROR"
+        cat "$config" 2>/dev/null || true
+    } >"$config.ci-runner"
+    mv "$config.ci-runner" "$config"
+elif [ "$port" != 22 ]; then
+    printf 'ci-runner: cannot write %s to reach the workers on port %s; fix: run the launcher as root, or use an image whose sshd listens on 22\n' \
+        "$config" "$port" >&2
+    exit 1
+fi
+
+# The ranks run the requirements' virtualenv (install-requirements.sh made it on every worker):
+# horovodrun gives them the launcher's PATH.
+PATH="$venv/bin:$PATH"
+export PATH
 cd "$code_dir"
 exec "$@"

@@ -1,5 +1,6 @@
 """``python -m tests.emulated_cluster --kubeconfig PATH [--s3]``: the emulated cluster on this
-machine (as root). Starts the fake API server with whatever control plane ``tests/`` offers, Node
+machine (as root). Starts the fake API server with the control plane of ``tests/control_plane/``
+(MPI Operator v0.8.2, Job controller, scheduler, garbage collector; no scripted kubelet), Node
 objects for the emulated nodes, their kubelets and the cluster DNS; writes a kubeconfig; prints
 ``dns <address>``, with --s3 ``s3 <endpoint URL>``, then ``ready``, each on its own line; runs
 until SIGTERM or Ctrl-C and then leaves nothing behind. A start after a crash removes first what
@@ -20,11 +21,11 @@ from typing import Any
 
 import yaml
 
+from tests.control_plane import ControlPlane
 from tests.emulated_cluster import marks
 from tests.emulated_cluster.api import Api, ApiFailure, Scope
 from tests.emulated_cluster.cluster import Busy, MachineSide, NodeShape
 from tests.emulated_cluster.node import DEFAULT_IMAGE
-from tests.kube_operator import MpiOperator
 from tests.kube_server import FakeKubeServer
 
 TOOLS = {  # command -> Debian package
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     server = FakeKubeServer().start()
-    MpiOperator(server)  # the control plane tests/ offers today: MPIJob -> its objects
+    # Everything but the kubelet: the emulated kubelets play the nodes, over HTTP.
+    control = ControlPlane(server, scripted_kubelet=False)
     api = Api(server.url, server.token)
     side = MachineSide(
         api,
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if s3 is not None:
             s3.stop()
         side.stop()
+        control.stop()
         server.stop()
     return 0
 

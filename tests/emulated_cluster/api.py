@@ -78,6 +78,13 @@ class Api:
     def create(self, path: str, obj: JSON) -> JSON | None:
         return self._json("POST", path, json=obj)
 
+    def text(self, path: str) -> str:
+        """A plain-text answer (a pod's log)."""
+        response = self._request("GET", path)
+        if response.status_code >= 300:
+            raise ApiFailure(response.status_code, response.text)
+        return response.text
+
     def merge_patch(self, path: str, patch: JSON) -> JSON | None:
         headers = {"Content-Type": "application/merge-patch+json"}
         return self._json("PATCH", path, data=json.dumps(patch), headers=headers)

@@ -85,17 +85,28 @@ class Busy(Exception):
 
 def _lock(wait: bool) -> int:
     """One emulated cluster per machine: a start removes whatever another run left, so a second
-    one must not start while the first runs. The kernel drops the lock when its holder dies."""
+    one must not start while the first runs. The kernel drops the lock when its holder dies.
+    A run unlinks the lock file when it stops, so a lock taken on a file no longer at the path
+    (a waiter that got it after that unlink, while a newer run locked a new file) is no lock:
+    take it again."""
     marks.LOCK.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(marks.LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
+    while True:
+        fd = os.open(marks.LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            raise Busy(
+                f"another emulated cluster runs on this machine (lock {marks.LOCK}); stop it first"
+            ) from None
+        try:
+            current = os.stat(marks.LOCK)
+        except FileNotFoundError:
+            current = None
+        held = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            return fd
         os.close(fd)
-        raise Busy(
-            f"another emulated cluster runs on this machine (lock {marks.LOCK}); stop it first"
-        ) from None
-    return fd
 
 
 def default_venv() -> Path:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tests.control_plane import ControlPlane
 from tests.emulated_cluster.api import Api, Scope
 from tests.emulated_cluster.cluster import MachineSide, NodeShape
 from tests.kube_server import FakeKubeServer
@@ -104,12 +105,21 @@ def phase_is(*phases: str) -> Callable[[JSON], bool]:
 
 
 @contextmanager
-def emulated(nodes: int = 2) -> Iterator[Emulated]:
+def emulated(nodes: int = 2, control_plane: bool = False) -> Iterator[Emulated]:
+    """The emulated nodes against a fake API server; with ``control_plane``, also the control
+    plane of ``tests/control_plane/`` without its scripted kubelet (MPI Operator, Job
+    controller, scheduler, garbage collector) and the Node objects the scheduler binds to."""
     with FakeKubeServer() as server:
         api = Api(server.url, server.token)
         shapes = [NodeShape(f"node-{i + 1}") for i in range(nodes)]
+        control = ControlPlane(server, scripted_kubelet=False) if control_plane else None
         side = MachineSide(api, Scope(NAMESPACE), shapes).start()
         try:
+            if control_plane:
+                for node in side.node_objects():
+                    api.create("/api/v1/nodes", node)
             yield Emulated(server, api, side)
         finally:
             side.stop()
+            if control is not None:
+                control.stop()

@@ -1,0 +1,279 @@
+"""`ci-runner train` as an MR pipeline runs it, against the emulated cluster (slow).
+
+A real ``ci-runner train`` process with an MR pipeline's CI variables talks to the fake GitLab and
+to the fake API server, whose control plane (MPI Operator v0.8.2, Job controller, scheduler, GC)
+hands the pods to the emulated kubelets: every init container, sshd, probe, DNS lookup and the
+real ``horovodrun`` (MPI over ssh between pods) run for real. The pods fetch the commit from a
+``git daemon`` on the emulated cluster's bridge and read and write a moto S3 there.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+import yaml
+from moto.server import ThreadedMotoServer
+
+from tests.conftest import REPO_ROOT, run_git
+from tests.emulated_cluster import cleanup, marks
+from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
+from tests.emulated_cluster.demo import GIT_PORT, serve_git
+from tests.emulated_cluster.harness import NAMESPACE, Emulated, emulated
+from tests.gitlab_server import FakeGitLab
+
+pytestmark = pytest.mark.slow
+GITLAB_TOKEN = "glpat-emulated-CANARY-7c1d"
+AWS_KEY = "emulated-access-key"
+AWS_SECRET = "emulated-CANARY-aws-secret"
+S3 = f"http://{marks.GATEWAY}:{marks.S3_PORT}"
+EXAMPLE = REPO_ROOT / "examples" / "simple_ml"
+TRAIN_LOSS = (
+    r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"
+)
+
+
+def train_yaml(**kubernetes: object) -> dict[str, object]:
+    """The example's train.yaml for this cluster: no GPU, a short run, S3 on the bridge."""
+    return {
+        "name": "simple-ml",
+        "image": "horovod/horovod:0.28.1",
+        "command": "python examples/simple_ml/main_with_horovod.py",
+        "workers": 2,
+        "requirements": "examples/simple_ml/requirements.txt",
+        "data": "s3://datasets/diabetes/",
+        "outputs": "s3://models/{project}/{sha}/{job}/",
+        "env": {
+            "EPOCHS": "2",
+            "AWS_ENDPOINT_URL": S3,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "PIP_NO_INDEX": "1",  # no network: what the image lacks comes from the commit
+        },
+        "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+        "metrics": {"train_loss": {"pattern": TRAIN_LOSS, "goal": "min"}},
+        "timeout": "10m",
+        "kubernetes": {"namespace": NAMESPACE, **kubernetes},
+    }
+
+
+@dataclass
+class Site:
+    """What every pipeline here talks to."""
+
+    cluster: Emulated
+    gitlab: FakeGitLab
+    repos: Path  # served by git daemon at git://GATEWAY/<name>.git
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    home = tmp_path_factory.mktemp("emulated-e2e")
+    repos = home / "served"
+    repos.mkdir()
+    with emulated(nodes=2, control_plane=True) as cluster, FakeGitLab() as gitlab:
+        s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
+        s3.start()
+        daemon = serve_git(repos)
+        try:
+            client = _s3()
+            for bucket in ("datasets", "models"):
+                client.create_bucket(Bucket=bucket)
+            data = subprocess.run(
+                [sys.executable, str(EXAMPLE / "prepare_data.py"), "s3://datasets/diabetes/"],
+                env={**os.environ, **_aws_env()},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert data.returncode == 0, data.stderr
+            yield Site(cluster, gitlab, repos, home)
+        finally:
+            daemon.terminate()
+            daemon.wait(10)
+            s3.stop()
+    assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
+
+
+def _aws_env() -> dict[str, str]:
+    return {
+        "AWS_ACCESS_KEY_ID": AWS_KEY,
+        "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+        "AWS_ENDPOINT_URL": S3,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+
+
+def _s3():  # type: ignore[no-untyped-def]  # boto3's client has no stubs here
+    return boto3.client(
+        "s3",
+        endpoint_url=S3,
+        region_name="us-east-1",
+        aws_access_key_id=AWS_KEY,
+        aws_secret_access_key=AWS_SECRET,
+    )
+
+
+@dataclass
+class Run:
+    code: int
+    log: list[str]
+    comment: str
+    sha: str
+
+
+def train(
+    site: Site, name: str, config: dict[str, object], files: dict[str, str] | None = None
+) -> Run:
+    """Commit the example with ``config`` (and ``files``) as project ``group/<name>``, then run
+    `ci-runner train` as the job of an MR pipeline for it."""
+    repo = site.home / name
+    shutil.copytree(EXAMPLE, repo / "examples" / "simple_ml")
+    (repo / "train.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for path, text in (files or {}).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_bytes(text)
+    run_git(["init", "-q", "-b", "main"], repo)
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "train"], repo)
+    sha = run_git(["rev-parse", "HEAD"], repo)
+    run_git(["clone", "-q", "--bare", str(repo), str(site.repos / f"{name}.git")], site.home)
+
+    gitlab = site.gitlab
+    bot = gitlab.add_user(f"project_{name}_bot")
+    gitlab.add_token(f"{GITLAB_TOKEN}-{name}", bot)
+    project = gitlab.add_project(f"group/{name}")
+    mr = gitlab.add_merge_request(project, 7, sha=sha, source_branch="faster")
+    kubeconfig = site.home / f"{name}.kubeconfig"
+    server = site.cluster.server
+    kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(server.url, server.token, NAMESPACE)))
+    project_url = f"{gitlab.url}/group/{name}"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(site.home),
+        "PYTHONPATH": str(REPO_ROOT),
+        "CI": "true",
+        "GITLAB_CI": "true",
+        "CI_SERVER_URL": gitlab.url,
+        "CI_PROJECT_ID": str(project.id),
+        "CI_PROJECT_PATH": f"group/{name}",
+        "CI_PROJECT_URL": project_url,
+        "CI_REPOSITORY_URL": f"git://{marks.GATEWAY}:{GIT_PORT}/{name}.git",
+        "CI_COMMIT_SHA": sha,
+        "CI_COMMIT_REF_NAME": "faster",
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_PIPELINE_ID": "1001",
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_JOB_ID": "5005",
+        "CI_JOB_NAME": "train",
+        "CI_JOB_URL": f"{project_url}/-/jobs/5005",
+        "CI_JOB_TOKEN": "glcbt-emulated-job-token",
+        "CI_MERGE_REQUEST_IID": "7",
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
+        "CI_RUNNER_GITLAB_TOKEN": f"{GITLAB_TOKEN}-{name}",
+        "KUBECONFIG": str(kubeconfig),
+        **_aws_env(),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "ci_runner", "train"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    notes = [note.body for note in mr.notes]
+    return Run(done.returncode, done.stdout.splitlines(), notes[-1] if notes else "", sha)
+
+
+def assert_trained(run: Run, name: str) -> None:
+    """Both ranks' losses in the CI log, the model on S3 and linked in the comment."""
+    text = "\n".join(run.log)
+    assert run.code == 0, text
+    # mpirun tags what each rank writes; an unbuffered print is two writes (text, then the
+    # newline), so another rank's line may follow on the same CI log line.
+    losses = re.findall(r"Training\. Epoch (\d+), MSE loss: [-+0-9.eE]+, Worker: (\d+)", text)
+    assert sorted(set(losses)) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], text
+    assert "### ✅ Training succeeded: `simple-ml`" in run.comment, run.comment
+    link = next(line for line in run.comment.splitlines() if "model.pt" in line)
+    url = link[link.index("](") + 2 : link.rindex(")")]
+    assert f"group/{name}/{run.sha}/" in url
+    model = requests.get(url, timeout=10)
+    assert model.ok and len(model.content) > 0
+    assert AWS_SECRET not in text and AWS_SECRET not in run.comment
+
+
+def test_the_example_trains_on_two_workers_over_ssh_between_pods(site: Site) -> None:
+    run = train(site, "plain", train_yaml())
+    assert_trained(run, "plain")
+
+
+def test_with_dns_config_nameservers_the_launcher_still_resolves_the_workers(site: Site) -> None:
+    # dnsPolicy None: the pods get only what dnsConfig says, plus the cluster domain's searches.
+    run = train(site, "dns", train_yaml(dns_config={"nameservers": [marks.GATEWAY]}))
+    assert_trained(run, "dns")
+
+
+def test_sshd_on_port_2222(site: Site) -> None:
+    run = train(site, "port", train_yaml(ssh_port=2222))
+    assert_trained(run, "port")
+
+
+def pth_wheel() -> bytes:
+    """A wheel whose package imports a module that only a .pth file puts on sys.path, with a
+    console script: what PYTHONPATH alone would not make work."""
+    info = "pthpkg-1.0.dist-info"
+    files = {
+        "pthpkg/__init__.py": "",
+        "pthpkg/cli.py": (
+            "import os\n\nimport pth_target\n\n\ndef main():\n"
+            "    rank = os.environ['OMPI_COMM_WORLD_RANK']\n"
+            "    print(f'pth-hello rank {rank} {pth_target.WHAT}', flush=True)\n"
+        ),
+        "pthpkg.pth": "pth_extra\n",
+        "pth_extra/pth_target.py": "WHAT = 'found through a .pth file'\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: pthpkg\nVersion: 1.0\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+        f"{info}/entry_points.txt": "[console_scripts]\npth-hello = pthpkg.cli:main\n",
+    }
+    record = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        for path, text in {**files, f"{info}/RECORD": record}.items():
+            wheel.writestr(path, text)
+    return buffer.getvalue()
+
+
+def test_a_local_path_requirement_with_a_pth_file_and_a_console_script(site: Site) -> None:
+    config = train_yaml()
+    config["requirements"] = "requirements.txt"
+    config["command"] = "sh -c 'pth-hello && exec python examples/simple_ml/main_with_horovod.py'"
+    requirements = b"-r examples/simple_ml/requirements.txt\n./libs/pthpkg-1.0-py3-none-any.whl\n"
+    run = train(
+        site,
+        "pth",
+        config,
+        {"requirements.txt": requirements, "libs/pthpkg-1.0-py3-none-any.whl": pth_wheel()},
+    )
+    assert_trained(run, "pth")
+    for rank in (0, 1):
+        assert any(
+            line.endswith(f"pth-hello rank {rank} found through a .pth file") for line in run.log
+        ), "\n".join(run.log)
