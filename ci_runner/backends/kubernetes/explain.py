@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
 from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
@@ -45,12 +45,8 @@ def condition(obj: JSON, kind: str) -> JSON | None:
 
 
 def container_states(pod: JSON) -> list[JSON]:
-    statuses = pod.get("status", {})
-    every = [
-        *(statuses.get("initContainerStatuses") or []),
-        *(statuses.get("containerStatuses") or []),
-    ]
-    return [dict(status) for status in every]
+    """Every container's status, init containers first."""
+    return [dict(status) for _, status in _statuses(pod)]
 
 
 def terminated(pod: JSON) -> JSON | None:
@@ -85,70 +81,67 @@ def setup_failure(pod: JSON) -> Failure | None:
     container exited non-zero or was OOMKilled, or a container cannot start (CrashLoopBackOff,
     a missing Secret key). MPI Operator v0.8.2 reports none of this: it waits for the worker."""
     name = pod_name(pod)
-    status = pod.get("status", {})
-    groups = (
-        ("init container", status.get("initContainerStatuses") or []),
-        ("container", status.get("containerStatuses") or []),
-    )
-    for what, statuses in groups:
-        for container in statuses:
-            state = container.get("state", {})
-            cname = str(container.get("name", ""))
-            end = state.get("terminated") or {}
-            if end and end.get("exitCode", 0) != 0:
-                code = int(end["exitCode"])
-                where = f"worker {name}: {what} {cname}"
-                if end.get("reason") == "OOMKilled":
-                    limit = _container_spec(pod, cname).get("resources", {}).get("limits", {})
-                    memory = f", memory limit {limit['memory']}" if limit.get("memory") else ""
-                    return Failure(
-                        FailureKind.OOM_KILLED,
-                        f"{where} was OOMKilled (exit code {code}{memory})",
-                        exit_code=code,
-                        pod=name,
-                        container=cname,
-                    )
-                kind = FailureKind.SETUP if what == "init container" else FailureKind.WORKER_FAILED
+    for what, container in _statuses(pod):
+        state = container.get("state", {})
+        cname = str(container.get("name", ""))
+        end = state.get("terminated") or {}
+        if end and end.get("exitCode", 0) != 0:
+            code = int(end["exitCode"])
+            where = f"worker {name}: {what} {cname}"
+            if end.get("reason") == "OOMKilled":
+                limit = _container_spec(pod, cname).get("resources", {}).get("limits", {})
+                memory = f", memory limit {limit['memory']}" if limit.get("memory") else ""
                 return Failure(
-                    kind, f"{where} exited with code {code}", code, pod=name, container=cname
-                )
-            waiting = state.get("waiting") or {}
-            if waiting.get("reason") in STUCK_REASONS:
-                last = container.get("lastState", {}).get("terminated") or {}
-                last_code = last.get("exitCode")
-                after = f" (last exit code {last_code})" if last_code is not None else ""
-                detail = f": {waiting['message']}" if waiting.get("message") else ""
-                return Failure(
-                    FailureKind.SETUP,
-                    f"worker {name}: {what} {cname} is in {waiting['reason']}{after}{detail}",
-                    exit_code=last_code,
+                    FailureKind.OOM_KILLED,
+                    f"{where} was OOMKilled (exit code {code}{memory})",
+                    exit_code=code,
                     pod=name,
                     container=cname,
                 )
+            kind = FailureKind.SETUP if what == "init container" else FailureKind.WORKER_FAILED
+            return Failure(
+                kind, f"{where} exited with code {code}", code, pod=name, container=cname
+            )
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in STUCK_REASONS:
+            last = container.get("lastState", {}).get("terminated") or {}
+            last_code = last.get("exitCode")
+            after = f" (last exit code {last_code})" if last_code is not None else ""
+            detail = f": {waiting['message']}" if waiting.get("message") else ""
+            return Failure(
+                FailureKind.SETUP,
+                f"worker {name}: {what} {cname} is in {waiting['reason']}{after}{detail}",
+                exit_code=last_code,
+                pod=name,
+                container=cname,
+            )
     return None
+
+
+def _statuses(pod: JSON) -> Iterator[tuple[str, JSON]]:
+    """("init container" | "container", status) for each container, init containers first."""
+    status = pod.get("status", {})
+    for container in status.get("initContainerStatuses") or []:
+        yield "init container", container
+    for container in status.get("containerStatuses") or []:
+        yield "container", container
 
 
 def not_ready_reason(pod: JSON) -> str:
     """What keeps a worker from Ready, in a few words."""
-    status = pod.get("status", {})
-    groups = (
-        ("init container", status.get("initContainerStatuses") or []),
-        ("container", status.get("containerStatuses") or []),
-    )
-    for what, statuses in groups:
-        for container in statuses:
-            state = container.get("state", {})
-            if "terminated" in state and what == "init container":
-                continue
-            if container.get("ready") and what == "container":
-                continue
-            cname = container.get("name", "")
-            if "waiting" in state:
-                return f"{what} {cname} waiting ({state['waiting'].get('reason', 'no reason')})"
-            if "running" in state:
-                ready = "" if what == "init container" else ", not Ready"
-                return f"{what} {cname} still running{ready}"
-    return f"phase {status.get('phase', 'Pending')}"
+    for what, container in _statuses(pod):
+        state = container.get("state", {})
+        if "terminated" in state and what == "init container":
+            continue
+        if container.get("ready") and what == "container":
+            continue
+        cname = container.get("name", "")
+        if "waiting" in state:
+            return f"{what} {cname} waiting ({state['waiting'].get('reason', 'no reason')})"
+        if "running" in state:
+            ready = "" if what == "init container" else ", not Ready"
+            return f"{what} {cname} still running{ready}"
+    return f"phase {pod.get('status', {}).get('phase', 'Pending')}"
 
 
 def image_pull_reason(pod: JSON) -> str | None:
