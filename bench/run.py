@@ -5,7 +5,7 @@ Usage (from the repository root)::
     .venv/bin/python -m bench.run [--quick] [--only NAME ...]
 
 ``--quick`` uses small sizes and few repeats (for development; its figures are not the ones
-the targets are about). NAME is one of: startup, imports, logs, kube, report.
+the targets are about). NAME is one of: startup, imports, logs, kube, report, cluster.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ BENCHMARKS = {
     "logs": "bench.logs",
     "kube": "bench.kube_api",
     "report": "bench.report_size",
+    "cluster": "bench.cluster_startup",
 }
 
 

@@ -61,6 +61,7 @@ KINDS = {
         Kind("", "v1", "configmaps", "ConfigMap"),
         Kind("", "v1", "services", "Service"),
         Kind("", "v1", "events", "Event"),
+        Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
         Kind("", "v1", "nodes", "Node", namespaced=False),
         Kind("batch", "v1", "jobs", "Job"),
         Kind("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests import kube_server
 from tests.emulated_cluster import marks
 from tests.emulated_cluster.harness import (
     Emulated,
@@ -379,13 +378,6 @@ def test_on_failure_restarts_at_once_then_backs_off(cluster: Emulated) -> None:
     }
 
 
-@pytest.fixture
-def claims(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake API server stores PersistentVolumeClaims like any other core/v1 kind."""
-    kind = kube_server.Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
-    monkeypatch.setitem(kube_server.KINDS, kind.key, kind)
-
-
 def claim_pods(cluster: Emulated, claim: str, modes: list[str]) -> None:
     cluster.create(
         "persistentvolumeclaims",
@@ -413,7 +405,7 @@ def claim_pods(cluster: Emulated, claim: str, modes: list[str]) -> None:
 
 
 def test_a_read_write_once_claim_leaves_the_second_nodes_pod_container_creating(
-    cluster: Emulated, claims: None
+    cluster: Emulated,
 ) -> None:
     claim_pods(cluster, "rwo", ["ReadWriteOnce"])
     message = 'Multi-Attach error for volume "rwo" Volume is already used by pod(s) rwo-1'
@@ -427,9 +419,7 @@ def test_a_read_write_once_claim_leaves_the_second_nodes_pod_container_creating(
     assert main_status(stuck)["state"] == {"waiting": {"reason": "ContainerCreating"}}
 
 
-def test_a_read_write_many_claim_is_shared_by_pods_on_both_nodes(
-    cluster: Emulated, claims: None
-) -> None:
+def test_a_read_write_many_claim_is_shared_by_pods_on_both_nodes(cluster: Emulated) -> None:
     claim_pods(cluster, "rwx", ["ReadWriteMany"])
     cluster.wait_pod("rwx-2", phase_is("Running"))
     wait_then_read = (

@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,49 @@ def test_install_puts_the_requirements_where_every_rank_imports_them(
     assert rank.stdout == "from the wheel\n"
 
 
+@pytest.mark.parametrize(("extra", "compiled"), [({}, False), ({"PIP_NO_COMPILE": "1"}, True)])
+def test_install_leaves_bytecode_to_the_ranks_unless_train_yaml_says(
+    tmp_path: Path,
+    remote: tuple[str, str, str],
+    wheelhouse: Path,
+    extra: dict[str, str],
+    compiled: bool,
+) -> None:
+    # pip's compiling every module it installs costs seconds per large library at every start.
+    env = _fetched(
+        tmp_path,
+        remote,
+        CI_RUNNER_REQUIREMENTS="requirements.txt",
+        PIP_FIND_LINKS=str(wheelhouse),
+        **extra,
+    )
+    assert run_script("install-requirements.sh", env).returncode == 0
+    packages = list((tmp_path / "pod" / "venv").glob("lib/python3*/site-packages/tinypkg"))
+    assert len(packages) == 1
+    assert (packages[0] / "__pycache__").exists() is compiled
+
+
+def test_install_makes_each_ranks_lines_one_write_even_unbuffered(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    # Under PYTHONUNBUFFERED (the ranks' env), print() writes the text and the newline apart, and
+    # mpirun --tag-output can put another rank's line between them.
+    env = _fetched(tmp_path, remote)
+    assert run_script("install-requirements.sh", env).returncode == 0
+    show = (
+        "import sys; print([(s.line_buffering, s.write_through) for s in (sys.stdout, sys.stderr)])"
+    )
+
+    def streams(python: str) -> str:
+        env_u = {**env, "PYTHONUNBUFFERED": "1"}
+        done = subprocess.run([python, "-c", show], env=env_u, capture_output=True, text=True)
+        return done.stdout
+
+    assert streams(sys.executable) == "[(False, True), (False, True)]\n"  # the image's python
+    venv_python = str(tmp_path / "pod" / "venv" / "bin" / "python")
+    assert streams(venv_python) == "[(True, False), (True, False)]\n"
+
+
 def test_install_without_requirements_marks_ready(
     tmp_path: Path, remote: tuple[str, str, str]
 ) -> None:
@@ -308,6 +352,24 @@ def test_ready_only_with_the_ready_file_for_this_sha_and_sshd_listening(
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
     closed = {**env, "CI_RUNNER_SSH_PORT": str(_free_port())}
     assert run_script("ready.sh", closed).returncode == 1  # sshd not listening
+
+
+def test_ready_waits_for_sshd_binding_its_port_as_the_container_starts(tmp_path: Path) -> None:
+    # The kubelet may probe as the container starts; sshd then listens a moment later.
+    sha = "a" * 40
+    (tmp_path / "pod").mkdir()
+    (tmp_path / "pod" / "ready").write_text(sha + "\n")
+    port = _free_port()
+    env = _sh_env(tmp_path, CI_RUNNER_SHA=sha, CI_RUNNER_SSH_PORT=str(port))
+    probe = subprocess.Popen(["/bin/sh", str(SCRIPTS / "ready.sh")], env=env)
+    time.sleep(0.5)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sshd:
+        sshd.bind(("127.0.0.1", port))
+        sshd.listen()
+        assert probe.wait(timeout=10) == 0
+    started = time.monotonic()
+    assert run_script("ready.sh", env).returncode == 1  # never listens: fails after its 2 s
+    assert 1.9 < time.monotonic() - started < 5
 
 
 # launch.sh

@@ -43,12 +43,23 @@ with open(sys.argv[1], "w") as pth:
     pth.write("".join("import site; site.addsitedir(%r)\n" % d for d in dirs))
 PY
 rm -f "$venv/.ci-runner-seen"
+# Each rank's output lines reach mpirun whole. PYTHONUNBUFFERED makes print() two writes (the text,
+# then the newline), and mpirun's --tag-output tags each write: another rank's line could land
+# between them, on the same line of the CI log. Line buffering writes a line at once and still
+# flushes at every newline or carriage return (progress bars).
+printf '%s\n' 'import sys; [s.reconfigure(line_buffering=True, write_through=False) for s in (sys.stdout, sys.stderr) if hasattr(s, "reconfigure")]' \
+    >"$venv_site/_ci_runner_line_buffered.pth"
 
 if [ -n "$requirements" ]; then
     [ -f "$code_dir/$requirements" ] ||
         fail "$requirements does not exist in commit $sha; fix: commit it, or correct 'requirements' in train.yaml"
     cd "$code_dir"
-    if ! "$venv/bin/python" -m pip install --no-input --disable-pip-version-check \
+    # pip compiles every module it installs to bytecode: seconds for large libraries, most of whose
+    # modules training never imports. Python compiles what a rank imports, when it imports it.
+    # A PIP_NO_COMPILE in train.yaml's env is left to pip (which reads PIP_NO_COMPILE=1 as "compile").
+    no_compile="--no-compile"
+    [ -z "${PIP_NO_COMPILE+set}" ] || no_compile=""
+    if ! "$venv/bin/python" -m pip install --no-input --disable-pip-version-check $no_compile \
         -r "$requirements"; then
         fail "pip could not install $requirements at commit $sha (its output is above); fix: correct the requirements file, or set PIP_INDEX_URL in train.yaml env"
     fi

@@ -10,10 +10,19 @@ port="${CI_RUNNER_SSH_PORT:-22}"
 
 # A listening TCP socket (state 0A) on the port, as the kernel lists it; no ss/netstat needed.
 hex_port="$(printf '%04X' "$port")"
-for table in /proc/net/tcp /proc/net/tcp6; do
-    [ -r "$table" ] || continue
-    if grep -Eq "^ *[0-9]+: [0-9A-F]+:$hex_port [0-9A-F]+:[0-9A-F]+ 0A " "$table"; then
-        exit 0
-    fi
+listening() {
+    for table in /proc/net/tcp /proc/net/tcp6; do
+        [ -r "$table" ] || continue
+        grep -Eq "^ *[0-9]+: [0-9A-F]+:$hex_port [0-9A-F]+:[0-9A-F]+ 0A " "$table" && return 0
+    done
+    return 1
+}
+
+# The first probe can come as the container starts, before sshd has bound its port; a failed probe
+# waits a whole period for the next. Up to 2 s here (within timeoutSeconds) saves that wait.
+tries=0
+until listening; do
+    tries=$((tries + 1))
+    [ "$tries" -le 20 ] || exit 1
+    sleep 0.1
 done
-exit 1
