@@ -11,9 +11,13 @@ PACKAGES=(dnsmasq-base openssh-server openssh-client iproute2 util-linux openmpi
 
 say() { echo "[setup-emulated-cluster] $*"; }
 
+# Installed, not merely known: `dpkg -s` also succeeds for a removed package whose configuration
+# files are left ("deinstall ok config-files").
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+
 missing=()
 for package in "${PACKAGES[@]}"; do
-    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    installed "$package" || missing+=("$package")
 done
 [ "${#missing[@]}" = 0 ] && exit 0
 

@@ -57,8 +57,9 @@ if ! command -v g++ >/dev/null || ! command -v make >/dev/null; then
 fi
 
 # OpenMPI: mpirun for horovodrun's MPI path, mpicxx and the headers for Horovod's MPI controller.
+# (dpkg-query's status, as `dpkg -s` also succeeds for a package removed but not purged.)
 if ! command -v mpirun >/dev/null || ! command -v mpicxx >/dev/null \
-    || ! dpkg -s libopenmpi-dev >/dev/null 2>&1; then
+    || [ "$(dpkg-query -W -f='${Status}' libopenmpi-dev 2>/dev/null)" != "install ok installed" ]; then
     apt_install libopenmpi-dev openmpi-bin
 fi
 MPI_VERSION="$(mpirun --version 2>/dev/null | head -n1 | awk '{print $NF}')"
