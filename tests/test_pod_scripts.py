@@ -194,17 +194,26 @@ def _fetched(tmp_path: Path, remote: tuple[str, str, str], **extra: str) -> dict
     return env
 
 
-def test_install_puts_the_requirements_where_every_rank_imports_them(
-    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
-) -> None:
+def _installed(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path, **extra: str
+) -> tuple[dict[str, str], subprocess.CompletedProcess[str]]:
+    """The code fetched and requirements.txt (tinypkg) installed: the env and the install."""
     env = _fetched(
         tmp_path,
         remote,
         CI_RUNNER_REQUIREMENTS="requirements.txt",
         PIP_FIND_LINKS=str(wheelhouse),
+        **extra,
     )
     proc = run_script("install-requirements.sh", env)
     assert proc.returncode == 0, proc.stderr
+    return env, proc
+
+
+def test_install_puts_the_requirements_where_every_rank_imports_them(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    env, proc = _installed(tmp_path, remote, wheelhouse)
     assert proc.stdout.endswith(f"ci-runner: requirements installed; ready at commit {remote[1]}\n")
     assert (tmp_path / "pod" / "ready").read_text() == f"{remote[1]}\n"
     rank = subprocess.run(
@@ -227,14 +236,7 @@ def test_install_leaves_bytecode_to_the_ranks_unless_train_yaml_says(
     compiled: bool,
 ) -> None:
     # pip's compiling every module it installs costs seconds per large library at every start.
-    env = _fetched(
-        tmp_path,
-        remote,
-        CI_RUNNER_REQUIREMENTS="requirements.txt",
-        PIP_FIND_LINKS=str(wheelhouse),
-        **extra,
-    )
-    assert run_script("install-requirements.sh", env).returncode == 0
+    _installed(tmp_path, remote, wheelhouse, **extra)
     packages = list((tmp_path / "pod" / "venv").glob("lib/python3*/site-packages/tinypkg"))
     assert len(packages) == 1
     assert (packages[0] / "__pycache__").exists() is compiled
