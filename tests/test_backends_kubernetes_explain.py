@@ -161,3 +161,47 @@ def test_what_keeps_a_worker_from_ready() -> None:
     assert explain.not_ready_reason(waiting) == "init container install-requirements still running"
     pulling = pod("j-worker-0", "worker", waiting={"reason": "ContainerCreating"})
     assert explain.not_ready_reason(pulling) == "container c waiting (ContainerCreating)"
+
+
+LAUNCHER_FAILED = Failure(
+    FailureKind.EXIT_CODE, "launcher j-launcher-abcde exited with code 137", 137, "j-launcher-abcde"
+)
+# mpirun's own words (OpenMPI 4.1, help-orterun.txt), as the emulated cluster's launcher printed
+# them for a rank over its worker's memory limit.
+KILLED = (
+    "mpirun noticed that process rank 1 with PID 361 on node j-worker-1.j.ml.svc exited on "
+    "signal 9 (Killed)."
+)
+
+
+def test_a_rank_killed_under_a_memory_limit_is_named_with_the_likely_cause() -> None:
+    pods = {"j-worker-1": pod("j-worker-1", "worker")}
+    tail = ["-" * 74, KILLED, "-" * 74]
+    assert explain.rank_signal(LAUNCHER_FAILED, tail, pods) == Failure(
+        FailureKind.EXIT_CODE,
+        "rank 1 on j-worker-1 was killed by signal 9 (Killed), most likely for going over the "
+        "workers' memory limit of 8Gi; launcher j-launcher-abcde exited with code 137",
+        137,
+        "j-launcher-abcde",
+    )
+
+
+def test_a_rank_killed_by_another_signal_or_without_a_limit_says_only_that() -> None:
+    segv = (
+        "mpirun noticed that process rank 0 with PID 7 on node j-worker-0.j.ml.svc exited on "
+        "signal 11."
+    )
+    assert explain.rank_signal(LAUNCHER_FAILED, [segv], {}).message == (
+        "rank 0 on j-worker-0 was killed by signal 11; "
+        "launcher j-launcher-abcde exited with code 137"
+    )
+    assert explain.rank_signal(LAUNCHER_FAILED, [KILLED], {}).message == (
+        "rank 1 on j-worker-1 was killed by signal 9 (Killed); "
+        "launcher j-launcher-abcde exited with code 137"
+    )
+
+
+def test_rank_signal_leaves_other_failures_and_other_logs_alone() -> None:
+    assert explain.rank_signal(LAUNCHER_FAILED, ["Exit code:    3"], {}) == LAUNCHER_FAILED
+    oom = Failure(FailureKind.OOM_KILLED, "worker j-worker-1 was OOMKilled", 137, "j-worker-1")
+    assert explain.rank_signal(oom, [KILLED], {}) == oom

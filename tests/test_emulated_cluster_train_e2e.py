@@ -281,3 +281,93 @@ def test_a_local_path_requirement_with_a_pth_file_and_a_console_script(site: Sit
         assert any(
             line.endswith(f"pth-hello rank {rank} found through a .pth file") for line in run.log
         ), "\n".join(run.log)
+
+
+# Failures, as real pods fail: the CI log and the comment say why, and the job exits 1.
+
+
+def job_name(run: Run) -> str:
+    submitted = next(line for line in run.log if line.startswith("[ci-runner] submitted MPIJob "))
+    return submitted.split()[3]
+
+
+def failure_line(run: Run) -> str:
+    """The message of the `MPIJob ... failed:` line (exactly one)."""
+    prefix = f"[ci-runner] MPIJob {job_name(run)} failed: "
+    lines = [line[len(prefix) :] for line in run.log if line.startswith(prefix)]
+    assert len(lines) == 1, "\n".join(run.log)
+    return lines[0]
+
+
+def assert_failed(run: Run, message: str) -> None:
+    """Exit 1, ``message`` in the CI log and in the comment, nothing left in the cluster."""
+    assert run.code == 1, "\n".join(run.log)
+    assert "### ❌ Training failed: `simple-ml`" in run.comment, run.comment
+    assert message in run.comment, run.comment
+    assert not any("Traceback" in line for line in run.log), "\n".join(run.log)
+
+
+def test_a_requirement_pip_cannot_find_fails_with_pips_error(site: Site) -> None:
+    config = train_yaml()
+    config["requirements"] = "requirements.txt"
+    files = {"requirements.txt": b"no-such-package-anywhere==9.9\n"}
+    run = train(site, "nopkg", config, files)
+    job, message = job_name(run), failure_line(run)
+    worker = re.fullmatch(rf"worker ({job}-worker-[01]): .*", message)
+    assert worker is not None, message
+    assert message == (
+        f"worker {worker[1]}: init container install-requirements exited with code 1: "
+        f"ci-runner: pip could not install requirements.txt at commit {run.sha} (its output is "
+        "above); fix: correct the requirements file, or set PIP_INDEX_URL in train.yaml env"
+    )
+    assert "ERROR: No matching distribution found for no-such-package-anywhere==9.9" in run.log, (
+        "\n".join(run.log)
+    )
+    assert_failed(run, "no-such-package-anywhere")
+
+
+def test_a_gpu_no_node_has_fails_after_unschedulable_timeout(site: Site) -> None:
+    config = train_yaml(unschedulable_timeout="3s")
+    config["resources"] = {"gpu": 1}
+    run = train(site, "gpu", config)
+    job, message = job_name(run), failure_line(run)
+    scheduler = (
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are "
+        "available: 2 No preemption victims found for incoming pod."
+    )
+    assert f"[ci-runner] workers pending: {scheduler}" in run.log, "\n".join(run.log)
+    found = re.fullmatch(rf"pod {job}-worker-[01] stayed unschedulable for (\d+)s: (.*)", message)
+    assert found is not None and int(found[1]) >= 3 and found[2] == scheduler, message
+    assert_failed(run, "Insufficient nvidia.com/gpu")
+
+
+def test_a_training_command_that_exits_non_zero(site: Site) -> None:
+    config = train_yaml()
+    config["command"] = "python -c 'import sys; print(\"giving up\", flush=True); sys.exit(3)'"
+    run = train(site, "exit3", config)
+    message = failure_line(run)
+    # mpirun ends with the first failed rank's exit code, and so does the launcher.
+    assert re.fullmatch(
+        rf"launcher {job_name(run)}-launcher-[a-z0-9]{{5}} exited with code 3", message
+    )
+    assert {"[1,0]<stdout>:giving up", "[1,1]<stdout>:giving up"} <= set(run.log)
+    assert "  Exit code:    3" in run.log, "\n".join(run.log)  # mpirun's own report
+    assert_failed(run, message)
+
+
+def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:
+    # The kernel kills the rank alone (sshd, the container's main process, lives on): no pod says
+    # OOMKilled, only mpirun's report of the signal does.
+    config = train_yaml()
+    config["resources"] = {"memory": "300Mi"}
+    config["command"] = "python -c 'b = bytearray(2 << 30); print(len(b))'"
+    run = train(site, "oom", config)
+    job, message = job_name(run), failure_line(run)
+    found = re.fullmatch(
+        rf"rank ([01]) on ({job}-worker-[01]) was killed by signal 9 \(Killed\), most likely for "
+        rf"going over the workers' memory limit of 300Mi; launcher {job}-launcher-[a-z0-9]{{5}} "
+        r"exited with code 137",
+        message,
+    )
+    assert found is not None, message
+    assert_failed(run, message)

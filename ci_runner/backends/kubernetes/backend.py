@@ -34,6 +34,7 @@ from ci_runner.backends.kubernetes.cancel import (
     remove_finished_job,
 )
 from ci_runner.backends.kubernetes.errors import KubeError
+from ci_runner.backends.kubernetes.explain import rank_signal
 from ci_runner.backends.kubernetes.follow import DEFAULT_SETUP_TIMEOUT, JobTracker, Verdict
 from ci_runner.backends.kubernetes.logs import LogFollower
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
@@ -158,6 +159,9 @@ class KubernetesBackend:
         if not self._drain_log():
             return self._cancel_on_cluster()
         verdict = self.tracker.verdict() or verdict
+        if verdict.failure is not None:
+            failure = rank_signal(verdict.failure, self.sink.tail, self.tracker.last_seen)
+            verdict = replace(verdict, failure=failure)
         delete_pods(self.api, self.tracker.running_workers())
         if verdict.outcome is Outcome.SUCCEEDED:
             self._say(f"MPIJob {self.job_name} succeeded")

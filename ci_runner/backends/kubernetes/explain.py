@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Final
 
 from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
@@ -25,6 +27,13 @@ STUCK_REASONS: Final = (
     "CreateContainerError",
     "RunContainerError",
 )
+# mpirun's report of a rank that died by a signal (OpenMPI 4.1 help-orterun.txt,
+# [orterun:proc-aborted] and [orterun:proc-aborted-strsignal]).
+RANK_SIGNALLED: Final = re.compile(
+    r"\S+ noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) exited on "
+    r"signal (?P<signal>\d+)(?: \((?P<name>[^)]*)\))?\."
+)
+SIGKILL: Final = 9
 
 
 def role(pod: JSON) -> str:
@@ -249,3 +258,22 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
             )
     message = failed.get("message") or "no reason given"
     return Failure(FailureKind.UNKNOWN, f"MPIJob failed: {reason or 'Failed'}: {message}")
+
+
+def rank_signal(failure: Failure, log_tail: Sequence[str], pods: Mapping[str, JSON]) -> Failure:
+    """A launcher failure that mpirun's last lines explain as a rank killed by a signal: that rank
+    and its worker first. A rank over its worker's memory limit is killed alone by the kernel (not
+    the container's main process, sshd), so no pod says OOMKilled; SIGKILL under a memory limit
+    is said to be that, most likely."""
+    if failure.kind is not FailureKind.EXIT_CODE:
+        return failure
+    found = next((m for line in reversed(log_tail) if (m := RANK_SIGNALLED.search(line))), None)
+    if found is None:
+        return failure
+    worker = found["node"].split(".")[0]  # the hostfile's <pod>.<service>.<namespace>.svc
+    name = f" ({found['name']})" if found["name"] else ""
+    message = f"rank {found['rank']} on {worker} was killed by signal {found['signal']}{name}"
+    limit = memory_limit(pods.get(worker, {}))
+    if int(found["signal"]) == SIGKILL and limit:
+        message += f", most likely for going over the workers' memory limit of {limit}"
+    return replace(failure, message=f"{message}; {failure.message}")
