@@ -15,10 +15,12 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -27,7 +29,7 @@ import yaml
 from moto.server import ThreadedMotoServer
 
 from tests.conftest import REPO_ROOT, run_git
-from tests.emulated_cluster import cleanup, marks
+from tests.emulated_cluster import cleanup, marks, network
 from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
 from tests.emulated_cluster.demo import GIT_PORT, serve_git
 from tests.emulated_cluster.harness import NAMESPACE, Emulated, emulated
@@ -133,11 +135,24 @@ class Run:
     sha: str
 
 
-def train(
-    site: Site, name: str, config: dict[str, object], files: dict[str, str] | None = None
-) -> Run:
-    """Commit the example with ``config`` (and ``files``) as project ``group/<name>``, then run
-    `ci-runner train` as the job of an MR pipeline for it."""
+@dataclass
+class Pipeline:
+    """An MR pipeline's job, ready to run: its checkout, CI variables, MR and commit."""
+
+    repo: Path
+    env: dict[str, str]
+    mr: Any
+    sha: str
+
+    def notes(self) -> list[str]:
+        return [note.body for note in self.mr.notes]
+
+
+def pipeline(
+    site: Site, name: str, config: dict[str, object], files: dict[str, bytes] | None = None
+) -> Pipeline:
+    """Commit the example with ``config`` (and ``files``) as project ``group/<name>``, with an MR
+    whose pipeline's job is about to run."""
     repo = site.home / name
     shutil.copytree(EXAMPLE, repo / "examples" / "simple_ml")
     (repo / "train.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -187,18 +202,26 @@ def train(
         "KUBECONFIG": str(kubeconfig),
         **_aws_env(),
     }
+    return Pipeline(repo, env, mr, sha)
+
+
+def train(
+    site: Site, name: str, config: dict[str, object], files: dict[str, bytes] | None = None
+) -> Run:
+    """`ci-runner train` as the job of an MR pipeline for ``config`` (see :func:`pipeline`)."""
+    job = pipeline(site, name, config, files)
     done = subprocess.run(
         [sys.executable, "-m", "ci_runner", "train"],
-        cwd=repo,
-        env=env,
+        cwd=job.repo,
+        env=job.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         timeout=600,
         check=False,
     )
-    notes = [note.body for note in mr.notes]
-    return Run(done.returncode, done.stdout.splitlines(), notes[-1] if notes else "", sha)
+    notes = job.notes()
+    return Run(done.returncode, done.stdout.splitlines(), notes[-1] if notes else "", job.sha)
 
 
 def assert_trained(run: Run, name: str) -> None:
@@ -371,3 +394,60 @@ def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:
     )
     assert found is not None, message
     assert_failed(run, message)
+
+
+def test_a_cancelled_job_leaves_no_pod_and_no_process(site: Site) -> None:
+    # GitLab stops the job's script (SIGTERM may never reach it), then runs after_script, which
+    # calls `ci-runner cancel` with CI_JOB_STATUS=canceled (templates/train.yml).
+    config = train_yaml()
+    config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
+    job = pipeline(site, "cancel", config)
+    before = set(cleanup.our_processes())  # the cluster's own: dnsmasq, log server
+    train = subprocess.Popen(
+        [sys.executable, "-m", "ci_runner", "train"],
+        cwd=job.repo,
+        env=job.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert train.stdout is not None
+    seen = []
+    for line in train.stdout:
+        seen.append(line)
+        if "Training. Epoch 1," in line:
+            break
+    else:
+        raise AssertionError("".join(seen))
+    train.kill()
+    train.wait(10)
+    assert set(cleanup.our_processes()) > before  # the pods' sshd, ranks and orted live on
+
+    cancel = subprocess.run(
+        [sys.executable, "-m", "ci_runner", "cancel"],
+        cwd=job.repo,
+        env={**job.env, "CI_JOB_STATUS": "canceled"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert cancel.returncode == 0, cancel.stderr
+    name = job_name(Run(0, [line.rstrip("\n") for line in seen], "", job.sha))
+    assert f"[ci-runner] cancelled: MPIJob {name} and everything it owned deleted" in (
+        cancel.stderr.splitlines()
+    )
+    # Deleted means terminating: the kubelet stops each pod within its grace period, then the
+    # pod is gone, and with it every process and network namespace it had.
+    pods = site.cluster.api.list(f"/api/v1/namespaces/{NAMESPACE}/pods")[0]
+    assert all(pod["metadata"].get("deletionTimestamp") for pod in pods), pods
+    deadline = time.monotonic() + 60
+    while (
+        site.cluster.api.list(f"/api/v1/namespaces/{NAMESPACE}/pods")[0]
+        or set(cleanup.our_processes()) - before
+        or network.our_netns()
+    ):
+        assert time.monotonic() < deadline, (cleanup.inventory(), before)
+        time.sleep(0.2)
+    (comment,) = job.notes()
+    assert "Training cancelled" in comment, comment
