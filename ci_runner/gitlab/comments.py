@@ -124,29 +124,14 @@ def publish(
         if isinstance(target, MergeRequestTarget):
             mr = project.mergerequests.get(target.iid, lazy=True)
             page = f"{project.web_url}/-/merge_requests/{target.iid}"
-            posted.append(
-                _publish(
-                    project,
-                    target,
-                    page,
-                    partial(_find_mr_note, mr, marker, user_id),
-                    partial(_create_mr_note, mr),
-                    render,
-                )
-            )
+            find = partial(_find_mr_note, mr, marker, user_id)
+            create = partial(_create_mr_note, mr)
         else:
             commit = project.commits.get(target.sha, lazy=True)
             page = f"{project.web_url}/-/commit/{target.sha}"
-            posted.append(
-                _publish(
-                    project,
-                    target,
-                    page,
-                    partial(_find_commit_note, commit, marker, user_id),
-                    partial(_create_commit_note, commit),
-                    render,
-                )
-            )
+            find = partial(_find_commit_note, commit, marker, user_id)
+            create = partial(_create_commit_note, commit)
+        posted.append(_publish(project, target, page, find, create, render))
     return posted
 
 
