@@ -730,9 +730,7 @@ class FakeGitLab:
     def _create_note(
         self, project: Project, mr: MergeRequest, user: User, body: bytes, base: str
     ) -> _Response:
-        text = _required(body, "body")
-        if len(text) > NOTE_LIMIT:
-            raise _Reply(400, {"message": f"400 Bad request - Note {_TOO_LONG}"})
+        text = _note_text(body, "body", "Note")
         content, commands = _execute_quick_actions(text, mr)
         if not content and commands:
             return _json_response(202, _commands_json(commands))
@@ -743,9 +741,7 @@ class FakeGitLab:
         self, project: Project, mr: MergeRequest, note: Note, user: User, body: bytes, base: str
     ) -> _Response:
         self._may_edit(project, note, user)
-        text = _required(body, "body")
-        if len(text) > NOTE_LIMIT:
-            raise _Reply(400, {"message": f"400 Bad request - Failed to save note {_TOO_LONG}"})
+        text = _note_text(body, "body", "Failed to save note")
         content, commands = _execute_quick_actions(text, mr)
         if not content and commands:
             mr.notes.remove(note)
@@ -757,9 +753,7 @@ class FakeGitLab:
     def _create_comment(
         self, project: Project, sha: str, user: User, body: bytes, base: str
     ) -> _Response:
-        text = _required(body, "note")
-        if len(text) > NOTE_LIMIT:
-            raise _Reply(400, {"message": f"400 Bad request - Failed to save note {_TOO_LONG}"})
+        text = _note_text(body, "note", "Failed to save note")
         content, commands = extract_commands(text)
         project.commit_commands.extend(commands)
         comment = CommitComment(content, user, self._tick())
@@ -769,9 +763,7 @@ class FakeGitLab:
     def _create_discussion(
         self, project: Project, sha: str, user: User, body: bytes, base: str
     ) -> _Response:
-        text = _required(body, "body")
-        if len(text) > NOTE_LIMIT:
-            raise _Reply(400, {"message": f"400 Bad request - Note {_TOO_LONG}"})
+        text = _note_text(body, "body", "Note")
         content, commands = extract_commands(text)
         project.commit_commands.extend(commands)
         if not content and commands:
@@ -793,9 +785,7 @@ class FakeGitLab:
         base: str,
     ) -> _Response:
         self._may_edit(project, note, user)
-        text = _required(body, "body")
-        if len(text) > NOTE_LIMIT:
-            raise _Reply(400, {"message": f"400 Bad request - Failed to save note {_TOO_LONG}"})
+        text = _note_text(body, "body", "Failed to save note")
         content, commands = extract_commands(text)
         project.commit_commands.extend(commands)
         if not content and commands:
@@ -882,6 +872,16 @@ def _find_note(notes: Sequence[Note], note_id: str) -> Note:
         if str(note.id) == note_id:
             return note
     raise _Reply(404, {"message": "404 Note Not Found"})
+
+
+def _note_text(body: bytes, name: str, refusal: str) -> str:
+    """The note's text from the request, refused as GitLab's Note validation refuses a text over
+    NOTE_LIMIT; ``refusal`` starts that endpoint's message ("Note" or "Failed to save note": GitLab
+    words it per endpoint)."""
+    text = _required(body, name)
+    if len(text) > NOTE_LIMIT:
+        raise _Reply(400, {"message": f"400 Bad request - {refusal} {_TOO_LONG}"})
+    return text
 
 
 def _required(body: bytes, name: str) -> str:
