@@ -376,11 +376,9 @@ def run(quick: bool) -> list[Row]:
     problem = why_not_here()
     if problem is not None:
         return [Row(NAME, "skipped", problem)]
-    from moto.server import ThreadedMotoServer
-
     from tests.emulated_cluster import marks
     from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
-    from tests.emulated_cluster.demo import serve_git
+    from tests.emulated_cluster.demo import s3_and_git
     from tests.emulated_cluster.harness import NAMESPACE, emulated
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -397,36 +395,30 @@ def run(quick: bool) -> list[Row]:
     cached: list[tuple[int, int]] = []  # (files, bytes) in the claim after each cold run
     with tempfile.TemporaryDirectory(prefix="ci-runner-bench-") as tmp:
         work = Path(tmp)
-        with emulated(nodes=2, control_plane=True) as cluster:
-            s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
-            s3.start()
-            (work / "served").mkdir()
-            daemon = serve_git(work / "served")
-            try:
-                with package_index(house, marks.GATEWAY) as index_url:
-                    site = Site(cluster, work, index_url, aws)
-                    _prepare_s3(aws)
-                    kubeconfig = work / "kubeconfig"
-                    server = cluster.server
-                    kubeconfig.write_text(
-                        yaml.safe_dump(kubeconfig_for(server.url, server.token, NAMESPACE))
-                    )
-                    for i in range(rounds):
-                        say(f"round {i + 1} of {rounds}: cold, warm, the seed's way")
-                        claim = f"pip-cache-{i}"
-                        site.claim(claim)
-                        site.commit(claim)
-                        times["cold"].append(site.ci_runner(kubeconfig)[0])
-                        cached.append(_files(marks.STATE_ROOT / "claims" / NAMESPACE / claim))
-                        site.commit(claim)
-                        warm, from_start = site.ci_runner(kubeconfig)
-                        times["warm"].append(warm)
-                        whole.append(from_start)
-                        times["seed"].append(site.seed())
-            finally:
-                daemon.terminate()
-                daemon.wait(10)
-                s3.stop()
+        (work / "served").mkdir()
+        with (
+            emulated(nodes=2, control_plane=True) as cluster,
+            s3_and_git(work / "served", aws),
+            package_index(house, marks.GATEWAY) as index_url,
+        ):
+            site = Site(cluster, work, index_url, aws)
+            kubeconfig = work / "kubeconfig"
+            server = cluster.server
+            kubeconfig.write_text(
+                yaml.safe_dump(kubeconfig_for(server.url, server.token, NAMESPACE))
+            )
+            for i in range(rounds):
+                say(f"round {i + 1} of {rounds}: cold, warm, the seed's way")
+                claim = f"pip-cache-{i}"
+                site.claim(claim)
+                site.commit(claim)
+                times["cold"].append(site.ci_runner(kubeconfig)[0])
+                cached.append(_files(marks.STATE_ROOT / "claims" / NAMESPACE / claim))
+                site.commit(claim)
+                warm, from_start = site.ci_runner(kubeconfig)
+                times["warm"].append(warm)
+                whole.append(from_start)
+                times["seed"].append(site.seed())
     files, size = cached[-1]
     if files == 0:
         raise RuntimeError("the cold runs left pip's cache empty: the warm runs measured nothing")
@@ -441,21 +433,3 @@ def _files(root: Path) -> tuple[int, int]:
     """How many files are under ``root``, and their bytes."""
     sizes = [path.stat().st_size for path in root.rglob("*") if path.is_file()]
     return len(sizes), sum(sizes)
-
-
-def _prepare_s3(aws: Mapping[str, str]) -> None:
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=aws["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
-    )
-    for bucket in ("datasets", "models"):
-        client.create_bucket(Bucket=bucket)
-    run_quiet(
-        [str(PYTHON), str(REPO / EXAMPLE / "prepare_data.py"), "s3://datasets/diabetes/"],
-        env={**os.environ, **aws, "AWS_DEFAULT_REGION": "us-east-1"},
-    )

@@ -22,16 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import requests
 import yaml
-from moto.server import ThreadedMotoServer
 
 from tests.conftest import REPO_ROOT, run_git
 from tests.emulated_cluster import cleanup, marks, network
 from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
-from tests.emulated_cluster.demo import GIT_PORT, serve_git
+from tests.emulated_cluster.demo import GIT_PORT, s3_and_git
 from tests.emulated_cluster.harness import NAMESPACE, Emulated, emulated
 from tests.gitlab_server import FakeGitLab
 
@@ -84,27 +82,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     home = tmp_path_factory.mktemp("emulated-e2e")
     repos = home / "served"
     repos.mkdir()
-    with emulated(nodes=2, control_plane=True) as cluster, FakeGitLab() as gitlab:
-        s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
-        s3.start()
-        daemon = serve_git(repos)
-        try:
-            client = _s3()
-            for bucket in ("datasets", "models"):
-                client.create_bucket(Bucket=bucket)
-            data = subprocess.run(
-                [sys.executable, str(EXAMPLE / "prepare_data.py"), "s3://datasets/diabetes/"],
-                env={**os.environ, **_aws_env()},
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            assert data.returncode == 0, data.stderr
-            yield Site(cluster, gitlab, repos, home)
-        finally:
-            daemon.terminate()
-            daemon.wait(10)
-            s3.stop()
+    with (
+        emulated(nodes=2, control_plane=True) as cluster,
+        FakeGitLab() as gitlab,
+        s3_and_git(repos, _aws_env()),
+    ):
+        yield Site(cluster, gitlab, repos, home)
     assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
 
 
@@ -115,16 +98,6 @@ def _aws_env() -> dict[str, str]:
         "AWS_ENDPOINT_URL": S3,
         "AWS_DEFAULT_REGION": "us-east-1",
     }
-
-
-def _s3():  # type: ignore[no-untyped-def]  # boto3's client has no stubs here
-    return boto3.client(
-        "s3",
-        endpoint_url=S3,
-        region_name="us-east-1",
-        aws_access_key_id=AWS_KEY,
-        aws_secret_access_key=AWS_SECRET,
-    )
 
 
 @dataclass
@@ -146,6 +119,17 @@ class Pipeline:
 
     def notes(self) -> list[str]:
         return [note.body for note in self.mr.notes]
+
+    def start(self, command: str, **env: str) -> subprocess.Popen[str]:
+        """`ci-runner <command>` as the job's script runs it, output and errors in one stream."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "ci_runner", command],
+            cwd=self.repo,
+            env={**self.env, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
 
 def pipeline(
@@ -210,18 +194,10 @@ def train(
 ) -> Run:
     """`ci-runner train` as the job of an MR pipeline for ``config`` (see :func:`pipeline`)."""
     job = pipeline(site, name, config, files)
-    done = subprocess.run(
-        [sys.executable, "-m", "ci_runner", "train"],
-        cwd=job.repo,
-        env=job.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    train = job.start("train")
+    output, _ = train.communicate(timeout=600)
     notes = job.notes()
-    return Run(done.returncode, done.stdout.splitlines(), notes[-1] if notes else "", job.sha)
+    return Run(train.returncode, output.splitlines(), notes[-1] if notes else "", job.sha)
 
 
 def assert_trained(run: Run, name: str) -> None:
@@ -309,14 +285,14 @@ def test_a_local_path_requirement_with_a_pth_file_and_a_console_script(site: Sit
 # Failures, as real pods fail: the CI log and the comment say why, and the job exits 1.
 
 
-def job_name(run: Run) -> str:
-    submitted = next(line for line in run.log if line.startswith("[ci-runner] submitted MPIJob "))
+def job_name(log: list[str]) -> str:
+    submitted = next(line for line in log if line.startswith("[ci-runner] submitted MPIJob "))
     return submitted.split()[3]
 
 
 def failure_line(run: Run) -> str:
     """The message of the `MPIJob ... failed:` line (exactly one)."""
-    prefix = f"[ci-runner] MPIJob {job_name(run)} failed: "
+    prefix = f"[ci-runner] MPIJob {job_name(run.log)} failed: "
     lines = [line[len(prefix) :] for line in run.log if line.startswith(prefix)]
     assert len(lines) == 1, "\n".join(run.log)
     return lines[0]
@@ -335,7 +311,7 @@ def test_a_requirement_pip_cannot_find_fails_with_pips_error(site: Site) -> None
     config["requirements"] = "requirements.txt"
     files = {"requirements.txt": b"no-such-package-anywhere==9.9\n"}
     run = train(site, "nopkg", config, files)
-    job, message = job_name(run), failure_line(run)
+    job, message = job_name(run.log), failure_line(run)
     worker = re.fullmatch(rf"worker ({job}-worker-[01]): .*", message)
     assert worker is not None, message
     assert message == (
@@ -353,7 +329,7 @@ def test_a_gpu_no_node_has_fails_after_unschedulable_timeout(site: Site) -> None
     config = train_yaml(unschedulable_timeout="3s")
     config["resources"] = {"gpu": 1}
     run = train(site, "gpu", config)
-    job, message = job_name(run), failure_line(run)
+    job, message = job_name(run.log), failure_line(run)
     scheduler = (
         "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are "
         "available: 2 No preemption victims found for incoming pod."
@@ -371,7 +347,7 @@ def test_a_training_command_that_exits_non_zero(site: Site) -> None:
     message = failure_line(run)
     # mpirun ends with the first failed rank's exit code, and so does the launcher.
     assert re.fullmatch(
-        rf"launcher {job_name(run)}-launcher-[a-z0-9]{{5}} exited with code 3", message
+        rf"launcher {job_name(run.log)}-launcher-[a-z0-9]{{5}} exited with code 3", message
     )
     assert {"[1,0]<stdout>:giving up", "[1,1]<stdout>:giving up"} <= set(run.log)
     assert "  Exit code:    3" in run.log, "\n".join(run.log)  # mpirun's own report
@@ -385,7 +361,7 @@ def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:
     config["resources"] = {"memory": "300Mi"}
     config["command"] = "python -c 'b = bytearray(2 << 30); print(len(b))'"
     run = train(site, "oom", config)
-    job, message = job_name(run), failure_line(run)
+    job, message = job_name(run.log), failure_line(run)
     found = re.fullmatch(
         rf"rank ([01]) on ({job}-worker-[01]) was killed by signal 9 \(Killed\), most likely for "
         rf"going over the workers' memory limit of 300Mi; launcher {job}-launcher-[a-z0-9]{{5}} "
@@ -403,14 +379,7 @@ def test_a_cancelled_job_leaves_no_pod_and_no_process(site: Site) -> None:
     config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
     job = pipeline(site, "cancel", config)
     before = set(cleanup.our_processes())  # the cluster's own: dnsmasq, log server
-    train = subprocess.Popen(
-        [sys.executable, "-m", "ci_runner", "train"],
-        cwd=job.repo,
-        env=job.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    train = job.start("train")
     assert train.stdout is not None
     seen = []
     for line in train.stdout:
@@ -423,19 +392,12 @@ def test_a_cancelled_job_leaves_no_pod_and_no_process(site: Site) -> None:
     train.wait(10)
     assert set(cleanup.our_processes()) > before  # the pods' sshd, ranks and orted live on
 
-    cancel = subprocess.run(
-        [sys.executable, "-m", "ci_runner", "cancel"],
-        cwd=job.repo,
-        env={**job.env, "CI_JOB_STATUS": "canceled"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert cancel.returncode == 0, cancel.stderr
-    name = job_name(Run(0, [line.rstrip("\n") for line in seen], "", job.sha))
+    cancel = job.start("cancel", CI_JOB_STATUS="canceled")
+    output, _ = cancel.communicate(timeout=120)
+    assert cancel.returncode == 0, output
+    name = job_name([line.rstrip("\n") for line in seen])
     assert f"[ci-runner] cancelled: MPIJob {name} and everything it owned deleted" in (
-        cancel.stderr.splitlines()
+        output.splitlines()
     )
     # Deleted means terminating: the kubelet stops each pod within its grace period, then the
     # pod is gone, and with it every process and network namespace it had.

@@ -12,7 +12,10 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import boto3
 import yaml
@@ -100,6 +103,41 @@ def serve_git(base: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@contextmanager
+def s3_and_git(served: Path, aws: Mapping[str, str]) -> Iterator[Any]:
+    """On the emulated cluster's bridge: a moto S3 with the buckets ``datasets`` (holding the
+    example's data, put there with the credentials in ``aws``) and ``models``, and ``git daemon``
+    serving the repositories under ``served``. Yields a boto3 client of that S3."""
+    s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
+    s3.start()
+    daemon = serve_git(served)
+    try:
+        client = boto3.client(
+            "s3",
+            endpoint_url=S3,
+            region_name="us-east-1",
+            aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
+        )
+        for bucket in ("datasets", "models"):
+            client.create_bucket(Bucket=bucket)
+        data = subprocess.run(
+            [sys.executable, str(EXAMPLE / "prepare_data.py"), "s3://datasets/diabetes/"],
+            env={**os.environ, **aws, "AWS_ENDPOINT_URL": S3, "AWS_DEFAULT_REGION": "us-east-1"},
+            stdout=2,  # its one line of progress goes with the caller's (stderr)
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        if data.returncode != 0:
+            raise RuntimeError(f"prepare_data.py failed:\n{data.stderr}")
+        yield client
+    finally:
+        daemon.terminate()
+        daemon.wait(10)
+        s3.stop()
+
+
 def main() -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per S3 request
     if os.geteuid() != 0:
@@ -112,56 +150,38 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ci-runner-demo-") as tmp:
         work = Path(tmp)
         repo = commit_for_the_cluster(work)
-        with emulated(nodes=2, control_plane=True) as cluster:
-            s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
-            s3.start()
-            daemon = serve_git(work / "served")
-            try:
-                client = boto3.client(
-                    "s3",
-                    endpoint_url=S3,
-                    region_name="us-east-1",
-                    aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
-                    aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
+        with (
+            emulated(nodes=2, control_plane=True) as cluster,
+            s3_and_git(work / "served", AWS) as client,
+        ):
+            kubeconfig = work / "kubeconfig"
+            kubeconfig.write_text(
+                yaml.safe_dump(kubeconfig_for(cluster.server.url, cluster.server.token, NAMESPACE))
+            )
+            train = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ci_runner",
+                    "train",
+                    "--output-dir",
+                    str(REPO_ROOT / "demo-output" / "cluster"),
+                ],
+                cwd=repo,
+                env={
+                    **os.environ,
+                    **AWS,
+                    "KUBECONFIG": str(kubeconfig),
+                    "PYTHONPATH": str(REPO_ROOT),
+                },
+                check=False,
+            )
+            for item in client.list_objects_v2(Bucket="models").get("Contents", []):
+                print(
+                    f"[demo] on the emulated cluster's S3: s3://models/{item['Key']} "
+                    f"({item['Size']} bytes)"
                 )
-                for bucket in ("datasets", "models"):
-                    client.create_bucket(Bucket=bucket)
-                env = {**os.environ, **AWS}
-                subprocess.run(
-                    [sys.executable, str(EXAMPLE / "prepare_data.py"), "s3://datasets/diabetes/"],
-                    env=env,
-                    check=True,
-                )
-                kubeconfig = work / "kubeconfig"
-                kubeconfig.write_text(
-                    yaml.safe_dump(
-                        kubeconfig_for(cluster.server.url, cluster.server.token, NAMESPACE)
-                    )
-                )
-                train = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "ci_runner",
-                        "train",
-                        "--output-dir",
-                        str(REPO_ROOT / "demo-output" / "cluster"),
-                    ],
-                    cwd=repo,
-                    env={**env, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO_ROOT)},
-                    check=False,
-                )
-                models = client.list_objects_v2(Bucket="models").get("Contents", [])
-                for item in models:
-                    print(
-                        f"[demo] on the emulated cluster's S3: s3://models/{item['Key']} "
-                        f"({item['Size']} bytes)"
-                    )
-                return train.returncode
-            finally:
-                daemon.terminate()
-                daemon.wait(10)
-                s3.stop()
+            return train.returncode
 
 
 if __name__ == "__main__":
