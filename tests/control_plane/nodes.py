@@ -22,8 +22,8 @@ class NodeSpec:
     zone: timedelta = timedelta(0)  # the node's local time zone (log timestamps)
 
 
-def node_object(node: NodeSpec, port: int) -> JSON:
-    """The Node a kubelet for ``node`` registers, its endpoint at ``port`` on loopback."""
+def node_object(node: NodeSpec, port: int, address: str = "127.0.0.1") -> JSON:
+    """The Node a kubelet for ``node`` registers, its endpoint at ``address``:``port``."""
     allocatable = {
         "cpu": node.cpu,
         "memory": node.memory,
@@ -40,7 +40,7 @@ def node_object(node: NodeSpec, port: int) -> JSON:
             "capacity": dict(allocatable),
             "allocatable": allocatable,
             "addresses": [
-                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "InternalIP", "address": address},
                 {"type": "Hostname", "address": node.name},
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.control_plane import nodes
+from tests.control_plane.nodes import NodeSpec
 from tests.emulated_cluster import cleanup, image, marks, network
 from tests.emulated_cluster.api import Api, Scope
 from tests.emulated_cluster.cgroups import Cgroup, run_root
@@ -36,47 +38,20 @@ class NodeShape:
 
 def node_object(shape: NodeShape, address: str, port: int) -> JSON:
     """A v1 Node as a registered kubelet reports it (Ready, InternalIP, kubelet endpoint)."""
-    allocatable = {
-        "cpu": shape.cpu,
-        "memory": shape.memory,
-        "pods": "110",
-        "nvidia.com/gpu": str(shape.gpus),
+    spec = NodeSpec(
+        shape.name,
+        cpu=shape.cpu,
+        memory=shape.memory,
+        gpus=shape.gpus,
+        taints=shape.taints,
+        labels={"kubernetes.io/arch": "amd64", **shape.labels},
+    )
+    node = nodes.node_object(spec, port, address)
+    node["status"]["nodeInfo"] = {
+        "containerRuntimeVersion": "containerd://emulated",
+        "kubeletVersion": "v1.35.0-emulated",
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": shape.name,
-            "labels": {
-                "kubernetes.io/hostname": shape.name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                **shape.labels,
-            },
-        },
-        "spec": {"taints": shape.taints} if shape.taints else {},
-        "status": {
-            "capacity": dict(allocatable),
-            "allocatable": allocatable,
-            "addresses": [
-                {"type": "InternalIP", "address": address},
-                {"type": "Hostname", "address": shape.name},
-            ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                }
-            ],
-            "nodeInfo": {
-                "containerRuntimeVersion": "containerd://emulated",
-                "kubeletVersion": "v1.35.0-emulated",
-            },
-        },
-    }
+    return node
 
 
 class Busy(Exception):
