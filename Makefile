@@ -21,7 +21,7 @@ $(DEMO_DATA)/diabetes.csv: examples/simple_ml/prepare_data.py | env
 
 ## demo-cluster: the example through `ci-runner train` on Kubernetes: the emulated cluster on this machine (root), data and model on its S3
 demo-cluster: env horovod cluster-tools
-	$(PY) -m tests.emulated_cluster.demo
+	$(PY) -m testing.emulated_cluster.demo
 
 ## horovod: torch 2.13 (CPU) and Horovod 0.28.1 (PyTorch + Gloo + MPI), built once into a cached wheel
 horovod: env
@@ -42,15 +42,15 @@ mermaid: env
 ## screenshots: PNGs of the golden comments as GitLab draws them, light and dark (out/screenshots/)
 SCREENSHOTS ?= out/screenshots
 screenshots: env mermaid
-	$(PY) -m tests.comment_screenshots $(SCREENSHOTS)
+	$(PY) -m testing.mermaid.screenshots $(SCREENSHOTS)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
 test: env horovod cluster-tools gitlab-ci-local mermaid lint typecheck
 	$(PY) -m pytest -q
 
 lint: env
-	$(VENV)/bin/ruff check ci_runner tests bench
-	$(VENV)/bin/ruff format --check ci_runner tests bench
+	$(VENV)/bin/ruff check ci_runner testing tests bench
+	$(VENV)/bin/ruff format --check ci_runner testing tests bench
 
 typecheck: env
 	$(VENV)/bin/mypy

@@ -1,7 +1,7 @@
 """6. Submit -> first training step on the emulated cluster (issue 13), three ways, in one run.
 
 The example (``examples/simple_ml``, 2 workers, ``EPOCHS=2``) on the emulated cluster of
-``tests/emulated_cluster`` (real pods: init containers, pip, sshd, probes, DNS, mpirun over ssh),
+``testing/emulated_cluster`` (real pods: init containers, pip, sshd, probes, DNS, mpirun over ssh),
 with data on its moto S3 and the commit served by ``git daemon`` on its bridge:
 
 * ``ci-runner train``, cold: a new ReadWriteMany ``kubernetes.pip_cache_pvc`` claim, empty;
@@ -66,7 +66,7 @@ def why_not_here() -> str | None:
     """Why the emulated cluster cannot run on this machine, or None."""
     if os.geteuid() != 0:
         return "needs root (the emulated cluster makes namespaces, a bridge and cgroups)"
-    from tests.emulated_cluster.__main__ import missing_tools
+    from testing.emulated_cluster.__main__ import missing_tools
 
     missing = missing_tools()
     return f"missing tools: {', '.join(missing)} (make cluster-tools)" if missing else None
@@ -186,9 +186,9 @@ class Site:
     """The emulated cluster with S3, git daemon and the package index, and a project to train."""
 
     def __init__(self, cluster: Any, work: Path, index_url: str, aws: Mapping[str, str]) -> None:
-        from tests.emulated_cluster import marks
-        from tests.emulated_cluster.demo import GIT_PORT
-        from tests.emulated_cluster.harness import NAMESPACE
+        from testing.emulated_cluster import marks
+        from testing.emulated_cluster.demo import GIT_PORT
+        from testing.emulated_cluster.harness import NAMESPACE
 
         self.cluster = cluster
         self.namespace = NAMESPACE
@@ -216,7 +216,7 @@ class Site:
 
     def commit(self, claim: str) -> None:
         """Commit a train.yaml using the pip cache claim ``claim``, and serve it."""
-        from tests.emulated_cluster import marks
+        from testing.emulated_cluster import marks
 
         self.runs += 1
         example = yaml.safe_load((REPO / EXAMPLE / "train.yaml").read_text())
@@ -335,7 +335,7 @@ class Site:
 
 def _log(api: Any, path: str) -> str:
     """A container's log so far; empty before it started or once its pod is gone."""
-    from tests.emulated_cluster.api import ApiFailure
+    from testing.emulated_cluster.api import ApiFailure
 
     try:
         return str(api.text(path))
@@ -376,10 +376,10 @@ def run(quick: bool) -> list[Row]:
     problem = why_not_here()
     if problem is not None:
         return [Row(NAME, "skipped", problem)]
-    from tests.emulated_cluster import marks
-    from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
-    from tests.emulated_cluster.demo import s3_and_git
-    from tests.emulated_cluster.harness import NAMESPACE, emulated
+    from testing.emulated_cluster import marks
+    from testing.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
+    from testing.emulated_cluster.demo import s3_and_git
+    from testing.emulated_cluster.harness import NAMESPACE, emulated
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     house = wheelhouse()

@@ -1,7 +1,7 @@
 """4. Kubernetes API cost.
 
 The real :class:`~ci_runner.backends.kubernetes.backend.KubernetesBackend` against the fake API
-server and MPI Operator of the test suite (``tests/kube_server.py``, ``tests/kube_operator.py``),
+server and MPI Operator of the test suite (``testing/fake_kube``),
 over real HTTP. A one-hour job in simulated time (the backend's
 :class:`~ci_runner.clock.ManualClock` is moved on, nothing sleeps an hour): workers and launcher
 start, the launcher logs a loss line a minute, and every five minutes a watch is dropped, then the
@@ -26,8 +26,8 @@ from typing import Any
 
 from bench.common import INFO, Row, check, median, say, spread
 from ci_runner.backends.result import Outcome
-from tests.kube_harness import Cluster
-from tests.kube_server import FakeKubeServer
+from testing.fake_kube.harness import Cluster
+from testing.fake_kube.server import FakeKubeServer
 
 NAME = "4 Kubernetes API"
 MAX_REQUESTS = 30

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the chart tests and `make screenshots` draw with: Debian's headless Chromium and
 # Mermaid's browser bundle (dist/mermaid.min.js from the npm package) for each version the tests
-# name (tests/mermaid_browser.py: what GitLab ships and the newest 11.x). Idempotent: a second run
+# name (testing/mermaid/browser.py: what GitLab ships and the newest 11.x). Idempotent: a second run
 # checks and returns at once. Nothing goes into the repository: the bundles are kept in the same
 # cache as the Horovod wheel; the tests load them from there, with no network.
 #
@@ -24,7 +24,7 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 command -v npm >/dev/null 2>&1 || fail "npm is missing: install Node.js and npm (Debian: apt-get install npm)"
 
-versions=$("$PY" -m tests.mermaid_browser)
+versions=$("$PY" -m testing.mermaid.browser)
 for version in $versions; do
     target="$CACHE_DIR/mermaid/$version/mermaid.min.js"
     [ -s "$target" ] && continue
@@ -37,4 +37,4 @@ for version in $versions; do
     mv "$target.partial" "$target"
     rm -rf "$work"
 done
-"$PY" -m tests.mermaid_browser --check
+"$PY" -m testing.mermaid.browser --check

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,30 +13,12 @@ from gitlab.v4.objects import Project
 from ci_runner.clock import ManualClock
 from ci_runner.gitlab.client import connect, open_project
 from ci_runner.gitlab.transport import BoundedSession
-from tests.gitlab_server import FakeGitLab, User, manual_session, record_retry_sleeps
-from tests.gitlab_server import Project as FakeProject
-from tests.golden_files import GOLDEN_DIR, UPDATE_OPTION, Golden
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# Upstream and seed files the tests read, vendored with their source and licence (README.md).
-TEST_DATA = REPO_ROOT / "tests" / "data"
-SEED_LOG = TEST_DATA / "seed" / "horovod-on-kubernetes.log"
-FAKE_HOROVODRUN = REPO_ROOT / "tests" / "fake_horovodrun.py"
-
-# The fake GitLab's bot: its token must never show up in an error message.
-GITLAB_TOKEN = "glpat-CANARY-9f2c71d4e8"
-GITLAB_BOT = "project_42_bot"
-GITLAB_PROJECT = "group/proj"
-# The commit the pipeline runs on, known to the fake GitLab's project.
-GITLAB_SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Test",
-    "GIT_AUTHOR_EMAIL": "test@example.com",
-    "GIT_COMMITTER_NAME": "Test",
-    "GIT_COMMITTER_EMAIL": "test@example.com",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
+from testing.fake_gitlab.accounts import GITLAB_BOT, GITLAB_PROJECT, GITLAB_SHA, GITLAB_TOKEN
+from testing.fake_gitlab.server import FakeGitLab, User, manual_session, record_retry_sleeps
+from testing.fake_gitlab.server import Project as FakeProject
+from testing.git import run_git
+from testing.golden import UPDATE_OPTION, Golden
+from testing.paths import EXAMPLE, FAKE_HOROVODRUN, GOLDEN_DIR, REPO_ROOT
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,13 +38,6 @@ def golden(request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -
             sys.stdout.write("\n" + text)
 
     return Golden(GOLDEN_DIR, bool(request.config.getoption(UPDATE_OPTION)), show)
-
-
-def run_git(args: list[str], cwd: Path) -> str:
-    env = {**os.environ, **GIT_ENV, "HOME": str(cwd)}
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @pytest.fixture
@@ -88,7 +61,7 @@ def git_repo(tmp_path: Path) -> Callable[[dict[str, str]], tuple[Path, str]]:
 
 @pytest.fixture
 def horovodrun(tmp_path: Path) -> Path:
-    """An executable ``horovodrun`` that runs tests/fake_horovodrun.py with this interpreter."""
+    """An executable ``horovodrun`` that runs testing/fake_horovodrun.py with this interpreter."""
     path = tmp_path / "bin" / "horovodrun"
     path.parent.mkdir()
     path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HOROVODRUN}" "$@"\n')
@@ -162,9 +135,6 @@ def gitlab_project(
     return open_project(
         connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session), GITLAB_PROJECT
     )
-
-
-EXAMPLE = "examples/simple_ml"
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from ci_runner.backends.kubernetes.errors import (
 )
 from ci_runner.backends.kubernetes.resources import MPIJOBS, POD_LOGS, PODS, SECRETS, job_selector
 from ci_runner.clock import ManualClock
-from tests.kube_admission import Denial, webhook_denial
-from tests.kube_harness import mpijob_manifest
-from tests.kube_server import CUT, FakeKubeServer
+from testing.fake_kube.admission import Denial, webhook_denial
+from testing.fake_kube.harness import mpijob_manifest
+from testing.fake_kube.server import CUT, FakeKubeServer
 
 
 @pytest.fixture

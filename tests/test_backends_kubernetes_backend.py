@@ -20,8 +20,15 @@ from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.spec.types import TrainConfig
-from tests.kube_harness import JOB, JSON, NAMESPACE, Cluster, mpijob_manifest, running_cluster
-from tests.kube_operator import INSUFFICIENT_GPU, MPIJOBS, JobScenario
+from testing.fake_kube.harness import (
+    JOB,
+    JSON,
+    NAMESPACE,
+    Cluster,
+    mpijob_manifest,
+    running_cluster,
+)
+from testing.fake_kube.scenarios import INSUFFICIENT_GPU, MPIJOBS, JobScenario
 
 SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
 DELETED = f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret"

@@ -16,7 +16,7 @@ from ci_runner.backends.kubernetes.errors import Forbidden, Unreachable
 from ci_runner.backends.kubernetes.resources import MPIJOBS, SECRETS
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
-from tests.kube_server import FakeKubeServer
+from testing.fake_kube.server import FakeKubeServer
 
 
 def kubeconfig(tmp_path: Path, namespace: str | None = None) -> Path:

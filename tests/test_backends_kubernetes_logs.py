@@ -14,9 +14,9 @@ from ci_runner.backends.kubernetes.errors import Forbidden
 from ci_runner.backends.kubernetes.logs import LogFollower, parse_timestamp, since_time
 from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import ManualClock
-from tests.kube_harness import NAMESPACE, mpijob_manifest
-from tests.kube_operator import JobScenario, MpiOperator
-from tests.kube_server import FakeKubeServer
+from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
+from testing.fake_kube.scenarios import JobScenario, MpiOperator
+from testing.fake_kube.server import FakeKubeServer
 
 
 @pytest.fixture

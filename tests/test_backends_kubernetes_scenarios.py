@@ -1,7 +1,7 @@
 """Issue 14's scenarios, played by the faithful fake cluster against the real client.
 
 Each scenario is what MPI Operator v0.8.2, the Job controller and the kubelet really do (see
-tests/control_plane/). The client, when right, answers within milliseconds, so a hang is
+testing/fake_kube/control_plane/). The client, when right, answers within milliseconds, so a hang is
 detected after SETTLE real seconds (nothing sleeps: the run is a thread we wait for).
 """
 
@@ -15,8 +15,15 @@ import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
-from tests.kube_admission import Quota
-from tests.kube_harness import JOB, JSON, NAMESPACE, Cluster, mpijob_manifest, running_cluster
+from testing.fake_kube.admission import Quota
+from testing.fake_kube.harness import (
+    JOB,
+    JSON,
+    NAMESPACE,
+    Cluster,
+    mpijob_manifest,
+    running_cluster,
+)
 
 SETTLE = 5.0
 SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"

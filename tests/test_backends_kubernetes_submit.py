@@ -13,9 +13,9 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from tests.kube_harness import NAMESPACE, mpijob_manifest
-from tests.kube_operator import MpiOperator
-from tests.kube_server import FakeKubeServer
+from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
+from testing.fake_kube.scenarios import MpiOperator
+from testing.fake_kube.server import FakeKubeServer
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from ci_runner.backends.kubernetes.errors import Forbidden
 from ci_runner.backends.kubernetes.resources import SECRETS
 from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate, split_lines
 from ci_runner.clock import ManualClock
-from tests.kube_server import FakeKubeServer
+from testing.fake_kube.server import FakeKubeServer
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""The local backend with a stand-in horovodrun (tests/fake_horovodrun.py) and tiny rank scripts.
+"""The local backend with a stand-in horovodrun (testing/fake_horovodrun.py) and tiny rank scripts.
 
 Everything here is real except horovodrun itself: git worktrees, virtualenvs, pip, processes,
 signals. The real horovodrun + Horovod run in tests/test_local_e2e.py.

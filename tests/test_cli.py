@@ -21,8 +21,8 @@ from ci_runner.errors import ConfigError, GitError
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import manifest_yaml, render_mpijob
 from ci_runner.spec.schema import load_config
-from tests.conftest import run_git
-from tests.crd import validate_mpijob
+from testing.fake_kube.crd import validate_mpijob
+from testing.git import run_git
 
 GitRepo = Callable[[dict[str, str]], tuple[Path, str]]
 ORIGIN = "https://gitlab.example.com/group/demo.git"

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from testing.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "ci_runner"
 # Each command module's entry for the CLI: one per module by design.

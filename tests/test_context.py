@@ -9,7 +9,7 @@ import pytest
 
 from ci_runner.context import CIContext, from_environment, without_credentials
 from ci_runner.errors import EnvironmentSetupError, GitError
-from tests.conftest import run_git
+from testing.git import run_git
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 TOKEN = "glcbt-canary-secret-9d2e"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulated_cluster import crilog
-from tests.emulated_cluster.crilog import LogFile, LogOptions, format_nano, read_logs
+from testing.emulated_cluster import crilog
+from testing.emulated_cluster.crilog import LogFile, LogOptions, format_nano, read_logs
 
 T0 = 1_764_600_000_123_456_000  # 2025-12-01T14:40:00.123456Z
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.emulated_cluster.dnsconf import pod_dns, resolv_conf_text
+from testing.emulated_cluster.dnsconf import pod_dns, resolv_conf_text
 
 NODE = "nameserver 10.0.0.2\nnameserver 10.0.0.3\nsearch corp.example.com.\noptions edns0\n"
 

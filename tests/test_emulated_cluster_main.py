@@ -1,4 +1,4 @@
-"""``python -m tests.emulated_cluster``: prints its DNS (and S3) and ``ready``, leaves nothing
+"""``python -m testing.emulated_cluster``: prints its DNS (and S3) and ``ready``, leaves nothing
 behind on SIGTERM, and a start after SIGKILL removes what the killed run left (slow)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 import requests
 import yaml
 
-from tests.conftest import REPO_ROOT
-from tests.emulated_cluster import cleanup, marks
+from testing.emulated_cluster import cleanup, marks
+from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 NOTHING: dict[str, list[str]] = {
@@ -30,7 +30,7 @@ NOTHING: dict[str, list[str]] = {
 
 def start(kubeconfig: Path, *flags: str) -> tuple[subprocess.Popen[str], list[str]]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.emulated_cluster", "--kubeconfig", str(kubeconfig), *flags],
+        [sys.executable, "-m", "testing.emulated_cluster", "--kubeconfig", str(kubeconfig), *flags],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

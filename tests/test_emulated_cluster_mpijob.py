@@ -1,7 +1,7 @@
 """An MPIJob submitted to the emulated cluster runs for real: MPI Operator v0.8.2 of
-``tests/control_plane/`` creates its objects, the scheduler binds the pods to the emulated nodes,
-their kubelets run them, and the launcher's log comes through the API server's ``pods/log``
-proxy (slow: real sshd, ssh and mpirun in pods).
+``testing/fake_kube/control_plane/`` creates its objects, the scheduler binds the pods to the
+emulated nodes, their kubelets run them, and the launcher's log comes through the API server's
+``pods/log`` proxy (slow: real sshd, ssh and mpirun in pods).
 
 An upstream-shaped worker (no command, so the operator's ``/usr/sbin/sshd -De``,
 mpi_job_controller.go:1529-1531 at v0.8.2, with Debian's sshd config: StrictModes yes) refuses
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.emulated_cluster import cleanup, marks
-from tests.emulated_cluster.harness import IMAGE, NAMESPACE, Emulated, emulated
+from testing.emulated_cluster import cleanup, marks
+from testing.emulated_cluster.harness import IMAGE, NAMESPACE, Emulated, emulated
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]

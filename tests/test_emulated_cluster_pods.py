@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.emulated_cluster import marks
-from tests.emulated_cluster.harness import (
+from testing.emulated_cluster import marks
+from testing.emulated_cluster.harness import (
     Emulated,
     condition,
     container,

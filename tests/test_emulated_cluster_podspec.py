@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from tests.emulated_cluster.node import normalized
-from tests.emulated_cluster.podspec import expand, hostname, hosts_file, memory_limit, quantity
+from testing.emulated_cluster.node import normalized
+from testing.emulated_cluster.podspec import expand, hostname, hosts_file, memory_limit, quantity
 
 
 def test_hostname_is_spec_hostname_or_the_pod_name_cut_to_63() -> None:

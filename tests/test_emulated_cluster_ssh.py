@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.emulated_cluster import marks
-from tests.emulated_cluster.harness import (
+from testing.emulated_cluster import marks
+from testing.emulated_cluster.harness import (
     NAMESPACE,
     Emulated,
     container,

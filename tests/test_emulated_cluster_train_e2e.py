@@ -26,12 +26,13 @@ import pytest
 import requests
 import yaml
 
-from tests.conftest import REPO_ROOT, run_git
-from tests.emulated_cluster import cleanup, marks, network
-from tests.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
-from tests.emulated_cluster.demo import GIT_PORT, s3_and_git
-from tests.emulated_cluster.harness import NAMESPACE, Emulated, emulated
-from tests.gitlab_server import FakeGitLab
+from testing.emulated_cluster import cleanup, marks, network
+from testing.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
+from testing.emulated_cluster.demo import GIT_PORT, s3_and_git
+from testing.emulated_cluster.harness import NAMESPACE, Emulated, emulated
+from testing.fake_gitlab.server import FakeGitLab
+from testing.git import run_git
+from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 GITLAB_TOKEN = "glpat-emulated-CANARY-7c1d"

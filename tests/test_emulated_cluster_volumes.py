@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulated_cluster.volumes import (
+from testing.emulated_cluster.volumes import (
     VolumeNotReady,
     atomic_write,
     attach_conflict,

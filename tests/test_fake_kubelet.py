@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 import requests
 
-from tests.kube_admission import Denial, pod_security_denial, webhook_denial
-from tests.kube_harness import NAMESPACE, mpijob_manifest
-from tests.kube_operator import MPIJOBS, JobScenario, MpiOperator
-from tests.kube_server import TOKEN, FakeKubeServer
+from testing.fake_kube.admission import Denial, pod_security_denial, webhook_denial
+from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
+from testing.fake_kube.scenarios import MPIJOBS, JobScenario, MpiOperator
+from testing.fake_kube.server import TOKEN, FakeKubeServer
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tests import crd
-from tests.kube_admission import Denial, Quota, webhook_denial
-from tests.kube_harness import IMAGE, NAMESPACE, mpijob_manifest
-from tests.kube_operator import INSUFFICIENT_GPU, MPIJOBS, JobScenario, MpiOperator
-from tests.kube_server import FakeKubeServer
+from testing.fake_kube import crd
+from testing.fake_kube.admission import Denial, Quota, webhook_denial
+from testing.fake_kube.harness import IMAGE, NAMESPACE, mpijob_manifest
+from testing.fake_kube.scenarios import INSUFFICIENT_GPU, MPIJOBS, JobScenario, MpiOperator
+from testing.fake_kube.server import FakeKubeServer
 
 JSON = dict[str, Any]
 

@@ -11,9 +11,9 @@ from ci_runner.errors import GitLabError
 from ci_runner.gitlab.baseline import BaselineFile, fetch_baseline
 from ci_runner.results.metrics_file import SCHEMA_VERSION
 from ci_runner.results.stage import Baseline, load_target_baseline
-from tests.conftest import GITLAB_TOKEN
-from tests.gitlab_server import FakeGitLab
-from tests.gitlab_server import Project as FakeProject
+from testing.fake_gitlab.accounts import GITLAB_TOKEN
+from testing.fake_gitlab.server import FakeGitLab
+from testing.fake_gitlab.server import Project as FakeProject
 
 METRICS = json.dumps(
     {"version": SCHEMA_VERSION, "metrics": {"loss": {"final": 0.25}, "accuracy": {"final": 0.9}}}

@@ -16,9 +16,9 @@ from ci_runner.gitlab.client import (
     token_from_env,
 )
 from ci_runner.gitlab.transport import BoundedSession
-from tests.conftest import GITLAB_TOKEN
-from tests.gitlab_server import FakeGitLab, User, manual_session
-from tests.gitlab_server import Project as FakeProject
+from testing.fake_gitlab.accounts import GITLAB_TOKEN
+from testing.fake_gitlab.server import FakeGitLab, User, manual_session
+from testing.fake_gitlab.server import Project as FakeProject
 
 TOKEN_FIX = (
     "fix: store a valid project or personal access token with the api scope "

@@ -1,5 +1,5 @@
 """Posting the report with the real python-gitlab over real HTTP to the fake GitLab in
-tests/gitlab_server.py. ci-runner's retry waits are recorded on a manual clock, never slept."""
+testing/fake_gitlab/. ci-runner's retry waits are recorded on a manual clock, never slept."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from ci_runner.gitlab.comments import (
     report_project_id,
 )
 from ci_runner.gitlab.transport import BoundedSession
-from tests.conftest import GITLAB_SHA, GITLAB_TOKEN
-from tests.gitlab_server import DROP, FakeGitLab, User
-from tests.gitlab_server import Project as FakeProject
+from testing.fake_gitlab.accounts import GITLAB_SHA, GITLAB_TOKEN
+from testing.fake_gitlab.server import DROP, FakeGitLab, User
+from testing.fake_gitlab.server import Project as FakeProject
 
 OLD_SHA = "89e6c98d92887913cadf06b2adb97f26cde4849b"
 MARKER = "<!-- ci-runner:simple-ml -->"  # the shape report.marker() gives

@@ -1,5 +1,5 @@
 """No note ci-runner posts can run a GitLab quick action, whatever the untrusted text in it:
-checked with a port of GitLab's extractor (tests/gitlab_quick_actions.py) over fuzzed input."""
+checked with a port of GitLab's extractor (fake_gitlab/quick_actions.py) over fuzzed input."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.context import CIContext
 from ci_runner.gitlab.notes import as_gitlab_stores, note_body, without_commands
 from ci_runner.results.report import ReportInput, render_comment
-from tests.gitlab_quick_actions import extract_commands
+from testing.fake_gitlab.quick_actions import extract_commands
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 # Pieces that move the extractor's alternatives around: fences of every length and kind,

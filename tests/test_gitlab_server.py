@@ -16,10 +16,11 @@ import gitlab
 import pytest
 import requests
 
-from tests.conftest import GITLAB_TOKEN, REPO_ROOT
-from tests.gitlab_server import DROP, FakeGitLab, User
-from tests.gitlab_server import MergeRequest as FakeMergeRequest
-from tests.gitlab_server import Project as FakeProject
+from testing.fake_gitlab.accounts import GITLAB_TOKEN
+from testing.fake_gitlab.server import DROP, FakeGitLab, User
+from testing.fake_gitlab.server import MergeRequest as FakeMergeRequest
+from testing.fake_gitlab.server import Project as FakeProject
+from testing.paths import REPO_ROOT
 
 
 def test_notes_pagination_headers_and_link(gitlab_server: FakeGitLab, gitlab_bot: User) -> None:
@@ -355,7 +356,7 @@ def test_the_command_line_serves_the_state_until_sigterm(tmp_path: Path) -> None
         )
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_gitlab", "--state", str(state)],
+        [sys.executable, "-m", "testing.fake_gitlab", "--state", str(state)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -380,7 +381,7 @@ def test_the_command_line_refuses_a_bad_state_in_one_line(tmp_path: Path) -> Non
     state = tmp_path / "state.json"
     state.write_text('{"projects": [{"path": "no/id"}]}')
     done = subprocess.run(
-        [sys.executable, "-m", "tests.fake_gitlab", "--state", str(state)],
+        [sys.executable, "-m", "testing.fake_gitlab", "--state", str(state)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

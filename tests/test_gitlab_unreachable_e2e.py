@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_git
+from testing.git import run_git
 from tests.test_local_e2e import (
     BIN,
     CONFIG,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden_files import Golden
+from testing.golden import Golden
 
 DIFF = """\
 --- a/golden/report.md

@@ -35,8 +35,8 @@ from ci_runner.render import manifest_yaml, render_mpijob
 from ci_runner.spec.reference import EXAMPLE
 from ci_runner.spec.schema import load_config
 from ci_runner.spec.types import TrainConfig
-from tests.conftest import run_git
-from tests.crd import validate_mpijob
+from testing.fake_kube.crd import validate_mpijob
+from testing.git import run_git
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -31,11 +31,11 @@ from ci_runner import cli
 from ci_runner.backends.logsink import LogSink
 from ci_runner.commands import train
 from ci_runner.masking import MASK, SECRET_VARIABLES
-from tests.conftest import run_git
-from tests.gitlab_server import FakeGitLab, record_retry_sleeps
-from tests.kube_admission import Denial, webhook_denial
-from tests.kube_operator import MpiOperator
-from tests.kube_server import FakeKubeServer
+from testing.fake_gitlab.server import FakeGitLab, record_retry_sleeps
+from testing.fake_kube.admission import Denial, webhook_denial
+from testing.fake_kube.scenarios import MpiOperator
+from testing.fake_kube.server import FakeKubeServer
+from testing.git import run_git
 
 GitRepo = Callable[..., tuple[Path, str]]
 

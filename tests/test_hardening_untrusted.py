@@ -27,7 +27,7 @@ from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.report import extract_history
 from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.schema import load_config
-from tests.gitlab_server import FakeGitLab, record_retry_sleeps
+from testing.fake_gitlab.server import FakeGitLab, record_retry_sleeps
 from tests.test_results_report import _cell_borders, _outside_code, _skeleton
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"

@@ -34,8 +34,8 @@ from ci_runner.results.metrics import parse_log_file
 from ci_runner.results.metrics_file import summary_to_json
 from ci_runner.results.report import ReportInput, render_report
 from ci_runner.spec.schema import load_config
-from tests.conftest import run_git
-from tests.crd import validate_mpijob
+from testing.fake_kube.crd import validate_mpijob
+from testing.git import run_git
 
 GitRepo = Callable[..., tuple[Path, str]]
 SHA = "0123456789abcdef0123456789abcdef01234567"

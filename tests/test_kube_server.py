@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.kube_harness import NAMESPACE, mpijob_manifest
-from tests.kube_operator import MpiOperator
-from tests.kube_server import TOKEN, FakeKubeServer, rfc3339_nano
+from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
+from testing.fake_kube.scenarios import MpiOperator
+from testing.fake_kube.server import TOKEN, FakeKubeServer, rfc3339_nano
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MPIJOBS = f"/apis/kubeflow.org/v2beta1/namespaces/{NAMESPACE}/mpijobs"
@@ -163,7 +163,7 @@ def test_a_kubelet_of_its_own_plugs_in_through_the_api(tmp_path: object) -> None
     import http.server
     import threading
 
-    from tests.control_plane import ControlPlane
+    from testing.fake_kube.control_plane import ControlPlane
 
     class Logs(http.server.BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:

@@ -121,3 +121,35 @@ def test_an_upward_import_is_found_even_inside_a_function() -> None:
     ]
     with pytest.raises(AssertionError, match="has no layer"):
         _layer("ci_runner.somewhere_new")
+
+
+REPO = PACKAGE.parent
+# What may import what across the repository's packages: the product imports neither the test
+# infrastructure nor the tests; the test infrastructure (which the tests, the benchmarks and the
+# demo import) never imports the tests.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "ci_runner": ("testing", "tests", "bench"),
+    "testing": ("tests", "bench"),
+    "bench": ("tests",),
+}
+
+
+def _top_level_imports(path: Path) -> Iterator[str]:
+    """The top-level package of every absolute import in ``path``, inside functions too."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module.split(".")[0]
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_package_imports_what_it_must_not(package: str) -> None:
+    wrong = sorted(
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in (REPO / package).rglob("*.py")
+        for name in set(_top_level_imports(path))
+        if name in FORBIDDEN[package]
+    )
+    assert wrong == []
+

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from ci_runner.backends.local.backend import is_running
-from tests.conftest import EXAMPLE, run_git
+from testing.git import run_git
+from testing.paths import EXAMPLE
 
 BIN = Path(sys.executable).parent
 HOROVOD_MISSING = importlib.util.find_spec("horovod") is None or not (BIN / "horovodrun").exists()

@@ -23,7 +23,7 @@ from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import templates_dir
-from tests.conftest import GIT_ENV, run_git
+from testing.git import GIT_ENV, run_git
 
 SCRIPTS = templates_dir() / "scripts"
 VENV_BIN = Path(sys.executable).parent

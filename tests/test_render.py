@@ -25,9 +25,9 @@ from ci_runner.spec.types import (
     TrainConfig,
 )
 from ci_runner.templating import yaml_quote
-from tests.conftest import REPO_ROOT
-from tests.crd import validate_mpijob
-from tests.golden_files import Golden
+from testing.fake_kube.crd import validate_mpijob
+from testing.golden import Golden
+from testing.paths import REPO_ROOT
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 TOKEN = "glcbt-canary-secret-9d2e"

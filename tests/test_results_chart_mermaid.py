@@ -6,7 +6,7 @@ chart parses and draws: the palette it sets, one path per series with a point pe
 whole-number step ticks that do not overlap, every point inside the plot, the axis title it
 says, the series names as the legend (11.x) and, for 10.7 which draws no legend, the colour
 key in the comment naming each series with its colour. The comments themselves pass GitLab's
-auto-draw rule (tests/gitlab_mermaid.py). Needs ``make mermaid``; nothing is fetched here.
+auto-draw rule (testing/fake_gitlab/mermaid.py). Needs ``make mermaid``; nothing is fetched here.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from ci_runner.results.chart import CHART_CHARS, MEAN_COLOUR, RANK_COLOURS, Char
 from ci_runner.results.metrics import MetricsSummary, parse_metrics
 from ci_runner.results.report import ReportInput, render_report
 from ci_runner.spec.types import Goal, MetricSpec
-from tests.gitlab_mermaid import diagrams
-from tests.mermaid_browser import GITLAB_MERMAID, MERMAID_VERSIONS, THEMES, missing_tools, probe
+from testing.fake_gitlab.mermaid import diagrams
+from testing.mermaid.browser import GITLAB_MERMAID, MERMAID_VERSIONS, THEMES, missing_tools, probe
 
 pytestmark = pytest.mark.slow
 

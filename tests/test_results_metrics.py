@@ -22,7 +22,7 @@ from ci_runner.results.metrics import (
     split_prefix,
 )
 from ci_runner.spec.types import MetricSpec
-from tests.conftest import SEED_LOG
+from testing.paths import SEED_LOG
 
 TRAIN = MetricSpec(
     "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")

@@ -15,7 +15,7 @@ from ci_runner.results.metrics_file import (
     summary_to_json,
     summary_to_openmetrics,
 )
-from tests.conftest import SEED_LOG
+from testing.paths import SEED_LOG
 from tests.test_results_metrics import ACC, TEST, TRAIN
 
 

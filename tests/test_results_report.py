@@ -32,9 +32,9 @@ from ci_runner.results.report import (
     write_outputs,
 )
 from ci_runner.spec.types import MetricSpec, Resources, TrainConfig
-from tests.conftest import SEED_LOG
-from tests.gitlab_mermaid import diagrams
-from tests.golden_files import Golden
+from testing.fake_gitlab.mermaid import diagrams
+from testing.golden import Golden
+from testing.paths import SEED_LOG
 
 TRAIN = MetricSpec(
     "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spec_cases import BASE, load_config, problems
+from testing.config_cases import BASE, load_config, problems
 
 CROSS_FIELD_PROBLEMS = [
     (

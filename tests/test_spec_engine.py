@@ -19,7 +19,7 @@ from ci_runner.spec.engine import (
 )
 from ci_runner.spec.schema import load_config
 from ci_runner.spec.yamlsource import YScalar, parse
-from tests.spec_cases import BASE, BASE_WITHOUT_COMMAND, problems
+from testing.config_cases import BASE, BASE_WITHOUT_COMMAND, problems
 
 KIND_PROBLEMS = [
     (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spec_cases import BASE, load_config, problems
+from testing.config_cases import BASE, load_config, problems
 
 KIND_PROBLEMS = [
     (

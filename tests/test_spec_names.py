@@ -16,7 +16,7 @@ from ci_runner.spec.names import (
     slugify,
 )
 from ci_runner.spec.schema import MAX_NAME_LENGTH
-from tests.spec_cases import BASE, RESERVED, problems
+from testing.config_cases import BASE, RESERVED, problems
 
 NAME_PROBLEMS = [
     (

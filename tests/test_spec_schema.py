@@ -26,7 +26,7 @@ from ci_runner.spec.types import (
     Toleration,
     TrainConfig,
 )
-from tests.spec_cases import BASE, minimal, problems
+from testing.config_cases import BASE, minimal, problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, run_git
+from testing.git import run_git
+from testing.paths import REPO_ROOT
 
 # gitlab-ci-local validates against GitLab's schema for seconds on every call: run by make test
 pytestmark = pytest.mark.slow

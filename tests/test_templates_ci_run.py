@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, run_git
-from tests.kube_operator import MPIJOBS, JobScenario
+from testing.fake_kube.scenarios import MPIJOBS, JobScenario
+from testing.git import run_git
+from testing.paths import REPO_ROOT
 from tests.test_templates_ci import gitlab_ci_local
 from tests.test_train_e2e import LOG, NAMESPACE, WAIT, Pipeline, upload_model
 from tests.test_train_e2e import pipeline as pipeline

@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 
 from ci_runner.templating import environment
-from tests.conftest import REPO_ROOT
+from testing.paths import REPO_ROOT
 
 # Renders the comment template and prints how many times Jinja2 compiled a template.
 RENDER = (

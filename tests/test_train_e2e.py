@@ -1,8 +1,8 @@
 """`ci-runner train` as a GitLab merge-request pipeline runs it, end to end.
 
 A real ``ci-runner`` process with an MR pipeline's CI variables, in a local git repository, talks
-over real HTTP to the fake GitLab (tests/gitlab_server.py), the fake Kubernetes API with MPI
-Operator behaviour (tests/kube_server.py, tests/kube_operator.py) and a moto S3 server. The test
+over real HTTP to the fake GitLab (testing/fake_gitlab/server.py), the fake Kubernetes API with MPI
+Operator behaviour (testing/fake_kube/) and a moto S3 server. The test
 plays the cluster's part: workers start, the launcher logs, the launcher exits.
 """
 
@@ -26,12 +26,12 @@ import yaml
 from moto.server import ThreadedMotoServer
 
 from ci_runner.cli import main
-from tests.conftest import REPO_ROOT
-from tests.gitlab_server import FakeGitLab, MergeRequest, User
-from tests.gitlab_server import Project as FakeProject
-from tests.kube_operator import MPIJOBS, JobScenario, MpiOperator
-from tests.kube_server import TOKEN as CLUSTER_TOKEN
-from tests.kube_server import FakeKubeServer, Store
+from testing.fake_gitlab.server import FakeGitLab, MergeRequest, User
+from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_kube.scenarios import MPIJOBS, JobScenario, MpiOperator
+from testing.fake_kube.server import TOKEN as CLUSTER_TOKEN
+from testing.fake_kube.server import FakeKubeServer, Store
+from testing.paths import REPO_ROOT
 from tests.test_backends_kubernetes_connect import CONTEXTS, gitlab_kubeconfig
 from tests.test_backends_kubernetes_connect import JOB_TOKEN as AGENT_JOB_TOKEN
 

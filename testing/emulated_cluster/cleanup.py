@@ -1,0 +1,56 @@
+"""What the emulated cluster leaves on this machine, found by the names in :mod:`.marks`, and
+its removal: the first thing a start does (after a crash) and the last thing a stop does."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from testing.emulated_cluster import cgroups, marks, network
+
+
+def our_mounts() -> list[str]:
+    """Mount points in this mount namespace under the state root or ours in /run/netns."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        if point.startswith(str(marks.STATE_ROOT)) or point.startswith(
+            "/run/netns/" + marks.NETNS_PREFIX
+        ):
+            points.append(point)
+    return points
+
+
+def our_processes() -> list[int]:
+    return sorted(pid for path in cgroups.ours() for pid in cgroups.Cgroup(path).pids())
+
+
+def inventory() -> dict[str, list[str]]:
+    """Everything of ours that exists now (empty lists when nothing is left)."""
+    return {
+        "processes": [str(p) for p in our_processes()],
+        "netns": network.our_netns(),
+        "links": network.our_links(),
+        "mounts": our_mounts(),
+        "cgroups": [str(p) for p in cgroups.ours()],
+        "state": [str(marks.STATE_ROOT)] if marks.STATE_ROOT.exists() else [],
+    }
+
+
+def remove_everything() -> None:
+    """Processes first (they hold namespaces and mounts), then namespaces, links, mounts,
+    cgroups and the state directory."""
+    for path in cgroups.ours():
+        cgroups.Cgroup(path).kill_all()
+    for name in network.our_netns():
+        network.ip("netns", "del", name, check=False)
+    for link in network.our_links():
+        if link != marks.BRIDGE:
+            network.ip("link", "del", link, check=False)
+    network.bridge_down()
+    for point in sorted(our_mounts(), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+    for path in cgroups.ours():
+        cgroups.Cgroup(path).remove()
+    if marks.STATE_ROOT.exists() and not our_mounts():
+        subprocess.run(["rm", "-rf", "--one-file-system", str(marks.STATE_ROOT)], check=False)

@@ -1,0 +1,195 @@
+"""Bring the emulated cluster's machine side up and down: the state tmpfs, the bridge, the image
+layer, the cgroup, cluster DNS and one kubelet per node, all clients of an API server given by
+URL and token. The API server and controllers are whoever started them (see ``__main__``)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testing.emulated_cluster import cleanup, image, marks, network
+from testing.emulated_cluster.api import Api, Scope
+from testing.emulated_cluster.cgroups import Cgroup, run_root
+from testing.emulated_cluster.dns import ClusterDns
+from testing.emulated_cluster.kubelet import Kubelet
+from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext
+from testing.fake_kube.control_plane import nodes
+from testing.fake_kube.control_plane.nodes import NodeSpec
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class NodeShape:
+    """What a Node object says about an emulated node."""
+
+    name: str
+    cpu: str = "2"
+    memory: str = "8Gi"
+    gpus: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[JSON] = field(default_factory=list)
+
+
+def node_object(shape: NodeShape, address: str, port: int) -> JSON:
+    """A v1 Node as a registered kubelet reports it (Ready, InternalIP, kubelet endpoint)."""
+    spec = NodeSpec(
+        shape.name,
+        cpu=shape.cpu,
+        memory=shape.memory,
+        gpus=shape.gpus,
+        taints=shape.taints,
+        labels={"kubernetes.io/arch": "amd64", **shape.labels},
+    )
+    node = nodes.node_object(spec, port, address)
+    node["status"]["nodeInfo"] = {
+        "containerRuntimeVersion": "containerd://emulated",
+        "kubeletVersion": "v1.35.0-emulated",
+    }
+    return node
+
+
+class Busy(Exception):
+    """Another emulated cluster runs on this machine."""
+
+
+def _lock(wait: bool) -> int:
+    """One emulated cluster per machine: a start removes whatever another run left, so a second
+    one must not start while the first runs. The kernel drops the lock when its holder dies.
+    A run unlinks the lock file when it stops, so a lock taken on a file no longer at the path
+    (a waiter that got it after that unlink, while a newer run locked a new file) is no lock:
+    take it again."""
+    marks.LOCK.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(marks.LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            raise Busy(
+                f"another emulated cluster runs on this machine (lock {marks.LOCK}); stop it first"
+            ) from None
+        try:
+            current = os.stat(marks.LOCK)
+        except FileNotFoundError:
+            current = None
+        held = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)
+
+
+def default_venv() -> Path:
+    return Path(sys.prefix)
+
+
+class MachineSide:
+    """Start with :meth:`start`, stop with :meth:`stop` (idempotent; leaves nothing)."""
+
+    def __init__(
+        self,
+        api: Api,
+        scope: Scope,
+        nodes: list[NodeShape],
+        venv: Path | None = None,
+        cluster_domain: str = marks.CLUSTER_DOMAIN,
+        images: frozenset[str] = frozenset({DEFAULT_IMAGE}),
+    ) -> None:
+        """``images``: the image names the nodes have (each runs the emulated image)."""
+        self.api = api
+        self.scope = scope
+        self.shapes = nodes
+        self.venv = venv or default_venv()
+        self.cluster_domain = cluster_domain
+        self.images = images
+        self.kubelets: list[Kubelet] = []
+        self.dns: ClusterDns | None = None
+        self.cgroup: Cgroup | None = None
+        self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
+        self._lock: int | None = None
+
+    @property
+    def dns_address(self) -> str:
+        return marks.GATEWAY
+
+    def start(self, wait_for_lock: bool = True) -> MachineSide:
+        """Waits for (or, without ``wait_for_lock``, refuses with :class:`Busy`) another run."""
+        self._lock = _lock(wait_for_lock)
+        cleanup.remove_everything()  # what a killed run left
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        marks.STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                "mode=0700",
+                "ci-runner-emulated",
+                str(marks.STATE_ROOT),
+            ],
+            check=True,
+        )
+        network.bridge_up(self.node_ips)
+        self.cgroup = Cgroup(run_root())
+        system = Cgroup(self.cgroup.path / "system").create(None)
+        layer = image.build(marks.STATE_ROOT / "image", self.venv)
+        self.dns = ClusterDns(
+            self.api,
+            self.scope,
+            marks.STATE_ROOT / "dns",
+            marks.GATEWAY,
+            self.cluster_domain,
+            system,
+        ).start()
+        addresses = network.Addresses()
+        resolv = Path("/etc/resolv.conf")
+        for shape, ip in zip(self.shapes, self.node_ips, strict=True):
+            ctx = NodeContext(
+                api=self.api,
+                node=shape.name,
+                node_ip=ip,
+                state=marks.STATE_ROOT / "nodes" / shape.name,
+                image=layer,
+                addresses=addresses,
+                cgroups=self.cgroup.path / shape.name,
+                claims=marks.STATE_ROOT / "claims",
+                cluster_dns=[marks.GATEWAY],
+                cluster_domain=self.cluster_domain,
+                resolv_conf=resolv.read_text() if resolv.exists() else None,
+                images=self.images,
+            )
+            self.kubelets.append(Kubelet(ctx, self.scope).start())
+
+    def node_objects(self) -> list[JSON]:
+        return [
+            node_object(shape, ip, marks.KUBELET_PORT)
+            for shape, ip in zip(self.shapes, self.node_ips, strict=True)
+        ]
+
+    def stop(self) -> None:
+        if self._lock is None:
+            return  # never started, or another run holds the machine: nothing here is ours
+        for kubelet in self.kubelets:
+            kubelet.shutdown()
+        self.kubelets = []
+        if self.dns is not None:
+            self.dns.stop()
+            self.dns = None
+        cleanup.remove_everything()
+        if self._lock is not None:
+            marks.LOCK.unlink(missing_ok=True)
+            os.close(self._lock)
+            self._lock = None

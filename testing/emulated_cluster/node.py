@@ -1,0 +1,96 @@
+"""What the pod workers of a node share (:class:`NodeContext`) and a container slot of a pod
+across its restarts (:class:`Slot`), with the image names the node has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from testing.emulated_cluster import network
+from testing.emulated_cluster.api import Api
+from testing.emulated_cluster.container import ContainerProcess
+from testing.emulated_cluster.image import Image
+from testing.emulated_cluster.probes import ProbeState
+
+JSON = dict[str, Any]
+DEFAULT_IMAGE = "horovod/horovod:0.28.1"
+
+
+def normalized(image: str) -> str:
+    """docker.io/library/ for one path component, docker.io/ for a name without registry, as
+    containerd (distribution/reference ParseNormalizedNamed) names it; :latest when untagged."""
+    name = image.split("@")[0]
+    first = name.split("/")[0]
+    if "/" not in name:
+        name = f"docker.io/library/{name}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = f"docker.io/{name}"
+    if ":" not in name.rsplit("/", 1)[-1] and "@" not in image:
+        name += ":latest"
+    return name
+
+
+@dataclass
+class NodeContext:
+    """What the pod workers of one node share."""
+
+    api: Api
+    node: str
+    node_ip: str
+    state: Path
+    image: Image
+    addresses: network.Addresses
+    cgroups: Path
+    claims: Path
+    cluster_dns: list[str]
+    cluster_domain: str
+    resolv_conf: str | None
+    images: frozenset[str] = frozenset({DEFAULT_IMAGE})  # what "pulls" (all look the same)
+
+
+def rfc3339(moment: float) -> str:
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Slot:
+    """A container of the pod across its restarts."""
+
+    spec: JSON
+    init: bool
+    restart_count: int = 0
+    process: ContainerProcess | None = None
+    state: JSON = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
+    last_state: JSON = field(default_factory=dict)
+    container_id: str = ""
+    next_start: float = 0.0
+    backoff: float = 0.0
+    pull_backoff: float = 0.0
+    done: bool = False  # terminated and not to be restarted
+    readiness: ProbeState | None = None
+    liveness: ProbeState | None = None
+    startup: ProbeState | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    @property
+    def field_path(self) -> str:
+        return f"spec.{'initContainers' if self.init else 'containers'}{{{self.name}}}"
+
+    def running(self) -> bool:
+        return "running" in self.state
+
+    def ready(self) -> bool:
+        ready = self.readiness is None or self.readiness.result
+        return self.started() and ready
+
+    def started(self) -> bool:
+        """Running and past its startup probe (prober: readiness and liveness wait for it)."""
+        return self.running() and (self.startup is None or self.startup.result)
+
+    def succeeded(self) -> bool:
+        return bool(self.state.get("terminated", {}).get("exitCode") == 0)

@@ -1,0 +1,593 @@
+"""A fake kube-apiserver on loopback that the real ``kubernetes`` client talks to over real HTTP.
+
+Only a store with the Kubernetes API (``testing/fake_kube/store.py``): get / list / watch / create /
+update / patch / delete for pods, secrets, configmaps, services, events, nodes, batch Jobs and
+kubeflow.org MPIJobs, the ``status`` and ``binding`` subresources, and ``pods/{name}/log``
+proxied to the kubelet of the pod's node (``/containerLogs`` at the Node's InternalIP and
+kubelet port). Errors are ``Status`` bodies with the API server's texts (404, 409, 410, 422, 401,
+403); pod creates go through admission (ResourceQuota, injected PodSecurity/webhook denials,
+``admission.py``). Watches stream chunked JSON events, end at ``timeoutSeconds`` of
+control-plane time and get a BOOKMARK each minute when they allow them (:meth:`advance` moves that
+time). Controllers (``control_plane/``) are clients of this API through :meth:`handle`.
+
+Faults on demand: :meth:`FakeKubeServer.fail_next` (bursts of 5xx, 429 with Retry-After),
+:meth:`~FakeKubeServer.drop_watches` (cut every open watch mid-event),
+:meth:`~FakeKubeServer.expire_history` (reconnects get 410 Gone), :meth:`~FakeKubeServer.forbid`
+(RBAC 403), :meth:`~FakeKubeServer.reject_credentials` (401), :attr:`~FakeKubeServer.admission`
+(quota and admission 403s). Tests synchronise through :meth:`~FakeKubeServer.wait_for_watches`,
+:meth:`~FakeKubeServer.wait_until` and :meth:`~FakeKubeServer.count`;
+:meth:`~FakeKubeServer.verbs_used` is what RBAC must allow.
+
+Usage::
+
+    with FakeKubeServer() as server:
+        api_client = kubernetes.client.ApiClient(server.configuration())
+        ...
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import kubernetes.client
+
+from testing.fake_kube.admission import Admission, log_container, validate_create
+from testing.fake_kube.http import (
+    Fault,
+    QuietServer,
+    Request,
+    abort,
+    chunk,
+    client_gone,
+    end_chunked,
+    relay,
+    send_cut,
+    send_json,
+    start_chunked,
+    verb_of,
+)
+from testing.fake_kube.store import (
+    EPOCH,
+    KINDS,
+    ApiError,
+    Kind,
+    Store,
+    json_patch,
+    matches,
+    merge_patch,
+    parse_rfc3339,
+    rfc3339,
+    rfc3339_nano,
+    strategic_merge,
+)
+
+__all__ = [
+    "EPOCH",
+    "KINDS",
+    "ApiError",
+    "FakeKubeServer",
+    "Kind",
+    "Store",
+    "parse_rfc3339",
+    "rfc3339",
+    "rfc3339_nano",
+]
+
+JSON = dict[str, Any]
+TOKEN = "fake-cluster-token"
+CUT = -1  # fail_next(CUT): answer 200 but drop the connection half-way through the body
+CLIENT_CHECK_SECONDS = 0.05  # how often an idle stream looks whether its client has hung up
+BOOKMARK_EVERY = 60  # staging/.../storage/cacher/cacher.go: bookmarks about once a minute
+STATUS_SUBRESOURCE = ("pods", "jobs.batch", "mpijobs.kubeflow.org", "nodes")
+
+
+ROUTE = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?"
+    r"(?:/(?P<sub>log|status|binding))?$"
+)
+
+
+class FakeKubeServer:
+    """The API server; :attr:`store` holds the objects, :attr:`requests` every request seen."""
+
+    def __init__(self, token: str = TOKEN) -> None:
+        self.store = Store()
+        self.admission = Admission()
+        self.token = token  # what configuration() gives clients
+        self.accepted_token = token
+        self.requests: list[Request] = []
+        self.faults: list[Fault] = []
+        self.forbidden: set[tuple[str, str]] = set()  # (verb, resource)
+        self.user = "system:serviceaccount:ci:gitlab-runner"
+        self.tickers: list[Callable[[], None]] = []  # time-based rules, run by advance()
+        self.on_stop: list[Callable[[], None]] = []  # parts of the cluster to stop with it
+        self._drops = 0  # bumped by drop_watches()
+        self.open_watches: dict[str, int] = {}  # kind key -> watches waiting for events
+        self._stopping = False
+        self._lock = threading.Lock()
+        self._httpd = QuietServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def configuration(self, token: str | None = None) -> kubernetes.client.Configuration:
+        """A client configuration for this server (bearer token auth, like a kubeconfig)."""
+        config = kubernetes.client.Configuration(host=self.url)
+        config.api_key = {"BearerToken": token or self.token}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+        return config
+
+    def start(self) -> FakeKubeServer:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self.store.cond:
+            self._stopping = True
+            self.store.cond.notify_all()
+        for stop in self.on_stop:
+            stop()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeKubeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- time --------------------------------------------------------------------------------
+
+    def advance(self, seconds: float, step: float = 1.0) -> None:
+        """Move control-plane time: bookmarks, watch timeouts and every controller's timers."""
+        store = self.store
+        remaining = seconds
+        while remaining > 0:
+            with store.batch():
+                moved = min(step, remaining)
+                before = store.now
+                store.now += moved
+                remaining -= moved
+                if int(store.now // BOOKMARK_EVERY) > int(before // BOOKMARK_EVERY):
+                    store.bookmark()
+                for tick in list(self.tickers):
+                    tick()
+                store.cond.notify_all()
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        code: int,
+        times: int = 1,
+        retry_after: int | None = None,
+        verb: str | None = None,
+        resource: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests with ``code`` (500, 429, 410, or CUT)."""
+        with self._lock:
+            self.faults.append(Fault(code, times, retry_after, verb, resource))
+
+    def drop_watches(self) -> None:
+        """Cut every open watch, half-way through writing an event."""
+        with self.store.cond:
+            self._drops += 1
+            self.store.cond.notify_all()
+
+    def expire_history(self) -> None:
+        """Compact: any watch resuming from a resourceVersion seen so far gets 410 Gone."""
+        with self.store.cond:
+            self.store.rv += 1  # as if other objects changed meanwhile
+            self.store.compacted = self.store.rv
+
+    def forbid(self, verb: str, resource: str) -> None:
+        """RBAC denies ``verb`` on ``resource`` ("pods", "pods/log", "mpijobs", ...)."""
+        self.forbidden.add((verb, resource))
+
+    def reject_credentials(self) -> None:
+        """Every request gets 401 (as with an expired token)."""
+        self.accepted_token = "no token is accepted"
+
+    def verbs_used(self) -> set[tuple[str, str, str]]:
+        """(apiGroup, resource, verb) of every request seen: what RBAC must allow."""
+        return {(r.group, r.resource, r.verb) for r in self.requests}
+
+    def _take_fault(self, verb: str, resource: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.applies(verb, resource):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    # -- synchronisation ---------------------------------------------------------------------
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+        """Block until ``predicate()`` holds (checked on every change and request)."""
+        with self.store.cond:
+            if not self.store.cond.wait_for(predicate, timeout=timeout):
+                raise AssertionError("the fake API server never reached the expected state")
+
+    def count(self, verb: str, resource: str) -> int:
+        """How many ``verb`` requests on ``resource`` were made."""
+        return sum(1 for r in self.requests if r.verb == verb and r.resource == resource)
+
+    def wait_for_watches(self, *keys: str, timeout: float = 20.0) -> None:
+        """Block until a watch is open on each of ``keys`` (e.g. "pods")."""
+        with self.store.cond:
+            if not self.store.cond.wait_for(
+                lambda: all(self.open_watches.get(k, 0) > 0 for k in keys), timeout=timeout
+            ):
+                raise AssertionError(f"no watch on {keys}; open: {self.open_watches}")
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                server._serve(self, "GET")
+
+            def do_POST(self) -> None:
+                server._serve(self, "POST")
+
+            def do_PATCH(self) -> None:
+                server._serve(self, "PATCH")
+
+            def do_PUT(self) -> None:
+                server._serve(self, "PUT")
+
+            def do_DELETE(self) -> None:
+                server._serve(self, "DELETE")
+
+        return Handler
+
+    def _serve(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        url = urlsplit(handler.path)
+        query = dict(parse_qsl(url.query))
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            route = ROUTE.match(url.path)
+            if route is None:
+                raise ApiError(404, "NotFound", f"the server could not find {url.path}")
+            group = route["group"] or ""
+            key = f"{route['plural']}.{group}" if group else route["plural"]
+            if key not in KINDS or KINDS[key].namespaced != bool(route["ns"]):
+                raise ApiError(404, "NotFound", f"the server could not find {url.path}")
+            name, namespace, sub = route["name"], route["ns"] or "", route["sub"]
+            resource = f"{route['plural']}/{sub}" if sub else route["plural"]
+            verb = verb_of(method, name, query)
+            with self.store.cond:
+                self.requests.append(
+                    Request(verb, group, resource, name, namespace, tuple(sorted(query.items())))
+                )
+                self.store.cond.notify_all()
+            self._authorize(handler, verb, group, resource, namespace)
+            fault = self._take_fault(verb, resource)
+            if fault is not None and fault.code == CUT:
+                send_cut(handler)
+                return
+            if fault is not None:
+                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
+                reason = "TooManyRequests" if fault.code == 429 else "InternalError"
+                raise ApiError(fault.code, reason, f"injected {fault.code}", headers)
+            body = json.loads(raw) if raw else {}
+            content = handler.headers.get("Content-Type") or ""
+            patch = "strategic" if "strategic-merge-patch" in content else "merge"
+            if sub == "log":
+                self._serve_log(handler, namespace, name or "", query)
+            elif verb == "watch":
+                self._serve_watch(handler, key, namespace, query)
+            else:
+                answer = self.handle(verb, key, namespace, name, body, query, sub, patch)
+                send_json(handler, *answer)
+        except ApiError as err:
+            send_json(handler, err.code, err.status(), err.headers)
+
+    def _authorize(
+        self, handler: BaseHTTPRequestHandler, verb: str, group: str, resource: str, ns: str
+    ) -> None:
+        if handler.headers.get("Authorization") != f"Bearer {self.accepted_token}":
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        if (verb, resource) in self.forbidden:
+            # staging/.../authorization/authorizerfactory: the RBAC denial's text.
+            plural, _, sub = resource.partition("/")
+            what = f'resource "{plural}"' + (f' in subresource "{sub}"' if sub else "")
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{resource} is forbidden: User "{self.user}" cannot {verb} {what} '
+                f'in API group "{group}" in the namespace "{ns}"',
+            )
+
+    def handle(
+        self,
+        verb: str,
+        key: str,
+        namespace: str,
+        name: str | None = None,
+        body: JSON | None = None,
+        query: JSON | None = None,
+        sub: str | None = None,
+        patch: str = "merge",
+    ) -> tuple[int, JSON]:
+        """One API call (no authentication, no faults): what controllers in-process use.
+        ``patch``: "merge" (RFC 7386) or "strategic"; a list body is a JSON patch."""
+        store, body, query = self.store, body or {}, query or {}
+        kind = KINDS[key]
+        if verb == "get":
+            return 200, store.get(key, namespace, name or "")
+        if verb == "list":
+            items, rv = store.list(
+                key, namespace, query.get("labelSelector"), query.get("fieldSelector")
+            )
+            return 200, {
+                "kind": f"{kind.kind}List",
+                "apiVersion": kind.api_version,
+                "metadata": {"resourceVersion": str(rv)},
+                "items": items,
+            }
+        if sub == "binding":
+            return 201, self._bind(namespace, name or "", body)
+        if verb == "create":
+            with store.batch():
+                if key == "mpijobs.kubeflow.org":
+                    validate_create(body)
+                if key != "events":
+                    self._admit(key, namespace, body)
+                return 201, store.create(key, namespace, body)
+        if verb in ("patch", "update"):
+            return 200, self._write(verb, key, namespace, name or "", body, sub, patch)
+        if verb == "delete":
+            propagation = body.get("propagationPolicy") or query.get("propagationPolicy")
+            grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+            obj = store.delete(
+                key, namespace, name or "", propagation, None if grace is None else int(grace)
+            )
+            if store.find(key, namespace, name or "") is not None:
+                return 200, obj  # still terminating: the object, with its deletionTimestamp
+            meta = obj["metadata"]
+            details = {"name": meta["name"], "kind": kind.plural, "uid": meta["uid"]}
+            if kind.group:
+                details["group"] = kind.group
+            return 200, {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": details,
+            }
+        raise ApiError(405, "MethodNotAllowed", f"{verb} is not supported by this fake")
+
+    def _admit(self, key: str, namespace: str, obj: JSON) -> None:
+        """Admission sees the generated name (registry/store.go Create: BeforeCreate first)."""
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            suffix = "".join(self.store.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in "12345")
+            meta["name"] = f"{meta['generateName']}{suffix}"
+        pods, _ = self.store.list("pods", namespace) if key == "pods" else ([], 0)
+        self.admission.check(key, namespace, obj, pods)
+
+    def _write(
+        self,
+        verb: str,
+        key: str,
+        namespace: str,
+        name: str,
+        body: JSON,
+        sub: str | None,
+        patch: str,
+    ) -> JSON:
+        """PATCH (JSON merge) or PUT; ``status`` writes change only status, main-resource writes
+        keep it (pkg/registry/core/pod/strategy.go PrepareForUpdate and its status twin)."""
+        store = self.store
+
+        def change(obj: JSON) -> None:
+            if verb == "update":
+                sent = body
+            elif isinstance(body, list):
+                sent = json_patch(obj, body)
+            elif patch == "strategic":
+                sent = strategic_merge(obj, body)
+            else:
+                sent = merge_patch(obj, body)
+            expected = body.get("metadata", {}).get("resourceVersion") if verb == "update" else None
+            if expected and expected != obj["metadata"]["resourceVersion"]:
+                # apiserver/pkg/registry/generic/registry/store.go: optimistic concurrency.
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {key} "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again",
+                )
+            new = copy.deepcopy(obj)
+            if sub == "status":
+                new["status"] = sent.get("status", {})
+            else:
+                kept = {
+                    f: copy.deepcopy(obj["metadata"].get(f))
+                    for f in ("uid", "creationTimestamp", "deletionTimestamp", "namespace", "name")
+                }
+                new = copy.deepcopy(sent)
+                new["metadata"] = {
+                    **new.get("metadata", {}),
+                    **{k: v for k, v in kept.items() if v is not None},
+                }
+                new["apiVersion"], new["kind"] = obj["apiVersion"], obj["kind"]
+                if key in STATUS_SUBRESOURCE:
+                    new["status"] = copy.deepcopy(obj.get("status", {}))
+            new["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+            obj.clear()
+            obj.update(new)
+
+        return store.update(key, namespace, name, change)
+
+    def _bind(self, namespace: str, name: str, binding: JSON) -> JSON:
+        """pkg/registry/core/pod/storage/storage.go assignPod: set nodeName once, PodScheduled."""
+        node = binding.get("target", {}).get("name", "")
+
+        def assign(pod: JSON) -> None:
+            if pod["spec"].get("nodeName"):
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                    f'already assigned to node "{pod["spec"]["nodeName"]}"',
+                )
+            if pod["metadata"].get("deletionTimestamp"):
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                    "being deleted, cannot be assigned to a host",
+                )
+            pod["spec"]["nodeName"] = node
+            status = pod.setdefault("status", {})
+            conditions = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": self.store.timestamp(),
+                }
+            )
+            status["conditions"] = conditions
+
+        self.store.update("pods", namespace, name, assign)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+    # -- streams -----------------------------------------------------------------------------
+
+    def _serve_watch(
+        self, handler: BaseHTTPRequestHandler, key: str, namespace: str, query: JSON
+    ) -> None:
+        store = self.store
+        since = int(query.get("resourceVersion") or 0)
+        start_chunked(handler, "application/json")
+        with store.cond:
+            drops = self._drops
+            if since < store.compacted:
+                gone = ApiError(
+                    410, "Expired", f"too old resource version: {since} ({store.compacted})"
+                )
+                chunk(handler, json.dumps({"type": "ERROR", "object": gone.status()}) + "\n")
+                end_chunked(handler)
+                return
+            position = next((i for i, h in enumerate(store.history) if h[0] > since), None)
+            position = len(store.history) if position is None else position
+            self.open_watches[key] = self.open_watches.get(key, 0) + 1
+            store.cond.notify_all()
+        try:
+            self._stream_watch(handler, key, namespace, since, position, drops, query)
+        finally:
+            with store.cond:
+                self.open_watches[key] -= 1
+                store.cond.notify_all()
+
+    def _stream_watch(
+        self,
+        handler: BaseHTTPRequestHandler,
+        key: str,
+        namespace: str,
+        since: int,
+        position: int,
+        drops: int,
+        query: JSON,
+    ) -> None:
+        store = self.store
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        labels, fields = query.get("labelSelector"), query.get("fieldSelector")
+        timeout = query.get("timeoutSeconds")
+        with store.cond:
+            # apiserver/pkg/endpoints/handlers/watch.go: the watch ends after timeoutSeconds.
+            ends = store.now + int(timeout) if timeout else None
+        while True:
+            with store.cond:
+                while not (
+                    len(store.history) > position
+                    or self._drops != drops
+                    or self._stopping
+                    or (ends is not None and store.now >= ends)
+                ):
+                    store.cond.wait(timeout=CLIENT_CHECK_SECONDS)
+                    if client_gone(handler):
+                        return  # as the API server ends a watch whose client hung up
+                new, position = store.history[position:], len(store.history)
+                dropped = self._drops != drops
+                over = self._stopping or (ends is not None and store.now >= ends)
+            for rv, hkey, hns, event, obj in new:
+                if event == "BOOKMARK":
+                    if bookmarks and rv > since:
+                        bookmark = {"kind": KINDS[key].kind, "apiVersion": KINDS[key].api_version}
+                        bookmark["metadata"] = obj["metadata"]
+                        chunk(handler, json.dumps({"type": "BOOKMARK", "object": bookmark}) + "\n")
+                    continue
+                mine = hkey == key and (hns == namespace or not namespace)
+                wanted = mine and matches(obj, labels, fields)
+                if wanted and not chunk(handler, json.dumps({"type": event, "object": obj}) + "\n"):
+                    return
+            if dropped:
+                chunk(handler, '{"type":"MODIFIED","object":{"metadata":{"na')
+                abort(handler)
+                return
+            if over:
+                end_chunked(handler)
+                return
+
+    def _serve_log(
+        self, handler: BaseHTTPRequestHandler, namespace: str, pod: str, query: JSON
+    ) -> None:
+        """pkg/registry/core/pod/rest/log.go + strategy.go LogLocation: resolve the container,
+        then stream from ``/containerLogs`` of the kubelet on the pod's node."""
+        obj = self.store.get("pods", namespace, pod)
+        container = log_container(obj, query.get("container"))
+        node_name = obj.get("spec", {}).get("nodeName")
+        if not node_name:
+            # LogLocation: a pod not yet assigned to a host has no location: an empty log.
+            start_chunked(handler, "text/plain")
+            end_chunked(handler)
+            return
+        node = self.store.get("nodes", "", node_name)
+        address = next(
+            a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"
+        )
+        port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        forwarded = {k: v for k, v in query.items() if k != "container"}
+        path = f"/containerLogs/{namespace}/{pod}/{container}"
+        if forwarded:
+            path += "?" + urlencode(forwarded)
+        error = relay(address, port, path, handler, CLIENT_CHECK_SECONDS)
+        if error is not None:
+            code, text = error
+            reason = {400: "BadRequest", 404: "NotFound"}.get(code, "InternalError")
+            raise ApiError(code, reason, text.strip())

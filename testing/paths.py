@@ -1,0 +1,13 @@
+"""Where the repository and the data the tests read are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Upstream and seed files the tests read, vendored with their source and licence (README.md).
+TEST_DATA = REPO_ROOT / "tests" / "data"
+GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
+SEED_LOG = TEST_DATA / "seed" / "horovod-on-kubernetes.log"
+FAKE_HOROVODRUN = Path(__file__).resolve().with_name("fake_horovodrun.py")
+EXAMPLE = "examples/simple_ml"
