@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from testing.git import run_git
-from tests.test_local_e2e import (
+from testing.local_training import (
     BIN,
     CONFIG,
     HOROVOD_MISSING,

@@ -1,5 +1,5 @@
 """The component's train job executed by gitlab-ci-local with the shell executor, `ci-runner` on
-PATH, against the fake GitLab and the fake cluster of tests/test_train_e2e.py: the job trains,
+PATH, against the fake GitLab and the fake cluster of testing/mr_pipeline.py: the job trains,
 comments on its merge request, and on failure runs `after_script` (which cancels nothing: only a
 cancelled job deletes its MPIJob there)."""
 
@@ -17,10 +17,9 @@ import yaml
 
 from testing.fake_kube.scenarios import MPIJOBS, JobScenario
 from testing.git import run_git
+from testing.gitlab_ci_local import gitlab_ci_local
+from testing.mr_pipeline import LOG, NAMESPACE, WAIT, Pipeline, upload_model
 from testing.paths import REPO_ROOT
-from tests.test_templates_ci import gitlab_ci_local
-from tests.test_train_e2e import LOG, NAMESPACE, WAIT, Pipeline, upload_model
-from tests.test_train_e2e import pipeline as pipeline
 
 pytestmark = pytest.mark.slow
 START_WAIT = 120.0  # real seconds for gitlab-ci-local to start the job (never reached when green)
