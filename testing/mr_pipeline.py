@@ -19,8 +19,9 @@ import boto3
 import yaml
 from moto.server import ThreadedMotoServer
 
-from testing.fake_gitlab.server import FakeGitLab, MergeRequest, User
-from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_gitlab.model import MergeRequest, User
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.server import FakeGitLab
 from testing.fake_kube.scenarios import MPIJOBS, JobScenario, MpiOperator
 from testing.fake_kube.server import TOKEN as CLUSTER_TOKEN
 from testing.fake_kube.server import FakeKubeServer

@@ -15,8 +15,10 @@ from ci_runner.clock import ManualClock
 from ci_runner.gitlab.client import connect, open_project
 from ci_runner.gitlab.transport import BoundedSession
 from testing.fake_gitlab.accounts import GITLAB_BOT, GITLAB_PROJECT, GITLAB_SHA, GITLAB_TOKEN
-from testing.fake_gitlab.server import FakeGitLab, User, manual_session, record_retry_sleeps
-from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.model import User
+from testing.fake_gitlab.retry_waits import manual_session, record_retry_sleeps
+from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
 from testing.golden import UPDATE_OPTION, Golden
 from testing.paths import EXAMPLE, FAKE_HOROVODRUN, GOLDEN_DIR, REPO_ROOT

@@ -28,7 +28,8 @@ from ci_runner.results.report import extract_history
 from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.schema import load_config
 from testing.comment_shape import cell_borders, outside_code, skeleton
-from testing.fake_gitlab.server import FakeGitLab, record_retry_sleeps
+from testing.fake_gitlab.retry_waits import record_retry_sleeps
+from testing.fake_gitlab.server import FakeGitLab
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 TOKEN = "glpat-untrusted-test-token"
