@@ -1,8 +1,8 @@
-"""Issue 8, part 3: untrusted text reaches the MR comment end to end, and changes nothing.
+"""Untrusted text reaches the MR comment end to end, and changes nothing.
 
-tests/test_report.py checks ``render_report`` with hostile values put straight into a
+tests/test_results_report.py checks ``render_report`` with hostile values put straight into a
 ReportInput. Here the same kind of text arrives the way it does in production, through
-``reporting.finish`` and the fake GitLab: a hostile branch name and MR title, a saved training
+``finish`` and the fake GitLab: a hostile branch name and MR title, a saved training
 log whose lines, ``CI_RUNNER_METRIC`` names, steps and values are hostile, a hostile failure
 message, and model files whose names hold Markdown, HTML and newlines. The comment GitLab
 receives must keep the structure of a benign run's, hold no quick action at a line start outside
