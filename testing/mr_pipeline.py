@@ -4,13 +4,12 @@ API with MPI Operator behaviour (testing/fake_kube/) and a moto S3 server."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,23 +56,28 @@ MODEL = b"a trained model"
 
 
 class CiLog:
-    """The CI job's log as the process writes it, line by line; tests wait for lines."""
+    """The CI job's log as the process writes it, line by line; tests wait for lines, each
+    written after ``prefix`` (``train > `` where gitlab-ci-local runs the job), for at most
+    ``timeout`` real seconds."""
 
-    def __init__(self, stream: io.TextIOBase) -> None:
+    def __init__(self, stream: Iterable[str], prefix: str = "", timeout: float = WAIT) -> None:
         self.lines: list[str] = []
+        self._prefix = prefix
+        self._timeout = timeout
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
-    def _read(self, stream: io.TextIOBase) -> None:
+    def _read(self, stream: Iterable[str]) -> None:
         for line in stream:
             with self._cond:
                 self.lines.append(line.rstrip("\n"))
                 self._cond.notify_all()
 
     def wait_for(self, line: str) -> None:
+        wanted = self._prefix + line
         with self._cond:
-            if not self._cond.wait_for(lambda: line in self.lines, timeout=WAIT):
+            if not self._cond.wait_for(lambda: wanted in self.lines, timeout=self._timeout):
                 raise AssertionError(f"never printed {line!r}; the CI log so far: {self.lines}")
 
     def join(self) -> None:

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import yaml
 from testing.fake_kube.scenarios import MPIJOBS, JobScenario
 from testing.git import run_git
 from testing.gitlab_ci_local import gitlab_ci_local
-from testing.mr_pipeline import LOG, NAMESPACE, WAIT, Pipeline, upload_model
+from testing.mr_pipeline import LOG, NAMESPACE, CiLog, Pipeline, upload_model
 from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -34,32 +33,7 @@ PREDEFINED = [
 ]  # fmt: skip
 
 
-class JobLog:
-    """gitlab-ci-local's output (``train > <line>`` for the job's lines); tests wait for lines."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: object) -> None:
-        for line in stream:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-
-    def wait_for(self, line: str) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: f"train > {line}" in self.lines, timeout=120):
-                raise AssertionError(f"never printed {line!r}; the log so far: {self.lines}")
-
-    def join(self) -> None:
-        self._thread.join(timeout=WAIT)
-
-
-def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog]:
+def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
     """The repository with a .gitlab-ci.yml that includes the component as the README says
     (vendored: ``include: local:``), run as an MR pipeline by gitlab-ci-local."""
     repo = pipe.repo
@@ -90,10 +64,11 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog]:
     process = subprocess.Popen(
         args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    return process, JobLog(process)
+    assert process.stdout is not None
+    return process, CiLog(process.stdout, prefix="train > ", timeout=120)
 
 
-def submitted_job(pipe: Pipeline, log: JobLog) -> JobScenario:
+def submitted_job(pipe: Pipeline, log: CiLog) -> JobScenario:
     """The MPIJob the job created (gitlab-ci-local takes seconds to start a job)."""
     store = pipe.cluster.store
     with store.cond:
@@ -105,7 +80,7 @@ def submitted_job(pipe: Pipeline, log: JobLog) -> JobScenario:
     return pipe.operator.job(name, NAMESPACE)
 
 
-def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog, JobScenario]:
+def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog, JobScenario]:
     process, log = start_job(pipe)
     job = submitted_job(pipe, log)
     log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {NAMESPACE}")
