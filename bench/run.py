@@ -1,4 +1,4 @@
-"""``make bench``: every benchmark of issue 7, then one table with each figure next to its target.
+"""``make bench``: every benchmark, then one table with each figure next to its target.
 
 Usage (from the repository root)::
 
@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from bench.common import INFO, NOT_MET, Row, say
 
 CRASHED = "benchmark failed"
-# Name -> module with ``run(quick: bool) -> list[Row]``, in the issue's order.
+# Name -> module with ``run(quick: bool) -> list[Row]``, in the README's order.
 BENCHMARKS = {
     "startup": "bench.startup",
     "imports": "bench.imports",

@@ -6,6 +6,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from gitlab.v4.objects import Project
@@ -14,11 +15,16 @@ from ci_runner.clock import ManualClock
 from ci_runner.gitlab.client import connect, open_project
 from ci_runner.gitlab.transport import BoundedSession
 from testing.fake_gitlab.accounts import GITLAB_BOT, GITLAB_PROJECT, GITLAB_SHA, GITLAB_TOKEN
-from testing.fake_gitlab.server import FakeGitLab, User, manual_session, record_retry_sleeps
-from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.model import User
+from testing.fake_gitlab.retry_waits import manual_session, record_retry_sleeps
+from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
 from testing.golden import UPDATE_OPTION, Golden
 from testing.paths import EXAMPLE, FAKE_HOROVODRUN, GOLDEN_DIR, REPO_ROOT
+
+if TYPE_CHECKING:
+    from testing.mr_pipeline import Pipeline
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -148,3 +154,17 @@ def example_project(tmp_path: Path) -> Path:
     run_git(["add", "-A"], repo)
     run_git(["commit", "-q", "-m", "simple_ml example"], repo)
     return repo
+
+
+@pytest.fixture
+def pipeline(
+    tmp_path: Path, git_repo: Callable[[dict[str, str]], tuple[Path, str]]
+) -> Iterator[Pipeline]:
+    """An MR pipeline's CI job for ``ci-runner train`` on a repository holding
+    testing/mr_pipeline.py's train.yaml, its GitLab, cluster and S3 running."""
+    # Imported here: moto and boto3 take half a second, and most test runs need neither.
+    from testing.mr_pipeline import TRAIN_YAML, mr_pipeline
+
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print('hi')\n"})
+    with mr_pipeline(tmp_path, repo, sha) as running:
+        yield running

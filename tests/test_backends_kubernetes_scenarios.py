@@ -1,4 +1,6 @@
-"""Issue 14's scenarios, played by the faithful fake cluster against the real client.
+"""How a run fails or recovers on a real cluster (pods that fail, never get ready or are refused;
+logs across a dropped stream; what is left behind), played by the faithful fake cluster against
+the real client.
 
 Each scenario is what MPI Operator v0.8.2, the Job controller and the kubelet really do (see
 testing/fake_kube/control_plane/). The client, when right, answers within milliseconds, so a hang is

@@ -12,8 +12,8 @@ from ci_runner import cli
 from ci_runner.context import from_environment
 from ci_runner.plan.job_name import job_name
 from ci_runner.spec.schema import load_config
+from testing.agent_kubeconfig import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
 from testing.fake_kube.server import FakeKubeServer
-from tests.test_backends_kubernetes_connect import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
 
 GitRepo = Callable[..., tuple[Path, str]]
 MPIJOBS = "mpijobs.kubeflow.org"

@@ -14,7 +14,7 @@ import pytest
 from ci_runner import cli
 from ci_runner.backends.local.backend import dirty_refusal
 from ci_runner.commands import train
-from tests.test_backends_kubernetes_connect import CONTEXTS, gitlab_kubeconfig
+from testing.agent_kubeconfig import CONTEXTS, gitlab_kubeconfig
 
 GitRepo = Callable[..., tuple[Path, str]]
 

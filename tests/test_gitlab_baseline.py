@@ -12,8 +12,8 @@ from ci_runner.gitlab.baseline import BaselineFile, fetch_baseline
 from ci_runner.results.metrics_file import SCHEMA_VERSION
 from ci_runner.results.stage import Baseline, load_target_baseline
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
+from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import FakeGitLab
-from testing.fake_gitlab.server import Project as FakeProject
 
 METRICS = json.dumps(
     {"version": SCHEMA_VERSION, "metrics": {"loss": {"final": 0.25}, "accuracy": {"final": 0.9}}}

@@ -17,8 +17,10 @@ from ci_runner.gitlab.client import (
 )
 from ci_runner.gitlab.transport import BoundedSession
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
-from testing.fake_gitlab.server import FakeGitLab, User, manual_session
-from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.model import User
+from testing.fake_gitlab.retry_waits import manual_session
+from testing.fake_gitlab.server import FakeGitLab
 
 TOKEN_FIX = (
     "fix: store a valid project or personal access token with the api scope "

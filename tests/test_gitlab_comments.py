@@ -24,8 +24,9 @@ from ci_runner.gitlab.comments import (
 )
 from ci_runner.gitlab.transport import BoundedSession
 from testing.fake_gitlab.accounts import GITLAB_SHA, GITLAB_TOKEN
-from testing.fake_gitlab.server import DROP, FakeGitLab, User
-from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.model import User
+from testing.fake_gitlab.server import DROP, FakeGitLab
 
 OLD_SHA = "89e6c98d92887913cadf06b2adb97f26cde4849b"
 MARKER = "<!-- ci-runner:simple-ml -->"  # the shape report.marker() gives

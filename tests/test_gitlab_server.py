@@ -17,9 +17,10 @@ import pytest
 import requests
 
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
-from testing.fake_gitlab.server import DROP, FakeGitLab, User
-from testing.fake_gitlab.server import MergeRequest as FakeMergeRequest
-from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_gitlab.model import MergeRequest as FakeMergeRequest
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.model import User
+from testing.fake_gitlab.server import DROP, FakeGitLab
 from testing.paths import REPO_ROOT
 
 

@@ -1,7 +1,7 @@
-"""Done-when of issue 15: with GitLab unreachable, ``ci-runner train --local`` on the example in a
-GitLab CI job trains, says so in one warning line, exits 0, and is done well within 60 s of the
-training's end. Real horovodrun, real sockets: a port nobody listens on, and a black hole that
-accepts connections and never answers."""
+"""With GitLab unreachable, ``ci-runner train --local`` on the example in a GitLab CI job trains,
+says so in one warning line, exits 0, and is done well within 60 s of the training's end. Real
+horovodrun, real sockets: a port nobody listens on, and a black hole that accepts connections and
+never answers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from testing.git import run_git
-from tests.test_local_e2e import (
+from testing.local_training import (
     BIN,
     CONFIG,
     HOROVOD_MISSING,

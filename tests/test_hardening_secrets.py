@@ -1,4 +1,4 @@
-"""Issue 8, part 2: a canary in every secret input, searched for in every output.
+"""A canary in every secret input, searched for in every output.
 
 Every variable of ``ci_runner.masking.SECRET_VARIABLES`` and a masked CI variable listed in
 train.yaml's ``secrets`` get a distinctive value containing ``CANARY``. Training code prints them
@@ -31,7 +31,8 @@ from ci_runner import cli
 from ci_runner.backends.logsink import LogSink
 from ci_runner.commands import train
 from ci_runner.masking import MASK, SECRET_VARIABLES
-from testing.fake_gitlab.server import FakeGitLab, record_retry_sleeps
+from testing.fake_gitlab.retry_waits import record_retry_sleeps
+from testing.fake_gitlab.server import FakeGitLab
 from testing.fake_kube.admission import Denial, webhook_denial
 from testing.fake_kube.scenarios import MpiOperator
 from testing.fake_kube.server import FakeKubeServer

@@ -1,8 +1,8 @@
-"""Issue 8, part 3: untrusted text reaches the MR comment end to end, and changes nothing.
+"""Untrusted text reaches the MR comment end to end, and changes nothing.
 
-tests/test_report.py checks ``render_report`` with hostile values put straight into a
+tests/test_results_report.py checks ``render_report`` with hostile values put straight into a
 ReportInput. Here the same kind of text arrives the way it does in production, through
-``reporting.finish`` and the fake GitLab: a hostile branch name and MR title, a saved training
+``finish`` and the fake GitLab: a hostile branch name and MR title, a saved training
 log whose lines, ``CI_RUNNER_METRIC`` names, steps and values are hostile, a hostile failure
 message, and model files whose names hold Markdown, HTML and newlines. The comment GitLab
 receives must keep the structure of a benign run's, hold no quick action at a line start outside
@@ -27,8 +27,9 @@ from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.report import extract_history
 from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.schema import load_config
-from testing.fake_gitlab.server import FakeGitLab, record_retry_sleeps
-from tests.test_results_report import _cell_borders, _outside_code, _skeleton
+from testing.comment_shape import cell_borders, outside_code, skeleton
+from testing.fake_gitlab.retry_waits import record_retry_sleeps
+from testing.fake_gitlab.server import FakeGitLab
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 TOKEN = "glpat-untrusted-test-token"
@@ -219,7 +220,7 @@ def test_hostile_inputs_cannot_change_the_comment(
     if failure is None:  # the model files are listed, by their names in code spans
         assert "`` `x`|<b>@all.pt ``" in body
 
-    outside = _outside_code(body)
+    outside = outside_code(body)
     for payload in ["/merge", "/approve", "@all", "<b>", "<img", "javascript:", "-->", "#1 "]:
         assert payload not in outside, payload
     for line in outside.splitlines():
@@ -228,7 +229,7 @@ def test_hostile_inputs_cannot_change_the_comment(
     for line in body.splitlines():
         assert "\u2028" not in line and "\r" not in line and "\x1b" not in line
     rows = [line for line in body.splitlines() if line.startswith("|")]
-    assert len({_cell_borders(row) for row in rows}) == 1, rows
+    assert len({cell_borders(row) for row in rows}) == 1, rows
     charts = re.findall(r"```mermaid\n(.*?)\n```\n", body, flags=re.DOTALL)
     assert 1 <= len(charts) <= 4
     for chart in charts:
@@ -262,7 +263,7 @@ def test_the_structure_is_that_of_a_benign_run(tmp_path: Path, failed: bool) -> 
             files=HOSTILE_FILES,
         )
 
-    assert _skeleton(hostile) == _skeleton(benign)
+    assert skeleton(hostile) == skeleton(benign)
 
 
 def test_commit_messages_and_mr_titles_never_enter_the_comment(

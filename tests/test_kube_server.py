@@ -1,4 +1,5 @@
-"""The fake API server and MPI Operator behave as FACTS.md says the real ones do."""
+"""The fake API server and MPI Operator behave as the real ones do (each rule cited from
+kubernetes and mpi-operator in testing/fake_kube/)."""
 
 from __future__ import annotations
 

@@ -126,20 +126,25 @@ def test_an_upward_import_is_found_even_inside_a_function() -> None:
 REPO = PACKAGE.parent
 # What may import what across the repository's packages: the product imports neither the test
 # infrastructure nor the tests; the test infrastructure (which the tests, the benchmarks and the
-# demo import) never imports the tests.
+# demo import) never imports the tests; no test module imports another (what several share is
+# in testing/, their shared fixtures in tests/conftest.py).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ci_runner": ("testing", "tests", "bench"),
     "testing": ("tests", "bench"),
     "bench": ("tests",),
+    "tests": ("tests",),
 }
 
 
 def _top_level_imports(path: Path) -> Iterator[str]:
-    """The top-level package of every absolute import in ``path``, inside functions too."""
+    """The top-level package of every import in ``path``, inside functions too (a relative
+    import's is the package ``path`` is in)."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             yield from (alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            yield path.relative_to(REPO).parts[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
             yield node.module.split(".")[0]
 
 

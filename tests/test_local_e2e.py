@@ -7,13 +7,11 @@ Needs Horovod with PyTorch in this environment: `make test` installs it first
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,10 +20,16 @@ import pytest
 
 from ci_runner.backends.local.backend import is_running
 from testing.git import run_git
-from testing.paths import EXAMPLE
+from testing.local_training import (
+    BIN,
+    CONFIG,
+    HOROVOD_MISSING,
+    TEST_LINE,
+    TRAIN_LINE,
+    base_env,
+    prepare_data,
+)
 
-BIN = Path(sys.executable).parent
-HOROVOD_MISSING = importlib.util.find_spec("horovod") is None or not (BIN / "horovodrun").exists()
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -36,35 +40,13 @@ pytestmark = [
 ]
 
 
-CONFIG = f"{EXAMPLE}/train.yaml"
 EPOCHS = 20
-TRAIN_LINE = re.compile(
-    r"\[(\d)\]<stdout>:Training\. Epoch (\d+), MSE loss: ([-+0-9.eE]+), Worker: (\d)$"
-)
-TEST_LINE = re.compile(r"\[(\d)\]<stdout>:Testing\. MSE loss: ([-+0-9.eE]+), Worker: (\d)$")
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One ci-runner cache for the module: the Horovod check and the layer happen once."""
     return tmp_path_factory.mktemp("ci-runner-cache")
-
-
-def base_env(cache: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "GITLAB_", "AWS_"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", CI_RUNNER_CACHE=str(cache))
-    env.update(extra)
-    return env
-
-
-def prepare_data(repo: Path, uri: str, env: dict[str, str]) -> None:
-    subprocess.run(
-        [sys.executable, f"{EXAMPLE}/prepare_data.py", uri],
-        cwd=repo,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
 
 
 def train(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

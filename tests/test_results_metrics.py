@@ -22,13 +22,8 @@ from ci_runner.results.metrics import (
     split_prefix,
 )
 from ci_runner.spec.types import MetricSpec
+from testing.metric_specs import ACC, TEST, TRAIN
 from testing.paths import SEED_LOG
-
-TRAIN = MetricSpec(
-    "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")
-)
-TEST = MetricSpec("test_loss", re.compile(r"Testing\. MSE loss: (?P<value>[^,]+)"))
-ACC = MetricSpec("accuracy", re.compile(r"acc=(?P<value>\S+)"), goal="max")
 
 # The seed's rank 0 / rank 1 losses, epoch 0..19, exactly as printed.
 SEED_RANK0 = [

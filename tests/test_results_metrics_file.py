@@ -15,8 +15,8 @@ from ci_runner.results.metrics_file import (
     summary_to_json,
     summary_to_openmetrics,
 )
+from testing.metric_specs import ACC, TEST, TRAIN
 from testing.paths import SEED_LOG
-from tests.test_results_metrics import ACC, TEST, TRAIN
 
 
 def test_json_round_trip_and_baseline() -> None:

@@ -32,15 +32,11 @@ from ci_runner.results.report import (
     write_outputs,
 )
 from ci_runner.spec.types import MetricSpec, Resources, TrainConfig
+from testing.comment_shape import cell_borders, outside_code, skeleton
 from testing.fake_gitlab.mermaid import diagrams
 from testing.golden import Golden
+from testing.metric_specs import ACC, TEST, TRAIN
 from testing.paths import SEED_LOG
-
-TRAIN = MetricSpec(
-    "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")
-)
-TEST = MetricSpec("test_loss", re.compile(r"Testing\. MSE loss: (?P<value>[^,]+)"))
-ACC = MetricSpec("accuracy", re.compile(r"acc=(?P<value>\S+)"), goal="max")
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 CTX = CIContext(
@@ -314,57 +310,6 @@ def test_first_chart_is_shown_the_others_drawn_when_opened() -> None:
 HOSTILE = "x` | <b>bold</b> @all #999 !998 ~bug [a](javascript:alert(1))\n/merge\r\n```\n--> end"
 
 
-def _outside_code(body: str) -> str:
-    """``body`` without fenced blocks, code spans and the hidden history/marker comments."""
-    kept: list[str] = []
-    fence: str | None = None
-    for line in body.splitlines():
-        if fence is None:
-            opening = re.match(r"(`{3,})", line)
-            if opening:
-                fence = opening.group(1)
-                continue
-            kept.append(line)
-        elif line.strip() == fence:
-            fence = None
-    text = "\n".join(kept)
-    text = re.sub(r"(`+)(.+?)\1(?!`)", "", text)
-    return re.sub(r"<!-- ci-runner[^\n]*-->", "", text)
-
-
-def _cell_borders(row: str) -> int:
-    """Pipes that split a GFM table row: the row is read as ``\\X`` pairs and other chars."""
-    borders, i = 0, 0
-    while i < len(row):
-        if row[i] == "\\":
-            i += 2
-            continue
-        borders += row[i] == "|"
-        i += 1
-    return borders
-
-
-def _skeleton(body: str) -> list[tuple[str, int]]:
-    """The comment's structure: each line outside fences by first character (table rows with
-    their cell count), each fenced block by its info string and line count."""
-    shape: list[tuple[str, int]] = []
-    lines = body.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        opening = re.match(r"(`{3,})(.*)$", line)
-        if opening is None:
-            shape.append((line[:1], _cell_borders(line) if line.startswith("|") else 0))
-            i += 1
-            continue
-        fence, end = opening.group(1), i + 1
-        while end < len(lines) and not re.fullmatch(rf"{fence}`* *", lines[end]):
-            end += 1
-        shape.append((f"fence {opening.group(2)}", end - i - 1))
-        i = end + 1
-    return shape
-
-
 def _text_report(text: str) -> ReportInput:
     """A failed run where every piece of untrusted input is ``text``."""
     spec = MetricSpec(text, re.compile(r"loss (?P<step>\d+) (?P<value>\S+)"))
@@ -395,7 +340,7 @@ def test_any_text_keeps_the_structure(text: str) -> None:
     assume(text != "")  # an empty branch name is no branch: one line less, rightly
     body = render_report(_text_report(text))
 
-    assert _skeleton(body) == _skeleton(render_report(_text_report("benign")))
+    assert skeleton(body) == skeleton(render_report(_text_report("benign")))
     assert marker(text) in body
     history = extract_history(body)
     assert [(e.job_id, e.metric) for e in history] == [("123", text[:200]), ("9", text[:200])]
@@ -432,7 +377,7 @@ def _hostile_report() -> ReportInput:
 def test_hostile_text_cannot_change_the_structure() -> None:
     body = render_report(_hostile_report())
 
-    outside = _outside_code(body)
+    outside = outside_code(body)
     for payload in (
         "<b>",
         "@all",
@@ -450,7 +395,7 @@ def test_hostile_text_cannot_change_the_structure() -> None:
     # The table: header, delimiter, one row per metric, each with exactly 8 cell borders.
     rows = [line for line in body.splitlines() if line.startswith("|")]
     assert len(rows) == 4
-    assert {_cell_borders(row) for row in rows} == {8}
+    assert {cell_borders(row) for row in rows} == {8}
     # The log tail fence is longer than any backtick run inside it, and closes the block.
     lines = body.splitlines()
     start = lines.index("`````````text")
@@ -501,7 +446,7 @@ def test_code_span_escaping() -> None:
     assert code("a\\|b", in_table=True) == "`a\\ \\|b`"
     assert code("a\\\\|b", in_table=True) == "`a\\\\\\|b`"
     for text in ("a|b", "a\\|b", "a\\\\|b", "\\|", "|\\"):
-        assert _cell_borders(code(text, in_table=True)) == 0
+        assert cell_borders(code(text, in_table=True)) == 0
     assert code("line\nbreak\x1b[31mred\x07") == "`line breakred `"
     assert code("   ") == "(empty)"
     assert code("y" * 300) == "`" + "y" * 199 + "…`"

@@ -17,8 +17,8 @@ from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
 from ci_runner.spec.types import TrainConfig
+from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import DROP, FakeGitLab
-from testing.fake_gitlab.server import Project as FakeProject
 
 TOKEN = "glpat-reporting-CANARY-1"
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"

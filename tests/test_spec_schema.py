@@ -577,7 +577,7 @@ def test_expand_outputs_refuses_what_validation_refuses() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Fuzzing (issue 8 scales these up).
+# Fuzzing (tests/test_hardening_fuzz.py scales these up).
 
 FIELD_VALUES = st.one_of(
     st.none(),

@@ -16,32 +16,14 @@ import pytest
 import yaml
 
 from testing.git import run_git
+from testing.gitlab_ci_local import gitlab_ci_local
 from testing.paths import REPO_ROOT
 
 # gitlab-ci-local validates against GitLab's schema for seconds on every call: run by make test
 pytestmark = pytest.mark.slow
-GCL_VERSION = "4.65.1"
 README = REPO_ROOT / "README.md"
 TEMPLATE = REPO_ROOT / "templates" / "train.yml"
 IMAGE = "registry.example.com/your-group/ci-runner:0.1.0"
-
-
-def gitlab_ci_local() -> Path:
-    """The gitlab-ci-local `make test` installs (``GITLAB_CI_LOCAL`` overrides the path)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = Path(
-        os.environ.get("GITLAB_CI_LOCAL")
-        or cache / "ci-runner" / "npm" / "node_modules" / ".bin" / "gitlab-ci-local"
-    )
-    if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(
-                f"gitlab-ci-local {GCL_VERSION} is not installed at {path}: make test installs it"
-            )
-        pytest.skip(
-            f"gitlab-ci-local {GCL_VERSION} is not installed at {path} (make test installs it)"
-        )
-    return path
 
 
 def readme_snippets() -> list[str]:

@@ -1,5 +1,5 @@
 """The component's train job executed by gitlab-ci-local with the shell executor, `ci-runner` on
-PATH, against the fake GitLab and the fake cluster of tests/test_train_e2e.py: the job trains,
+PATH, against the fake GitLab and the fake cluster of testing/mr_pipeline.py: the job trains,
 comments on its merge request, and on failure runs `after_script` (which cancels nothing: only a
 cancelled job deletes its MPIJob there)."""
 
@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,9 @@ import yaml
 
 from testing.fake_kube.scenarios import MPIJOBS, JobScenario
 from testing.git import run_git
+from testing.gitlab_ci_local import gitlab_ci_local
+from testing.mr_pipeline import LOG, NAMESPACE, CiLog, Pipeline, upload_model
 from testing.paths import REPO_ROOT
-from tests.test_templates_ci import gitlab_ci_local
-from tests.test_train_e2e import LOG, NAMESPACE, WAIT, Pipeline, upload_model
-from tests.test_train_e2e import pipeline as pipeline
 
 pytestmark = pytest.mark.slow
 START_WAIT = 120.0  # real seconds for gitlab-ci-local to start the job (never reached when green)
@@ -35,32 +33,7 @@ PREDEFINED = [
 ]  # fmt: skip
 
 
-class JobLog:
-    """gitlab-ci-local's output (``train > <line>`` for the job's lines); tests wait for lines."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: object) -> None:
-        for line in stream:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-
-    def wait_for(self, line: str) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: f"train > {line}" in self.lines, timeout=120):
-                raise AssertionError(f"never printed {line!r}; the log so far: {self.lines}")
-
-    def join(self) -> None:
-        self._thread.join(timeout=WAIT)
-
-
-def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog]:
+def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
     """The repository with a .gitlab-ci.yml that includes the component as the README says
     (vendored: ``include: local:``), run as an MR pipeline by gitlab-ci-local."""
     repo = pipe.repo
@@ -91,10 +64,11 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog]:
     process = subprocess.Popen(
         args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    return process, JobLog(process)
+    assert process.stdout is not None
+    return process, CiLog(process.stdout, prefix="train > ", timeout=120)
 
 
-def submitted_job(pipe: Pipeline, log: JobLog) -> JobScenario:
+def submitted_job(pipe: Pipeline, log: CiLog) -> JobScenario:
     """The MPIJob the job created (gitlab-ci-local takes seconds to start a job)."""
     store = pipe.cluster.store
     with store.cond:
@@ -106,7 +80,7 @@ def submitted_job(pipe: Pipeline, log: JobLog) -> JobScenario:
     return pipe.operator.job(name, NAMESPACE)
 
 
-def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], JobLog, JobScenario]:
+def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog, JobScenario]:
     process, log = start_job(pipe)
     job = submitted_job(pipe, log)
     log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {NAMESPACE}")

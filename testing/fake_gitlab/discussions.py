@@ -1,0 +1,97 @@
+"""``/projects/:id/repository/commits/:sha/discussions``: lib/api/discussions.rb for noteable
+type Commit: list, create, get one, edit a note."""
+
+from __future__ import annotations
+
+import hashlib
+
+from testing.fake_gitlab.area import Call
+from testing.fake_gitlab.model import Discussion, Note, Project
+from testing.fake_gitlab.notes import commands_json, find_note, may_edit, note_text
+from testing.fake_gitlab.quick_actions import extract_commands
+from testing.fake_gitlab.responses import (
+    JSONValue,
+    Reply,
+    Response,
+    json_response,
+    no_such_route,
+    only,
+    timestamp,
+)
+from testing.fake_gitlab.users import user_json
+
+
+def serve(call: Call, project: Project, sha: str, rest: list[str]) -> Response:
+    """The commit ``sha``'s discussions; ``rest``: the segments after ``discussions``."""
+    method, base = call.method, call.base
+    threads = [d for d in project.discussions if d.sha == sha]
+    if not rest:
+        if method == "GET":
+            return call.page.respond([_discussion_json(project, d, base) for d in threads])
+        return only(method, "POST", lambda: _create(call, project, sha))
+    discussion = next((d for d in threads if d.id == rest[0]), None)
+    if discussion is None:
+        raise Reply(404, {"message": "404 Discussion Not Found"})
+    if len(rest) == 1:
+        return only(
+            method, "GET", lambda: json_response(200, _discussion_json(project, discussion, base))
+        )
+    if rest[1] == "notes" and len(rest) == 3:
+        note = find_note(discussion.notes, rest[2])
+        return only(method, "PUT", lambda: _update_note(call, project, discussion, note))
+    raise no_such_route()
+
+
+def _create(call: Call, project: Project, sha: str) -> Response:
+    text = note_text(call.body, "body", "Note")
+    content, commands = extract_commands(text)
+    project.commit_commands.extend(commands)
+    if not content and commands:
+        return json_response(202, commands_json(commands))
+    tick = call.state.tick()
+    note = Note(call.state.next_id(), content, call.user, tick, tick)
+    digest = hashlib.sha1(f"{project.id}:{sha}:{note.id}".encode()).hexdigest()
+    discussion = Discussion(digest, sha, [note])
+    project.discussions.append(discussion)
+    return json_response(201, _discussion_json(project, discussion, call.base))
+
+
+def _update_note(call: Call, project: Project, discussion: Discussion, note: Note) -> Response:
+    may_edit(project, note, call.user)
+    text = note_text(call.body, "body", "Failed to save note")
+    content, commands = extract_commands(text)
+    project.commit_commands.extend(commands)
+    if not content and commands:
+        discussion.notes.remove(note)
+        return json_response(202, commands_json(commands))
+    note.body = content
+    note.updated = call.state.tick()
+    return json_response(200, _commit_note_json(project, discussion, note, call.base))
+
+
+def _discussion_json(project: Project, discussion: Discussion, base: str) -> JSONValue:
+    return {
+        "id": discussion.id,
+        "individual_note": False,
+        "notes": [_commit_note_json(project, discussion, n, base) for n in discussion.notes],
+    }
+
+
+def _commit_note_json(project: Project, discussion: Discussion, note: Note, base: str) -> JSONValue:
+    return {
+        "id": note.id,
+        "type": "DiscussionNote",
+        "body": note.body,
+        "attachment": None,
+        "author": user_json(note.author, base),
+        "created_at": timestamp(note.created),
+        "updated_at": timestamp(note.updated),
+        "system": note.system,
+        "noteable_id": None,
+        "noteable_type": "Commit",
+        "commit_id": discussion.sha,
+        "project_id": project.id,
+        "resolvable": False,
+        "confidential": False,
+        "internal": False,
+    }

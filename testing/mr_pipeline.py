@@ -1,0 +1,240 @@
+"""A GitLab merge-request pipeline's CI job for ``ci-runner train``: its CI variables, and the
+services it talks to over real HTTP: the fake GitLab (testing/fake_gitlab/), the fake Kubernetes
+API with MPI Operator behaviour (testing/fake_kube/) and a moto S3 server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import yaml
+from moto.server import ThreadedMotoServer
+
+from testing.fake_gitlab.model import MergeRequest, User
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.server import FakeGitLab
+from testing.fake_kube.scenarios import MPIJOBS, JobScenario, MpiOperator
+from testing.fake_kube.server import TOKEN as CLUSTER_TOKEN
+from testing.fake_kube.server import FakeKubeServer
+from testing.paths import REPO_ROOT
+
+NAMESPACE = "ml"
+GITLAB_TOKEN = "glpat-e2e-CANARY-51f0c2"
+JOB_TOKEN = "glcbt-64-e2e-CANARY-job-token"
+AWS_SECRET = "e2e-CANARY-aws-secret-key"
+WAIT = 30.0
+
+TRAIN_YAML = r"""
+name: simple-ml
+image: horovod/horovod:0.28.1
+command: python train.py
+workers: 2
+resources: {gpu: 1}
+outputs: s3://models/{project}/{sha}/{job}/
+metrics:
+  train_loss:
+    pattern: 'Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-0-9.e]+), Worker: (?P<rank>\d+)'
+    goal: min
+kubernetes:
+  namespace: ml
+"""
+LOG = [
+    "[0]<stdout>:Training. Epoch 0, MSE loss: 1338.4868140452961, Worker: 0",
+    "[1]<stdout>:Training. Epoch 0, MSE loss: 1148.9670435080386, Worker: 1",
+    "[0]<stdout>:Training. Epoch 1, MSE loss: 935.5324933822116, Worker: 0",
+    "[1]<stdout>:Training. Epoch 1, MSE loss: 934.2259948853756, Worker: 1",
+]
+MODEL = b"a trained model"
+
+
+class CiLog:
+    """The CI job's log as the process writes it, line by line; tests wait for lines, each
+    written after ``prefix`` (``train > `` where gitlab-ci-local runs the job), for at most
+    ``timeout`` real seconds."""
+
+    def __init__(self, stream: Iterable[str], prefix: str = "", timeout: float = WAIT) -> None:
+        self.lines: list[str] = []
+        self._prefix = prefix
+        self._timeout = timeout
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Iterable[str]) -> None:
+        for line in stream:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+
+    def wait_for(self, line: str) -> None:
+        wanted = self._prefix + line
+        with self._cond:
+            if not self._cond.wait_for(lambda: wanted in self.lines, timeout=self._timeout):
+                raise AssertionError(f"never printed {line!r}; the CI log so far: {self.lines}")
+
+    def join(self) -> None:
+        self._thread.join(timeout=WAIT)
+
+
+@dataclass
+class Pipeline:
+    """One CI job of an MR pipeline: its variables, and what it talks to."""
+
+    repo: Path
+    sha: str
+    env: dict[str, str]
+    gitlab: FakeGitLab
+    project: FakeProject
+    mr: MergeRequest
+    bot: User
+    cluster: FakeKubeServer
+    operator: MpiOperator
+    s3_endpoint: str
+
+    def for_job(self, job_id: int) -> Pipeline:
+        """The same MR pipeline, another CI job (a re-run or a later pipeline)."""
+        env = {
+            **self.env,
+            "CI_JOB_ID": str(job_id),
+            "CI_JOB_URL": f"{self.env['CI_PROJECT_URL']}/-/jobs/{job_id}",
+            "CI_PIPELINE_ID": str(job_id + 1000),
+        }
+        return Pipeline(**{**self.__dict__, "env": env})
+
+    def start_train(self) -> tuple[subprocess.Popen[str], CiLog]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ci_runner", "train"],
+            cwd=self.repo,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert process.stdout is not None
+        return process, CiLog(process.stdout)
+
+    def submitted_job(self) -> JobScenario:
+        """The MPIJob ci-runner created, once it exists."""
+        store = self.cluster.store
+        with store.cond:
+            found = store.cond.wait_for(
+                lambda: any(k == MPIJOBS for k, _, _ in store.objects), timeout=WAIT
+            )
+            assert found, "no MPIJob was submitted"
+            name = next(n for k, _, n in store.objects if k == MPIJOBS)
+        return self.operator.job(name, NAMESPACE)
+
+    def notes(self) -> list[str]:
+        return [note.body for note in self.mr.notes]
+
+    def output_dir(self) -> Path:
+        return self.repo / "ci-runner-out"
+
+
+@contextmanager
+def mr_pipeline(tmp_path: Path, repo: Path, sha: str) -> Iterator[Pipeline]:
+    """The CI job of an MR pipeline at ``sha`` of ``repo``, with the fake GitLab (the MR, the bot,
+    the main branch's baseline), the fake Kubernetes API and an S3 bucket ``models`` running."""
+    with FakeGitLab() as gitlab, FakeKubeServer() as cluster:
+        s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        s3.start()
+        try:
+            host, port = s3.get_host_and_port()
+            s3_endpoint = f"http://{host}:{port}"
+            bot = gitlab.add_user("project_7_bot")
+            gitlab.add_token(GITLAB_TOKEN, bot)
+            project = gitlab.add_project("group/proj")
+            mr = gitlab.add_merge_request(project, 7, sha=sha, source_branch="faster")
+            baseline = {
+                "version": 1,
+                "metrics": {"train_loss": {"final": 1000.0, "best": 990.0, "goal": "min"}},
+            }
+            gitlab.set_artifact(
+                project,
+                "main",
+                "train",
+                "ci-runner-out/metrics.json",
+                json.dumps(baseline).encode(),
+            )
+            kubeconfig = tmp_path / "kubeconfig"
+            kubeconfig.write_text(
+                yaml.safe_dump(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Config",
+                        "clusters": [{"name": "fake", "cluster": {"server": cluster.url}}],
+                        "users": [{"name": "ci", "user": {"token": CLUSTER_TOKEN}}],
+                        "contexts": [
+                            {"name": "fake", "context": {"cluster": "fake", "user": "ci"}}
+                        ],
+                        "current-context": "fake",
+                    }
+                )
+            )
+            project_url = f"{gitlab.url}/group/proj"
+            env = {
+                "PATH": os.environ["PATH"],
+                "HOME": str(tmp_path),
+                "PYTHONPATH": str(REPO_ROOT),
+                "CI": "true",
+                "GITLAB_CI": "true",
+                "CI_SERVER_URL": gitlab.url,
+                "CI_PROJECT_ID": str(project.id),
+                "CI_PROJECT_PATH": "group/proj",
+                "CI_PROJECT_URL": project_url,
+                "CI_REPOSITORY_URL": f"https://gitlab-ci-token:{JOB_TOKEN}@gitlab.example.com/group/proj.git",
+                "CI_COMMIT_SHA": sha,
+                "CI_COMMIT_REF_NAME": "faster",
+                "CI_DEFAULT_BRANCH": "main",
+                "CI_PIPELINE_ID": "1001",
+                "CI_PIPELINE_SOURCE": "merge_request_event",
+                "CI_JOB_ID": "5005",
+                "CI_JOB_NAME": "train",
+                "CI_JOB_URL": f"{project_url}/-/jobs/5005",
+                "CI_JOB_TOKEN": JOB_TOKEN,
+                "CI_MERGE_REQUEST_IID": "7",
+                "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+                "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
+                "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
+                "CI_RUNNER_GITLAB_TOKEN": GITLAB_TOKEN,
+                "KUBECONFIG": str(kubeconfig),
+                "AWS_ACCESS_KEY_ID": "e2e-access-key",
+                "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+                "AWS_ENDPOINT_URL": s3_endpoint,
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }
+            client = boto3.client(
+                "s3",
+                endpoint_url=s3_endpoint,
+                aws_access_key_id="e2e-access-key",
+                aws_secret_access_key=AWS_SECRET,
+                region_name="us-east-1",
+            )
+            client.create_bucket(Bucket="models")
+            yield Pipeline(
+                repo, sha, env, gitlab, project, mr, bot, cluster, MpiOperator(cluster), s3_endpoint
+            )
+        finally:
+            s3.stop()
+
+
+def upload_model(pipeline: Pipeline, job: JobScenario) -> str:
+    """What rank 0 does: the model under the expanded OUTPUT_URI."""
+    key = f"group/proj/{pipeline.sha}/{job.name}/model.pt"
+    client = boto3.client(
+        "s3",
+        endpoint_url=pipeline.s3_endpoint,
+        aws_access_key_id="e2e-access-key",
+        aws_secret_access_key=AWS_SECRET,
+        region_name="us-east-1",
+    )
+    client.put_object(Bucket="models", Key=key, Body=MODEL)
+    return key
