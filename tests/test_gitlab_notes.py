@@ -44,7 +44,7 @@ def test_no_report_of_hostile_runs_holds_a_command(
         outcome=Outcome.FAILED,
         config_name=name or "x",
         context=CIContext(sha=SHA, project_path="g/p", ref_name=branch, job_id="1"),
-        job_name="job",
+        mpijob_name="job",
         failure=Failure(FailureKind.EXIT_CODE, message),
         log_tail=tuple(tail),
         baseline_ref=branch or None,

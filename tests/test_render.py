@@ -11,12 +11,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ci_runner.context import CIContext
-from ci_runner.errors import ConfigError, GitError
-from ci_runner.plan.run_plan import build_plan, secret_name
-from ci_runner.render import POD_HOSTS, label_value, manifest_yaml, render_mpijob
-from ci_runner.spec.schema import load_config
-from ci_runner.spec.types import (
+from ci_runner.config.schema import load_config
+from ci_runner.config.types import (
     DnsConfig,
     Elastic,
     KubernetesOptions,
@@ -24,6 +20,10 @@ from ci_runner.spec.types import (
     Toleration,
     TrainConfig,
 )
+from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError, GitError
+from ci_runner.plan.run_plan import build_plan, secret_name
+from ci_runner.render import POD_HOSTS, manifest_yaml, render_mpijob, to_label_value
 from ci_runner.templating import yaml_quote
 from testing.fake_kube.crd import validate_mpijob
 from testing.golden import Golden
@@ -350,7 +350,7 @@ def test_labels_and_annotations_link_back() -> None:
     ],
 )
 def test_label_value(text: str, expected: str) -> None:
-    assert label_value(text) == expected
+    assert to_label_value(text) == expected
 
 
 def test_no_repository_url_is_a_clear_error() -> None:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.config.types import MetricSpec, Resources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
 from ci_runner.results.chart import chart_number, mermaid_label
@@ -31,7 +32,6 @@ from ci_runner.results.report import (
     render_report,
     write_outputs,
 )
-from ci_runner.spec.types import MetricSpec, Resources, TrainConfig
 from testing.fake_gitlab.mermaid import diagrams
 from testing.golden import Golden
 from testing.paths import SEED_LOG
@@ -96,7 +96,7 @@ def _seed_summary() -> MetricsSummary:
 def _result(outcome: Outcome, **kwargs: object) -> RunResult:
     fields: dict[str, object] = {
         "outcome": outcome,
-        "job_name": "simple-ml-01234567",
+        "mpijob_name": "simple-ml-01234567",
         "log_path": Path("/tmp/ci-runner/log.txt"),
         "log_tail": SEED_TAIL,
         "started_at": STARTED,
@@ -373,7 +373,7 @@ def _text_report(text: str) -> ReportInput:
         outcome=Outcome.FAILED,
         config_name=text,
         context=replace(CTX, ref_name=text),
-        job_name=text,
+        mpijob_name=text,
         metrics=summary,
         baseline={text: 2.0},
         baseline_ref=text,
@@ -419,7 +419,7 @@ def _hostile_report() -> ReportInput:
         outcome=Outcome.FAILED,
         config_name=HOSTILE,
         context=ctx,
-        job_name=HOSTILE,
+        mpijob_name=HOSTILE,
         metrics=summary,
         baseline={HOSTILE: 1.0},
         baseline_ref=HOSTILE,

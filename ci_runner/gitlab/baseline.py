@@ -5,7 +5,7 @@ GitLab's ``jobs/artifacts/:ref/raw/*path`` reads only the latest successful pipe
 (``Project#latest_successful_build_for_ref``, lib/api/ci/job_artifacts.rb in gitlabhq/gitlabhq):
 a scheduled or docs-only pipeline without the train job hides every older result. So the
 successful pipelines of the branch are walked back, newest first, up to a bound, and the first
-whose ``job_name`` job succeeded with artifacts holding ``path`` gives the baseline.
+whose ``ci_job_name`` job succeeded with artifacts holding ``path`` gives the baseline.
 """
 
 from __future__ import annotations
@@ -34,18 +34,17 @@ class BaselineFile:
 def fetch_baseline(
     project: Project,
     ref: str,
-    job_name: str,
+    ci_job_name: str,
     path: str = "metrics.json",
     *,
     max_pipelines: int = MAX_PIPELINES,
 ) -> BaselineFile | None:
-    """``path`` from the artifacts of job ``job_name`` in the newest of the last
+    """``path`` from the artifacts of job ``ci_job_name`` in the newest of the last
     ``max_pipelines`` successful pipelines of branch ``ref`` that has it; None when none has
     (no green pipeline, no such job, expired artifacts). Any other failure raises
     :class:`GitLabError`."""
-    action = (
-        f"download the baseline {path} of job {job_name} on {ref} in {project.path_with_namespace}"
-    )
+    where = project.path_with_namespace
+    action = f"download the baseline {path} of job {ci_job_name} on {ref} in {where}"
     with gitlab_errors(action, project.manager.gitlab.url):
         pipelines = project.pipelines.list(
             ref=ref,
@@ -62,7 +61,7 @@ def fetch_baseline(
                 iterator=True,
             )
             for job in jobs:
-                if job.get("name") != job_name or not job.get("artifacts"):
+                if job.get("name") != ci_job_name or not job.get("artifacts"):
                     continue
                 data = _job_file(project, int(job["id"]), path)
                 if data is not None:

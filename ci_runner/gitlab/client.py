@@ -64,7 +64,7 @@ def missing_token_error(*, job_token_present: bool = False) -> GitLabError:
     return GitLabError(f"cannot post the report to GitLab: {reason}; fix: {TOKEN_FIX}")
 
 
-def connect(
+def connect_gitlab(
     server_url: str, token: str | None, *, session: BoundedSession | None = None
 ) -> gitlab.Gitlab:
     """A signed-in python-gitlab client for ``server_url`` whose requests all go through

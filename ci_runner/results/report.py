@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ci_runner.backends.result import Failure, Outcome, RunResult
+from ci_runner.config.types import Goal, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results import chart
 from ci_runner.results.artifacts import ArtifactListing
@@ -34,7 +35,6 @@ from ci_runner.results.markdown import (
 )
 from ci_runner.results.metrics import MetricResult, MetricsSummary
 from ci_runner.results.metrics_file import summary_to_json, summary_to_openmetrics
-from ci_runner.spec.types import Goal, TrainConfig
 from ci_runner.templating import environment
 
 TEMPLATE: Final = "comment.md.j2"
@@ -86,7 +86,7 @@ class ReportInput:
     outcome: Outcome
     config_name: str
     context: CIContext
-    job_name: str  # the MPIJob (or local run) name
+    mpijob_name: str  # the MPIJob (or local run) name
     workers: int = 1
     slots_per_worker: int = 1
     gpus_per_worker: int = 0
@@ -118,7 +118,7 @@ class ReportInput:
             outcome=result.outcome,
             config_name=config.name,
             context=context,
-            job_name=result.job_name,
+            mpijob_name=result.mpijob_name,
             workers=config.workers,
             slots_per_worker=config.slots_per_worker,
             gpus_per_worker=config.resources.gpu,
@@ -302,7 +302,7 @@ def _details_line(report: ReportInput) -> str:
     else:
         shape += ", CPU only"
     parts.append(shape)
-    parts.append(f"MPIJob {code(report.job_name)}")
+    parts.append(f"MPIJob {code(report.mpijob_name)}")
     return " · ".join(parts)
 
 

@@ -57,7 +57,7 @@ class RetryPolicy:
         return float(min(self.base_delay * 2**retry, self.max_delay))
 
 
-class Stream:
+class ResponseStream:
     """An open streaming response (a watch or a followed log), read chunk by chunk."""
 
     def __init__(self, response: urllib3.HTTPResponse, error: KubeError) -> None:
@@ -101,7 +101,7 @@ class StreamReader:
     def __init__(self) -> None:
         self._stopped = threading.Event()
         self._lock = threading.Lock()
-        self._stream: Stream | None = None
+        self._stream: ResponseStream | None = None
 
     def stop(self) -> None:
         """Stop reading; interrupts a blocked read. Safe from any thread."""
@@ -111,7 +111,7 @@ class StreamReader:
                 self._stream.interrupt()
 
     @contextmanager
-    def reading(self, stream: Stream) -> Iterator[Stream]:
+    def reading(self, stream: ResponseStream) -> Iterator[ResponseStream]:
         """``stream``, interruptible by :meth:`stop` while the block reads it; closed after."""
         with self._lock:
             self._stream = stream
@@ -182,7 +182,7 @@ class KubeApi:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = 300,
-    ) -> Stream:
+    ) -> ResponseStream:
         query: list[tuple[str, str | int | bool]] = [
             ("watch", "true"),
             ("resourceVersion", resource_version),
@@ -195,7 +195,7 @@ class KubeApi:
 
     def follow_log(
         self, pod: str, since_time: str | None = None, container: str | None = None
-    ) -> Stream:
+    ) -> ResponseStream:
         """A container's log with RFC 3339 timestamps, followed as it is written.
 
         ``container`` must be named when the pod has several (an injected sidecar).
@@ -349,14 +349,14 @@ class KubeApi:
         path: str,
         query: Query,
         read_timeout: float | None,
-    ) -> Stream:
+    ) -> ResponseStream:
         response = self.request(
             verb, resource, "GET", path, query, read_timeout=read_timeout, stream=True
         )
         template = KubeError(
             verb, resource, self.namespace, None, "", self.host, agent_context=self.agent_context
         )
-        return Stream(response, template)
+        return ResponseStream(response, template)
 
 
 def _disable_client_retries(client: ApiClient) -> None:

@@ -56,7 +56,7 @@ JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
 REPLICA_INDEX_LABEL: Final = "training.kubeflow.org/replica-index"
 
 
-def job_selector(job_name: str, role: str | None = None) -> str:
+def job_selector(mpijob_name: str, role: str | None = None) -> str:
     """The label selector for a job's pods (optionally one role: launcher or worker)."""
-    selector = f"{JOB_NAME_LABEL}={job_name}"
+    selector = f"{JOB_NAME_LABEL}={mpijob_name}"
     return f"{selector},{JOB_ROLE_LABEL}={role}" if role else selector

@@ -151,7 +151,7 @@ def write_discovery_script(plan: RunPlan, directory: Path) -> Path:
     assert config.elastic is not None
     slots = config.elastic.max_workers * config.slots_per_worker
     directory.mkdir(parents=True, exist_ok=True)
-    script = directory / f"discover-hosts-{plan.job_name}.sh"
+    script = directory / f"discover-hosts-{plan.mpijob_name}.sh"
     script.write_text(f"#!/bin/sh\necho localhost:{slots}\n", encoding="utf-8")
     script.chmod(0o755)
     return script
@@ -210,7 +210,7 @@ def run_local(
     cancelled result.
     """
     clock = clock or SystemClock()
-    config, context, job = plan.config, plan.context, plan.job_name
+    config, context, job = plan.config, plan.context, plan.mpijob_name
     check_horovod(options.horovodrun, options.environ, run, options.cache_dir, console)
     assert options.horovodrun is not None
     if config.ranks > options.cpu_count:
@@ -362,7 +362,7 @@ def _result(
     sink.flush()
     return RunResult(
         outcome=outcome,
-        job_name=job,
+        mpijob_name=job,
         log_path=sink.path,
         log_tail=sink.tail,
         failure=failure,

@@ -1,4 +1,4 @@
-"""ci_runner.spec.builders: the checks across several fields, and the defaults they fill in."""
+"""ci_runner.config.builders: the checks across several fields, and the defaults they fill in."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
+from ci_runner.config.types import TrainConfig
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
@@ -30,7 +31,6 @@ from ci_runner.results.report import (
     render_report,
     write_outputs,
 )
-from ci_runner.spec.types import TrainConfig
 
 REPORT_NAME: Final = "report.md"
 METRICS_NAME: Final = "metrics.json"
@@ -72,13 +72,13 @@ def open_gitlab(
     """
     if not ctx.in_ci or not ctx.server_url:
         return None
-    from ci_runner.gitlab.client import connect, open_project, token_from_env
+    from ci_runner.gitlab.client import connect_gitlab, open_project, token_from_env
     from ci_runner.gitlab.comments import find_targets, report_project_id
     from ci_runner.gitlab.transport import BoundedSession, Budget, budget_seconds
 
     session = BoundedSession(Budget(clock or SystemClock(), budget_seconds(env)))
     try:
-        gl = connect(ctx.server_url, token_from_env(env), session=session)
+        gl = connect_gitlab(ctx.server_url, token_from_env(env), session=session)
         project = open_project(gl, report_project_id(ctx))
         targets = find_targets(project, ctx)
     except GitLabError as error:
@@ -123,7 +123,7 @@ def announce(
         outcome=Outcome.RUNNING,
         config_name=config.name,
         context=plan.context,
-        job_name=plan.job_name,
+        mpijob_name=plan.mpijob_name,
         workers=config.workers,
         slots_per_worker=config.slots_per_worker,
         gpus_per_worker=config.resources.gpu,
@@ -224,7 +224,7 @@ def masker_for_report(masker: SecretMasker, env: Mapping[str, str]) -> SecretMas
 
 
 def load_target_baseline(
-    project: Any, ref: str, job_name: str, path: str = METRICS_NAME
+    project: Any, ref: str, ci_job_name: str, path: str = METRICS_NAME
 ) -> Baseline | None:
     """Final value by metric name from the target branch's ``metrics.json`` of the newest
     successful pipeline that has one; None without one.
@@ -234,7 +234,7 @@ def load_target_baseline(
     """
     from ci_runner.gitlab.baseline import fetch_baseline
 
-    found = fetch_baseline(project, ref, job_name, path)
+    found = fetch_baseline(project, ref, ci_job_name, path)
     if found is None:
         return None
     return Baseline(load_baseline(found.data), (found.pipeline_id, found.pipeline_url))

@@ -1,7 +1,7 @@
 """The validation engine: kinds that check YAML nodes and record every problem with its place.
 
 A :class:`Kind` is the type and constraints of one field. ``check`` turns a node of
-:mod:`~ci_runner.spec.yamlsource` into a value, or records a :class:`~ci_runner.errors.Problem`
+:mod:`~ci_runner.config.yamlsource` into a value, or records a :class:`~ci_runner.errors.Problem`
 (YAML path, line, what is wrong, how to fix it) and returns :data:`INVALID`, so that one run
 reports every mistake. :class:`Record`, :class:`ListOf` and :class:`MapOf` compose kinds; a
 Record's ``build`` turns its checked values into the object the rest of ci-runner uses.
@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Final, Generic, TypeVar, cast
 
-from ci_runner.errors import Problem
-from ci_runner.spec.names import Rule, closest
-from ci_runner.spec.yamlsource import (
+from ci_runner.config.names import Rule, closest
+from ci_runner.config.yamlsource import (
     YMapping,
     YNode,
     YScalar,
@@ -28,6 +27,7 @@ from ci_runner.spec.yamlsource import (
     key_path,
     shorten,
 )
+from ci_runner.errors import Problem
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -356,7 +356,7 @@ class Record(Kind[T_co], Generic[Values, T_co]):
     """A mapping with known keys; ``build`` turns the checked values into the result object.
 
     ``Values`` is a TypedDict naming each field's checked type; the engine trusts it to match
-    the fields' kinds (a test in tests/test_spec_schema.py compares them for the schema).
+    the fields' kinds (a test in tests/test_config_schema.py compares them for the schema).
     """
 
     def __init__(self, *fields: Field, build: Build[Values, T_co], doc: str = "mapping") -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ci_runner.backends.kubernetes.follow import JobTracker, Verdict
 from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS
+from ci_runner.backends.kubernetes.tracker import JobTracker, Verdict
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 

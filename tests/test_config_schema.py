@@ -1,4 +1,4 @@
-"""ci_runner.spec.schema: train.yaml → TrainConfig, every problem in one run in line order,
+"""ci_runner.config.schema: train.yaml → TrainConfig, every problem in one run in line order,
 overrides from pipeline variables, the outputs placeholders."""
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci_runner.errors import ConfigError
-from ci_runner.spec.engine import Kind, ListOf, MapOf, Record
-from ci_runner.spec.reference import EXAMPLE
-from ci_runner.spec.schema import SCHEMA, apply_overrides, expand_outputs, load_config
-from ci_runner.spec.types import (
+from ci_runner.config.engine import Kind, ListOf, MapOf, Record
+from ci_runner.config.reference import EXAMPLE
+from ci_runner.config.schema import SCHEMA, apply_overrides, expand_outputs, load_config
+from ci_runner.config.types import (
     DnsConfig,
     Elastic,
     KubernetesOptions,
@@ -26,6 +25,7 @@ from ci_runner.spec.types import (
     Toleration,
     TrainConfig,
 )
+from ci_runner.errors import ConfigError
 from testing.config_cases import BASE, minimal, problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""ci_runner.spec.kinds: URIs and the outputs placeholders, paths in the repository, metric
+"""ci_runner.config.kinds: URIs and the outputs placeholders, paths in the repository, metric
 patterns; every problem worded exactly."""
 
 from __future__ import annotations

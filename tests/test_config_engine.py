@@ -1,11 +1,11 @@
-"""ci_runner.spec.engine: each kind's checks, worded exactly, through train.yaml's schema and on
+"""ci_runner.config.engine: each kind's checks, worded exactly, through train.yaml's schema and on
 records of their own."""
 
 from __future__ import annotations
 
 import pytest
 
-from ci_runner.spec.engine import (
+from ci_runner.config.engine import (
     INVALID,
     At,
     Context,
@@ -17,8 +17,8 @@ from ci_runner.spec.engine import (
     check,
     homes,
 )
-from ci_runner.spec.schema import load_config
-from ci_runner.spec.yamlsource import YScalar, parse
+from ci_runner.config.schema import load_config
+from ci_runner.config.yamlsource import YScalar, parse
 from testing.config_cases import BASE, BASE_WITHOUT_COMMAND, problems
 
 KIND_PROBLEMS = [

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ci_runner.config.types import Elastic, TrainConfig
 from ci_runner.context import CIContext
-from ci_runner.plan.job_name import DNS_1035_LABEL, job_name, max_name_length
-from ci_runner.spec.types import Elastic, TrainConfig
+from ci_runner.plan.mpijob_name import DNS_1035_LABEL, max_name_length, mpijob_name
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 CONFIG = TrainConfig(name="simple-ml", image="img", command=("python", "t.py"), workers=2)
@@ -23,22 +23,22 @@ def _valid(label: str) -> bool:
 
 
 def test_config_name_short_sha_and_ci_job_id() -> None:
-    assert job_name(CONFIG, CI) == "simple-ml-01234567-5005"
+    assert mpijob_name(CONFIG, CI) == "simple-ml-01234567-5005"
 
 
 def test_the_same_ci_job_always_gets_the_same_name() -> None:
-    assert job_name(CONFIG, CI) == job_name(CONFIG, replace(CI, pipeline_id="9"))
+    assert mpijob_name(CONFIG, CI) == mpijob_name(CONFIG, replace(CI, pipeline_id="9"))
 
 
 def test_another_ci_job_gets_another_name() -> None:
-    assert job_name(CONFIG, replace(CI, job_id="5006")) == "simple-ml-01234567-5006"
+    assert mpijob_name(CONFIG, replace(CI, job_id="5006")) == "simple-ml-01234567-5006"
 
 
 def test_outside_ci_a_stable_hash_of_the_context() -> None:
-    name = job_name(CONFIG, LOCAL)
-    assert name == job_name(CONFIG, LOCAL)
+    name = mpijob_name(CONFIG, LOCAL)
+    assert name == mpijob_name(CONFIG, LOCAL)
     assert name.startswith("simple-ml-01234567-l") and len(name) == len("simple-ml-01234567-") + 7
-    assert job_name(CONFIG, replace(LOCAL, ref_name="other")) != name
+    assert mpijob_name(CONFIG, replace(LOCAL, ref_name="other")) != name
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_outside_ci_a_stable_hash_of_the_context() -> None:
     ],
 )
 def test_config_names_are_made_dns_safe(name: str, expected: str) -> None:
-    assert job_name(replace(CONFIG, name=name), CI) == expected
+    assert mpijob_name(replace(CONFIG, name=name), CI) == expected
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def test_length_leaves_room_for_worker_and_launcher_pod_names(
         elastic=Elastic(1, elastic_max) if elastic_max else None,
     )
     assert max_name_length(config) == limit
-    name = job_name(config, CI)
+    name = mpijob_name(config, CI)
     assert limit - 1 <= len(name) <= limit and name.endswith("-01234567-5005")
     last = max(workers, elastic_max or 0) - 1
     assert _valid(f"{name}-worker-{last}")
@@ -76,7 +76,7 @@ def test_length_leaves_room_for_worker_and_launcher_pod_names(
 
 
 def test_an_absurd_job_id_keeps_its_end() -> None:
-    name = job_name(CONFIG, replace(CI, job_id="9" * 80))
+    name = mpijob_name(CONFIG, replace(CI, job_id="9" * 80))
     assert name == "s-" + "9" * 46
     assert _valid(name)
 
@@ -90,7 +90,7 @@ def test_any_name_is_a_valid_label_with_room_for_every_pod(
     name: str, job_id: str | None, workers: int
 ) -> None:
     config = replace(CONFIG, name=name, workers=workers)
-    job = job_name(config, replace(CI, job_id=job_id))
+    job = mpijob_name(config, replace(CI, job_id=job_id))
     assert _valid(job)
     assert _valid(f"{job}-worker-{workers - 1}")
     assert _valid(f"{job}-launcher-abcde")

@@ -11,12 +11,12 @@ import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import ManualClock
+from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
-from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
-from ci_runner.spec.types import TrainConfig
+from ci_runner.results.publish import GitLabDestination, finish, open_gitlab
 from testing.fake_gitlab.server import DROP, FakeGitLab
 from testing.fake_gitlab.server import Project as FakeProject
 
@@ -53,7 +53,7 @@ def paths(tmp_path: Path) -> OutputPaths:
 
 def result(log: Path, outcome: Outcome = Outcome.SUCCEEDED) -> RunResult:
     failure = Failure(FailureKind.EXIT_CODE, "boom") if outcome is Outcome.FAILED else None
-    return RunResult(outcome=outcome, job_name="toy-3f786850-77", log_path=log, failure=failure)
+    return RunResult(outcome=outcome, mpijob_name="toy-3f786850-77", log_path=log, failure=failure)
 
 
 class Said:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ci_runner.config.schema import load_config
+from ci_runner.config.types import TrainConfig
 from ci_runner.errors import ConfigError, GitError, Problem
 from ci_runner.gitrepo import file_exists_at, read_bytes_at, resolve_commit
-from ci_runner.spec.schema import load_config
-from ci_runner.spec.types import TrainConfig
 
 
 def path_in_repo(config_arg: str, cwd: Path, root: Path) -> str:

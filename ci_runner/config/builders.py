@@ -1,4 +1,4 @@
-"""Builders: a record's checked values → the dataclasses of :mod:`ci_runner.spec.types`.
+"""Builders: a record's checked values → the dataclasses of :mod:`ci_runner.config.types`.
 
 Each record of the schema has a TypedDict of its checked values (the types its fields' kinds
 give) and a builder, which also makes the checks that involve several fields. A builder runs even
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final, TypedDict
 
-from ci_runner.spec.engine import INVALID, At, Invalid
-from ci_runner.spec.types import (
+from ci_runner.config.engine import INVALID, At, Invalid
+from ci_runner.config.types import (
     DnsConfig,
     Effect,
     Elastic,
@@ -24,7 +24,7 @@ from ci_runner.spec.types import (
     Toleration,
     TrainConfig,
 )
-from ci_runner.spec.yamlsource import key_path
+from ci_runner.config.yamlsource import key_path
 
 
 class ResourcesValues(TypedDict, total=False):

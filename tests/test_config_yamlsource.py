@@ -1,4 +1,4 @@
-"""ci_runner.spec.yamlsource: YAML with line numbers, every way a file fails to be one mapping."""
+"""ci_runner.config.yamlsource: YAML with line numbers, every way a file fails to be one mapping."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ci_runner.errors import ConfigError
-from ci_runner.spec.yamlsource import (
+from ci_runner.config.yamlsource import (
     MAX_BYTES,
     Document,
     YEntry,
@@ -21,6 +20,7 @@ from ci_runner.spec.yamlsource import (
     key_path,
     parse,
 )
+from ci_runner.errors import ConfigError
 
 BILLION_LAUGHS = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]

@@ -1,6 +1,6 @@
 """The validated ``train.yaml``: plain frozen dataclasses every later step consumes.
 
-``ci_runner.spec.schema.load_config`` turns YAML text into these (or a
+``ci_runner.config.schema.load_config`` turns YAML text into these (or a
 :class:`~ci_runner.errors.ConfigError`); nothing else constructs them from user input. Tests may
 construct them directly.
 """
@@ -93,7 +93,7 @@ class TrainConfig:
 
     ``command`` is what every rank runs (argv), from the repository root at the pinned SHA.
     ``outputs`` may contain ``{project}``, ``{sha}`` and ``{job}``; expand it with
-    :func:`ci_runner.spec.schema.expand_outputs`. ``secrets`` names CI variables whose values are
+    :func:`ci_runner.config.schema.expand_outputs`. ``secrets`` names CI variables whose values are
     passed to every rank through a Kubernetes Secret (never inline in the manifest).
     """
 

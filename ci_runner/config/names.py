@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Final, TypeAlias
 
-from ci_runner.spec.yamlsource import shorten
+from ci_runner.config.yamlsource import shorten
 
 Wrong: TypeAlias = tuple[str, str]  # (what is wrong, how to fix it)
 Rule: TypeAlias = Callable[[str], "Wrong | None"]
@@ -38,7 +38,7 @@ def slugify(text: str, limit: int) -> str:
     return slug[:limit].rstrip("-")
 
 
-def job_name(limit: int) -> Rule:
+def name_prefix(limit: int) -> Rule:
     """The rule for the job's name: a DNS-1035 label of at most ``limit`` characters."""
 
     def rule(value: str) -> Wrong | None:

@@ -23,32 +23,32 @@ from ci_runner.clock import Clock
 
 
 def cancel_on_cluster(
-    client: ApiClient, namespace: str, job_name: str, secret_name: str, clock: Clock
+    client: ApiClient, namespace: str, mpijob_name: str, secret_name: str, clock: Clock
 ) -> None:
     """``ci-runner cancel``: delete the job and all it owns; :class:`ClusterError` if refused."""
-    cancel_job(KubeApi(client, namespace, clock), job_name, secret_name)
+    cancel_job(KubeApi(client, namespace, clock), mpijob_name, secret_name)
 
 
-def cancel_job(api: KubeApi, job_name: str, secret_name: str) -> None:
+def cancel_job(api: KubeApi, mpijob_name: str, secret_name: str) -> None:
     """Delete the MPIJob (its pods, launcher Job, Service... go with it), its pods, its Secret."""
-    _delete(api, MPIJOBS, [job_name], propagation="Foreground")
+    _delete(api, MPIJOBS, [mpijob_name], propagation="Foreground")
     # The garbage collector removes the rest in its own time; pods must stop now.
-    pods = api.list(PODS, label_selector=job_selector(job_name)).get("items", [])
+    pods = api.list(PODS, label_selector=job_selector(mpijob_name)).get("items", [])
     _delete(api, PODS, [p["metadata"]["name"] for p in pods], propagation="Background")
     _delete(api, SECRETS, [secret_name])
 
 
-def remove_finished_job(api: KubeApi, job_name: str, secret_name: str) -> None:
+def remove_finished_job(api: KubeApi, mpijob_name: str, secret_name: str) -> None:
     """Delete a finished MPIJob: the garbage collector removes what it owns (launcher Job, pods,
     Service, ConfigMap, the Secret); the Secret is deleted here too, so its token goes at once."""
-    _delete(api, MPIJOBS, [job_name], propagation="Background")
+    _delete(api, MPIJOBS, [mpijob_name], propagation="Background")
     _delete(api, SECRETS, [secret_name])
 
 
-def keep_until(api: KubeApi, job_name: str, until: datetime) -> str:
+def keep_until(api: KubeApi, mpijob_name: str, until: datetime) -> str:
     """Mark a finished MPIJob to be deleted by the first run after ``until``; the stamp."""
     stamp = until.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    api.patch(MPIJOBS, job_name, {"metadata": {"annotations": {DELETE_AFTER: stamp}}})
+    api.patch(MPIJOBS, mpijob_name, {"metadata": {"annotations": {DELETE_AFTER: stamp}}})
     return stamp
 
 

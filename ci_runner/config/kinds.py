@@ -10,9 +10,9 @@ import string
 from collections.abc import Sequence
 from typing import Final
 
-from ci_runner.spec.engine import INVALID, At, Invalid, Kind, Str
-from ci_runner.spec.names import Wrong
-from ci_runner.spec.yamlsource import YNode, shorten
+from ci_runner.config.engine import INVALID, At, Invalid, Kind, Str
+from ci_runner.config.names import Wrong
+from ci_runner.config.yamlsource import YNode, shorten
 
 _S3_BUCKET: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 

@@ -6,8 +6,8 @@ import hashlib
 import re
 from typing import Final
 
+from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
-from ci_runner.spec.types import TrainConfig
 
 DNS_1035_LABEL: Final = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_LABEL: Final = 63
@@ -27,7 +27,7 @@ def max_name_length(config: TrainConfig) -> int:
     return MAX_LABEL - max(len(last_worker), _LAUNCHER_POD_SUFFIX)
 
 
-def job_name(config: TrainConfig, ctx: CIContext) -> str:
+def mpijob_name(config: TrainConfig, ctx: CIContext) -> str:
     """``<config name>-<short sha>-<CI job id>`` (outside CI a hash of the context), cut to fit.
 
     The same CI job always gets the same name; two CI jobs never share one.

@@ -1,4 +1,4 @@
-"""LogFollower: the launcher's log into the LogSink, once, whatever the connection does."""
+"""LauncherLogStream: the launcher's log into the LogSink, once, whatever the connection does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ import pytest
 
 from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
 from ci_runner.backends.kubernetes.errors import Forbidden
-from ci_runner.backends.kubernetes.logs import LogFollower, parse_timestamp, since_time
+from ci_runner.backends.kubernetes.launcher_log import (
+    LauncherLogStream,
+    parse_timestamp,
+    since_time,
+)
 from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import ManualClock
 from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
@@ -33,13 +37,13 @@ def launcher(server: FakeKubeServer) -> JobScenario:
 
 def follower(
     server: FakeKubeServer, job: JobScenario, tmp_path: Path
-) -> tuple[LogFollower, list[str]]:
+) -> tuple[LauncherLogStream, list[str]]:
     echoed: list[str] = []
     api = KubeApi(
         kubernetes.client.ApiClient(server.configuration()), NAMESPACE, ManualClock(), RetryPolicy()
     )
     sink = LogSink(tmp_path / "log.txt", echoed.append)
-    return LogFollower(api, job.launcher_pod, sink), echoed
+    return LauncherLogStream(api, job.launcher_pod, sink), echoed
 
 
 def test_parse_timestamp_reads_rfc3339_with_any_fraction() -> None:
@@ -162,7 +166,7 @@ def test_a_rotation_during_a_drop_is_said_once(server: FakeKubeServer, tmp_path:
     api = KubeApi(client, NAMESPACE, RotatingWhileAway(), RetryPolicy())
     echoed: list[str] = []
     warnings: list[str] = []
-    log = LogFollower(api, job.launcher_pod, LogSink(tmp_path / "log.txt", echoed.append))
+    log = LauncherLogStream(api, job.launcher_pod, LogSink(tmp_path / "log.txt", echoed.append))
     log.warn = warnings.append
     log.run()
     assert echoed == ["a\n", "c\n"]

@@ -1,6 +1,6 @@
 """The ``train.yaml`` reference (``docs/train-yaml.md``), generated from the schema.
 
-``python -m ci_runner.spec.reference > docs/train-yaml.md`` writes it; a test keeps the committed
+``python -m ci_runner.config.reference > docs/train-yaml.md`` writes it; a test keeps the committed
 file equal to :func:`schema_markdown`.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from ci_runner.spec.engine import ListOf, MapOf, Record, Values
-from ci_runner.spec.schema import SCHEMA
+from ci_runner.config.engine import ListOf, MapOf, Record, Values
+from ci_runner.config.schema import SCHEMA
 
 EXAMPLE: Final = r"""name: simple-ml
 image: horovod/horovod:0.28.1
@@ -64,8 +64,8 @@ Only `name`, `image` and `command` are required. Every rank sees `DATA_URI`, `OU
 the variable `CI_RUNNER_WORKERS` and append arguments to `command` with `CI_RUNNER_ARGS`
 (split like a shell command line); an empty variable changes nothing.
 
-This file is generated from the schema in `ci_runner/spec/schema.py` by
-`python -m ci_runner.spec.reference`; a test keeps them equal.
+This file is generated from the schema in `ci_runner/config/schema.py` by
+`python -m ci_runner.config.reference`; a test keeps them equal.
 
 ## Example
 

@@ -1,4 +1,4 @@
-"""ci_runner.spec.reference: docs/train-yaml.md is generated from the schema and kept equal."""
+"""ci_runner.config.reference: docs/train-yaml.md is generated from the schema and kept equal."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from ci_runner.spec.reference import EXAMPLE, schema_markdown
-from ci_runner.spec.schema import SCHEMA, load_config
-from ci_runner.spec.types import (
+from ci_runner.config.reference import EXAMPLE, schema_markdown
+from ci_runner.config.schema import SCHEMA, load_config
+from ci_runner.config.types import (
     DnsConfig,
     KubernetesOptions,
     MetricSpec,
@@ -67,7 +67,7 @@ def test_reference_example() -> None:
 
 def test_committed_reference_matches_the_schema() -> None:
     assert DOC.read_text(encoding="utf-8") == schema_markdown(), (
-        "docs/train-yaml.md is out of date: run .venv/bin/python -m ci_runner.spec.reference "
+        "docs/train-yaml.md is out of date: run .venv/bin/python -m ci_runner.config.reference "
         "> docs/train-yaml.md"
     )
 

@@ -1,12 +1,12 @@
 """``train.yaml``: its schema (kept as data) and its validation into a TrainConfig.
 
 The schema is the table :data:`SCHEMA`: every field with its kind (type and constraints), default,
-description and example, checked by the engine (:mod:`ci_runner.spec.engine`); each record's
-builder (:mod:`ci_runner.spec.builders`) makes the dataclasses of :mod:`ci_runner.spec.types`.
+description and example, checked by the engine (:mod:`ci_runner.config.engine`); each record's
+builder (:mod:`ci_runner.config.builders`) makes the dataclasses of :mod:`ci_runner.config.types`.
 :func:`load_config` checks a document against it and reports
 every problem in one :class:`~ci_runner.errors.ConfigError`, each with the YAML path, the line and
 the fix; :func:`apply_overrides` applies the pipeline's variables and :func:`expand_outputs` fills
-in ``outputs``. :mod:`ci_runner.spec.reference` renders the schema as ``docs/train-yaml.md``.
+in ``outputs``. :mod:`ci_runner.config.reference` renders the schema as ``docs/train-yaml.md``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import sys
 from dataclasses import replace
 from typing import Final
 
-from ci_runner.errors import ConfigError, Problem
-from ci_runner.spec.builders import (
+from ci_runner.config.builders import (
     PIP_CACHE_FIX,
     build_dns,
     build_dns_option,
@@ -31,7 +30,7 @@ from ci_runner.spec.builders import (
     pip_cache_conflict,
     pip_cache_fits,
 )
-from ci_runner.spec.engine import (
+from ci_runner.config.engine import (
     Argv,
     At,
     Context,
@@ -48,18 +47,19 @@ from ci_runner.spec.engine import (
     homes,
     number,
 )
-from ci_runner.spec.kinds import MetricPattern, RepoPath, Uri
-from ci_runner.spec.names import (
+from ci_runner.config.kinds import MetricPattern, RepoPath, Uri
+from ci_runner.config.names import (
     env_name,
     ip_address,
-    job_name,
     k8s_name,
     label_key,
     label_value,
     metric_name,
+    name_prefix,
 )
-from ci_runner.spec.types import Effect, Goal, Operator, PvcAccessMode, TrainConfig
-from ci_runner.spec.yamlsource import parse
+from ci_runner.config.types import Effect, Goal, Operator, PvcAccessMode, TrainConfig
+from ci_runner.config.yamlsource import parse
+from ci_runner.errors import ConfigError, Problem
 
 MAX_WORKERS: Final = 512
 MAX_NAME_LENGTH: Final = 24  # "<name>-<sha>-<job id>-worker-<n>" must stay a 63-character label
@@ -254,7 +254,7 @@ _KUBERNETES: Final = Record(
 SCHEMA: Final = Record(
     Field(
         "name",
-        Str(rule=job_name(MAX_NAME_LENGTH)),
+        Str(rule=name_prefix(MAX_NAME_LENGTH)),
         "Job name: lowercase letters, digits and '-', starting with a letter, "
         f"at most {MAX_NAME_LENGTH} characters.",
         "simple-ml",

@@ -32,12 +32,12 @@ class JobTracker:
 
     def __init__(
         self,
-        job_name: str,
+        mpijob_name: str,
         workers: int,
         unschedulable_timeout: float,
         setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
     ) -> None:
-        self.job_name = job_name
+        self.mpijob_name = mpijob_name
         self.workers = workers
         self.unschedulable_timeout = unschedulable_timeout
         self.setup_timeout = setup_timeout
@@ -69,7 +69,7 @@ class JobTracker:
         return []
 
     def _apply_mpijob(self, update: WatchUpdate) -> list[str]:
-        mine = [o for o in update.objects if o.get("metadata", {}).get("name") == self.job_name]
+        mine = [o for o in update.objects if o.get("metadata", {}).get("name") == self.mpijob_name]
         if update.type == "DELETED" or (update.type == SYNC and not mine):
             self._deleted = self.mpijob is not None
             return []
@@ -176,7 +176,7 @@ class JobTracker:
             if self._unschedulable_since is None:
                 # The Event may come before the pod's status says so: the clock starts now.
                 self._unschedulable_since, self._unschedulable = now, (name, message)
-            who = "launcher" if name.startswith(f"{self.job_name}-launcher") else "workers"
+            who = "launcher" if name.startswith(f"{self.mpijob_name}-launcher") else "workers"
             return self._once(f"{who} pending: {message}")
         return []
 
@@ -274,7 +274,7 @@ class JobTracker:
             return self._failure
         if self._deleted:
             failure = Failure(
-                FailureKind.CANCELLED, f"MPIJob {self.job_name} was deleted before it finished"
+                FailureKind.CANCELLED, f"MPIJob {self.mpijob_name} was deleted before it finished"
             )
             return Verdict(Outcome.CANCELLED, failure)
         return None

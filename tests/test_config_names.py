@@ -1,21 +1,21 @@
-"""ci_runner.spec.names: the rules for names, through train.yaml and on their own."""
+"""ci_runner.config.names: the rules for names, through train.yaml and on their own."""
 
 from __future__ import annotations
 
 import pytest
 
-from ci_runner.spec.names import (
+from ci_runner.config.names import (
     closest,
     env_name,
     ip_address,
-    job_name,
     k8s_name,
     label_key,
     label_value,
     metric_name,
+    name_prefix,
     slugify,
 )
-from ci_runner.spec.schema import MAX_NAME_LENGTH
+from ci_runner.config.schema import MAX_NAME_LENGTH
 from testing.config_cases import BASE, RESERVED, problems
 
 NAME_PROBLEMS = [
@@ -134,7 +134,7 @@ def test_kubernetes_names_at_their_limits() -> None:
 
 
 def test_job_name_is_a_dns_1035_label_of_the_given_length() -> None:
-    rule = job_name(5)
+    rule = name_prefix(5)
     assert rule("ab-1") is None
     assert rule("1ab") == (
         "must be lowercase letters, digits and '-', start with a letter and end with a letter "

@@ -60,7 +60,7 @@ def since_time(nanos: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class LogFollower(StreamReader):
+class LauncherLogStream(StreamReader):
     """Follows one container's log to its end, feeding ``sink``; ``warn`` hears of possible loss."""
 
     def __init__(
