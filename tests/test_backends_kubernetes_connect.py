@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.connect import Connection, connect_cluster, is_agent_context
 from ci_runner.backends.kubernetes.errors import Forbidden, Unreachable
 from ci_runner.backends.kubernetes.resources import MPIJOBS, SECRETS
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
+from ci_runner.http_policy import KUBERNETES_RETRY
 from testing.fake_kube.server import FakeKubeServer
 
 
@@ -314,7 +316,12 @@ def test_requests_go_to_the_chosen_agents_cluster_with_its_token(
         "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster",
     }
     connection = connect_cluster(None, env, tmp_path / "no-sa")
-    api = KubeApi(connection.client, connection.namespace, ManualClock(), RetryPolicy(attempts=1))
+    api = KubeApi(
+        connection.client,
+        connection.namespace,
+        ManualClock(),
+        replace(KUBERNETES_RETRY, attempts=1),
+    )
     api.create(SECRETS, {"metadata": {"name": "s"}})
     assert kas.store.get("secrets", "ml-training", "s")["metadata"]["name"] == "s"
 
@@ -328,7 +335,12 @@ def test_a_403_through_the_agent_names_the_context_and_ci_access(
         "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster",
     }
     connection = connect_cluster(None, env, tmp_path / "no-sa")
-    api = KubeApi(connection.client, connection.namespace, ManualClock(), RetryPolicy(attempts=1))
+    api = KubeApi(
+        connection.client,
+        connection.namespace,
+        ManualClock(),
+        replace(KUBERNETES_RETRY, attempts=1),
+    )
     with pytest.raises(Forbidden) as caught:
         api.create(MPIJOBS, {"metadata": {"name": "j"}})
     assert str(caught.value) == (
@@ -355,7 +367,12 @@ def test_a_refused_connection_through_the_agent_says_it_may_not_be_connected(
         "KUBE_CONTEXT": "ml/k8s-agents:cpu-cluster",
     }
     connection = connect_cluster(None, env, tmp_path / "no-sa")
-    api = KubeApi(connection.client, connection.namespace, ManualClock(), RetryPolicy(attempts=1))
+    api = KubeApi(
+        connection.client,
+        connection.namespace,
+        ManualClock(),
+        replace(KUBERNETES_RETRY, attempts=1),
+    )
     with pytest.raises(Unreachable) as caught:
         api.create(SECRETS, {"metadata": {"name": "s"}})
     line = str(caught.value)

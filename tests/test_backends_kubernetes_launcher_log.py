@@ -9,7 +9,7 @@ from pathlib import Path
 import kubernetes.client
 import pytest
 
-from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Forbidden
 from ci_runner.backends.kubernetes.launcher_log import (
     LauncherLogStream,
@@ -18,6 +18,7 @@ from ci_runner.backends.kubernetes.launcher_log import (
 )
 from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import ManualClock
+from ci_runner.http_policy import KUBERNETES_RETRY
 from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
 from testing.fake_kube.scenarios import JobScenario, MpiOperator
 from testing.fake_kube.server import FakeKubeServer
@@ -40,7 +41,10 @@ def follower(
 ) -> tuple[LauncherLogStream, list[str]]:
     echoed: list[str] = []
     api = KubeApi(
-        kubernetes.client.ApiClient(server.configuration()), NAMESPACE, ManualClock(), RetryPolicy()
+        kubernetes.client.ApiClient(server.configuration()),
+        NAMESPACE,
+        ManualClock(),
+        KUBERNETES_RETRY,
     )
     sink = LogSink(tmp_path / "log.txt", echoed.append)
     return LauncherLogStream(api, job.launcher_pod, sink), echoed
@@ -163,7 +167,7 @@ def test_a_rotation_during_a_drop_is_said_once(server: FakeKubeServer, tmp_path:
                 job.launcher_exits(0)
 
     client = kubernetes.client.ApiClient(server.configuration())
-    api = KubeApi(client, NAMESPACE, RotatingWhileAway(), RetryPolicy())
+    api = KubeApi(client, NAMESPACE, RotatingWhileAway(), KUBERNETES_RETRY)
     echoed: list[str] = []
     warnings: list[str] = []
     log = LauncherLogStream(api, job.launcher_pod, LogSink(tmp_path / "log.txt", echoed.append))

@@ -51,7 +51,7 @@ def build_toleration(
     values: TolerationValues, at: At, ok: bool, keys: frozenset[str]
 ) -> Toleration | Invalid:
     # Each check runs when the fields it reads are valid, so one run reports everything.
-    operator = values.get("operator", "Equal" if "operator" not in keys else None)
+    operator = values.get("operator", Toleration.operator if "operator" not in keys else None)
     effect = values.get("effect", "" if "effect" not in keys else None)
     checks = [
         (
@@ -165,7 +165,7 @@ class MetricValues(TypedDict, total=False):
 def build_metric(
     values: MetricValues, at: At, ok: bool, keys: frozenset[str]
 ) -> tuple[re.Pattern[str], Goal] | Invalid:
-    return (values["pattern"], values.get("goal", "min")) if ok else INVALID
+    return (values["pattern"], values.get("goal", MetricSpec.goal)) if ok else INVALID
 
 
 class ElasticValues(TypedDict, total=False):
@@ -212,7 +212,7 @@ class TrainValues(_TrainConfigValues, total=False):
 def build_train(
     values: TrainValues, at: At, ok: bool, keys: frozenset[str]
 ) -> TrainConfig | Invalid:
-    workers = values.get("workers", 1 if "workers" not in keys else None)
+    workers = values.get("workers", TrainConfig.workers if "workers" not in keys else None)
     elastic = values.get("elastic")
     if (
         elastic is not None
@@ -256,7 +256,7 @@ def build_train(
     )
     fields: _TrainConfigValues = values  # without "metrics", popped above
     fields["slots_per_worker"] = values.get(
-        "slots_per_worker", resources.gpu if resources.gpu > 0 else 1
+        "slots_per_worker", resources.gpu if resources.gpu > 0 else TrainConfig.slots_per_worker
     )
     fields["env"] = tuple(sorted(values.get("env", ())))
     return TrainConfig(**fields, metrics=metrics)

@@ -11,6 +11,7 @@ in ``outputs``. :mod:`ci_runner.config.reference` renders the schema as ``docs/t
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import string
 import sys
@@ -57,7 +58,17 @@ from ci_runner.config.names import (
     metric_name,
     name_prefix,
 )
-from ci_runner.config.types import Effect, Goal, Operator, PvcAccessMode, TrainConfig
+from ci_runner.config.types import (
+    Effect,
+    Goal,
+    KubernetesOptions,
+    MetricSpec,
+    Operator,
+    PvcAccessMode,
+    Resources,
+    Toleration,
+    TrainConfig,
+)
 from ci_runner.config.yamlsource import parse
 from ci_runner.errors import ConfigError, Problem
 
@@ -70,6 +81,20 @@ RESERVED_ENV: Final = ("DATA_URI", "OUTPUT_URI", "PIP_CACHE_DIR", "GIT_USERNAME"
 RESERVED_ENV_PREFIX: Final = "CI_RUNNER_"
 WORKERS_VARIABLE: Final = "CI_RUNNER_WORKERS"
 ARGS_VARIABLE: Final = "CI_RUNNER_ARGS"
+
+
+def _default(record: type, key: str, *, duration: bool = False) -> str:
+    """The reference's default for ``key``: the dataclass's own default (written once, in
+    :mod:`ci_runner.config.types`), with a duration's short form: "`1800` (30m)"."""
+    value = next(f.default for f in dataclasses.fields(record) if f.name == key)
+    shown = f"`{value}`"
+    if not duration or not isinstance(value, int):
+        return shown
+    for unit, seconds in (("h", 3600), ("m", 60)):
+        if value and value % seconds == 0:
+            return f"{shown} ({value // seconds}{unit})"
+    return f"{shown} ({value}s)"
+
 
 # ---------------------------------------------------------------------------------------------
 # The schema.
@@ -84,7 +109,7 @@ _TOLERATION: Final = Record(
         OneOf[Operator]("Exists", "Equal"),
         "Exists matches any value.",
         "Exists",
-        "`Equal`",
+        _default(Toleration, "operator"),
     ),
     Field(
         "value",
@@ -194,7 +219,7 @@ _KUBERNETES: Final = Record(
         "by every worker; with another mode `pip_cache_pvc` is refused for more than one "
         "worker (the second worker could never mount it).",
         "ReadWriteMany",
-        "`ReadWriteOnce`",
+        _default(KubernetesOptions, "pip_cache_access_mode"),
     ),
     Field(
         "cluster_domain",
@@ -202,7 +227,7 @@ _KUBERNETES: Final = Record(
         "The cluster's DNS domain. With `dns_config.nameservers` (dnsPolicy None) the pods "
         "search `svc.<domain>` and `<domain>`, so the launcher resolves the workers' names.",
         "cluster.local",
-        "`cluster.local`",
+        _default(KubernetesOptions, "cluster_domain"),
     ),
     Field(
         "ssh_port",
@@ -210,7 +235,7 @@ _KUBERNETES: Final = Record(
         "The port the workers' sshd listens on and the launcher connects to (images built "
         "on mpioperator/base use 2222).",
         "2222",
-        "`22`",
+        _default(KubernetesOptions, "ssh_port"),
     ),
     Field(
         "ttl_seconds_after_finished",
@@ -218,9 +243,15 @@ _KUBERNETES: Final = Record(
         "Seconds the launcher Job and its pod stay after they finish, while the MPIJob is kept "
         "(`keep_finished`); without it everything goes once the log is saved.",
         "3600",
-        "`3600`",
+        _default(KubernetesOptions, "ttl_seconds_after_finished"),
     ),
-    Field("backoff_limit", Int(0), "Launcher retries before the job fails.", "0", "`0`"),
+    Field(
+        "backoff_limit",
+        Int(0),
+        "Launcher retries before the job fails.",
+        "0",
+        _default(KubernetesOptions, "backoff_limit"),
+    ),
     Field(
         "keep_finished",
         Duration(),
@@ -239,14 +270,14 @@ _KUBERNETES: Final = Record(
         "worker that is not Ready and what it waits for; time spent unschedulable does not count "
         "(`unschedulable_timeout` covers it).",
         "45m",
-        "`1800` (30m)",
+        _default(KubernetesOptions, "setup_timeout", duration=True),
     ),
     Field(
         "unschedulable_timeout",
         Duration(),
         "How long pods may stay unschedulable before the job fails.",
         "10m",
-        "`600` (10m)",
+        _default(KubernetesOptions, "unschedulable_timeout", duration=True),
     ),
     build=build_kubernetes,
 )
@@ -275,7 +306,13 @@ SCHEMA: Final = Record(
         "python train.py --epochs 10",
         required=True,
     ),
-    Field("workers", Int(1, MAX_WORKERS), "Number of worker pods.", "2", "`1`"),
+    Field(
+        "workers",
+        Int(1, MAX_WORKERS),
+        "Number of worker pods.",
+        "2",
+        _default(TrainConfig, "workers"),
+    ),
     Field(
         "slots_per_worker",
         Int(1, 256),
@@ -286,7 +323,13 @@ SCHEMA: Final = Record(
     Field(
         "resources",
         Record(
-            Field("gpu", Int(0, 64), "GPUs per worker (nvidia.com/gpu).", "1", "`0`"),
+            Field(
+                "gpu",
+                Int(0, 64),
+                "GPUs per worker (nvidia.com/gpu).",
+                "1",
+                _default(Resources, "gpu"),
+            ),
             Field("cpu", Quantity(), "CPU per worker.", "4"),
             Field("memory", Quantity(), "Memory per worker.", "8Gi"),
             build=build_resources,
@@ -350,7 +393,7 @@ SCHEMA: Final = Record(
                     OneOf[Goal]("min", "max"),
                     "Whether lower or higher is better.",
                     "min",
-                    "`min`",
+                    _default(MetricSpec, "goal"),
                 ),
                 build=build_metric,
             ),

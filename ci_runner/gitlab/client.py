@@ -22,13 +22,12 @@ from ci_runner.clock import SystemClock
 from ci_runner.errors import GitLabError
 from ci_runner.gitlab.transport import (
     BUDGET_VARIABLE,
-    DEFAULT_BUDGET,
-    DEFAULT_REQUEST_TIMEOUT,
     BoundedSession,
     Budget,
     BudgetExhausted,
     RateLimited,
 )
+from ci_runner.http_policy import GITLAB_BUDGET, GITLAB_REQUEST_TIMEOUT
 
 TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
 
@@ -68,7 +67,7 @@ def connect_gitlab(
     server_url: str, token: str | None, *, session: BoundedSession | None = None
 ) -> gitlab.Gitlab:
     """A signed-in python-gitlab client for ``server_url`` whose requests all go through
-    ``session`` (default: the real clock and a :data:`DEFAULT_BUDGET` budget).
+    ``session`` (default: the real clock and a :data:`GITLAB_BUDGET` budget).
 
     Signs in right away (``GET /user``) so a bad token fails here, in one line, and so
     :func:`current_user_id` knows whose comments are ours.
@@ -76,12 +75,12 @@ def connect_gitlab(
     if not token:
         raise missing_token_error()
     if session is None:
-        session = BoundedSession(Budget(SystemClock(), DEFAULT_BUDGET))
+        session = BoundedSession(Budget(SystemClock(), GITLAB_BUDGET))
     gl = gitlab.Gitlab(
         server_url,
         private_token=token,
         session=session,
-        timeout=DEFAULT_REQUEST_TIMEOUT,  # BoundedSession caps it by the budget left
+        timeout=GITLAB_REQUEST_TIMEOUT,  # BoundedSession caps it by the budget left
         retry_transient_errors=False,  # 429 and Retry-After too: BoundedSession does them
         keep_base_url=True,  # follow pagination on our URL even if GitLab's external_url differs
     )

@@ -16,6 +16,7 @@ from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 from ci_runner.errors import StorageError
+from ci_runner.http_policy import S3_CONNECT_TIMEOUT, S3_READ_TIMEOUT
 
 DEFAULT_EXPIRY_SECONDS: Final = 7 * 24 * 3600
 MAX_EXPIRY_SECONDS: Final = 7 * 24 * 3600  # SigV4 presigned URLs last at most 7 days
@@ -71,8 +72,8 @@ def make_s3_client(
         signature_version="s3v4",
         s3={"addressing_style": "path" if endpoint else "auto"},
         retries={"total_max_attempts": attempts, "mode": "standard"},
-        connect_timeout=10,
-        read_timeout=30,
+        connect_timeout=S3_CONNECT_TIMEOUT,
+        read_timeout=S3_READ_TIMEOUT,
     )
     return session.client("s3", endpoint_url=endpoint or None, config=config)
 

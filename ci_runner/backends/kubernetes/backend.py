@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from kubernetes.client import ApiClient
 
-from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.cleanup import (
     cancel_job,
     delete_expired,
@@ -38,12 +38,14 @@ from ci_runner.backends.kubernetes.explain import rank_signal
 from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
 from ci_runner.backends.kubernetes.submit import submit
-from ci_runner.backends.kubernetes.tracker import DEFAULT_SETUP_TIMEOUT, JobTracker, Verdict
+from ci_runner.backends.kubernetes.tracker import JobTracker, Verdict
 from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock
+from ci_runner.config.types import KubernetesOptions
 from ci_runner.console import StatusOutput
+from ci_runner.http_policy import RetryPolicy
 from ci_runner.plan.run_plan import JobSecret
 
 # Real seconds between checks of the unschedulable timer when nothing happens. Not a poll of
@@ -51,6 +53,8 @@ from ci_runner.plan.run_plan import JobSecret
 WAKE_SECONDS: Final = 1.0
 # Lines of a failed container's log shown when it ends the job (pip's error, the script's fix).
 FAILED_CONTAINER_TAIL: Final = 20
+# Seconds to wait for each watcher and log thread to end once told to stop.
+THREAD_JOIN_SECONDS: Final = 10.0
 
 
 class _Cancel:
@@ -75,7 +79,7 @@ class KubernetesBackend:
         clock: Clock,
         unschedulable_timeout: float,
         retry: RetryPolicy | None = None,
-        setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+        setup_timeout: float = KubernetesOptions.setup_timeout,
         keep_finished: float = 0,
     ) -> None:
         self.keep_finished = keep_finished
@@ -349,7 +353,7 @@ class KubernetesBackend:
             self._log_stream.stop()  # when the log was drained it has already ended
         for thread in self._threads:
             if thread is not threading.current_thread():
-                thread.join(timeout=10)
+                thread.join(timeout=THREAD_JOIN_SECONDS)
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
-from ci_runner.backends.kubernetes.api import MAX_RECONNECT_FAILURES, KubeApi, StreamReader
+from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
 from ci_runner.backends.kubernetes.resources import PODS
 from ci_runner.backends.logsink import LogSink
+from ci_runner.http_policy import MAX_RECONNECT_FAILURES
 
 NANOS: Final = 1_000_000_000
 # How much earlier than the line before it a line may be stamped (stdout and stderr are

@@ -14,11 +14,11 @@ from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, FailureKind, Outcome
+from ci_runner.config.types import KubernetesOptions
 
 # How long the kubelet may keep failing to pull an image (ErrImagePull, ImagePullBackOff: it
 # retries with back-off, and registries have bad minutes) before the job fails.
 IMAGE_PULL_GRACE_SECONDS: Final = 300.0
-DEFAULT_SETUP_TIMEOUT: Final = 1800.0
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class JobTracker:
         mpijob_name: str,
         workers: int,
         unschedulable_timeout: float,
-        setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+        setup_timeout: float = KubernetesOptions.setup_timeout,
     ) -> None:
         self.mpijob_name = mpijob_name
         self.workers = workers

@@ -46,6 +46,8 @@ STOP_GRACE_SECONDS: Final = 10.0
 PIP_TAIL_LINES: Final = 30
 _READ_CHUNK: Final = 65536
 _POLL_SECONDS: Final = 1.0
+# Seconds to wait for every process of a killed rank's tree to be gone after SIGKILL.
+_GONE_SECONDS: Final = 10.0
 
 # Starts argv in cwd with env, stdout and stderr on one pipe, as the leader of a new process group.
 Launch = Callable[[Sequence[str], Path, Mapping[str, str]], "subprocess.Popen[bytes]"]
@@ -423,7 +425,7 @@ def stop_process_tree(proc: subprocess.Popen[bytes], grace_seconds: float) -> No
         os.killpg(proc.pid, signal.SIGKILL)
     _signal_all(family, signal.SIGKILL)
     proc.wait()
-    _wait_gone(family, timeout=10.0)
+    _wait_gone(family, timeout=_GONE_SECONDS)
 
 
 def _signal_all(pids: set[int], signum: int) -> None:
