@@ -34,7 +34,7 @@ from ci_runner.commands.common import (
 from ci_runner.commands.outputs import add_output_arguments, output_settings
 from ci_runner.console import Console, StatusOutput
 from ci_runner.context import CIContext
-from ci_runner.errors import ForkRefusedError
+from ci_runner.errors import EXIT_INTERRUPTED, ForkRefusedError
 from ci_runner.plan.run_plan import RunPlan, build_plan
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 # The backends and the results publisher are imported where they are used: `validate` and
 # `render` import this module too (the CLI lists every command) and must stay light.
 
-EXIT_CANCELLED: Final = 130
 # Pipeline variables a manual run (from the pipeline page) may set.
 ALLOW_FORKS_VARIABLE: Final = "CI_RUNNER_ALLOW_FORKS"
 
@@ -159,7 +158,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         console=console,
     )
     print_summary(result, report.metrics, plan.output_uri, console)
-    return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
+    return EXIT_INTERRUPTED if result.outcome is Outcome.CANCELLED else result.exit_code
 
 
 def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:

@@ -19,7 +19,7 @@ import requests
 from gitlab.v4.objects import Project
 
 from ci_runner.clock import SystemClock
-from ci_runner.errors import GitLabError
+from ci_runner.errors import GitLabError, first_line
 from ci_runner.gitlab.transport import (
     BUDGET_VARIABLE,
     BoundedSession,
@@ -138,7 +138,7 @@ def gitlab_errors(action: str, server_url: str) -> Iterator[None]:
 
 def _answered(action: str, error: gitlab.GitlabError) -> GitLabError:
     code = error.response_code
-    message = _first_line(error.error_message)
+    message = first_line(error.error_message)
     if isinstance(error, gitlab.GitlabAuthenticationError) or code == 401:
         return GitLabError(
             f"cannot {action}: GitLab rejected the access token (401 Unauthorized); "
@@ -186,9 +186,3 @@ def _status(code: int, message: str) -> str:
         return f"{code} {HTTPStatus(code).phrase}"
     except ValueError:
         return str(code)
-
-
-def _first_line(message: object, limit: int = 200) -> str:
-    text = str(message or "").strip().splitlines()
-    line = text[0].strip() if text else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"

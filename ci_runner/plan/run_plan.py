@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from ci_runner.config.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
+from ci_runner.config.schema import expand_outputs
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, Problem
@@ -160,12 +160,11 @@ def build_plan(
     The masker masks every credential in ``env`` and the secrets' values. ``read_secrets``
     reads the Secret's values from ``env`` (a run needs them; ``render``, ``validate`` and
     ``cancel`` only the names). ``data_uri`` and ``output_uri`` replace train.yaml's ``data`` and
-    ``outputs`` (taken as is, no {fields}). Raises ConfigError for names ci-runner sets itself
-    and, when reading them, for every secret that is not set: before anything is submitted or
-    started.
+    ``outputs`` (taken as is, no {fields}). Raises ConfigError, when reading them, for every
+    secret that is not set: before anything is submitted or started. The names ci-runner sets
+    itself the config refuses (:func:`ci_runner.config.schema.load_config`).
     """
     env = env or {}
-    _check_names(config)
     name = mpijob_name(config, context)
     if output_uri is None and config.outputs:
         output_uri = expand_outputs(
@@ -217,33 +216,3 @@ def _secret_data(config: TrainConfig, env: Mapping[str, str]) -> dict[str, str]:
     if problems:
         raise ConfigError(problems)
     return data
-
-
-def _check_names(config: TrainConfig) -> None:
-    problems = []
-    for key, _ in config.env:
-        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
-            problems.append(
-                Problem(
-                    config.source_file,
-                    f"env.{key}",
-                    None,
-                    f"{key} is set by ci-runner for every rank",
-                    "use another name",
-                )
-            )
-    env_names = {key for key, _ in config.env}
-    for secret in config.secrets:
-        if secret in RESERVED_ENV or secret.startswith(RESERVED_ENV_PREFIX) or secret in env_names:
-            what = "also in env" if secret in env_names else "set by ci-runner for every rank"
-            problems.append(
-                Problem(
-                    config.source_file,
-                    "secrets",
-                    None,
-                    f"{secret} is {what}",
-                    "give the secret variable another name",
-                )
-            )
-    if problems:
-        raise ConfigError(problems)

@@ -25,14 +25,7 @@ from ci_runner.config.types import Goal, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results import chart
 from ci_runner.results.artifacts import ArtifactListing
-from ci_runner.results.markdown import (
-    ANSI,
-    CONTROL,
-    MAX_TEXT_CHARS,
-    clean,
-    code,
-    link,
-)
+from ci_runner.results.markdown import MAX_TEXT_CHARS, clean, code, fence, link, plural
 from ci_runner.results.metrics import MetricResult, MetricsSummary
 from ci_runner.results.metrics_file import summary_to_json, summary_to_openmetrics
 from ci_runner.templating import environment
@@ -270,10 +263,6 @@ def size(num_bytes: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def _project_link(ctx: CIContext, path: str) -> str | None:
     return f"{ctx.project_url.rstrip('/')}/-/{path}" if ctx.project_url else None
 
@@ -293,12 +282,12 @@ def _details_line(report: ReportInput) -> str:
         parts.append(duration(report.duration_seconds))
     ranks = report.workers * report.slots_per_worker
     shape = (
-        f"{_plural(report.workers, 'worker')} × {_plural(report.slots_per_worker, 'slot')}"
-        f" ({_plural(ranks, 'rank')})"
+        f"{plural(report.workers, 'worker')} × {plural(report.slots_per_worker, 'slot')}"
+        f" ({plural(ranks, 'rank')})"
     )
     if report.gpus_per_worker:
         total = report.gpus_per_worker * report.workers
-        shape += f", {_plural(report.gpus_per_worker, 'GPU')} per worker ({total} in all)"
+        shape += f", {plural(report.gpus_per_worker, 'GPU')} per worker ({total} in all)"
     else:
         shape += ", CPU only"
     parts.append(shape)
@@ -365,14 +354,14 @@ def _metrics_section(report: ReportInput) -> dict[str, Any] | None:
             sample = code(metric.unparseable_sample or "", limit=40)
             notes.append(
                 f"⚠️ {code(metric.name, limit=80)}: "
-                f"{_plural(metric.unparseable, 'value')} not a finite number (first: {sample})"
+                f"{plural(metric.unparseable, 'value')} not a finite number (first: {sample})"
             )
     hidden = len(summary.metrics) - MAX_TABLE_ROWS
     if hidden > 0:
-        notes.append(f"… and {_plural(hidden, 'more metric')} (see `metrics.json`)")
+        notes.append(f"… and {plural(hidden, 'more metric')} (see `metrics.json`)")
     if summary.ignored_json:
         notes.append(
-            f"⚠️ {_plural(summary.ignored_json, 'malformed `CI_RUNNER_METRIC` line')} ignored"
+            f"⚠️ {plural(summary.ignored_json, 'malformed `CI_RUNNER_METRIC` line')} ignored"
         )
     if report.baseline is None:
         target = f" from {code(report.baseline_ref)}" if report.baseline_ref else ""
@@ -422,18 +411,15 @@ def _log_tail(lines: Sequence[str]) -> dict[str, Any] | None:
     kept: list[str] = []
     total = 0
     for raw in reversed(lines[-TAIL_LINES:]):
-        line = ANSI.sub("", raw.rstrip("\r\n")).replace("\t", "    ").replace("\n", " ")
-        line = CONTROL.sub(" ", line)
-        if len(line) > SHOWN_TAIL_LINE_CHARS:
-            line = line[: SHOWN_TAIL_LINE_CHARS - 1] + "…"
+        line = raw.rstrip("\r\n").replace("\t", "    ").replace("\n", " ")
+        line = clean(line, SHOWN_TAIL_LINE_CHARS)
         total += len(line) + 1
         if total > TAIL_TOTAL_CHARS:
             break
         kept.append(line)
     kept.reverse()
     text = "\n".join(kept)
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return {"count": len(kept), "fence": "`" * max(3, longest + 1), "text": text}
+    return {"count": len(kept), "fence": fence(text, shortest=3), "text": text}
 
 
 # ----------------------------------------------------------------------------- history

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from kubernetes.client import ApiClient
 
+from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.cleanup import (
     cancel_job,
@@ -34,7 +35,6 @@ from ci_runner.backends.kubernetes.cleanup import (
     remove_finished_job,
 )
 from ci_runner.backends.kubernetes.errors import KubeError
-from ci_runner.backends.kubernetes.explain import rank_signal
 from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
 from ci_runner.backends.kubernetes.submit import submit
@@ -166,7 +166,7 @@ class KubernetesBackend:
             return self._cancel_on_cluster()
         verdict = self.tracker.verdict() or verdict
         if verdict.failure is not None:
-            failure = rank_signal(verdict.failure, self.sink.tail, self.tracker.last_seen)
+            failure = explain.rank_signal(verdict.failure, self.sink.tail, self.tracker.last_seen)
             verdict = replace(verdict, failure=failure)
         delete_pods(self.api, self.tracker.running_workers())
         if verdict.outcome is Outcome.SUCCEEDED:
@@ -189,7 +189,7 @@ class KubernetesBackend:
             text = self.api.log_tail(failure.pod, failure.container, FAILED_CONTAINER_TAIL)
         except KubeError:
             return verdict  # it never ran (a missing Secret key): its status says it all
-        lines = [line for line in text.splitlines() if line.strip()]
+        lines = explain.container_log_lines(text)
         if not lines:
             return verdict
         self._say(f"the last lines of container {failure.container} in pod {failure.pod}:")
@@ -197,7 +197,7 @@ class KubernetesBackend:
             self.sink.feed(line.encode() + b"\n")
         self.sink.flush()
         last = self.sink.mask(lines[-1].strip())
-        return Verdict(verdict.outcome, replace(failure, message=f"{failure.message}: {last}"))
+        return Verdict(verdict.outcome, explain.with_log_line(failure, last))
 
     def _clean_up(self) -> None:
         """The log is saved and the verdict known: the finished MPIJob and all it owns go."""

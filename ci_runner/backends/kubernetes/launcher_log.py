@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
+from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
 from ci_runner.backends.kubernetes.resources import PODS
@@ -162,13 +163,4 @@ class LauncherLogStream(StreamReader):
             self._recent.popleft()
 
     def _container_ended(self) -> bool:
-        pod = self.api.get(PODS, self.pod)
-        status = pod.get("status", {})
-        if status.get("phase") in ("Succeeded", "Failed"):
-            return True
-        states = [
-            c.get("state", {})
-            for c in status.get("containerStatuses") or []
-            if self.container is None or c.get("name") == self.container
-        ]
-        return bool(states) and all("terminated" in state for state in states)
+        return explain.containers_ended(self.api.get(PODS, self.pod), self.container)

@@ -13,7 +13,7 @@ from typing import Final
 from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
-from ci_runner.backends.result import Failure, FailureKind, Outcome
+from ci_runner.backends.result import Failure, Outcome
 from ci_runner.config.types import KubernetesOptions
 
 # How long the kubelet may keep failing to pull an image (ErrImagePull, ImagePullBackOff: it
@@ -141,8 +141,7 @@ class JobTracker:
 
     def _launcher_lines(self, pod: JSON) -> list[str]:
         name = explain.pod_name(pod)
-        states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
-        started = any("running" in s or "terminated" in s for s in states)
+        started = explain.container_started(pod)
         if explain.role(pod) != "launcher" or not started or name in self._launchers:
             return []
         self._launchers.append(name)
@@ -150,7 +149,9 @@ class JobTracker:
 
     def _ready_lines(self) -> list[str]:
         ready = sum(
-            1 for pod in self.pods.values() if explain.role(pod) == "worker" and _is_ready(pod)
+            1
+            for pod in self.pods.values()
+            if explain.role(pod) == "worker" and explain.is_ready(pod)
         )
         if ready <= self._ready_said:
             return []  # progress only: a worker that stops shows up as the failure's reason
@@ -215,11 +216,7 @@ class JobTracker:
             return
         if now - since >= self.unschedulable_timeout:
             pod, message = stuck
-            failure = Failure(
-                FailureKind.UNSCHEDULABLE,
-                f"pod {pod} stayed unschedulable for {round(now - since)}s: {message}",
-                pod=pod,
-            )
+            failure = explain.unschedulable_failure(pod, now - since, message)
             self._failure = Verdict(Outcome.FAILED, failure)
 
     def _check_pull_time(self, now: float) -> None:
@@ -235,21 +232,16 @@ class JobTracker:
             return
         if now - since < self.setup_timeout:
             return
-        waited = round(now - since)
         workers = sorted(
-            (p for p in self.pods.values() if explain.role(p) == "worker" and not _is_ready(p)),
+            (
+                p
+                for p in self.pods.values()
+                if explain.role(p) == "worker" and not explain.is_ready(p)
+            ),
             key=explain.pod_name,
         )
-        if workers:
-            pod = explain.pod_name(workers[0])
-            message = (
-                f"worker {pod} was not Ready after {waited}s of setup "
-                f"(kubernetes.setup_timeout): {explain.not_ready_reason(workers[0])}"
-            )
-        else:
-            pod = None
-            message = f"the launcher did not start within {waited}s (kubernetes.setup_timeout)"
-        self._failure = Verdict(Outcome.FAILED, Failure(FailureKind.SETUP, message, pod=pod))
+        failure = explain.setup_timeout_failure(workers[0] if workers else None, now - since)
+        self._failure = Verdict(Outcome.FAILED, failure)
 
     # -- the outcome -------------------------------------------------------------------------
 
@@ -273,10 +265,7 @@ class JobTracker:
         if self._failure is not None:
             return self._failure
         if self._deleted:
-            failure = Failure(
-                FailureKind.CANCELLED, f"MPIJob {self.mpijob_name} was deleted before it finished"
-            )
-            return Verdict(Outcome.CANCELLED, failure)
+            return Verdict(Outcome.CANCELLED, explain.deleted_failure(self.mpijob_name))
         return None
 
     @property
@@ -292,12 +281,12 @@ class JobTracker:
         workers = 0
         for name, pod in self.pods.items():
             if name == launcher:
-                fine = _running(pod)
+                fine = explain.is_running(pod)
             elif explain.role(pod) == "worker":
                 workers += 1
-                fine = _running(pod) and _is_ready(pod)
+                fine = explain.is_running(pod) and explain.is_ready(pod)
             else:  # an earlier launcher pod: it must have ended (the Job made a new one)
-                fine = _ended(pod)
+                fine = explain.has_ended(pod)
             if not fine:
                 return False
         return workers == self.workers
@@ -311,28 +300,5 @@ class JobTracker:
         return sorted(
             name
             for name, pod in self.pods.items()
-            if explain.role(pod) == "worker"
-            and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+            if explain.role(pod) == "worker" and not explain.has_ended(pod)
         )
-
-
-def _running(pod: JSON) -> bool:
-    """Running, every container too, and not being deleted."""
-    states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
-    return (
-        pod.get("status", {}).get("phase") == "Running"
-        and not pod.get("metadata", {}).get("deletionTimestamp")
-        and bool(states)
-        and all("running" in state for state in states)
-    )
-
-
-def _ended(pod: JSON) -> bool:
-    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _is_ready(pod: JSON) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in pod.get("status", {}).get("conditions") or []
-    )
