@@ -22,7 +22,8 @@ from ci_runner.config.types import Resources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results.chart import CHART_CHARS
 from ci_runner.results.metrics import parse_metrics
-from ci_runner.results.report import HistoryEntry, ReportInput, render_comment, render_report
+from ci_runner.results.report import HistoryEntry, ReportInput
+from ci_runner.results.report_markdown import render_comment, render_report
 
 NAME = "5 report size"
 RANKS = 8

@@ -602,7 +602,8 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
     from ci_runner.masking import secret_masker
     from ci_runner.plan.run_plan import OutputPaths, build_plan
     from ci_runner.results.artifacts import make_s3_client
-    from ci_runner.results.publish import finish, masker_for_report, open_gitlab
+    from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.publish import finish, masker_for_report
 
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)

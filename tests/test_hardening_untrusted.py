@@ -25,8 +25,9 @@ from ci_runner.context import CIContext
 from ci_runner.gitlab.comments import find_targets
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
-from ci_runner.results.publish import GitLabDestination, finish, open_gitlab
-from ci_runner.results.report import extract_history
+from ci_runner.results.destination import GitLabDestination, open_gitlab
+from ci_runner.results.publish import finish
+from ci_runner.results.report_markdown import extract_history
 from testing.fake_gitlab.server import FakeGitLab, record_retry_sleeps
 from tests.test_results_report import _cell_borders, _outside_code, _skeleton
 

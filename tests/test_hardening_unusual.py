@@ -33,7 +33,8 @@ from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import POD_HOSTS, render_mpijob
 from ci_runner.results.metrics import parse_log_file
 from ci_runner.results.metrics_file import summary_to_json
-from ci_runner.results.report import ReportInput, render_report
+from ci_runner.results.report import ReportInput
+from ci_runner.results.report_markdown import render_report
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 

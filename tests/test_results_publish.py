@@ -16,7 +16,8 @@ from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
-from ci_runner.results.publish import GitLabDestination, finish, open_gitlab
+from ci_runner.results.destination import GitLabDestination, open_gitlab
+from ci_runner.results.publish import finish
 from testing.fake_gitlab.server import DROP, FakeGitLab
 from testing.fake_gitlab.server import Project as FakeProject
 

@@ -21,16 +21,13 @@ from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
 from ci_runner.results.chart import chart_number, mermaid_label
 from ci_runner.results.markdown import code, safe_url
 from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics
-from ci_runner.results.metrics_file import summary_to_json
-from ci_runner.results.report import (
+from ci_runner.results.report import HistoryEntry, ReportInput
+from ci_runner.results.report_markdown import (
     MAX_HISTORY,
-    HistoryEntry,
-    ReportInput,
     extract_history,
     marker,
     render_comment,
     render_report,
-    write_outputs,
 )
 from testing.fake_gitlab.mermaid import diagrams
 from testing.golden import Golden
@@ -522,13 +519,3 @@ def test_safe_url_and_labels() -> None:
     assert chart_number(1e-07) == "0.0000001"
     assert chart_number(-2.5e20) == "-250000000000000000000"
     assert chart_number(443.1262107366988) == "443.126"
-
-
-def test_write_outputs(tmp_path: Path) -> None:
-    summary = _seed_summary()
-    write_outputs(tmp_path / "out", "# report\n", summary)
-
-    assert (tmp_path / "out" / "report.md").read_text() == "# report\n"
-    assert (tmp_path / "out" / "metrics.txt").read_text().startswith("train_loss 443.12621")
-    data = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert data == json.loads(json.dumps(summary_to_json(summary)))

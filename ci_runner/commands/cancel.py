@@ -35,7 +35,8 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
     from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster
     from ci_runner.backends.kubernetes.connect import connect_cluster
-    from ci_runner.results.publish import finish, masker_for_report, open_gitlab
+    from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.publish import finish, masker_for_report
 
     loaded = load_config_from_args(args, runtime)
     config = run_config(loaded.config, runtime.env)

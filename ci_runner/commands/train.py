@@ -107,12 +107,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
-    from ci_runner.results.publish import (
-        announce,
-        finish,
-        masker_for_report,
-        open_gitlab,
-    )
+    from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.publish import announce, finish, masker_for_report
 
     env = runtime.env
     if args.local:

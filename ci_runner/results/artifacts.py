@@ -225,3 +225,12 @@ def _list_local(uri: str, root: Path, limit: int) -> ArtifactListing:
         more_is_lower_bound=stopped,
         local=True,
     )
+
+
+def output_links(
+    uri: str, env: Mapping[str, str], now: datetime, expires_in: int = DEFAULT_EXPIRY_SECONDS
+) -> ArtifactListing:
+    """The files under the run's output URI with links valid ``expires_in`` seconds (S3
+    through a client made from ``env``)."""
+    client = make_s3_client(env) if uri.startswith("s3://") else None
+    return list_artifacts(uri, s3_client=client, now=now, expires_in=expires_in)

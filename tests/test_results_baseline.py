@@ -8,9 +8,8 @@ import pytest
 from gitlab.v4.objects import Project
 
 from ci_runner.errors import GitLabError
-from ci_runner.gitlab.baseline import BaselineFile, fetch_baseline
+from ci_runner.results.baseline import Baseline, BaselineFile, fetch_baseline, load_target_baseline
 from ci_runner.results.metrics_file import SCHEMA_VERSION
-from ci_runner.results.publish import Baseline, load_target_baseline
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
 from testing.fake_gitlab.server import FakeGitLab
 from testing.fake_gitlab.server import Project as FakeProject
