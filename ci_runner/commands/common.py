@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_runner.config.commit import load_train_config, path_in_repo
-from ci_runner.config.schema import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
+from ci_runner.config.overrides import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials

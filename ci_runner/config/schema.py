@@ -5,21 +5,19 @@ description and example, checked by the engine (:mod:`ci_runner.config.engine`);
 builder (:mod:`ci_runner.config.builders`) makes the dataclasses of :mod:`ci_runner.config.types`.
 :func:`load_config` checks a document against it and reports
 every problem in one :class:`~ci_runner.errors.ConfigError`, each with the YAML path, the line and
-the fix; :func:`apply_overrides` applies the pipeline's variables and :func:`expand_outputs` fills
-in ``outputs``. :mod:`ci_runner.config.reference` renders the schema as ``docs/train-yaml.md``.
+the fix. :mod:`ci_runner.config.overrides` applies a pipeline's variables over it,
+:mod:`ci_runner.config.outputs` fills in ``outputs``; :mod:`ci_runner.config.reference` renders
+the schema as ``docs/train-yaml.md``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shlex
-import string
 import sys
 from dataclasses import replace
 from typing import Final
 
 from ci_runner.config.builders import (
-    PIP_CACHE_FIX,
     build_dns,
     build_dns_option,
     build_elastic,
@@ -28,8 +26,6 @@ from ci_runner.config.builders import (
     build_resources,
     build_toleration,
     build_train,
-    pip_cache_conflict,
-    pip_cache_fits,
 )
 from ci_runner.config.engine import (
     Argv,
@@ -46,7 +42,6 @@ from ci_runner.config.engine import (
     Record,
     Str,
     homes,
-    number,
 )
 from ci_runner.config.kinds import MetricPattern, RepoPath, Uri
 from ci_runner.config.names import (
@@ -58,6 +53,7 @@ from ci_runner.config.names import (
     metric_name,
     name_prefix,
 )
+from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
 from ci_runner.config.types import (
     Effect,
     Goal,
@@ -74,13 +70,10 @@ from ci_runner.errors import ConfigError, Problem
 
 MAX_WORKERS: Final = 512
 MAX_NAME_LENGTH: Final = 24  # "<name>-<sha>-<job id>-worker-<n>" must stay a 63-character label
-OUTPUT_PLACEHOLDERS: Final = ("project", "sha", "job")
 METRIC_GROUPS: Final = ("value", "step", "rank")
 # Set by ci-runner in every rank (the Git credentials in the fetch step); not for env or secrets.
 RESERVED_ENV: Final = ("DATA_URI", "OUTPUT_URI", "PIP_CACHE_DIR", "GIT_USERNAME", "GIT_PASSWORD")
 RESERVED_ENV_PREFIX: Final = "CI_RUNNER_"
-WORKERS_VARIABLE: Final = "CI_RUNNER_WORKERS"
-ARGS_VARIABLE: Final = "CI_RUNNER_ARGS"
 
 
 def _default(record: type, key: str, *, duration: bool = False) -> str:
@@ -437,107 +430,6 @@ def load_config(text: str | bytes, file: str = "train.yaml") -> TrainConfig:
     if context.problems or isinstance(config, Invalid):
         raise ConfigError(_in_order(context.problems))
     return replace(config, source_file=file)
-
-
-def apply_overrides(
-    config: TrainConfig, *, workers: str | None, extra_args: str | None
-) -> TrainConfig:
-    """Apply the pipeline variables CI_RUNNER_WORKERS and CI_RUNNER_ARGS (empty means unset).
-
-    ``workers`` replaces the worker count (checked like the file's); ``extra_args`` is split like
-    a shell would and appended to the command. Raises ConfigError listing every problem.
-    """
-    problems: list[Problem] = []
-    new_workers, new_command = config.workers, config.command
-    if workers is not None and workers.strip():
-        value = workers.strip()
-        low, high = (
-            (config.elastic.min_workers, config.elastic.max_workers)
-            if config.elastic is not None
-            else (1, MAX_WORKERS)
-        )
-        if not value.isdigit() or not value.isascii():
-            problems.append(
-                Problem(
-                    WORKERS_VARIABLE,
-                    "",
-                    None,
-                    f"must be a whole number, got {_uncut(workers)}",
-                    f"set {WORKERS_VARIABLE} to a number from 1 to {MAX_WORKERS}, e.g. 2",
-                )
-            )
-        elif len(value.lstrip("0")) > 6 or not low <= int(value) <= high:
-            within = " (elastic.min_workers to elastic.max_workers)" if config.elastic else ""
-            problems.append(
-                Problem(
-                    WORKERS_VARIABLE,
-                    "",
-                    None,
-                    f"must be from {low} to {high}{within}, got {number(value)}",
-                    f"set {WORKERS_VARIABLE} to a number from {low} to {high}",
-                )
-            )
-        elif not pip_cache_fits(config.kubernetes, int(value)):
-            problems.append(
-                Problem(
-                    WORKERS_VARIABLE,
-                    "",
-                    None,
-                    pip_cache_conflict(config.kubernetes, int(value)),
-                    f"set {WORKERS_VARIABLE} to 1, or {PIP_CACHE_FIX}",
-                )
-            )
-        else:
-            new_workers = int(value)
-    if extra_args is not None and extra_args.strip():
-        try:
-            args = shlex.split(extra_args)
-        except ValueError:
-            problems.append(
-                Problem(
-                    ARGS_VARIABLE,
-                    "",
-                    None,
-                    f"has an unbalanced quote or a trailing backslash: {_uncut(extra_args)}",
-                    "close every quote (the value is split like a shell command line)",
-                )
-            )
-        else:
-            if any("\x00" in arg for arg in args):
-                problems.append(
-                    Problem(
-                        ARGS_VARIABLE,
-                        "",
-                        None,
-                        "must not contain a NUL character",
-                        "remove it",
-                    )
-                )
-            else:
-                new_command = (*config.command, *args)
-    if problems:
-        raise ConfigError(problems)
-    return replace(config, workers=new_workers, command=new_command)
-
-
-def _uncut(value: str, limit: int = 200) -> str:
-    """A CI variable's value for a message: whole or not at all. A value cut short could end
-    half-way through a secret the variable expanded, which the log's masker would not recognise."""
-    return repr(value) if len(value) <= limit else f"a value of {len(value)} characters"
-
-
-def expand_outputs(template: str, *, project: str, sha: str, job: str) -> str:
-    """``outputs`` with {project}, {sha} and {job} filled in ({{ and }} are literal braces)."""
-    values = {"project": project, "sha": sha, "job": job}
-    parts: list[str] = []
-    for literal, name, spec, conversion in string.Formatter().parse(template):
-        parts.append(literal)
-        if name is None:
-            continue
-        if name not in values or spec or conversion:
-            raise ValueError(f"unknown placeholder in outputs: {name!r}")  # validated before
-        parts.append(values[name])
-    return "".join(parts)
 
 
 def _in_order(problems: list[Problem]) -> list[Problem]:

@@ -93,7 +93,7 @@ class TrainConfig:
 
     ``command`` is what every rank runs (argv), from the repository root at the pinned SHA.
     ``outputs`` may contain ``{project}``, ``{sha}`` and ``{job}``; expand it with
-    :func:`ci_runner.config.schema.expand_outputs`. ``secrets`` names CI variables whose values are
+    :func:`ci_runner.config.outputs.expand_outputs`. ``secrets`` names CI variables whose values are
     passed to every rank through a Kubernetes Secret (never inline in the manifest).
     """
 

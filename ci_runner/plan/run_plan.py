@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from ci_runner.config.schema import expand_outputs
+from ci_runner.config.outputs import expand_outputs
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, Problem
