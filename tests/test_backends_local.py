@@ -23,11 +23,11 @@ from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.backend import (
     LocalBackend,
     LocalOptions,
-    is_running,
     local_hosts,
     run_local,
     write_discovery_script,
 )
+from ci_runner.backends.local.proctree import process_alive
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import ManualClock
@@ -509,7 +509,7 @@ def test_the_timeout_stops_every_rank(
     assert result.failure == Failure(FailureKind.DEADLINE, "training ran past its timeout of 60s")
     assert "[ci-runner] timeout 60s reached: stopping every rank" in console.status
     assert len(pids) == 2
-    assert not [pid for pid in pids if is_running(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
 
 
 SLEEPER = """\
@@ -575,18 +575,18 @@ def test_ctrl_c_stops_every_rank(
             pids.extend(int(p) for p in re.findall(r"pid (\d+)", line))
             if len(pids) == 2:
                 break
-        assert all(is_running(pid) for pid in pids)
+        assert all(process_alive(pid) for pid in pids)
         proc.send_signal(signum)
         rest, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     for pid in pids:  # the test must not leave ranks behind even when it fails
-        if is_running(pid):
+        if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
     assert len(pids) == 2, lines
-    assert not [pid for pid in pids if is_running(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
     assert rest.splitlines()[-3:] == [
         "[ci-runner] interrupted: stopping every rank",
         "[ci-runner] every rank stopped",
@@ -632,4 +632,4 @@ def test_local_backend_cancel_stops_every_rank(
     ]
     assert sink.closed
     assert len(pids) == 2
-    assert not [pid for pid in pids if is_running(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
