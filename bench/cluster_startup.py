@@ -1,4 +1,4 @@
-"""6. Submit -> first training step on the emulated cluster (issue 13), three ways, in one run.
+"""6. Submit -> first training step on the emulated cluster, three ways, in one run.
 
 The example (``examples/simple_ml``, 2 workers, ``EPOCHS=2``) on the emulated cluster of
 ``testing/emulated_cluster`` (real pods: init containers, pip, sshd, probes, DNS, mpirun over ssh),

@@ -1,4 +1,4 @@
-"""``make bench``: every benchmark of issue 7, then one table with each figure next to its target.
+"""``make bench``: every benchmark, then one table with each figure next to its target.
 
 Usage (from the repository root)::
 

@@ -1,4 +1,4 @@
-"""Issue 14's scenarios, played by the faithful fake cluster against the real client.
+"""The failure scenarios, played by the faithful fake cluster against the real client.
 
 Each scenario is what MPI Operator v0.8.2, the Job controller and the kubelet really do (see
 testing/fake_kube/control_plane/). The client, when right, answers within milliseconds, so a hang is

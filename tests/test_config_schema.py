@@ -428,7 +428,7 @@ def test_keys_in_the_wrong_block_are_pointed_home() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Fuzzing (issue 8 scales these up).
+# Fuzzing (tests/test_hardening_fuzz.py scales these up).
 
 FIELD_VALUES = st.one_of(
     st.none(),

@@ -1,4 +1,4 @@
-"""Done-when of issue 15: with GitLab unreachable, ``ci-runner train --local`` on the example in a
+"""With GitLab unreachable, ``ci-runner train --local`` on the example in a
 GitLab CI job trains, says so in one warning line, exits 0, and is done well within 60 s of the
 training's end. Real horovodrun, real sockets: a port nobody listens on, and a black hole that
 accepts connections and never answers."""

@@ -1,4 +1,4 @@
-"""Issue 8, part 1: train.yaml fuzzed through the real entry point, over 10,000 cases.
+"""train.yaml fuzzed through the real entry point, over 10,000 cases.
 
 Every case goes ``load_config`` → ``render_mpijob`` → ``validate_mpijob`` (the real CRD schema
 plus the controller's and Kubernetes' object rules). It either renders a manifest the cluster

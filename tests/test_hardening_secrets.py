@@ -1,4 +1,4 @@
-"""Issue 8, part 2: a canary in every secret input, searched for in every output.
+"""A canary in every secret input, searched for in every output.
 
 Every variable of ``ci_runner.masking.SECRET_VARIABLES`` and a masked CI variable listed in
 train.yaml's ``secrets`` get a distinctive value containing ``CANARY``. Training code prints them

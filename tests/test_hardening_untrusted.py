@@ -1,4 +1,4 @@
-"""Issue 8, part 3: untrusted text reaches the MR comment end to end, and changes nothing.
+"""Untrusted text reaches the MR comment end to end, and changes nothing.
 
 tests/test_report.py checks ``render_report`` with hostile values put straight into a
 ReportInput. Here the same kind of text arrives the way it does in production, through

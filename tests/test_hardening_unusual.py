@@ -1,4 +1,4 @@
-"""Issue 8, part 4: unusual but valid input works end to end.
+"""Unusual but valid input works end to end.
 
 Non-ASCII text everywhere it is allowed, a repository path with spaces, a train.yaml in a
 subdirectory used from another subdirectory, 1 worker, 64 workers x 8 slots, metrics that never

@@ -1,4 +1,5 @@
-"""The fake API server and MPI Operator behave as FACTS.md says the real ones do."""
+"""The fake API server and MPI Operator behave as the upstream files cited beside each rule say the
+real ones do."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from html import escape, unescape
 from pathlib import Path
 
-GITLAB_MERMAID = "10.7.0"  # what GitLab ships (FACTS.md)
+GITLAB_MERMAID = "10.7.0"  # what GitLab ships (the mermaid dependency in its package.json)
 MERMAID_VERSIONS = (GITLAB_MERMAID, "11.17.2")  # and the newest 11.x
 THEMES = ("neutral", "dark")  # GitLab's light and dark mode (lib/mermaid.js:47-52)
 PROBE_JS = Path(__file__).resolve().with_name("probe.js")

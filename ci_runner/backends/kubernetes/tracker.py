@@ -2,7 +2,9 @@
 
 It prints each phase once (submitted is printed by the backend; here: pending and why, workers
 ready n/N, launcher running) and decides when the job is over — from the MPIJob's conditions,
-never from counters (FACTS.md) — or when waiting longer is pointless.
+never from counters, which count every launcher pod that ever failed (updateMPIJobStatus in
+pkg/controller/mpi_job_controller.go, kubeflow/mpi-operator v0.8.2) — or when waiting longer is
+pointless.
 """
 
 from __future__ import annotations
