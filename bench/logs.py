@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import PYTHON, REPO, Row, check, child_json, median, say, spread, timed
-from ci_runner.spec.types import MetricSpec
+from ci_runner.config.types import MetricSpec
 
 NAME = "3 log throughput"
 GIB = 1 << 30

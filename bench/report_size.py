@@ -18,11 +18,12 @@ from pathlib import Path
 from bench.common import Row, check, median, say, spread
 from bench.logs import SPECS
 from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.config.types import Resources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results.chart import CHART_CHARS
 from ci_runner.results.metrics import parse_metrics
-from ci_runner.results.report import HistoryEntry, ReportInput, render_comment, render_report
-from ci_runner.spec.types import Resources, TrainConfig
+from ci_runner.results.report import HistoryEntry, ReportInput
+from ci_runner.results.report_markdown import render_comment, render_report
 
 NAME = "5 report size"
 RANKS = 8
@@ -83,7 +84,7 @@ def run(quick: bool) -> list[Row]:
     started = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
     result = RunResult(
         outcome=Outcome.SUCCEEDED,
-        job_name="simple-ml-01234567",
+        mpijob_name="simple-ml-01234567",
         log_path=Path("/tmp/train.log"),
         log_tail=tuple(log_lines(1))[-8:],
         started_at=started,

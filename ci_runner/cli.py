@@ -26,6 +26,7 @@ from ci_runner.commands.common import Command, Runtime
 from ci_runner.errors import EXIT_BUG, EXIT_INTERRUPTED, CiRunnerError
 
 ERROR_PREFIX: Final = "ci-runner: error: "
+GIT_VERSION_SECONDS: Final = 10  # how long `git --version` may take in a crash report
 
 
 # The subcommands, in the order `ci-runner --help` lists them. Add one entry per subcommand.
@@ -80,7 +81,11 @@ def versions() -> str:
     """What a bug report needs first: ci-runner, Python, the platform and git, a line each."""
     try:
         git = subprocess.run(
-            ["git", "--version"], capture_output=True, text=True, check=False, timeout=10
+            ["git", "--version"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=GIT_VERSION_SECONDS,
         ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as error:
         git = f"git: not available ({error})"

@@ -30,7 +30,7 @@ class Stream(Protocol):
 
 
 class StatusOutput(Protocol):
-    """The part of a :class:`Console` that stages and backends say things through."""
+    """The part of a :class:`Console` that the publisher and backends say things through."""
 
     def status(self, message: str) -> None: ...
 

@@ -18,6 +18,14 @@ EXIT_BUG: Final = 3  # a bug in ci-runner: the traceback is in a crash log
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C, or the training was cancelled
 
 
+def first_line(message: object, limit: int = 200, ellipsis: str = "…") -> str:
+    """The first line of a library's error message, stripped and cut to ``limit`` characters
+    (``ellipsis`` included); "" when there is none."""
+    lines = str(message or "").strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    return line if len(line) <= limit else line[: limit - len(ellipsis)] + ellipsis
+
+
 class CiRunnerError(Exception):
     """An expected failure, reported to the user as one clear line and exit code 1."""
 

@@ -18,10 +18,10 @@ try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
 except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
+from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import GitError
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
-from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import environment, templates_dir
 
 CODE_DIR: Final = "/ci-runner/code"
@@ -81,7 +81,7 @@ _Dumper.add_representer(str, _represent_str)
 
 
 def _template_values(plan: RunPlan) -> dict[str, Any]:
-    config, ctx, name = plan.config, plan.context, plan.job_name
+    config, ctx, name = plan.config, plan.context, plan.mpijob_name
     k8s = config.kubernetes
     scripts = {
         key: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
@@ -137,7 +137,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
     }
 
 
-def label_value(text: str) -> str:
+def to_label_value(text: str) -> str:
     """``text`` as a valid label value: other characters become ``-``, at most 63, may be ""."""
     value = _LABEL_VALUE_BAD.sub("-", text)[:63]
     return value.strip("-_.")
@@ -154,7 +154,7 @@ def _labels(config: TrainConfig, ctx: CIContext, name: str) -> list[tuple[str, s
         (f"{LABEL_PREFIX}/ci-job", ctx.job_id),
         (f"{LABEL_PREFIX}/merge-request", ctx.mr_iid),
     ]
-    labels = [(key, label_value(value)) for key, value in candidates if value]
+    labels = [(key, to_label_value(value)) for key, value in candidates if value]
     return [(key, value) for key, value in labels if value]
 
 

@@ -1,12 +1,12 @@
-"""train.yaml snippets and helpers the tests of ci_runner.spec share."""
+"""train.yaml snippets and helpers the tests of ci_runner.config share."""
 
 from __future__ import annotations
 
 import pytest
 
+from ci_runner.config.schema import load_config
+from ci_runner.config.types import TrainConfig
 from ci_runner.errors import ConfigError
-from ci_runner.spec.schema import load_config
-from ci_runner.spec.types import TrainConfig
 
 BASE = "name: job\nimage: img\ncommand: python train.py\n"
 BASE_WITHOUT_COMMAND = "name: job\nimage: img\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ci_runner.spec.types import MetricSpec
+from ci_runner.config.types import MetricSpec
 
 TRAIN = MetricSpec(
     "train_loss", re.compile(r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[^,]+)")

@@ -12,7 +12,7 @@ import pytest
 from gitlab.v4.objects import Project
 
 from ci_runner.clock import ManualClock
-from ci_runner.gitlab.client import connect, open_project
+from ci_runner.gitlab.client import connect_gitlab, open_project
 from ci_runner.gitlab.transport import BoundedSession
 from testing.fake_gitlab.accounts import GITLAB_BOT, GITLAB_PROJECT, GITLAB_SHA, GITLAB_TOKEN
 from testing.fake_gitlab.model import Project as FakeProject
@@ -139,7 +139,7 @@ def gitlab_project(
 ) -> Project:
     """``group/proj`` opened with python-gitlab as the bot, as ci-runner opens it."""
     return open_project(
-        connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session), GITLAB_PROJECT
+        connect_gitlab(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session), GITLAB_PROJECT
     )
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 
 import kubernetes.client
 import pytest
 
-from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import (
     Conflict,
     Forbidden,
@@ -21,6 +22,7 @@ from ci_runner.backends.kubernetes.errors import (
 )
 from ci_runner.backends.kubernetes.resources import MPIJOBS, POD_LOGS, PODS, SECRETS, job_selector
 from ci_runner.clock import ManualClock
+from ci_runner.http_policy import KUBERNETES_RETRY, RetryPolicy
 from testing.fake_kube.admission import Denial, webhook_denial
 from testing.fake_kube.harness import mpijob_manifest
 from testing.fake_kube.server import CUT, FakeKubeServer
@@ -34,11 +36,11 @@ def server() -> Iterator[FakeKubeServer]:
 
 def make_api(server: FakeKubeServer, clock: ManualClock | None = None) -> KubeApi:
     client = kubernetes.client.ApiClient(server.configuration())
-    return KubeApi(client, "ml", clock or ManualClock(), RetryPolicy(attempts=4))
+    return KubeApi(client, "ml", clock or ManualClock(), replace(KUBERNETES_RETRY, attempts=4))
 
 
 def test_delay_doubles_up_to_the_cap_and_retry_after_wins() -> None:
-    policy = RetryPolicy(base_delay=1.0, max_delay=10.0, max_retry_after=60.0)
+    policy = RetryPolicy(attempts=6, base_delay=1.0, max_delay=10.0, max_retry_after=60.0)
     assert [policy.delay(n) for n in range(6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
     assert policy.delay(3, retry_after=2.0) == 2.0
     assert policy.delay(0, retry_after=3600.0) == 60.0
@@ -124,7 +126,9 @@ def test_unreachable_cluster_is_one_line() -> None:
     config = kubernetes.client.Configuration(host=f"http://127.0.0.1:{port}")
     config.retries = 0
     clock = ManualClock()
-    api = KubeApi(kubernetes.client.ApiClient(config), "ml", clock, RetryPolicy(attempts=3))
+    api = KubeApi(
+        kubernetes.client.ApiClient(config), "ml", clock, replace(KUBERNETES_RETRY, attempts=3)
+    )
     with pytest.raises(Unreachable) as caught:
         api.create(SECRETS, {"metadata": {"name": "s"}})
     assert clock.sleeps == [1.0, 2.0]

@@ -15,11 +15,11 @@ import pytest
 
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, FailureKind, Outcome
+from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
-from ci_runner.spec.types import TrainConfig
 from testing.fake_kube.harness import (
     JOB,
     JSON,
@@ -102,7 +102,7 @@ def test_success(cluster: Cluster, tmp_path: Path) -> None:
     assert result.outcome is Outcome.SUCCEEDED
     assert result.failure is None
     assert result.exit_code == 0
-    assert result.job_name == JOB
+    assert result.mpijob_name == JOB
     assert result.log_path == tmp_path / "train.log"
     assert result.log_path.read_text() == "\n".join([*LOG, "[0]<stdout>:token [MASKED]"]) + "\n"
     assert result.log_tail == (*LOG, "[0]<stdout>:token [MASKED]")

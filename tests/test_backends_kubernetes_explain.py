@@ -205,3 +205,46 @@ def test_rank_signal_leaves_other_failures_and_other_logs_alone() -> None:
     assert explain.rank_signal(LAUNCHER_FAILED, ["Exit code:    3"], {}) == LAUNCHER_FAILED
     oom = Failure(FailureKind.OOM_KILLED, "worker j-worker-1 was OOMKilled", 137, "j-worker-1")
     assert explain.rank_signal(oom, [KILLED], {}) == oom
+
+
+def test_pod_status_checks() -> None:
+    running = {
+        "metadata": {"name": "p"},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [
+                {"name": "main", "state": {"running": {}}},
+                {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
+            ],
+        },
+    }
+    assert explain.is_ready(running)
+    assert not explain.is_running(running)  # a container of it has ended
+    assert explain.container_started(running)
+    assert not explain.has_ended(running)
+    assert explain.containers_ended(running, "sidecar")
+    assert not explain.containers_ended(running, "main")
+    assert not explain.containers_ended(running)
+    assert explain.containers_ended(pod("p", "launcher", **exited(0)))
+    assert not explain.containers_ended({"status": {"phase": "Pending"}})
+    assert not explain.is_ready({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+
+
+def test_failure_texts_of_what_the_tracker_decides() -> None:
+    assert explain.unschedulable_failure("j-worker-0", 600.4, "0/3 nodes") == Failure(
+        FailureKind.UNSCHEDULABLE,
+        "pod j-worker-0 stayed unschedulable for 600s: 0/3 nodes",
+        pod="j-worker-0",
+    )
+    assert explain.setup_timeout_failure(None, 1800.0) == Failure(
+        FailureKind.SETUP, "the launcher did not start within 1800s (kubernetes.setup_timeout)"
+    )
+    assert explain.deleted_failure("j") == Failure(
+        FailureKind.CANCELLED, "MPIJob j was deleted before it finished"
+    )
+    assert explain.container_log_lines("a\n\n  \nfix: b\n") == ["a", "fix: b"]
+    failed = Failure(FailureKind.SETUP, "worker w: init container fetch exited with code 1")
+    assert explain.with_log_line(failed, "fix: set CI_RUNNER_GIT_TOKEN").message == (
+        "worker w: init container fetch exited with code 1: fix: set CI_RUNNER_GIT_TOKEN"
+    )

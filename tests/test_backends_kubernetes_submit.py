@@ -8,7 +8,7 @@ import kubernetes.client
 import pytest
 
 from ci_runner.backends.kubernetes.api import KubeApi
-from ci_runner.backends.kubernetes.cancel import cancel_job, cancel_on_cluster
+from ci_runner.backends.kubernetes.cleanup import cancel_job, cancel_on_cluster
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError

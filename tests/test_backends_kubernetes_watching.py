@@ -8,11 +8,12 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 
-from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Forbidden
 from ci_runner.backends.kubernetes.resources import SECRETS
 from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate, split_lines
 from ci_runner.clock import ManualClock
+from ci_runner.http_policy import KUBERNETES_RETRY
 from testing.fake_kube.server import FakeKubeServer
 
 
@@ -42,7 +43,7 @@ class Running:
     def __init__(self, server: FakeKubeServer, **kwargs: object) -> None:
         self.clock = ManualClock()
         client = kubernetes.client.ApiClient(server.configuration())
-        api = KubeApi(client, "ml", self.clock, RetryPolicy())
+        api = KubeApi(client, "ml", self.clock, KUBERNETES_RETRY)
         self.seen = Recorder()
         self.watcher = Watcher(api, SECRETS, self.seen, **kwargs)  # type: ignore[arg-type]
         self.error: BaseException | None = None

@@ -23,21 +23,21 @@ from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.backend import (
     LocalBackend,
     LocalOptions,
-    is_running,
     local_hosts,
     run_local,
     write_discovery_script,
 )
+from ci_runner.backends.local.proctree import process_alive
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import ManualClock
+from ci_runner.config.types import Elastic, TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, EnvironmentSetupError
 from ci_runner.masking import SecretMasker
-from ci_runner.plan.job_name import job_name
+from ci_runner.plan.mpijob_name import mpijob_name
 from ci_runner.plan.run_plan import RunPlan, build_plan
-from ci_runner.spec.types import Elastic, TrainConfig
 
 PROJECT = "group/toy"
 
@@ -190,7 +190,7 @@ def test_every_rank_gets_the_pods_environment(
 
     result, console = run(cfg, sha, opts, tmp_path, masker=SecretMasker(["s3cr3t-value"]))
 
-    job = job_name(cfg, CIContext(sha=sha, project_path=PROJECT))
+    job = mpijob_name(cfg, CIContext(sha=sha, project_path=PROJECT))
     expected = (
         f"DATA_URI=s3://datasets/toy/ OUTPUT_URI=s3://models/{PROJECT}/{sha}/{job}/ "
         f"CI_RUNNER_SHA={sha} CI_RUNNER_JOB={job} CI_RUNNER_PROJECT={PROJECT} LEVEL=3 "
@@ -198,7 +198,7 @@ def test_every_rank_gets_the_pods_environment(
     )
     assert rank_lines(console) == [f"[0]<stdout>:{expected}", f"[1]<stdout>:{expected}"]
     assert result.outcome is Outcome.SUCCEEDED
-    assert result.job_name == job
+    assert result.mpijob_name == job
     assert result.failure is None
     assert result.exit_code == 0
     # The saved log is the streamed log, in arrival order, without ci-runner's status lines.
@@ -460,7 +460,7 @@ def test_elastic_jobs_discover_localhost(tmp_path: Path) -> None:
 
     argv = plan.horovodrun_argv(local_hosts(plan, script), "/bin/horovodrun")
 
-    assert script.name == f"discover-hosts-{plan.job_name}.sh"
+    assert script.name == f"discover-hosts-{plan.mpijob_name}.sh"
     assert argv == [
         "/bin/horovodrun",
         "-np",
@@ -509,7 +509,7 @@ def test_the_timeout_stops_every_rank(
     assert result.failure == Failure(FailureKind.DEADLINE, "training ran past its timeout of 60s")
     assert "[ci-runner] timeout 60s reached: stopping every rank" in console.status
     assert len(pids) == 2
-    assert not [pid for pid in pids if is_running(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
 
 
 SLEEPER = """\
@@ -522,7 +522,7 @@ DRIVER = """\
 import sys
 from pathlib import Path
 from ci_runner.backends.local import pyenv
-from ci_runner.spec.types import TrainConfig
+from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.backends.local.backend import LocalOptions, run_local
 from ci_runner.backends.logsink import LogSink
@@ -575,18 +575,18 @@ def test_ctrl_c_stops_every_rank(
             pids.extend(int(p) for p in re.findall(r"pid (\d+)", line))
             if len(pids) == 2:
                 break
-        assert all(is_running(pid) for pid in pids)
+        assert all(process_alive(pid) for pid in pids)
         proc.send_signal(signum)
         rest, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     for pid in pids:  # the test must not leave ranks behind even when it fails
-        if is_running(pid):
+        if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
     assert len(pids) == 2, lines
-    assert not [pid for pid in pids if is_running(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
     assert rest.splitlines()[-3:] == [
         "[ci-runner] interrupted: stopping every rank",
         "[ci-runner] every rank stopped",
@@ -632,4 +632,4 @@ def test_local_backend_cancel_stops_every_rank(
     ]
     assert sink.closed
     assert len(pids) == 2
-    assert not [pid for pid in pids if is_running(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]

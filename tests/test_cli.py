@@ -16,11 +16,11 @@ import yaml
 
 from ci_runner import __version__, cli
 from ci_runner.commands.common import Command, Runtime
+from ci_runner.config.schema import load_config
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import manifest_yaml, render_mpijob
-from ci_runner.spec.schema import load_config
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ci_runner import cli
+from ci_runner.config.schema import load_config
 from ci_runner.context import from_environment
-from ci_runner.plan.job_name import job_name
-from ci_runner.spec.schema import load_config
+from ci_runner.plan.mpijob_name import mpijob_name
 from testing.agent_kubeconfig import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
 from testing.fake_kube.server import FakeKubeServer
 
@@ -44,7 +44,7 @@ def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
             "HOME": str(tmp_path),
             "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
         }
-        name = job_name(load_config(TRAIN_YAML), from_environment(env, repo))
+        name = mpijob_name(load_config(TRAIN_YAML), from_environment(env, repo))
         kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
 
         code, err = cancel([], repo, env)

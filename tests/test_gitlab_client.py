@@ -10,7 +10,7 @@ from ci_runner.clock import ManualClock
 from ci_runner.errors import GitLabError
 from ci_runner.gitlab.client import (
     GitLabTimeout,
-    connect,
+    connect_gitlab,
     current_user_id,
     open_project,
     token_from_env,
@@ -58,13 +58,13 @@ def test_only_the_job_token_says_it_cannot_post() -> None:
 
 def test_connect_without_token_fails_before_any_request(gitlab_server: FakeGitLab) -> None:
     with pytest.raises(GitLabError, match=r"^cannot post the report to GitLab: neither"):
-        connect(gitlab_server.url, None)
+        connect_gitlab(gitlab_server.url, None)
     assert gitlab_server.requests == []
 
 
 def test_bad_token_is_one_clear_line(gitlab_server: FakeGitLab) -> None:
     with pytest.raises(GitLabError) as caught:
-        connect(gitlab_server.url, "glpat-wrong")
+        connect_gitlab(gitlab_server.url, "glpat-wrong")
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {gitlab_server.url}: GitLab rejected the access token "
         f"(401 Unauthorized); {TOKEN_FIX}"
@@ -75,7 +75,7 @@ def test_bad_token_is_one_clear_line(gitlab_server: FakeGitLab) -> None:
 def test_unknown_project_is_one_line(
     gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_session: BoundedSession
 ) -> None:
-    gl = connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session)
+    gl = connect_gitlab(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session)
     with pytest.raises(GitLabError) as caught:
         open_project(gl, "group/missing")
     assert str(caught.value) == (
@@ -92,7 +92,7 @@ def test_gitlab_down_is_one_line_after_retries(
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     with pytest.raises(GitLabError) as caught:
-        connect(url, GITLAB_TOKEN, session=gitlab_session)
+        connect_gitlab(url, GITLAB_TOKEN, session=gitlab_session)
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer (ConnectionError, "
         "after retries); fix: check CI_SERVER_URL and the runner's network, then retry the job "
@@ -109,7 +109,7 @@ def test_gitlab_down_longer_than_the_budget_says_so_once(
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     session = manual_session(gitlab_clock, seconds=2.0)
     with pytest.raises(GitLabTimeout) as caught:
-        connect(url, GITLAB_TOKEN, session=session)
+        connect_gitlab(url, GITLAB_TOKEN, session=session)
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer within the 2 s "
         "ci-runner gives it; fix: check CI_SERVER_URL and the runner's network, or give GitLab "
@@ -125,7 +125,7 @@ def test_connect_signs_in_and_opens_the_project_by_path_or_id(
     gitlab_fake_project: FakeProject,
     gitlab_session: BoundedSession,
 ) -> None:
-    gl = connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session)
+    gl = connect_gitlab(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session)
     by_path = open_project(gl, "group/proj")
     by_id = open_project(gl, str(by_path.id))
     assert (by_path.path_with_namespace, by_id.path_with_namespace) == ("group/proj", "group/proj")

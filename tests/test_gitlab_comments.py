@@ -12,7 +12,7 @@ from gitlab.v4.objects import Project
 from ci_runner.clock import ManualClock
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
-from ci_runner.gitlab.client import connect, open_project
+from ci_runner.gitlab.client import connect_gitlab, open_project
 from ci_runner.gitlab.comments import (
     Action,
     CommitTarget,
@@ -439,7 +439,7 @@ def test_read_only_token_is_told_to_get_the_api_scope(
 ) -> None:
     gitlab_server.add_merge_request(gitlab_fake_project, 7, sha=GITLAB_SHA)
     gitlab_server.add_token("glpat-read", gitlab_server.add_user("reader"), scopes=["read_api"])
-    project = open_project(connect(gitlab_server.url, "glpat-read"), "group/proj")
+    project = open_project(connect_gitlab(gitlab_server.url, "glpat-read"), "group/proj")
     with pytest.raises(GitLabError) as caught:
         publish(project, [MergeRequestTarget(7)], MARKER, Renderer())
     assert str(caught.value) == (
@@ -489,7 +489,7 @@ def test_the_token_never_appears_in_an_error(
         )
     )
     gitlab_server.revoke_token(GITLAB_TOKEN)
-    failure(lambda: connect(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session))
+    failure(lambda: connect_gitlab(gitlab_server.url, GITLAB_TOKEN, session=gitlab_session))
     failure(lambda: find_targets(gitlab_project, ctx()))
 
     assert len(messages) == 7 * 3
@@ -507,7 +507,9 @@ def test_pages_are_followed_on_our_url_when_gitlabs_external_url_differs(
         ours = fake.add_note(mr, f"{MARKER}\nold", bot)
         for i in range(250):
             fake.add_note(mr, f"chatter {i}", fake.users()[0])
-        api = open_project(connect(fake.url, GITLAB_TOKEN, session=gitlab_session), "group/proj")
+        api = open_project(
+            connect_gitlab(fake.url, GITLAB_TOKEN, session=gitlab_session), "group/proj"
+        )
 
         posted = publish(api, [MergeRequestTarget(7)], MARKER, Renderer())
 

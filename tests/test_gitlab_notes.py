@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.context import CIContext
 from ci_runner.gitlab.notes import as_gitlab_stores, note_body, without_commands
-from ci_runner.results.report import ReportInput, render_comment
+from ci_runner.results.report import ReportInput
+from ci_runner.results.report_markdown import render_comment
 from testing.fake_gitlab.quick_actions import extract_commands
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
@@ -44,7 +45,7 @@ def test_no_report_of_hostile_runs_holds_a_command(
         outcome=Outcome.FAILED,
         config_name=name or "x",
         context=CIContext(sha=SHA, project_path="g/p", ref_name=branch, job_id="1"),
-        job_name="job",
+        mpijob_name="job",
         failure=Failure(FailureKind.EXIT_CODE, message),
         log_tail=tuple(tail),
         baseline_ref=branch or None,

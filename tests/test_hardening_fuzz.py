@@ -28,13 +28,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ci_runner import cli
+from ci_runner.config.reference import EXAMPLE
+from ci_runner.config.schema import load_config
+from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import manifest_yaml, render_mpijob
-from ci_runner.spec.reference import EXAMPLE
-from ci_runner.spec.schema import load_config
-from ci_runner.spec.types import TrainConfig
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 

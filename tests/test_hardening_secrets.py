@@ -597,13 +597,14 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
     from moto.server import ThreadedMotoServer
 
     from ci_runner.backends.result import Outcome, RunResult
+    from ci_runner.config.schema import load_config
     from ci_runner.console import Console
     from ci_runner.context import from_environment
     from ci_runner.masking import secret_masker
     from ci_runner.plan.run_plan import OutputPaths, build_plan
     from ci_runner.results.artifacts import make_s3_client
-    from ci_runner.results.stage import finish, masker_for_report, open_gitlab
-    from ci_runner.spec.schema import load_config
+    from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.publish import finish, masker_for_report
 
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
@@ -636,7 +637,7 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
                 sink.feed(f"[0]<stdout>:leak {value}\n[0]<stdout>:loss 1 step 0\n")
         result = RunResult(
             outcome=Outcome.SUCCEEDED,
-            job_name="canary-job",
+            mpijob_name="canary-job",
             log_path=out / "train.log",
             log_tail=sink.tail,
         )

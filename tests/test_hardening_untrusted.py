@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.config.schema import load_config
 from ci_runner.context import CIContext
 from ci_runner.gitlab.comments import find_targets
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
-from ci_runner.results.report import extract_history
-from ci_runner.results.stage import GitLabDestination, finish, open_gitlab
-from ci_runner.spec.schema import load_config
+from ci_runner.results.destination import GitLabDestination, open_gitlab
+from ci_runner.results.publish import finish
+from ci_runner.results.report_markdown import extract_history
 from testing.comment_shape import cell_borders, outside_code, skeleton
 from testing.fake_gitlab.retry_waits import record_retry_sleeps
 from testing.fake_gitlab.server import FakeGitLab
@@ -151,7 +152,7 @@ def run_and_report(
     started = datetime(2026, 11, 30, 7, 0, tzinfo=timezone.utc)
     result = RunResult(
         outcome=Outcome.FAILED if failure else Outcome.SUCCEEDED,
-        job_name="hostile-3f786850-5005",
+        mpijob_name="hostile-3f786850-5005",
         log_path=log_path,
         log_tail=tuple(log[-60:]),
         failure=Failure(FailureKind.EXIT_CODE, failure, exit_code=1, pod=failure)

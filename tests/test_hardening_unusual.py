@@ -24,16 +24,17 @@ import yaml
 from ci_runner import cli
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.config.schema import load_config
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.masking import MASK, SecretMasker
-from ci_runner.plan.job_name import DNS_1035_LABEL
+from ci_runner.plan.mpijob_name import DNS_1035_LABEL
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import POD_HOSTS, render_mpijob
 from ci_runner.results.metrics import parse_log_file
 from ci_runner.results.metrics_file import summary_to_json
-from ci_runner.results.report import ReportInput, render_report
-from ci_runner.spec.schema import load_config
+from ci_runner.results.report import ReportInput
+from ci_runner.results.report_markdown import render_report
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 
@@ -346,7 +347,7 @@ def test_a_10_mb_line_through_the_sink_the_parser_and_the_report(tmp_path: Path)
 
     result = RunResult(
         outcome=Outcome.FAILED,
-        job_name="big-line-01234567-5005",
+        mpijob_name="big-line-01234567-5005",
         log_path=tmp_path / "train.log",
         log_tail=tail,
         failure=Failure(FailureKind.EXIT_CODE, "exit 1", exit_code=1),

@@ -1,5 +1,5 @@
-"""The fake API server and MPI Operator behave as the real ones do (each rule cited from
-kubernetes and mpi-operator in testing/fake_kube/)."""
+"""The fake API server and MPI Operator behave as the upstream files cited beside each rule say the
+real ones do."""
 
 from __future__ import annotations
 

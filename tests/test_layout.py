@@ -18,9 +18,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ci_runner"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the ground everything stands on
-    ("errors", "clock", "masking", "templating", "console"),
+    ("errors", "clock", "masking", "templating", "console", "http_policy"),
     # CI environment + train.yaml at the SHA -> validated config
-    ("gitrepo", "context", "spec"),
+    ("gitrepo", "context", "config"),
     # -> one plan of the run
     ("plan",),
     # -> the MPIJob
@@ -112,12 +112,12 @@ def test_an_upward_import_is_found_even_inside_a_function() -> None:
     source = (
         "from ci_runner.render import manifest_yaml\n"
         "def f():\n"
-        "    from ci_runner.results import stage\n"
+        "    from ci_runner.results import publish\n"
         "    import ci_runner.cli\n"
     )
     assert _upward("ci_runner.backends.local.backend", source) == [
         "ci_runner.cli",
-        "ci_runner.results.stage",
+        "ci_runner.results.publish",
     ]
     with pytest.raises(AssertionError, match="has no layer"):
         _layer("ci_runner.somewhere_new")

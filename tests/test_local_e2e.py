@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_runner.backends.local.backend import is_running
+from ci_runner.backends.local.proctree import process_alive
 from testing.git import run_git
 from testing.local_training import (
     BIN,
@@ -204,9 +204,9 @@ def test_ctrl_c_stops_real_horovod_ranks(
         if proc.poll() is None:
             proc.kill()
     deadline = time.monotonic() + 5  # real processes, reaped by the kernel
-    while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = [pid for pid in pids if is_running(pid)]
+    left = [pid for pid in pids if process_alive(pid)]
     for pid in left:
         os.kill(pid, signal.SIGKILL)
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from ci_runner.backends.local.backend import local_hosts, rank_environment
+from ci_runner.config.types import Elastic, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths, build_plan
 from ci_runner.render import CODE_DIR, POD_HOSTS, render_mpijob
-from ci_runner.spec.types import Elastic, TrainConfig
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 CONTEXT = CIContext(
@@ -71,7 +71,7 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
     assert local["PATH"] == f"{tmp_path / 'layer' / 'bin'}:/usr/bin"
     assert pod["PYTHONUNBUFFERED"] == "1"
     assert pod["WANDB_API_KEY"] == "wandb-secret-value"
-    assert pod["OUTPUT_URI"] == f"s3://models/group/project/{SHA}/{plan.job_name}/"
+    assert pod["OUTPUT_URI"] == f"s3://models/group/project/{SHA}/{plan.mpijob_name}/"
     assert "CI_JOB_TOKEN" not in local  # GitLab's credentials stay with ci-runner
 
 
@@ -133,7 +133,7 @@ def test_a_missing_secret_is_one_config_error_whoever_runs() -> None:
 
 def test_a_plan_without_secret_values_names_them_only() -> None:
     plan = build_plan(CONFIG, CONTEXT, ENV)
-    assert plan.secret.name == f"{plan.job_name}-secrets"
+    assert plan.secret.name == f"{plan.mpijob_name}-secrets"
     assert plan.secret.keys == ("GIT_USERNAME", "GIT_PASSWORD", "WANDB_API_KEY")
     assert plan.secret.data is None
     with pytest.raises(ValueError):

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
-from ci_runner.spec.types import TrainConfig
 from ci_runner.templating import templates_dir
 from testing.git import GIT_ENV, run_git
 

@@ -11,12 +11,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ci_runner.context import CIContext
-from ci_runner.errors import ConfigError, GitError
-from ci_runner.plan.run_plan import build_plan, secret_name
-from ci_runner.render import POD_HOSTS, label_value, manifest_yaml, render_mpijob
-from ci_runner.spec.schema import load_config
-from ci_runner.spec.types import (
+from ci_runner.config.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, load_config
+from ci_runner.config.types import (
     DnsConfig,
     Elastic,
     KubernetesOptions,
@@ -24,7 +20,12 @@ from ci_runner.spec.types import (
     Toleration,
     TrainConfig,
 )
+from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError, GitError
+from ci_runner.plan.run_plan import build_plan, secret_name
+from ci_runner.render import POD_HOSTS, manifest_yaml, render_mpijob, to_label_value
 from ci_runner.templating import yaml_quote
+from testing.config_cases import BASE, RESERVED, problems
 from testing.fake_kube.crd import validate_mpijob
 from testing.golden import Golden
 from testing.paths import REPO_ROOT
@@ -350,7 +351,7 @@ def test_labels_and_annotations_link_back() -> None:
     ],
 )
 def test_label_value(text: str, expected: str) -> None:
-    assert label_value(text) == expected
+    assert to_label_value(text) == expected
 
 
 def test_no_repository_url_is_a_clear_error() -> None:
@@ -362,19 +363,23 @@ def test_no_repository_url_is_a_clear_error() -> None:
     )
 
 
-def test_names_ci_runner_sets_cannot_be_reused() -> None:
-    config = replace(
-        MINIMAL, env=(("CI_RUNNER_SHA", "x"), ("DATA_URI", "y")), secrets=("GIT_PASSWORD",)
-    )
-    with pytest.raises(ConfigError) as raised:
-        render_mpijob(build_plan(config, LOCAL))
-    assert raised.value.lines() == [
-        "train.yaml: env.CI_RUNNER_SHA: CI_RUNNER_SHA is set by ci-runner for every rank; fix: "
-        "use another name",
-        "train.yaml: env.DATA_URI: DATA_URI is set by ci-runner for every rank; fix: use "
-        "another name",
-        "train.yaml: secrets: GIT_PASSWORD is set by ci-runner for every rank; fix: give the "
-        "secret variable another name",
+@pytest.mark.parametrize("name", [*RESERVED_ENV, f"{RESERVED_ENV_PREFIX}SHA"])
+def test_names_ci_runner_sets_cannot_be_reused(name: str) -> None:
+    # The config is the one owner of this rule: no train.yaml that reuses a name ci-runner sets
+    # for every rank, as a variable or a secret, loads, so none reaches a plan or a manifest.
+    fix = f"fix: choose another name ({RESERVED} are reserved)"
+    assert problems(BASE + f"env: {{{name}: x}}") == [
+        f"train.yaml:4: env.{name}: {name} is set by ci-runner for every rank; {fix}"
+    ]
+    assert problems(BASE + f"secrets: [{name}]") == [
+        f"train.yaml:4: secrets[0]: {name} is set by ci-runner for every rank; {fix}"
+    ]
+
+
+def test_a_secret_cannot_also_be_in_env() -> None:
+    assert problems(BASE + "env: {TOKEN: x}\nsecrets: [TOKEN]") == [
+        "train.yaml:5: secrets[0]: TOKEN is also set in env; fix: keep it in one place: secrets "
+        "for CI variables, env for plain values"
     ]
 
 

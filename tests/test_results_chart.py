@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ci_runner.config.types import Goal, MetricSpec
 from ci_runner.results.chart import (
     CHART_CHARS,
     MEAN_COLOUR,
@@ -28,7 +29,6 @@ from ci_runner.results.metrics import (
     RankSeries,
     parse_metrics,
 )
-from ci_runner.spec.types import Goal, MetricSpec
 
 PATTERN = re.compile(r"loss (?P<step>\d+) (?P<value>\S+)")
 INIT = '%%{init:{"themeVariables":{"xyChart":{"plotColorPalette":"'

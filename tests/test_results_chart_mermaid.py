@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from ci_runner.backends.result import Outcome
+from ci_runner.config.types import Goal, MetricSpec
 from ci_runner.context import CIContext
 from ci_runner.results.chart import CHART_CHARS, MEAN_COLOUR, RANK_COLOURS, Chart, charts
 from ci_runner.results.metrics import MetricsSummary, parse_metrics
-from ci_runner.results.report import ReportInput, render_report
-from ci_runner.spec.types import Goal, MetricSpec
+from ci_runner.results.report import ReportInput
+from ci_runner.results.report_markdown import render_report
 from testing.fake_gitlab.mermaid import diagrams
 from testing.mermaid.browser import GITLAB_MERMAID, MERMAID_VERSIONS, THEMES, missing_tools, probe
 

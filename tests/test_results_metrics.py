@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ci_runner.config.types import MetricSpec
 from ci_runner.results import metrics
 from ci_runner.results.metrics import (
     MAX_JSON_METRICS,
@@ -21,7 +22,6 @@ from ci_runner.results.metrics import (
     parse_metrics,
     split_prefix,
 )
-from ci_runner.spec.types import MetricSpec
 from testing.metric_specs import ACC, TEST, TRAIN
 from testing.paths import SEED_LOG
 

@@ -15,23 +15,20 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.config.types import MetricSpec, Resources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
 from ci_runner.results.chart import chart_number, mermaid_label
 from ci_runner.results.markdown import code, safe_url
 from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics
-from ci_runner.results.metrics_file import summary_to_json
-from ci_runner.results.report import (
+from ci_runner.results.report import HistoryEntry, ReportInput
+from ci_runner.results.report_markdown import (
     MAX_HISTORY,
-    HistoryEntry,
-    ReportInput,
     extract_history,
     marker,
     render_comment,
     render_report,
-    write_outputs,
 )
-from ci_runner.spec.types import MetricSpec, Resources, TrainConfig
 from testing.comment_shape import cell_borders, outside_code, skeleton
 from testing.fake_gitlab.mermaid import diagrams
 from testing.golden import Golden
@@ -92,7 +89,7 @@ def _seed_summary() -> MetricsSummary:
 def _result(outcome: Outcome, **kwargs: object) -> RunResult:
     fields: dict[str, object] = {
         "outcome": outcome,
-        "job_name": "simple-ml-01234567",
+        "mpijob_name": "simple-ml-01234567",
         "log_path": Path("/tmp/ci-runner/log.txt"),
         "log_tail": SEED_TAIL,
         "started_at": STARTED,
@@ -318,7 +315,7 @@ def _text_report(text: str) -> ReportInput:
         outcome=Outcome.FAILED,
         config_name=text,
         context=replace(CTX, ref_name=text),
-        job_name=text,
+        mpijob_name=text,
         metrics=summary,
         baseline={text: 2.0},
         baseline_ref=text,
@@ -364,7 +361,7 @@ def _hostile_report() -> ReportInput:
         outcome=Outcome.FAILED,
         config_name=HOSTILE,
         context=ctx,
-        job_name=HOSTILE,
+        mpijob_name=HOSTILE,
         metrics=summary,
         baseline={HOSTILE: 1.0},
         baseline_ref=HOSTILE,
@@ -467,13 +464,3 @@ def test_safe_url_and_labels() -> None:
     assert chart_number(1e-07) == "0.0000001"
     assert chart_number(-2.5e20) == "-250000000000000000000"
     assert chart_number(443.1262107366988) == "443.126"
-
-
-def test_write_outputs(tmp_path: Path) -> None:
-    summary = _seed_summary()
-    write_outputs(tmp_path / "out", "# report\n", summary)
-
-    assert (tmp_path / "out" / "report.md").read_text() == "# report\n"
-    assert (tmp_path / "out" / "metrics.txt").read_text().startswith("train_loss 443.12621")
-    data = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert data == json.loads(json.dumps(summary_to_json(summary)))

@@ -51,7 +51,7 @@ class RunResult:
     """The end of one training run."""
 
     outcome: Outcome
-    job_name: str
+    mpijob_name: str
     log_path: Path  # the whole launcher log, secrets masked
     log_tail: tuple[str, ...] = ()  # the last lines of the log, secrets masked
     failure: Failure | None = None

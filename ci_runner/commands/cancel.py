@@ -17,8 +17,8 @@ from ci_runner.commands.common import (
     Command,
     Runtime,
     add_cluster_arguments,
-    add_job_arguments,
-    load_job,
+    add_config_arguments,
+    load_config_from_args,
     run_config,
 )
 from ci_runner.commands.outputs import add_output_arguments, output_settings, saved_log_tail
@@ -26,24 +26,25 @@ from ci_runner.plan.run_plan import build_plan
 
 
 def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
-    add_job_arguments(parser)
+    add_config_arguments(parser)
     add_cluster_arguments(parser)
     add_output_arguments(parser)
 
 
 def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
-    from ci_runner.backends.kubernetes.cancel import cancel_on_cluster
-    from ci_runner.backends.kubernetes.connect import connect
-    from ci_runner.results.stage import finish, masker_for_report, open_gitlab
+    from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster
+    from ci_runner.backends.kubernetes.connect import connect_cluster
+    from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.publish import finish, masker_for_report
 
-    job = load_job(args, runtime)
-    config = run_config(job.config, runtime.env)
-    plan = build_plan(config, job.ctx, runtime.env, outputs=output_settings(args, runtime))
+    loaded = load_config_from_args(args, runtime)
+    config = run_config(loaded.config, runtime.env)
+    plan = build_plan(config, loaded.ctx, runtime.env, outputs=output_settings(args, runtime))
     assert plan.outputs is not None
-    name, console = plan.job_name, runtime.console
+    name, console = plan.mpijob_name, runtime.console
     clock = SystemClock()
-    connection = connect(
+    connection = connect_cluster(
         config.kubernetes.namespace,
         runtime.env,
         context=config.kubernetes.context,
@@ -54,13 +55,13 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     console.status(f"cancelled: MPIJob {name} and everything it owned deleted")
     result = RunResult(
         outcome=Outcome.CANCELLED,
-        job_name=name,
+        mpijob_name=name,
         log_path=plan.outputs.log_path,
         log_tail=tuple(plan.masker.mask(line) for line in saved_log_tail(plan.outputs)),
         failure=Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
         finished_at=clock.now(),
     )
-    gitlab = open_gitlab(job.ctx, runtime.env, console)
+    gitlab = open_gitlab(loaded.ctx, runtime.env, console)
     finish(
         plan,
         result,

@@ -1,5 +1,6 @@
 """What every ``ci-runner`` subcommand is built from: the outside world, read once by ``main``,
-and the job (train.yaml at the commit + CI context) most subcommands start from.
+and the :class:`LoadedConfig` (train.yaml at the commit + CI context) most subcommands start
+from.
 
 A subcommand is a :class:`Command`; register it in ``ci_runner.cli.COMMANDS``.
 """
@@ -14,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ci_runner.config.commit import load_train_config, path_in_repo
+from ci_runner.config.overrides import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
+from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
 from ci_runner.gitrepo import repo_root
-from ci_runner.spec.commit import load_train_config, path_in_repo
-from ci_runner.spec.schema import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
-from ci_runner.spec.types import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,8 @@ class Runtime:
     @functools.cached_property
     def console(self) -> Console:
         """Where ci-runner prints, masking the environment's credentials (and train.yaml's
-        ``secrets`` once :func:`load_job` has read them); error lines and crash logs too."""
+        ``secrets`` once :func:`load_config_from_args` has read them); error lines and crash
+        logs too."""
         return Console.for_environment(self.stdout, self.stderr, self.env)
 
 
@@ -49,7 +51,7 @@ class Command:
 
 
 @dataclass(frozen=True)
-class Job:
+class LoadedConfig:
     """A validated train.yaml read from the commit being trained, with its context."""
 
     config: TrainConfig
@@ -58,7 +60,7 @@ class Job:
     config_path: str  # train.yaml's path relative to ``root``
 
 
-def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--config`` and ``--sha``, shared by every subcommand that reads train.yaml."""
     parser.add_argument(
         "--config",
@@ -90,11 +92,11 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_job(
+def load_config_from_args(
     args: argparse.Namespace,
     runtime: Runtime,
     runs_working_tree: Callable[[Path, str], bool] = lambda root, sha: False,
-) -> Job:
+) -> LoadedConfig:
     """The job ``--config`` / ``--sha`` name: train.yaml read from the commit, not the work tree,
     unless ``runs_working_tree(root, sha)`` says the working tree itself will run."""
     root = repo_root(runtime.cwd)
@@ -105,7 +107,7 @@ def load_job(
     working_tree = runs_working_tree(root, ctx.sha)
     config = load_train_config(ctx.sha, config_path, root, working_tree=working_tree)
     runtime.console.add_secrets(runtime.env.get(name) for name in config.secrets)
-    return Job(config=config, ctx=ctx, root=root, config_path=config_path)
+    return LoadedConfig(config=config, ctx=ctx, root=root, config_path=config_path)
 
 
 def run_config(config: TrainConfig, env: Mapping[str, str]) -> TrainConfig:

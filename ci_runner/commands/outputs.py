@@ -33,6 +33,6 @@ def output_settings(args: argparse.Namespace, runtime: Runtime) -> OutputPaths:
 def saved_log_tail(paths: OutputPaths) -> tuple[str, ...]:
     """As much of the end of the log a previous ``ci-runner train`` saved there as the report
     shows (none: empty)."""
-    from ci_runner.results.report import TAIL_LINES  # the report's modules load on use
+    from ci_runner.results.report_markdown import TAIL_LINES  # the report's modules load on use
 
     return tail_lines(paths.log_path, TAIL_LINES)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
-from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
+from ci_runner.commands.common import Command, Runtime, add_config_arguments, load_config_from_args
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import manifest_yaml, render_mpijob
 
 
 def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
-    job = load_job(args, runtime)
-    plan = build_plan(job.config, job.ctx, runtime.env)
+    loaded = load_config_from_args(args, runtime)
+    plan = build_plan(loaded.config, loaded.ctx, runtime.env)
     runtime.stdout.write(manifest_yaml(render_mpijob(plan)))
     keys = ", ".join(plan.secret.keys)
     runtime.console.status(
@@ -24,6 +24,6 @@ def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
 COMMAND: Final = Command(
     "render",
     "print the MPIJob for train.yaml at the commit (YAML, for kubectl apply)",
-    add_job_arguments,
+    add_config_arguments,
     run_render,
 )

@@ -24,26 +24,25 @@ from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
 from ci_runner.commands.common import (
     Command,
-    Job,
+    LoadedConfig,
     Runtime,
     add_cluster_arguments,
-    add_job_arguments,
-    load_job,
+    add_config_arguments,
+    load_config_from_args,
     run_config,
 )
 from ci_runner.commands.outputs import add_output_arguments, output_settings
 from ci_runner.console import Console, StatusOutput
 from ci_runner.context import CIContext
-from ci_runner.errors import ForkRefusedError
+from ci_runner.errors import EXIT_INTERRUPTED, ForkRefusedError
 from ci_runner.plan.run_plan import RunPlan, build_plan
 
 if TYPE_CHECKING:
     from ci_runner.results.metrics import MetricsSummary
 
-# The backends and the reporting stage are imported where they are used: `validate` and
+# The backends and the results publisher are imported where they are used: `validate` and
 # `render` import this module too (the CLI lists every command) and must stay light.
 
-EXIT_CANCELLED: Final = 130
 # Pipeline variables a manual run (from the pipeline page) may set.
 ALLOW_FORKS_VARIABLE: Final = "CI_RUNNER_ALLOW_FORKS"
 
@@ -78,7 +77,7 @@ def find_horovodrun(python: Path, env: Mapping[str, str]) -> Path | None:
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    add_job_arguments(parser)
+    add_config_arguments(parser)
     add_cluster_arguments(parser)
     add_output_arguments(parser)
     parser.add_argument(
@@ -108,24 +107,22 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
-    from ci_runner.results.stage import (
-        announce,
-        finish,
-        masker_for_report,
-        open_gitlab,
-    )
+    from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.publish import announce, finish, masker_for_report
 
     env = runtime.env
     if args.local:
         from ci_runner.backends.local.backend import runs_working_tree
 
-        job = load_job(args, runtime, partial(runs_working_tree, allow_dirty=args.allow_dirty))
+        loaded = load_config_from_args(
+            args, runtime, partial(runs_working_tree, allow_dirty=args.allow_dirty)
+        )
     else:
-        job = load_job(args, runtime)
-    refuse_fork(job.ctx, env)
+        loaded = load_config_from_args(args, runtime)
+    refuse_fork(loaded.ctx, env)
     plan = build_plan(
-        run_config(job.config, env),
-        job.ctx,
+        run_config(loaded.config, env),
+        loaded.ctx,
         env,
         read_secrets=True,
         data_uri=as_uri(args.data, runtime.cwd) if args.local else None,
@@ -137,7 +134,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     console = runtime.console
     clock = SystemClock()
     if args.local:
-        make_backend = _local_backend(args, runtime, job, plan, clock)
+        make_backend = _local_backend(args, runtime, loaded, plan, clock)
     else:
         make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
     gitlab = open_gitlab(plan.context, env, console, clock)
@@ -157,7 +154,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         console=console,
     )
     print_summary(result, report.metrics, plan.output_uri, console)
-    return EXIT_CANCELLED if result.outcome is Outcome.CANCELLED else result.exit_code
+    return EXIT_INTERRUPTED if result.outcome is Outcome.CANCELLED else result.exit_code
 
 
 def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
@@ -197,12 +194,12 @@ def _cluster_backend(
 ) -> MakeBackend:
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
-    from ci_runner.backends.kubernetes.connect import connect
+    from ci_runner.backends.kubernetes.connect import connect_cluster
     from ci_runner.render import render_mpijob
 
     manifest = render_mpijob(plan)
     k8s = plan.config.kubernetes
-    connection = connect(k8s.namespace, env, context=k8s.context, context_flag=context_flag)
+    connection = connect_cluster(k8s.namespace, env, context=k8s.context, context_flag=context_flag)
     manifest["metadata"]["namespace"] = connection.namespace
 
     def make(sink: LogSink) -> Backend:
@@ -223,7 +220,7 @@ def _cluster_backend(
 
 
 def _local_backend(
-    args: argparse.Namespace, runtime: Runtime, job: Job, plan: RunPlan, clock: Clock
+    args: argparse.Namespace, runtime: Runtime, loaded: LoadedConfig, plan: RunPlan, clock: Clock
 ) -> MakeBackend:
     from ci_runner.backends.local import pyenv
     from ci_runner.backends.local.backend import LocalBackend, LocalOptions
@@ -231,7 +228,7 @@ def _local_backend(
     env = runtime.env
     base = pyenv.current_environment()
     options = LocalOptions(
-        repo=job.root,
+        repo=loaded.root,
         cache_dir=cache_dir(env),
         environ=env,
         horovodrun=find_horovodrun(base.python, env),
@@ -264,7 +261,7 @@ def print_summary(
 ) -> None:
     """A few plain lines: outcome, final metrics, where the log and the outputs are."""
     took = f" in {result.duration_seconds:.0f}s" if result.duration_seconds is not None else ""
-    lines = [f"training {result.outcome.value}{took}: job {result.job_name}"]
+    lines = [f"training {result.outcome.value}{took}: job {result.mpijob_name}"]
     if result.failure is not None:
         lines.append(f"reason: {result.failure.message}")
     for metric in metrics.metrics if metrics else ():

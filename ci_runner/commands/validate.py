@@ -5,22 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
-from ci_runner.commands.common import Command, Runtime, add_job_arguments, load_job
+from ci_runner.commands.common import Command, Runtime, add_config_arguments, load_config_from_args
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 
 
 def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
-    job = load_job(args, runtime)
-    plan = build_plan(job.config, job.ctx, runtime.env)
+    loaded = load_config_from_args(args, runtime)
+    plan = build_plan(loaded.config, loaded.ctx, runtime.env)
     render_mpijob(plan)  # what it refuses, validate refuses
-    config = job.config
+    config = loaded.config
     workers = "worker" if config.workers == 1 else "workers"
     slots = "slot" if config.slots_per_worker == 1 else "slots"
     ranks = "rank" if config.ranks == 1 else "ranks"
     runtime.console.answer(
-        f"{job.config_path} at {job.ctx.short_sha} is valid: MPIJob "
-        f"{plan.job_name}, {config.workers} {workers} x {config.slots_per_worker} "
+        f"{loaded.config_path} at {loaded.ctx.short_sha} is valid: MPIJob "
+        f"{plan.mpijob_name}, {config.workers} {workers} x {config.slots_per_worker} "
         f"{slots} = {config.ranks} {ranks}"
     )
     return 0
@@ -29,6 +29,6 @@ def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
 COMMAND: Final = Command(
     "validate",
     "check train.yaml at the commit and that it renders a valid MPIJob",
-    add_job_arguments,
+    add_config_arguments,
     run_validate,
 )

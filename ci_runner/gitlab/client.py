@@ -19,16 +19,15 @@ import requests
 from gitlab.v4.objects import Project
 
 from ci_runner.clock import SystemClock
-from ci_runner.errors import GitLabError
+from ci_runner.errors import GitLabError, first_line
 from ci_runner.gitlab.transport import (
     BUDGET_VARIABLE,
-    DEFAULT_BUDGET,
-    DEFAULT_REQUEST_TIMEOUT,
     BoundedSession,
     Budget,
     BudgetExhausted,
     RateLimited,
 )
+from ci_runner.http_policy import GITLAB_BUDGET, GITLAB_REQUEST_TIMEOUT
 
 TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
 
@@ -64,11 +63,11 @@ def missing_token_error(*, job_token_present: bool = False) -> GitLabError:
     return GitLabError(f"cannot post the report to GitLab: {reason}; fix: {TOKEN_FIX}")
 
 
-def connect(
+def connect_gitlab(
     server_url: str, token: str | None, *, session: BoundedSession | None = None
 ) -> gitlab.Gitlab:
     """A signed-in python-gitlab client for ``server_url`` whose requests all go through
-    ``session`` (default: the real clock and a :data:`DEFAULT_BUDGET` budget).
+    ``session`` (default: the real clock and a :data:`GITLAB_BUDGET` budget).
 
     Signs in right away (``GET /user``) so a bad token fails here, in one line, and so
     :func:`current_user_id` knows whose comments are ours.
@@ -76,12 +75,12 @@ def connect(
     if not token:
         raise missing_token_error()
     if session is None:
-        session = BoundedSession(Budget(SystemClock(), DEFAULT_BUDGET))
+        session = BoundedSession(Budget(SystemClock(), GITLAB_BUDGET))
     gl = gitlab.Gitlab(
         server_url,
         private_token=token,
         session=session,
-        timeout=DEFAULT_REQUEST_TIMEOUT,  # BoundedSession caps it by the budget left
+        timeout=GITLAB_REQUEST_TIMEOUT,  # BoundedSession caps it by the budget left
         retry_transient_errors=False,  # 429 and Retry-After too: BoundedSession does them
         keep_base_url=True,  # follow pagination on our URL even if GitLab's external_url differs
     )
@@ -139,7 +138,7 @@ def gitlab_errors(action: str, server_url: str) -> Iterator[None]:
 
 def _answered(action: str, error: gitlab.GitlabError) -> GitLabError:
     code = error.response_code
-    message = _first_line(error.error_message)
+    message = first_line(error.error_message)
     if isinstance(error, gitlab.GitlabAuthenticationError) or code == 401:
         return GitLabError(
             f"cannot {action}: GitLab rejected the access token (401 Unauthorized); "
@@ -187,9 +186,3 @@ def _status(code: int, message: str) -> str:
         return f"{code} {HTTPStatus(code).phrase}"
     except ValueError:
         return str(code)
-
-
-def _first_line(message: object, limit: int = 200) -> str:
-    text = str(message or "").strip().splitlines()
-    line = text[0].strip() if text else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -4,28 +4,30 @@ python-gitlab uses as its ``requests`` session (python-gitlab's own retries are 
 - A :class:`Budget` caps the time all GitLab work of one phase (before training, after it) may
   take; a request never waits longer than what is left, and once it is spent every request fails
   at once with :class:`BudgetExhausted`.
-- A :class:`RetryPolicy` retries what is safe to retry: a connection that could not be opened
-  (nothing was sent), 429 (rate-limited before GitLab ran anything), and for GET/PUT/DELETE
-  (idempotent) also 5xx, timeouts and dropped connections. A POST that timed out or got a 5xx
-  may have been executed: it is never resent here (the caller looks before creating again).
-  ``Retry-After`` is honoured in seconds or as an HTTP date, else exponential backoff.
+- :data:`~ci_runner.http_policy.GITLAB_RETRY` retries what is safe to retry: a connection that
+  could not be opened (nothing was sent), 429 (rate-limited before GitLab ran anything), and for
+  GET/PUT/DELETE (idempotent) also 5xx, timeouts and dropped connections. A POST that timed out
+  or got a 5xx may have been executed: it is never resent here (the caller looks before creating
+  again). ``Retry-After`` is honoured in seconds or as an HTTP date, else exponential backoff.
 """
 
 from __future__ import annotations
 
-import email.utils
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Final
 
 import requests
 import urllib3.exceptions
 
 from ci_runner.clock import Clock
+from ci_runner.http_policy import (
+    GITLAB_BUDGET,
+    GITLAB_REQUEST_TIMEOUT,
+    GITLAB_RETRY,
+    RetryPolicy,
+    parse_retry_after,
+)
 
-DEFAULT_BUDGET: Final = 20.0  # seconds of GitLab work before training, and again after it
-DEFAULT_REQUEST_TIMEOUT: Final = 10.0  # seconds one request may take (capped by the budget left)
 BUDGET_VARIABLE: Final = "CI_RUNNER_GITLAB_TIMEOUT"
 IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 TRANSIENT: Final = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
@@ -49,14 +51,15 @@ class RateLimited(requests.RequestException):
 
 
 def budget_seconds(env: Mapping[str, str]) -> float:
-    """``CI_RUNNER_GITLAB_TIMEOUT`` (seconds for each phase), else :data:`DEFAULT_BUDGET`;
-    a value that is not a positive number is ignored."""
+    """``CI_RUNNER_GITLAB_TIMEOUT`` (seconds for each phase), else
+    :data:`~ci_runner.http_policy.GITLAB_BUDGET`; a value that is not a positive number is
+    ignored."""
     raw = env.get(BUDGET_VARIABLE, "").strip()
     try:
         value = float(raw)
     except ValueError:
-        return DEFAULT_BUDGET
-    return value if 0 < value < float("inf") else DEFAULT_BUDGET
+        return GITLAB_BUDGET
+    return value if 0 < value < float("inf") else GITLAB_BUDGET
 
 
 class Budget:
@@ -72,39 +75,6 @@ class Budget:
         return max(0.0, self._deadline - self.clock.monotonic())
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to wait between attempts."""
-
-    attempts: int = 4  # in all, the first included
-    backoff: float = 0.5  # seconds before the second attempt, doubled each time
-    max_wait: float = 8.0  # longest wait between two attempts
-
-    def wait(self, attempt: int, retry_after: str | None, now: datetime) -> float:
-        """Seconds to wait after failed attempt ``attempt`` (1-based)."""
-        asked = parse_retry_after(retry_after, now)
-        if asked is not None:
-            return asked
-        return float(min(self.max_wait, self.backoff * 2 ** (attempt - 1)))
-
-
-def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """``Retry-After`` as seconds from ``now``: delta-seconds or an HTTP date (RFC 9110 10.2.3);
-    None when absent or unreadable, 0 for a date in the past."""
-    if not value or not value.strip():
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - now).total_seconds())
-
-
 class BoundedSession(requests.Session):
     """The one place GitLab HTTP goes through (see the module docstring)."""
 
@@ -113,11 +83,11 @@ class BoundedSession(requests.Session):
         budget: Budget,
         *,
         policy: RetryPolicy | None = None,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        request_timeout: float = GITLAB_REQUEST_TIMEOUT,
     ) -> None:
         super().__init__()
         self.budget = budget
-        self.policy = policy or RetryPolicy()
+        self.policy = policy or GITLAB_RETRY
         self.request_timeout = request_timeout
 
     def request(
@@ -148,7 +118,7 @@ class BoundedSession(requests.Session):
                     return _checked(response)
                 retry_after = response.headers.get("Retry-After")
                 failure = response
-            wait = self.policy.wait(attempt, retry_after, clock.now())
+            wait = self.policy.delay(attempt - 1, parse_retry_after(retry_after, clock.now()))
             if wait >= self.budget.remaining():
                 self.budget.spent = True
                 if isinstance(failure, requests.Response):

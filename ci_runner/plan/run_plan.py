@@ -14,12 +14,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
+from ci_runner.config.outputs import expand_outputs
+from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.masking import SecretMasker, secret_masker
-from ci_runner.plan.job_name import job_name
-from ci_runner.spec.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, expand_outputs
-from ci_runner.spec.types import TrainConfig
+from ci_runner.plan.mpijob_name import mpijob_name
 
 LOG_NAME: Final = "train.log"  # the training log, in the output directory
 GIT_USERNAME_KEY: Final = "GIT_USERNAME"
@@ -85,7 +85,7 @@ class RunPlan:
 
     config: TrainConfig
     context: CIContext
-    job_name: str
+    mpijob_name: str
     data_uri: str | None  # DATA_URI for the ranks
     output_uri: str | None  # OUTPUT_URI for the ranks, expanded
     secret: JobSecret
@@ -104,7 +104,7 @@ class RunPlan:
         user = dict(config.env)
         env = [
             ("CI_RUNNER_SHA", ctx.sha),
-            ("CI_RUNNER_JOB", self.job_name),
+            ("CI_RUNNER_JOB", self.mpijob_name),
             ("CI_RUNNER_PROJECT", ctx.project_path),
             ("CI_RUNNER_CODE_DIR", location.code_dir),
         ]
@@ -160,13 +160,12 @@ def build_plan(
     The masker masks every credential in ``env`` and the secrets' values. ``read_secrets``
     reads the Secret's values from ``env`` (a run needs them; ``render``, ``validate`` and
     ``cancel`` only the names). ``data_uri`` and ``output_uri`` replace train.yaml's ``data`` and
-    ``outputs`` (taken as is, no {fields}). Raises ConfigError for names ci-runner sets itself
-    and, when reading them, for every secret that is not set: before anything is submitted or
-    started.
+    ``outputs`` (taken as is, no {fields}). Raises ConfigError, when reading them, for every
+    secret that is not set: before anything is submitted or started. The names ci-runner sets
+    itself the config refuses (:func:`ci_runner.config.schema.load_config`).
     """
     env = env or {}
-    _check_names(config)
-    name = job_name(config, context)
+    name = mpijob_name(config, context)
     if output_uri is None and config.outputs:
         output_uri = expand_outputs(
             config.outputs, project=context.project_path, sha=context.sha, job=name
@@ -176,7 +175,7 @@ def build_plan(
     return RunPlan(
         config=config,
         context=context,
-        job_name=name,
+        mpijob_name=name,
         data_uri=data_uri or config.data,
         output_uri=output_uri,
         secret=JobSecret(secret_name(name), keys, data),
@@ -217,33 +216,3 @@ def _secret_data(config: TrainConfig, env: Mapping[str, str]) -> dict[str, str]:
     if problems:
         raise ConfigError(problems)
     return data
-
-
-def _check_names(config: TrainConfig) -> None:
-    problems = []
-    for key, _ in config.env:
-        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
-            problems.append(
-                Problem(
-                    config.source_file,
-                    f"env.{key}",
-                    None,
-                    f"{key} is set by ci-runner for every rank",
-                    "use another name",
-                )
-            )
-    env_names = {key for key, _ in config.env}
-    for secret in config.secrets:
-        if secret in RESERVED_ENV or secret.startswith(RESERVED_ENV_PREFIX) or secret in env_names:
-            what = "also in env" if secret in env_names else "set by ci-runner for every rank"
-            problems.append(
-                Problem(
-                    config.source_file,
-                    "secrets",
-                    None,
-                    f"{secret} is {what}",
-                    "give the secret variable another name",
-                )
-            )
-    if problems:
-        raise ConfigError(problems)

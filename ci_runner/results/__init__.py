@@ -1,2 +1,2 @@
 """After a run: metrics parsed from the log, outputs listed in storage, the report rendered, and
-the stage that puts them together and hands the comment to GitLab."""
+``publish``, which puts them together and hands the comment to GitLab."""

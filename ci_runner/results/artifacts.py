@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
-from ci_runner.errors import StorageError
+from ci_runner.errors import StorageError, first_line
+from ci_runner.http_policy import S3_CONNECT_TIMEOUT, S3_READ_TIMEOUT
 
 DEFAULT_EXPIRY_SECONDS: Final = 7 * 24 * 3600
 MAX_EXPIRY_SECONDS: Final = 7 * 24 * 3600  # SigV4 presigned URLs last at most 7 days
@@ -71,8 +72,8 @@ def make_s3_client(
         signature_version="s3v4",
         s3={"addressing_style": "path" if endpoint else "auto"},
         retries={"total_max_attempts": attempts, "mode": "standard"},
-        connect_timeout=10,
-        read_timeout=30,
+        connect_timeout=S3_CONNECT_TIMEOUT,
+        read_timeout=S3_READ_TIMEOUT,
     )
     return session.client("s3", endpoint_url=endpoint or None, config=config)
 
@@ -161,7 +162,7 @@ def _list_s3(
         code = error.response.get("Error", {}).get("Code", "error")
         return ArtifactListing(uri, warning=f"could not list {uri}: {_s3_reason(str(code))}")
     except BotoCoreError as error:
-        return ArtifactListing(uri, warning=f"could not list {uri}: {_first_line(str(error))}")
+        return ArtifactListing(uri, warning=f"could not list {uri}: {_error_line(str(error))}")
     if not links:
         return ArtifactListing(uri, warning=f"the job wrote nothing under {uri}")
     return ArtifactListing(
@@ -182,12 +183,11 @@ _S3_REASONS: Final = {
 
 
 def _s3_reason(code: str) -> str:
-    return _S3_REASONS.get(code, f"S3 error {_first_line(code)}")
+    return _S3_REASONS.get(code, f"S3 error {_error_line(code)}")
 
 
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "unknown error"
-    return line if len(line) <= 200 else line[:197] + "..."
+def _error_line(text: str) -> str:
+    return first_line(text, ellipsis="...") or "unknown error"
 
 
 def _list_local(uri: str, root: Path, limit: int) -> ArtifactListing:
@@ -225,3 +225,12 @@ def _list_local(uri: str, root: Path, limit: int) -> ArtifactListing:
         more_is_lower_bound=stopped,
         local=True,
     )
+
+
+def output_links(
+    uri: str, env: Mapping[str, str], now: datetime, expires_in: int = DEFAULT_EXPIRY_SECONDS
+) -> ArtifactListing:
+    """The files under the run's output URI with links valid ``expires_in`` seconds (S3
+    through a client made from ``env``)."""
+    client = make_s3_client(env) if uri.startswith("s3://") else None
+    return list_artifacts(uri, s3_client=client, now=now, expires_in=expires_in)

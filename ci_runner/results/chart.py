@@ -116,10 +116,6 @@ def chart_number(value: float, decimals: int | None = None) -> str:
     return "0" if text == "-0" else text
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 # ----------------------------------------------------------------------------- sampling
 
 

@@ -14,6 +14,17 @@ ANSI: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
 
 
+def plural(n: int, word: str) -> str:
+    """``1 metric``, ``2 metrics``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def fence(text: str, shortest: int = 1) -> str:
+    """The run of backticks (at least ``shortest``) that no run inside ``text`` can end."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(shortest, longest + 1)
+
+
 def clean(text: str, limit: int = MAX_TEXT_CHARS) -> str:
     """One line of untrusted text: ANSI and control characters gone, cut to ``limit``."""
     text = CONTROL.sub(" ", ANSI.sub("", text.replace("\r\n", " ").replace("\n", " ")))
@@ -26,13 +37,12 @@ def code(text: str, *, in_table: bool = False, limit: int = MAX_TEXT_CHARS) -> s
     text = clean(text, limit)
     if not text.strip():
         return "(empty)"
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    if text.startswith("`") or text.endswith("`") or longest:
+    ticks = fence(text)
+    if text.startswith("`") or text.endswith("`") or len(ticks) > 1:
         text = f" {text} "
     if in_table:
         text = _TABLE_PIPE.sub(_escape_pipe, text)
-    return f"{fence}{text}{fence}"
+    return f"{ticks}{text}{ticks}"
 
 
 # GFM splits table cells before parsing code spans, reading ``\X`` pairs left to right; a pipe

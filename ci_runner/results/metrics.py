@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from ci_runner.config.types import Goal, MetricSpec
 from ci_runner.results.linepattern import block_pattern, leading_text
-from ci_runner.spec.types import Goal, MetricSpec
 
 JSON_PREFIX: Final = "CI_RUNNER_METRIC"
 # Points kept per (metric, rank) for the chart; halved by dropping every other point when full.

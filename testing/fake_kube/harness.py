@@ -19,12 +19,12 @@ from typing import Any
 
 import kubernetes.client
 
-from ci_runner.backends.kubernetes.api import RetryPolicy
 from ci_runner.backends.kubernetes.backend import KubernetesBackend
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
 from ci_runner.console import Console
+from ci_runner.http_policy import RetryPolicy
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.fake_kube.scenarios import JobScenario, MpiOperator

@@ -17,10 +17,11 @@ import tempfile
 from pathlib import Path
 
 from ci_runner.backends.result import Outcome
+from ci_runner.config.types import MetricSpec
 from ci_runner.context import CIContext
 from ci_runner.results.metrics import parse_metrics
-from ci_runner.results.report import ReportInput, render_report
-from ci_runner.spec.types import MetricSpec
+from ci_runner.results.report import ReportInput
+from ci_runner.results.report_markdown import render_report
 from testing.fake_gitlab.mermaid import diagrams, markdown
 from testing.mermaid.browser import GITLAB_MERMAID, mermaid_js, missing_tools, run_chromium
 from testing.paths import GOLDEN_DIR

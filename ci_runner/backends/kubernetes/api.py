@@ -1,6 +1,6 @@
 """Every request to the API server goes through :meth:`KubeApi.request`.
 
-One retry policy, our own errors.
+One retry policy and its timeouts (:mod:`ci_runner.http_policy`), our own errors.
 
 We use the ``kubernetes`` client's ``ApiClient`` for configuration, authentication and TLS, and work
 with plain JSON dicts: manifests are dicts already, and watches and logs need the raw stream.
@@ -13,7 +13,6 @@ import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Final
 
 import urllib3
@@ -24,13 +23,18 @@ from ci_runner.backends.kubernetes.connect import ClusterClient
 from ci_runner.backends.kubernetes.errors import KubeError, Unreachable, error_class
 from ci_runner.backends.kubernetes.resources import JSON, POD_LOGS, Resource
 from ci_runner.clock import Clock
+from ci_runner.http_policy import (
+    KUBE_CONNECT_TIMEOUT,
+    KUBE_READ_TIMEOUT,
+    KUBERNETES_RETRY,
+    LOG_READ_TIMEOUT,
+    WATCH_READ_SLACK,
+    WATCH_SECONDS,
+    RetryPolicy,
+    parse_retry_after,
+)
 
 Query = Sequence[tuple[str, str | int | bool]]
-
-LOG_READ_TIMEOUT: Final = 300.0  # seconds
-# Consecutive failed reconnects of a watch or a followed log before giving up (with the
-# retry policy's backoff, minutes of outage).
-MAX_RECONNECT_FAILURES: Final = 12
 
 # Errors raised while reading a response body when the connection breaks.
 STREAM_ERRORS: Final = (
@@ -41,23 +45,7 @@ STREAM_ERRORS: Final = (
 )
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff for 429, 5xx and connection errors, honouring ``Retry-After``."""
-
-    attempts: int = 6  # tries in all, the first included
-    base_delay: float = 1.0
-    max_delay: float = 30.0
-    max_retry_after: float = 300.0
-
-    def delay(self, retry: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry number ``retry`` (0-based)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_retry_after)
-        return float(min(self.base_delay * 2**retry, self.max_delay))
-
-
-class Stream:
+class ResponseStream:
     """An open streaming response (a watch or a followed log), read chunk by chunk."""
 
     def __init__(self, response: urllib3.HTTPResponse, error: KubeError) -> None:
@@ -101,7 +89,7 @@ class StreamReader:
     def __init__(self) -> None:
         self._stopped = threading.Event()
         self._lock = threading.Lock()
-        self._stream: Stream | None = None
+        self._stream: ResponseStream | None = None
 
     def stop(self) -> None:
         """Stop reading; interrupts a blocked read. Safe from any thread."""
@@ -111,7 +99,7 @@ class StreamReader:
                 self._stream.interrupt()
 
     @contextmanager
-    def reading(self, stream: Stream) -> Iterator[Stream]:
+    def reading(self, stream: ResponseStream) -> Iterator[ResponseStream]:
         """``stream``, interruptible by :meth:`stop` while the block reads it; closed after."""
         with self._lock:
             self._stream = stream
@@ -138,7 +126,7 @@ class KubeApi:
         self.client = client
         self.namespace = namespace
         self.clock = clock
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or KUBERNETES_RETRY
         self.host: str = client.configuration.host
         # The GitLab agent context the client goes through, so refusals speak the agent's terms.
         self.agent_context = client.agent_context if isinstance(client, ClusterClient) else ""
@@ -181,8 +169,8 @@ class KubeApi:
         resource_version: str,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        timeout_seconds: int = 300,
-    ) -> Stream:
+        timeout_seconds: int = WATCH_SECONDS,
+    ) -> ResponseStream:
         query: list[tuple[str, str | int | bool]] = [
             ("watch", "true"),
             ("resourceVersion", resource_version),
@@ -191,11 +179,11 @@ class KubeApi:
             *_selectors(label_selector, field_selector),
         ]
         path = resource.path(self.namespace)
-        return self._stream("watch", resource, path, query, timeout_seconds + 30)
+        return self._stream("watch", resource, path, query, timeout_seconds + WATCH_READ_SLACK)
 
     def follow_log(
         self, pod: str, since_time: str | None = None, container: str | None = None
-    ) -> Stream:
+    ) -> ResponseStream:
         """A container's log with RFC 3339 timestamps, followed as it is written.
 
         ``container`` must be named when the pod has several (an injected sidecar).
@@ -205,8 +193,6 @@ class KubeApi:
             query.append(("container", container))
         if since_time:
             query.append(("sinceTime", since_time))
-        # A quiet training writes nothing for long: the read timeout only makes a connection
-        # that died silently (a NAT forgetting it) come back; the reconnect loses nothing.
         path = POD_LOGS.path(self.namespace, pod)
         return self._stream("get", POD_LOGS, path, query, LOG_READ_TIMEOUT)
 
@@ -228,7 +214,7 @@ class KubeApi:
         query: Query = (),
         body: JSON | None = None,
         content_type: str = "application/json",
-        read_timeout: float | None = 60.0,
+        read_timeout: float | None = KUBE_READ_TIMEOUT,
         stream: bool = False,
     ) -> urllib3.HTTPResponse:
         """Send one request, retrying 429/5xx/connection errors; the response on 2xx.
@@ -289,7 +275,8 @@ class KubeApi:
         )
         try:
             answer = self.client.call_api(
-                *serialized, _request_timeout=(10.0, read_timeout) if read_timeout else None
+                *serialized,
+                _request_timeout=(KUBE_CONNECT_TIMEOUT, read_timeout) if read_timeout else None,
             )
         except (ApiException, *STREAM_ERRORS) as exc:
             reason = str(getattr(exc, "reason", None) or exc)
@@ -315,7 +302,7 @@ class KubeApi:
         finally:
             response.release_conn()
         message = _status_message(data) or f"{response.status} {response.reason}"
-        retry_after = _retry_after(response.headers.get("Retry-After"))
+        retry_after = parse_retry_after(response.headers.get("Retry-After"), self.clock.now())
         cls = error_class(response.status)
         return cls(
             verb,
@@ -349,14 +336,14 @@ class KubeApi:
         path: str,
         query: Query,
         read_timeout: float | None,
-    ) -> Stream:
+    ) -> ResponseStream:
         response = self.request(
             verb, resource, "GET", path, query, read_timeout=read_timeout, stream=True
         )
         template = KubeError(
             verb, resource, self.namespace, None, "", self.host, agent_context=self.agent_context
         )
-        return Stream(response, template)
+        return ResponseStream(response, template)
 
 
 def _disable_client_retries(client: ApiClient) -> None:
@@ -387,15 +374,6 @@ def _status_message(data: bytes) -> str:
     if isinstance(status, dict) and isinstance(status.get("message"), str):
         return str(status["message"])
     return text[:300]
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
 
 
 def _short(reason: str) -> str:

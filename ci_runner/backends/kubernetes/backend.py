@@ -25,8 +25,9 @@ from typing import Any, Final
 
 from kubernetes.client import ApiClient
 
-from ci_runner.backends.kubernetes.api import KubeApi, RetryPolicy
-from ci_runner.backends.kubernetes.cancel import (
+from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.cleanup import (
     cancel_job,
     delete_expired,
     delete_pods,
@@ -34,16 +35,17 @@ from ci_runner.backends.kubernetes.cancel import (
     remove_finished_job,
 )
 from ci_runner.backends.kubernetes.errors import KubeError
-from ci_runner.backends.kubernetes.explain import rank_signal
-from ci_runner.backends.kubernetes.follow import DEFAULT_SETUP_TIMEOUT, JobTracker, Verdict
-from ci_runner.backends.kubernetes.logs import LogFollower
+from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
 from ci_runner.backends.kubernetes.submit import submit
+from ci_runner.backends.kubernetes.tracker import JobTracker, Verdict
 from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock
+from ci_runner.config.types import KubernetesOptions
 from ci_runner.console import StatusOutput
+from ci_runner.http_policy import RetryPolicy
 from ci_runner.plan.run_plan import JobSecret
 
 # Real seconds between checks of the unschedulable timer when nothing happens. Not a poll of
@@ -51,6 +53,8 @@ from ci_runner.plan.run_plan import JobSecret
 WAKE_SECONDS: Final = 1.0
 # Lines of a failed container's log shown when it ends the job (pip's error, the script's fix).
 FAILED_CONTAINER_TAIL: Final = 20
+# Seconds to wait for each watcher and log thread to end once told to stop.
+THREAD_JOIN_SECONDS: Final = 10.0
 
 
 class _Cancel:
@@ -75,7 +79,7 @@ class KubernetesBackend:
         clock: Clock,
         unschedulable_timeout: float,
         retry: RetryPolicy | None = None,
-        setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+        setup_timeout: float = KubernetesOptions.setup_timeout,
         keep_finished: float = 0,
     ) -> None:
         self.keep_finished = keep_finished
@@ -85,15 +89,17 @@ class KubernetesBackend:
         self.sink = sink
         self.console = console
         self.clock = clock
-        self.job_name = str(manifest["metadata"]["name"])
-        self._mpijob_field = f"metadata.name={self.job_name}"
+        self.mpijob_name = str(manifest["metadata"]["name"])
+        self._mpijob_field = f"metadata.name={self.mpijob_name}"
         specs = manifest["spec"]["mpiReplicaSpecs"]
         workers = specs.get("Worker", {}).get("replicas", 1)
         # Named in every log request: a sidecar injected into the pod makes it one of several.
         self._launcher_container = str(
             specs["Launcher"]["template"]["spec"]["containers"][0]["name"]
         )
-        self.tracker = JobTracker(self.job_name, int(workers), unschedulable_timeout, setup_timeout)
+        self.tracker = JobTracker(
+            self.mpijob_name, int(workers), unschedulable_timeout, setup_timeout
+        )
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._cancelled = False
         self._watchers: list[Watcher] = []  # the watchers running
@@ -102,7 +108,7 @@ class KubernetesBackend:
         self._threads: list[threading.Thread] = []
         self._log_pods: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._followed: list[str] = []
-        self._follower: LogFollower | None = None
+        self._log_stream: LauncherLogStream | None = None
         self._log_thread: threading.Thread | None = None
         self._job_uid = ""
 
@@ -133,42 +139,42 @@ class KubernetesBackend:
             return Verdict(Outcome.CANCELLED, _cancelled_failure())
         submission = submit(self.api, self.manifest, self.secret)
         self._job_uid = submission.uid
-        where = f"MPIJob {self.job_name} in namespace {self.api.namespace}"
+        where = f"MPIJob {self.mpijob_name} in namespace {self.api.namespace}"
         if submission.attached:
             self._say(f"attached to {where}: it was already submitted (the CI job restarted)")
         else:
             self._say(f"submitted {where}")
         self._start_watchers()
         self._start_log_thread()
-        verdict = self._follow()
+        verdict = self._await_verdict()
         if verdict is None:
             return self._cancel_on_cluster()
         for watcher in self._watchers:
             watcher.stop()
         if self.tracker.decided_here:
             verdict = self._with_container_log(verdict)
-            self._say(f"MPIJob {self.job_name} failed: {_message(verdict)}")
-            cancel_job(self.api, self.job_name, self.secret.name)
-            self._say(f"deleted MPIJob {self.job_name} and its pods")
+            self._say(f"MPIJob {self.mpijob_name} failed: {_message(verdict)}")
+            cancel_job(self.api, self.mpijob_name, self.secret.name)
+            self._say(f"deleted MPIJob {self.mpijob_name} and its pods")
             return verdict
         # The end as the cluster says it: look at the pods once more so the explanation does not
         # depend on which watch spoke first, and finish the log before the last word.
-        pods = self.api.list(PODS, label_selector=job_selector(self.job_name))
+        pods = self.api.list(PODS, label_selector=job_selector(self.mpijob_name))
         self._apply(WatchUpdate(PODS, SYNC, tuple(pods.get("items", []))))
-        self._follow_launcher()
+        self._queue_launcher_pod()
         if not self._drain_log():
             return self._cancel_on_cluster()
         verdict = self.tracker.verdict() or verdict
         if verdict.failure is not None:
-            failure = rank_signal(verdict.failure, self.sink.tail, self.tracker.last_seen)
+            failure = explain.rank_signal(verdict.failure, self.sink.tail, self.tracker.last_seen)
             verdict = replace(verdict, failure=failure)
         delete_pods(self.api, self.tracker.running_workers())
         if verdict.outcome is Outcome.SUCCEEDED:
-            self._say(f"MPIJob {self.job_name} succeeded")
+            self._say(f"MPIJob {self.mpijob_name} succeeded")
         elif verdict.outcome is Outcome.CANCELLED:
             self._say(_message(verdict))
         else:
-            self._say(f"MPIJob {self.job_name} failed: {_message(verdict)}")
+            self._say(f"MPIJob {self.mpijob_name} failed: {_message(verdict)}")
         if verdict.outcome is not Outcome.CANCELLED:
             self._clean_up()
         return verdict
@@ -183,7 +189,7 @@ class KubernetesBackend:
             text = self.api.log_tail(failure.pod, failure.container, FAILED_CONTAINER_TAIL)
         except KubeError:
             return verdict  # it never ran (a missing Secret key): its status says it all
-        lines = [line for line in text.splitlines() if line.strip()]
+        lines = explain.container_log_lines(text)
         if not lines:
             return verdict
         self._say(f"the last lines of container {failure.container} in pod {failure.pod}:")
@@ -191,25 +197,25 @@ class KubernetesBackend:
             self.sink.feed(line.encode() + b"\n")
         self.sink.flush()
         last = self.sink.mask(lines[-1].strip())
-        return Verdict(verdict.outcome, replace(failure, message=f"{failure.message}: {last}"))
+        return Verdict(verdict.outcome, explain.with_log_line(failure, last))
 
     def _clean_up(self) -> None:
         """The log is saved and the verdict known: the finished MPIJob and all it owns go."""
         if self.keep_finished > 0:
             until = self.clock.now() + timedelta(seconds=self.keep_finished)
-            stamp = keep_until(self.api, self.job_name, until)
+            stamp = keep_until(self.api, self.mpijob_name, until)
             self._say(
-                f"keeping MPIJob {self.job_name} until {stamp} (kubernetes.keep_finished): the "
+                f"keeping MPIJob {self.mpijob_name} until {stamp} (kubernetes.keep_finished): the "
                 f"first ci-runner train in namespace {self.api.namespace} after that deletes it; "
                 "ci-runner cancel deletes it now"
             )
         else:
-            remove_finished_job(self.api, self.job_name, self.secret.name)
-            self._say(f"deleted MPIJob {self.job_name}, its pods and its Secret")
+            remove_finished_job(self.api, self.mpijob_name, self.secret.name)
+            self._say(f"deleted MPIJob {self.mpijob_name}, its pods and its Secret")
         for name in delete_expired(self.api, self.clock.now()):
             self._say(f"deleted MPIJob {name}: kept by an earlier run until its time had passed")
 
-    def _follow(self) -> Verdict | None:
+    def _await_verdict(self) -> Verdict | None:
         """Take updates until the job is decided (None: cancelled)."""
         while True:
             try:
@@ -224,7 +230,7 @@ class KubernetesBackend:
             elif isinstance(item, BaseException):
                 raise item
             self.tracker.check_time(self.clock.monotonic())
-            self._follow_launcher()
+            self._queue_launcher_pod()
             verdict = self.tracker.verdict()
             if verdict is not None:
                 return verdict
@@ -234,17 +240,17 @@ class KubernetesBackend:
             self._say(line)
 
     def _cancel_on_cluster(self) -> Verdict:
-        self._say(f"cancelling: deleting MPIJob {self.job_name}, its pods and its Secret")
+        self._say(f"cancelling: deleting MPIJob {self.mpijob_name}, its pods and its Secret")
         self._stop_threads()
-        cancel_job(self.api, self.job_name, self.secret.name)
-        self._say(f"MPIJob {self.job_name} cancelled")
+        cancel_job(self.api, self.mpijob_name, self.secret.name)
+        self._say(f"MPIJob {self.mpijob_name} cancelled")
         return Verdict(Outcome.CANCELLED, _cancelled_failure())
 
     # -- threads -------------------------------------------------------------------------------
 
     def _start_watchers(self) -> None:
         self._mpijob_watcher = self._watch_mpijob()
-        pods = job_selector(self.job_name)
+        pods = job_selector(self.mpijob_name)
         self._watch(Watcher(self.api, PODS, self._inbox.put, label_selector=pods))
         self._events_watcher = self._watch(
             Watcher(self.api, EVENTS, self._inbox.put, keep=self._about_job)
@@ -287,7 +293,7 @@ class KubernetesBackend:
             self._mpijob_watcher = self._watch_mpijob(version or None)
 
     def _start_log_thread(self) -> None:
-        self._log_thread = self._spawn(self._follow_logs, "launcher-log")
+        self._log_thread = self._spawn(self._stream_launcher_log, "launcher-log")
 
     def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
         def guarded() -> None:
@@ -302,19 +308,19 @@ class KubernetesBackend:
         thread.start()
         return thread
 
-    def _follow_logs(self) -> None:
+    def _stream_launcher_log(self) -> None:
         """The log thread: follow each launcher pod in turn (a relaunch makes a new one)."""
         while (pod := self._log_pods.get()) is not None:
-            follower = LogFollower(
+            log_stream = LauncherLogStream(
                 self.api, pod, self.sink, self._launcher_container, self.console.warning
             )
-            self._follower = follower
+            self._log_stream = log_stream
             if self._cancelled:
                 return
-            follower.run()
+            log_stream.run()
         self._inbox.put(_LogDone())
 
-    def _follow_launcher(self) -> None:
+    def _queue_launcher_pod(self) -> None:
         pod = self.tracker.launcher_to_follow()
         if pod is not None and pod not in self._followed:
             self._followed.append(pod)
@@ -343,11 +349,11 @@ class KubernetesBackend:
         for watcher in self._watchers:
             watcher.stop()
         self._log_pods.put(None)
-        if self._follower is not None:
-            self._follower.stop()  # when the log was drained it has already ended
+        if self._log_stream is not None:
+            self._log_stream.stop()  # when the log was drained it has already ended
         for thread in self._threads:
             if thread is not threading.current_thread():
-                thread.join(timeout=10)
+                thread.join(timeout=THREAD_JOIN_SECONDS)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -355,8 +361,8 @@ class KubernetesBackend:
         involved = event.get("involvedObject", {})
         name = str(involved.get("name", ""))
         if involved.get("kind") == "MPIJob":
-            return name == self.job_name and involved.get("uid") in (None, "", self._job_uid)
-        job = re.escape(self.job_name)
+            return name == self.mpijob_name and involved.get("uid") in (None, "", self._job_uid)
+        job = re.escape(self.mpijob_name)
         return involved.get("kind") == "Pod" and bool(
             re.fullmatch(rf"{job}-(worker-\d+|launcher-[a-z0-9]+)", name)
         )
@@ -367,7 +373,7 @@ class KubernetesBackend:
     def _result(self, verdict: Verdict, started: datetime) -> RunResult:
         return RunResult(
             outcome=verdict.outcome,
-            job_name=self.job_name,
+            mpijob_name=self.mpijob_name,
             log_path=self.sink.path,
             log_tail=self.sink.tail,
             failure=verdict.failure,

@@ -77,7 +77,7 @@ class _Choice:
     origin: str  # where the name came from, for messages
 
 
-def connect(
+def connect_cluster(
     namespace: str | None,
     env: Mapping[str, str],
     service_account_dir: Path = SERVICE_ACCOUNT_DIR,

@@ -1,4 +1,8 @@
-"""Why a job failed, from what the cluster shows: pure functions over MPIJob, Pod, Event dicts."""
+"""Why a job failed, from what the cluster shows: pure functions over MPIJob, Pod, Event dicts.
+
+Every check of a pod's status (running, Ready, ended, a container started) and every failure's
+text is here; the tracker, the launcher-log stream and the backend ask.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +55,49 @@ def condition(obj: JSON, kind: str) -> JSON | None:
         if cond.get("type") == kind and cond.get("status") == "True":
             return dict(cond)
     return None
+
+
+def is_ready(pod: JSON) -> bool:
+    """The pod's Ready condition is True."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in pod.get("status", {}).get("conditions") or []
+    )
+
+
+def is_running(pod: JSON) -> bool:
+    """Running, every container too, and not being deleted."""
+    states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
+    return (
+        pod.get("status", {}).get("phase") == "Running"
+        and not pod.get("metadata", {}).get("deletionTimestamp")
+        and bool(states)
+        and all("running" in state for state in states)
+    )
+
+
+def has_ended(pod: JSON) -> bool:
+    """The pod's phase is Succeeded or Failed."""
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def container_started(pod: JSON) -> bool:
+    """A (main) container of the pod runs or has run."""
+    states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
+    return any("running" in s or "terminated" in s for s in states)
+
+
+def containers_ended(pod: JSON, container: str | None = None) -> bool:
+    """The pod has ended, or every (main) container of it (``container`` alone, when named)
+    has terminated: its log is complete."""
+    if has_ended(pod):
+        return True
+    states = [
+        c.get("state", {})
+        for c in pod.get("status", {}).get("containerStatuses") or []
+        if container is None or c.get("name") == container
+    ]
+    return bool(states) and all("terminated" in state for state in states)
 
 
 def container_states(pod: JSON) -> list[JSON]:
@@ -188,6 +235,46 @@ def unschedulable_message(pod: JSON) -> str | None:
         ):
             return str(cond.get("message") or "no node fits the pod")
     return None
+
+
+def unschedulable_failure(pod: str, seconds: float, message: str) -> Failure:
+    """``pod`` could not be placed for ``seconds`` (kubernetes.unschedulable_timeout)."""
+    return Failure(
+        FailureKind.UNSCHEDULABLE,
+        f"pod {pod} stayed unschedulable for {round(seconds)}s: {message}",
+        pod=pod,
+    )
+
+
+def setup_timeout_failure(not_ready: JSON | None, seconds: float) -> Failure:
+    """Setting up took longer than kubernetes.setup_timeout: the first worker ``not_ready`` (and
+    what it waits for), or the launcher that did not start when every worker is Ready."""
+    waited = round(seconds)
+    if not_ready is None:
+        message = f"the launcher did not start within {waited}s (kubernetes.setup_timeout)"
+        return Failure(FailureKind.SETUP, message)
+    pod = pod_name(not_ready)
+    message = (
+        f"worker {pod} was not Ready after {waited}s of setup "
+        f"(kubernetes.setup_timeout): {not_ready_reason(not_ready)}"
+    )
+    return Failure(FailureKind.SETUP, message, pod=pod)
+
+
+def deleted_failure(mpijob_name: str) -> Failure:
+    """The MPIJob was deleted (by someone else) before it finished."""
+    return Failure(FailureKind.CANCELLED, f"MPIJob {mpijob_name} was deleted before it finished")
+
+
+def container_log_lines(text: str) -> list[str]:
+    """The lines of a failed container's log tail worth showing (blank ones dropped)."""
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def with_log_line(failure: Failure, line: str) -> Failure:
+    """``failure`` with the last line its container wrote (pip's error, the script's fix) as
+    the reason's end; ``line`` is masked already."""
+    return replace(failure, message=f"{failure.message}: {line}")
 
 
 def operator_failure(event: JSON) -> Failure | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
-# (apiGroup, resource, verbs). tests/test_kube_permissions.py checks that the fake API server
-# saw no request outside this list, so it stays exact.
+# (apiGroup, resource, verbs). tests/test_backends_kubernetes_permissions.py checks that the fake
+# API server saw no request outside this list, so it stays exact.
 REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "patch", "delete")),
     ("", "secrets", ("create", "patch", "delete")),

@@ -50,13 +50,13 @@ MANAGED_BY_CI_RUNNER: Final = "app.kubernetes.io/managed-by=ci-runner"
 # A kept finished MPIJob's end of keeping (RFC 3339 UTC): any later run may delete it then.
 DELETE_AFTER: Final = "ci-runner/delete-after"
 
-# MPI Operator v0.8.2 pod labels (FACTS.md).
+# MPI Operator v0.8.2 pod labels (pkg/apis/kubeflow/v2beta1/constants.go in kubeflow/mpi-operator).
 JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
 REPLICA_INDEX_LABEL: Final = "training.kubeflow.org/replica-index"
 
 
-def job_selector(job_name: str, role: str | None = None) -> str:
+def job_selector(mpijob_name: str, role: str | None = None) -> str:
     """The label selector for a job's pods (optionally one role: launcher or worker)."""
-    selector = f"{JOB_NAME_LABEL}={job_name}"
+    selector = f"{JOB_NAME_LABEL}={mpijob_name}"
     return f"{selector},{JOB_ROLE_LABEL}={role}" if role else selector

@@ -31,13 +31,13 @@ class Submission:
 
 def submit(api: KubeApi, manifest: JSON, secret: JobSecret) -> Submission:
     """Submit ``manifest`` with its Secret, or attach to the job of that name already running."""
-    job_name = str(manifest["metadata"]["name"])
+    mpijob_name = str(manifest["metadata"]["name"])
     _put_secret(api, secret.name, manifest, secret.values())
     try:
         mpijob = api.create(MPIJOBS, manifest)
         attached = False
     except Conflict:
-        mpijob = api.get(MPIJOBS, job_name)
+        mpijob = api.get(MPIJOBS, mpijob_name)
         attached = True
     except KubeError:
         # Refused: nothing would ever own the Secret (and its git token), so it goes now.
@@ -47,7 +47,7 @@ def submit(api: KubeApi, manifest: JSON, secret: JobSecret) -> Submission:
     owner = {
         "apiVersion": MPIJOBS.api_version,
         "kind": MPIJOBS.kind,
-        "name": job_name,
+        "name": mpijob_name,
         "uid": mpijob["metadata"]["uid"],
     }
     api.patch(SECRETS, secret.name, {"metadata": {"ownerReferences": [owner]}})

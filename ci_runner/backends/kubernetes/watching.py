@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from ci_runner.backends.kubernetes.api import MAX_RECONNECT_FAILURES, KubeApi, StreamReader
+from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import Gone, KubeError, error_class
 from ci_runner.backends.kubernetes.resources import JSON, Resource
+from ci_runner.http_policy import MAX_RECONNECT_FAILURES
 
 SYNC: Final = "SYNC"  # a full listing: objects not in it are gone
 CHANGES: Final = ("ADDED", "MODIFIED", "DELETED")

@@ -1,0 +1,166 @@
+"""Stream the launcher's log into the LogSink as it is written, surviving dropped connections.
+
+We ask for ``timestamps=true``: every line carries the kubelet's RFC 3339 time, in the node's
+own zone (``+02:00`` as well as ``Z``), and stdout and stderr lines may be stamped out of order.
+After a drop we reconnect with ``sinceTime`` (whole seconds, ``SLACK_SECONDS`` before the newest
+line seen, so a line stamped a little early is not filtered out) and skip exactly the lines we
+already passed on: the kubelet sends the lines of the current file stamped at or after
+``sinceTime`` in file order, so they begin with the ones we passed on that are stamped so. When
+they do not (the file was rotated while we were away), lines may be lost: we say so once.
+A partial line cut by the drop is dropped and comes again, whole. The timestamps are stripped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Final
+
+from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
+from ci_runner.backends.kubernetes.errors import KubeError, NotFound
+from ci_runner.backends.kubernetes.resources import PODS
+from ci_runner.backends.logsink import LogSink
+from ci_runner.http_policy import MAX_RECONNECT_FAILURES
+
+NANOS: Final = 1_000_000_000
+# How much earlier than the line before it a line may be stamped (stdout and stderr are
+# stamped as the runtime reads each pipe) and still be found again after a reconnect.
+SLACK_SECONDS: Final = 5
+ROTATION_WARNING: Final = (
+    "the launcher's log file was rotated while its stream was down: "
+    "lines written meanwhile may be missing here"
+)
+_STAMP: Final = re.compile(
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)", re.ASCII
+)
+
+
+def parse_timestamp(text: str) -> int | None:
+    """Nanoseconds since the epoch of an RFC 3339 time: ``2026-01-01T02:00:01.5+02:00``."""
+    match = _STAMP.fullmatch(text)
+    if match is None:
+        return None
+    whole, fraction, zone = match.groups()
+    try:
+        moment = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    offset = timedelta()
+    if zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        offset = sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    seconds = int((moment - offset).replace(tzinfo=timezone.utc).timestamp())
+    return seconds * NANOS + (int((fraction + "00000000")[:9]) if fraction else 0)
+
+
+def since_time(nanos: int) -> str:
+    """``sinceTime`` for a reconnect: the second containing ``nanos``, RFC 3339 UTC."""
+    moment = datetime.fromtimestamp(nanos // NANOS, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LauncherLogStream(StreamReader):
+    """Follows one container's log to its end, feeding ``sink``; ``warn`` hears of possible loss."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        pod: str,
+        sink: LogSink,
+        container: str | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.api = api
+        self.pod = pod
+        self.container = container
+        self.sink = sink
+        self.warn = warn or (lambda _message: None)
+        self.reconnects = 0
+        self._newest: int | None = None  # the latest timestamp passed on
+        # Lines passed on stamped within SLACK_SECONDS (+1 s) of the newest: those a reconnect
+        # can send again.
+        self._recent: deque[tuple[int, bytes]] = deque()
+        self._again: deque[tuple[int, bytes]] = deque()  # still expected on this connection
+        self._warned = False
+        self._opened = False  # the current connection was established
+
+    def run(self) -> None:
+        """Follow until the container has ended (or :meth:`stop`); raises :class:`KubeError`."""
+        failures = 0
+        while not self._stopped.is_set():
+            self._opened = False
+            try:
+                if self._follow_once():
+                    return
+            except NotFound:
+                return  # the pod is gone, and its log with it
+            except KubeError as err:
+                # 400 means the container is not running yet; the rest we retry if we may.
+                if self._stopped.is_set():
+                    return
+                if self._opened:
+                    failures = 0  # the connection worked, then broke: not a failing server
+                if not (err.retryable or err.status == 400) or failures >= MAX_RECONNECT_FAILURES:
+                    raise
+                self.reconnects += 1
+                self.api.clock.sleep(self.api.retry.delay(failures, err.retry_after))
+                failures += 1
+
+    def _follow_once(self) -> bool:
+        """Read one connection; True when the log is complete."""
+        since: str | None = None
+        self._again.clear()
+        if self._newest is not None:
+            since = since_time(self._newest - SLACK_SECONDS * NANOS)
+            start = (self._newest - SLACK_SECONDS * NANOS) // NANOS * NANOS
+            self._again.extend(line for line in self._recent if line[0] >= start)
+        stream = self.api.follow_log(self.pod, since, self.container)
+        self._opened = True
+        pending = b""
+        with self.reading(stream):
+            for chunk in stream.chunks():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._line(line)
+        if self._stopped.is_set():
+            return True
+        # A clean end: the container finished, or the server ended the request early.
+        if not self._container_ended():
+            self.api.clock.sleep(self.api.retry.base_delay)
+            self.reconnects += 1
+            return False
+        if pending:
+            self._line(pending, newline=False)
+        return True
+
+    def _line(self, raw: bytes, newline: bool = True) -> None:
+        stamp, _, content = raw.partition(b" ")
+        nanos = parse_timestamp(stamp.decode("ascii", errors="replace"))
+        if nanos is None:
+            self.sink.feed(raw + b"\n" if newline else raw)  # no timestamp: as it is
+            return
+        if self._again:
+            if self._again[0] == (nanos, content):
+                self._again.popleft()
+                return
+            self._again.clear()  # what we had passed on is not in the file any more
+            if not self._warned:
+                self._warned = True
+                self.warn(ROTATION_WARNING)
+        self._remember(nanos, content)
+        self.sink.feed(content + b"\n" if newline else content)
+
+    def _remember(self, nanos: int, content: bytes) -> None:
+        self._newest = nanos if self._newest is None else max(self._newest, nanos)
+        self._recent.append((nanos, content))
+        oldest = self._newest - (SLACK_SECONDS + 1) * NANOS
+        while self._recent and self._recent[0][0] < oldest:
+            self._recent.popleft()
+
+    def _container_ended(self) -> bool:
+        return explain.containers_ended(self.api.get(PODS, self.pod), self.container)

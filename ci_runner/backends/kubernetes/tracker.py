@@ -1,0 +1,306 @@
+"""The job as the CI log tells it: a state machine over MPIJob, Pod and Event updates.
+
+It prints each phase once (submitted is printed by the backend; here: pending and why, workers
+ready n/N, launcher running) and decides when the job is over — from the MPIJob's conditions,
+never from counters, which count every launcher pod that ever failed (updateMPIJobStatus in
+pkg/controller/mpi_job_controller.go, kubeflow/mpi-operator v0.8.2) — or when waiting longer is
+pointless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS
+from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
+from ci_runner.backends.result import Failure, Outcome
+from ci_runner.config.types import KubernetesOptions
+
+# How long the kubelet may keep failing to pull an image (ErrImagePull, ImagePullBackOff: it
+# retries with back-off, and registries have bad minutes) before the job fails.
+IMAGE_PULL_GRACE_SECONDS: Final = 300.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    failure: Failure | None = None
+
+
+class JobTracker:
+    """What we know of one MPIJob; :meth:`apply` returns the status lines a change deserves."""
+
+    def __init__(
+        self,
+        mpijob_name: str,
+        workers: int,
+        unschedulable_timeout: float,
+        setup_timeout: float = KubernetesOptions.setup_timeout,
+    ) -> None:
+        self.mpijob_name = mpijob_name
+        self.workers = workers
+        self.unschedulable_timeout = unschedulable_timeout
+        self.setup_timeout = setup_timeout
+        # Since when the pods are placed and setting up (image pulls, code fetch, pip): None
+        # until the first update, reset while a pod waits for a node.
+        self._setup_since: float | None = None
+        self._pull_since: dict[str, float] = {}  # pod -> first seen failing to pull
+        self.mpijob: JSON | None = None
+        self.pods: dict[str, JSON] = {}  # pods that exist now
+        self.last_seen: dict[str, JSON] = {}  # every pod's last state, deleted ones too
+        self._said: set[str] = set()
+        self._ready_said = 0
+        self._launchers: list[str] = []  # launcher pods whose container started, oldest first
+        self._unschedulable_since: float | None = None
+        self._unschedulable: tuple[str, str] | None = None  # (pod, scheduler message)
+        self._failure: Verdict | None = None  # decided on our side: the cluster would wait on
+        self._deleted = False
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def apply(self, update: WatchUpdate, now: float) -> list[str]:
+        """Take one update; the new status lines (without the ``[ci-runner]`` prefix)."""
+        if update.resource == MPIJOBS:
+            return self._apply_mpijob(update)
+        if update.resource == PODS:
+            return self._apply_pods(update, now)
+        if update.resource == EVENTS:
+            return [line for event in update.objects for line in self._apply_event(event, now)]
+        return []
+
+    def _apply_mpijob(self, update: WatchUpdate) -> list[str]:
+        mine = [o for o in update.objects if o.get("metadata", {}).get("name") == self.mpijob_name]
+        if update.type == "DELETED" or (update.type == SYNC and not mine):
+            self._deleted = self.mpijob is not None
+            return []
+        if mine:
+            self.mpijob = mine[-1]
+            replicas = self.mpijob.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
+            self.workers = int(replicas.get("replicas", self.workers))
+        return []
+
+    def _apply_pods(self, update: WatchUpdate, now: float) -> list[str]:
+        if update.type == SYNC:
+            self.pods = {}
+        for pod in update.objects:
+            name = explain.pod_name(pod)
+            self.last_seen[name] = pod
+            if update.type == "DELETED":
+                self.pods.pop(name, None)
+            else:
+                self.pods[name] = pod
+        pods = sorted(self.pods.values(), key=explain.pod_name)
+        if self._setup_since is None:
+            self._setup_since = now
+        lines = []
+        for pod in pods:
+            lines += self._check_image_pull(pod, now)
+            self._check_setup(pod)
+        lines += [line for pod in pods for line in self._pending_lines(pod)]
+        lines += self._ready_lines()
+        lines += [line for pod in pods for line in self._launcher_lines(pod)]
+        self._track_unschedulable(now)
+        return lines
+
+    def _check_image_pull(self, pod: JSON, now: float) -> list[str]:
+        """A bad image name fails now; other pull errors the kubelet retries: give it time."""
+        name = explain.pod_name(pod)
+        pull = explain.image_pull_failure(pod)
+        if pull is None:
+            self._pull_since.pop(name, None)
+            return []
+        reason = explain.image_pull_reason(pod)
+        if reason in explain.PERMANENT_PULL_REASONS:
+            if self._failure is None:
+                self._failure = Verdict(Outcome.FAILED, pull)
+            return []
+        if name in self._pull_since:
+            return []  # said once per pod: ErrImagePull and ImagePullBackOff alternate
+        self._pull_since[name] = now
+        return [
+            f"pod {name} cannot pull its image yet ({reason}): the kubelet retries; "
+            f"giving up after {round(IMAGE_PULL_GRACE_SECONDS)}s"
+        ]
+
+    def _check_setup(self, pod: JSON) -> None:
+        """A worker failing before the launcher starts: v0.8.2 would wait for it for ever."""
+        if self._launchers or explain.role(pod) != "worker" or self._failure is not None:
+            return
+        failure = explain.setup_failure(pod)
+        if failure is not None:
+            self._failure = Verdict(Outcome.FAILED, failure)
+
+    def _pending_lines(self, pod: JSON) -> list[str]:
+        role = explain.role(pod)
+        message = explain.unschedulable_message(pod)
+        if not message:
+            return []
+        return self._once(
+            f"workers pending: {message}" if role == "worker" else f"{role} pending: {message}"
+        )
+
+    def _launcher_lines(self, pod: JSON) -> list[str]:
+        name = explain.pod_name(pod)
+        started = explain.container_started(pod)
+        if explain.role(pod) != "launcher" or not started or name in self._launchers:
+            return []
+        self._launchers.append(name)
+        return self._once(f"launcher running (pod {name})")
+
+    def _ready_lines(self) -> list[str]:
+        ready = sum(
+            1
+            for pod in self.pods.values()
+            if explain.role(pod) == "worker" and explain.is_ready(pod)
+        )
+        if ready <= self._ready_said:
+            return []  # progress only: a worker that stops shows up as the failure's reason
+        self._ready_said = ready
+        return [f"workers ready {ready}/{self.workers}"]
+
+    def _apply_event(self, event: JSON, now: float) -> list[str]:
+        involved = event.get("involvedObject", {})
+        reason = event.get("reason")
+        if reason == "ValidationError" and involved.get("kind") == "MPIJob":
+            failure = explain.validation_failure([event])
+            if failure and self._failure is None:
+                self._failure = Verdict(Outcome.FAILED, failure)
+            return []
+        if reason == "MPIJobFailed" and involved.get("kind") == "MPIJob":
+            refused = explain.operator_failure(event)
+            if refused and self._failure is None:
+                self._failure = Verdict(Outcome.FAILED, refused)
+            return []
+        if reason == "FailedScheduling" and involved.get("kind") == "Pod":
+            name = str(involved.get("name", ""))
+            message = str(event.get("message", ""))
+            if self._unschedulable_since is None:
+                # The Event may come before the pod's status says so: the clock starts now.
+                self._unschedulable_since, self._unschedulable = now, (name, message)
+            who = "launcher" if name.startswith(f"{self.mpijob_name}-launcher") else "workers"
+            return self._once(f"{who} pending: {message}")
+        return []
+
+    def _once(self, line: str) -> list[str]:
+        if line in self._said:
+            return []
+        self._said.add(line)
+        return [line]
+
+    # -- time --------------------------------------------------------------------------------
+
+    def _track_unschedulable(self, now: float) -> None:
+        stuck = [
+            (explain.pod_name(pod), message)
+            for pod in sorted(self.pods.values(), key=explain.pod_name)
+            if (message := explain.unschedulable_message(pod))
+        ]
+        if not stuck:
+            if self._unschedulable_since is not None:
+                self._setup_since = now  # setting up starts once every pod has a node
+            self._unschedulable_since, self._unschedulable = None, None
+            return
+        self._unschedulable = stuck[0]
+        if self._unschedulable_since is None:
+            self._unschedulable_since = now
+
+    def check_time(self, now: float) -> None:
+        """Fail the job when pods have been unschedulable, failing to pull their image or
+        setting up for longer than allowed."""
+        if self._failure is None:
+            self._check_pull_time(now)
+        if self._failure is None:
+            self._check_setup_time(now)
+        since, stuck = self._unschedulable_since, self._unschedulable
+        if since is None or stuck is None or self._failure is not None:
+            return
+        if now - since >= self.unschedulable_timeout:
+            pod, message = stuck
+            failure = explain.unschedulable_failure(pod, now - since, message)
+            self._failure = Verdict(Outcome.FAILED, failure)
+
+    def _check_pull_time(self, now: float) -> None:
+        for name, since in sorted(self._pull_since.items()):
+            pull = explain.image_pull_failure(self.pods.get(name, {}))
+            if pull is not None and now - since >= IMAGE_PULL_GRACE_SECONDS:
+                self._failure = Verdict(Outcome.FAILED, pull)
+                return
+
+    def _check_setup_time(self, now: float) -> None:
+        since = self._setup_since
+        if since is None or self._launchers or self._unschedulable_since is not None:
+            return
+        if now - since < self.setup_timeout:
+            return
+        workers = sorted(
+            (
+                p
+                for p in self.pods.values()
+                if explain.role(p) == "worker" and not explain.is_ready(p)
+            ),
+            key=explain.pod_name,
+        )
+        failure = explain.setup_timeout_failure(workers[0] if workers else None, now - since)
+        self._failure = Verdict(Outcome.FAILED, failure)
+
+    # -- the outcome -------------------------------------------------------------------------
+
+    @property
+    def decided_here(self) -> bool:
+        """True when we are giving up on a job the cluster would keep waiting on."""
+        return self._failure is not None and not self.finished_on_cluster
+
+    @property
+    def finished_on_cluster(self) -> bool:
+        job = self.mpijob or {}
+        return bool(explain.condition(job, "Succeeded") or explain.condition(job, "Failed"))
+
+    def verdict(self) -> Verdict | None:
+        """How the job ended, or None while it runs."""
+        job = self.mpijob or {}
+        if explain.condition(job, "Succeeded"):
+            return Verdict(Outcome.SUCCEEDED)
+        if explain.condition(job, "Failed"):
+            return Verdict(Outcome.FAILED, explain.explain_failed_job(job, self.last_seen))
+        if self._failure is not None:
+            return self._failure
+        if self._deleted:
+            return Verdict(Outcome.CANCELLED, explain.deleted_failure(self.mpijob_name))
+        return None
+
+    @property
+    def steady(self) -> bool:
+        """The job runs as it should: its launcher's container runs and every worker is Ready.
+
+        Only a pod change ends this: the operator's terminal conditions follow the launcher pod
+        ending or being killed, and deleting or suspending the job deletes its pods.
+        """
+        launcher = self.launcher_to_follow()
+        if self.mpijob is None or self.finished_on_cluster or launcher not in self.pods:
+            return False
+        workers = 0
+        for name, pod in self.pods.items():
+            if name == launcher:
+                fine = explain.is_running(pod)
+            elif explain.role(pod) == "worker":
+                workers += 1
+                fine = explain.is_running(pod) and explain.is_ready(pod)
+            else:  # an earlier launcher pod: it must have ended (the Job made a new one)
+                fine = explain.has_ended(pod)
+            if not fine:
+                return False
+        return workers == self.workers
+
+    def launcher_to_follow(self) -> str | None:
+        """The newest launcher pod whose container has started."""
+        return self._launchers[-1] if self._launchers else None
+
+    def running_workers(self) -> list[str]:
+        """Worker pods still pending or running."""
+        return sorted(
+            name
+            for name, pod in self.pods.items()
+            if explain.role(pod) == "worker" and not explain.has_ended(pod)
+        )

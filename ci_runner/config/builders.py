@@ -1,0 +1,262 @@
+"""Builders: a record's checked values → the dataclasses of :mod:`ci_runner.config.types`.
+
+Each record of the schema has a TypedDict of its checked values (the types its fields' kinds
+give) and a builder, which also makes the checks that involve several fields. A builder runs even
+when a field was invalid (``ok`` is False), so that one run reports everything it can.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, TypedDict
+
+from ci_runner.config.engine import INVALID, At, Invalid
+from ci_runner.config.types import (
+    DnsConfig,
+    Effect,
+    Elastic,
+    Goal,
+    KubernetesOptions,
+    MetricSpec,
+    Operator,
+    PvcAccessMode,
+    Resources,
+    Toleration,
+    TrainConfig,
+)
+from ci_runner.config.yamlsource import key_path
+
+
+class ResourcesValues(TypedDict, total=False):
+    gpu: int
+    cpu: str
+    memory: str
+
+
+def build_resources(
+    values: ResourcesValues, at: At, ok: bool, keys: frozenset[str]
+) -> Resources | Invalid:
+    return Resources(**values) if ok else INVALID
+
+
+class TolerationValues(TypedDict, total=False):
+    key: str
+    operator: Operator
+    value: str
+    effect: Effect
+    toleration_seconds: int
+
+
+def build_toleration(
+    values: TolerationValues, at: At, ok: bool, keys: frozenset[str]
+) -> Toleration | Invalid:
+    # Each check runs when the fields it reads are valid, so one run reports everything.
+    operator = values.get("operator", Toleration.operator if "operator" not in keys else None)
+    effect = values.get("effect", "" if "effect" not in keys else None)
+    checks = [
+        (
+            operator == "Exists" and "value" in keys,
+            "value",
+            "must not be set when operator is Exists",
+            "remove value, or use operator: Equal",
+        ),
+        (
+            operator == "Equal" and "key" not in keys,
+            "key",
+            "is required when operator is Equal (the default)",
+            "add the taint's key, or use operator: Exists to tolerate every taint",
+        ),
+        (
+            "toleration_seconds" in keys and effect is not None and effect != "NoExecute",
+            "toleration_seconds",
+            "needs effect: NoExecute",
+            "set effect: NoExecute, or remove toleration_seconds",
+        ),
+    ]
+    for wrong, key, message, fix in checks:
+        if wrong:
+            line = at.line_of(key) or at.context.lines.get(at.path)
+            at.problem(line, message, fix, path=key_path(at.path, key))
+            ok = False
+    return Toleration(**values) if ok else INVALID
+
+
+class DnsOptionValues(TypedDict, total=False):
+    name: str
+    value: str
+
+
+def build_dns_option(
+    values: DnsOptionValues, at: At, ok: bool, keys: frozenset[str]
+) -> tuple[str, str | None] | Invalid:
+    return (values["name"], values.get("value")) if ok else INVALID
+
+
+class DnsValues(TypedDict, total=False):
+    nameservers: tuple[str, ...]
+    searches: tuple[str, ...]
+    options: tuple[tuple[str, str | None], ...]
+
+
+def build_dns(values: DnsValues, at: At, ok: bool, keys: frozenset[str]) -> DnsConfig | Invalid:
+    return DnsConfig(**values) if ok else INVALID
+
+
+class KubernetesValues(TypedDict, total=False):
+    context: str
+    namespace: str
+    tolerations: tuple[Toleration, ...]
+    node_selector: tuple[tuple[str, str], ...]
+    dns_config: DnsConfig
+    service_account: str
+    priority_class: str
+    image_pull_secrets: tuple[str, ...]
+    queue: str
+    pip_cache_pvc: str
+    pip_cache_access_mode: PvcAccessMode
+    cluster_domain: str
+    ssh_port: int
+    ttl_seconds_after_finished: int
+    backoff_limit: int
+    keep_finished: int
+    setup_timeout: int
+    unschedulable_timeout: int
+
+
+def build_kubernetes(
+    values: KubernetesValues, at: At, ok: bool, keys: frozenset[str]
+) -> KubernetesOptions | Invalid:
+    if not ok:
+        return INVALID
+    if "node_selector" in values:
+        values["node_selector"] = tuple(sorted(values["node_selector"]))
+    return KubernetesOptions(**values)
+
+
+PIP_CACHE_FIX: Final = (
+    "give the claim access mode ReadWriteMany and set kubernetes.pip_cache_access_mode: "
+    "ReadWriteMany, or remove pip_cache_pvc (each worker then caches in its own emptyDir)"
+)
+
+
+def pip_cache_fits(kubernetes: KubernetesOptions, workers: int) -> bool:
+    """Whether every worker can mount the pip cache claim: a claim mounted by one node
+    (ReadWriteOnce) or one pod (ReadWriteOncePod) leaves a second worker's pod in
+    ContainerCreating for ever (Multi-Attach), so it serves one worker only."""
+    return (
+        kubernetes.pip_cache_pvc is None
+        or workers <= 1
+        or kubernetes.pip_cache_access_mode == "ReadWriteMany"
+    )
+
+
+def pip_cache_conflict(kubernetes: KubernetesOptions, workers: int) -> str:
+    return (
+        f"a {kubernetes.pip_cache_access_mode} claim can serve one worker, not {workers}: "
+        "the other workers would wait for it for ever (Multi-Attach)"
+    )
+
+
+class MetricValues(TypedDict, total=False):
+    pattern: re.Pattern[str]
+    goal: Goal
+
+
+def build_metric(
+    values: MetricValues, at: At, ok: bool, keys: frozenset[str]
+) -> tuple[re.Pattern[str], Goal] | Invalid:
+    return (values["pattern"], values.get("goal", MetricSpec.goal)) if ok else INVALID
+
+
+class ElasticValues(TypedDict, total=False):
+    min_workers: int
+    max_workers: int
+
+
+def build_elastic(
+    values: ElasticValues, at: At, ok: bool, keys: frozenset[str]
+) -> Elastic | Invalid:
+    low, high = values.get("min_workers"), values.get("max_workers")
+    if low is not None and high is not None and low > high:
+        return at.problem(
+            at.line_of("min_workers"),
+            f"must not be more than max_workers, got {values['min_workers']} > "
+            f"{values['max_workers']}",
+            "lower min_workers or raise max_workers",
+            path=key_path(at.path, "min_workers"),
+        )
+    return Elastic(values["min_workers"], values["max_workers"]) if ok else INVALID
+
+
+class _TrainConfigValues(TypedDict, total=False):
+    name: str
+    image: str
+    command: tuple[str, ...]
+    workers: int
+    slots_per_worker: int
+    resources: Resources
+    requirements: str
+    env: tuple[tuple[str, str], ...]
+    secrets: tuple[str, ...]
+    data: str
+    outputs: str
+    timeout: int
+    elastic: Elastic
+    kubernetes: KubernetesOptions
+
+
+class TrainValues(_TrainConfigValues, total=False):
+    metrics: tuple[tuple[str, tuple[re.Pattern[str], Goal]], ...]
+
+
+def build_train(
+    values: TrainValues, at: At, ok: bool, keys: frozenset[str]
+) -> TrainConfig | Invalid:
+    workers = values.get("workers", TrainConfig.workers if "workers" not in keys else None)
+    elastic = values.get("elastic")
+    if (
+        elastic is not None
+        and workers is not None
+        and not elastic.min_workers <= workers <= elastic.max_workers
+    ):
+        line = at.line_of("workers") or at.line_of("elastic")
+        at.problem(
+            line,
+            f"must be between elastic.min_workers and elastic.max_workers "
+            f"({elastic.min_workers}-{elastic.max_workers}), got {workers}",
+            "set workers to how many workers to start with, within that range",
+            path="workers",
+        )
+        ok = False
+    kubernetes = values.get("kubernetes")
+    most = elastic.max_workers if elastic is not None else workers
+    if kubernetes is not None and most is not None and not pip_cache_fits(kubernetes, most):
+        at.problem(
+            at.context.lines.get("kubernetes.pip_cache_pvc"),
+            pip_cache_conflict(kubernetes, most),
+            PIP_CACHE_FIX,
+            path="kubernetes.pip_cache_pvc",
+        )
+        ok = False
+    env_names = {name for name, _ in values.get("env", ())}
+    for index, name in enumerate(values.get("secrets", ())):
+        if name in env_names:
+            at.problem(
+                at.context.lines.get(f"secrets[{index}]", at.line_of("secrets")),
+                f"{name} is also set in env",
+                "keep it in one place: secrets for CI variables, env for plain values",
+                path=f"secrets[{index}]",
+            )
+            ok = False
+    if not ok:
+        return INVALID
+    resources = values.get("resources", Resources())
+    metrics = tuple(
+        MetricSpec(name, pattern, goal) for name, (pattern, goal) in values.pop("metrics", ())
+    )
+    fields: _TrainConfigValues = values  # without "metrics", popped above
+    fields["slots_per_worker"] = values.get(
+        "slots_per_worker", resources.gpu if resources.gpu > 0 else TrainConfig.slots_per_worker
+    )
+    fields["env"] = tuple(sorted(values.get("env", ())))
+    return TrainConfig(**fields, metrics=metrics)

@@ -1,0 +1,104 @@
+"""A manual pipeline's variables over train.yaml: ``CI_RUNNER_WORKERS`` (the worker count) and
+``CI_RUNNER_ARGS`` (arguments appended to the command), checked like the file's values."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+from typing import Final
+
+from ci_runner.config.builders import PIP_CACHE_FIX, pip_cache_conflict, pip_cache_fits
+from ci_runner.config.engine import number
+from ci_runner.config.schema import MAX_WORKERS
+from ci_runner.config.types import TrainConfig
+from ci_runner.errors import ConfigError, Problem
+
+WORKERS_VARIABLE: Final = "CI_RUNNER_WORKERS"
+ARGS_VARIABLE: Final = "CI_RUNNER_ARGS"
+
+
+def apply_overrides(
+    config: TrainConfig, *, workers: str | None, extra_args: str | None
+) -> TrainConfig:
+    """Apply the pipeline variables CI_RUNNER_WORKERS and CI_RUNNER_ARGS (empty means unset).
+
+    ``workers`` replaces the worker count (checked like the file's); ``extra_args`` is split like
+    a shell would and appended to the command. Raises ConfigError listing every problem.
+    """
+    problems: list[Problem] = []
+    new_workers, new_command = config.workers, config.command
+    if workers is not None and workers.strip():
+        value = workers.strip()
+        low, high = (
+            (config.elastic.min_workers, config.elastic.max_workers)
+            if config.elastic is not None
+            else (1, MAX_WORKERS)
+        )
+        if not value.isdigit() or not value.isascii():
+            problems.append(
+                Problem(
+                    WORKERS_VARIABLE,
+                    "",
+                    None,
+                    f"must be a whole number, got {_uncut(workers)}",
+                    f"set {WORKERS_VARIABLE} to a number from 1 to {MAX_WORKERS}, e.g. 2",
+                )
+            )
+        elif len(value.lstrip("0")) > 6 or not low <= int(value) <= high:
+            within = " (elastic.min_workers to elastic.max_workers)" if config.elastic else ""
+            problems.append(
+                Problem(
+                    WORKERS_VARIABLE,
+                    "",
+                    None,
+                    f"must be from {low} to {high}{within}, got {number(value)}",
+                    f"set {WORKERS_VARIABLE} to a number from {low} to {high}",
+                )
+            )
+        elif not pip_cache_fits(config.kubernetes, int(value)):
+            problems.append(
+                Problem(
+                    WORKERS_VARIABLE,
+                    "",
+                    None,
+                    pip_cache_conflict(config.kubernetes, int(value)),
+                    f"set {WORKERS_VARIABLE} to 1, or {PIP_CACHE_FIX}",
+                )
+            )
+        else:
+            new_workers = int(value)
+    if extra_args is not None and extra_args.strip():
+        try:
+            args = shlex.split(extra_args)
+        except ValueError:
+            problems.append(
+                Problem(
+                    ARGS_VARIABLE,
+                    "",
+                    None,
+                    f"has an unbalanced quote or a trailing backslash: {_uncut(extra_args)}",
+                    "close every quote (the value is split like a shell command line)",
+                )
+            )
+        else:
+            if any("\x00" in arg for arg in args):
+                problems.append(
+                    Problem(
+                        ARGS_VARIABLE,
+                        "",
+                        None,
+                        "must not contain a NUL character",
+                        "remove it",
+                    )
+                )
+            else:
+                new_command = (*config.command, *args)
+    if problems:
+        raise ConfigError(problems)
+    return replace(config, workers=new_workers, command=new_command)
+
+
+def _uncut(value: str, limit: int = 200) -> str:
+    """A CI variable's value for a message: whole or not at all. A value cut short could end
+    half-way through a secret the variable expanded, which the log's masker would not recognise."""
+    return repr(value) if len(value) <= limit else f"a value of {len(value)} characters"

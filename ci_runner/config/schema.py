@@ -1,0 +1,437 @@
+"""``train.yaml``: its schema (kept as data) and its validation into a TrainConfig.
+
+The schema is the table :data:`SCHEMA`: every field with its kind (type and constraints), default,
+description and example, checked by the engine (:mod:`ci_runner.config.engine`); each record's
+builder (:mod:`ci_runner.config.builders`) makes the dataclasses of :mod:`ci_runner.config.types`.
+:func:`load_config` checks a document against it and reports
+every problem in one :class:`~ci_runner.errors.ConfigError`, each with the YAML path, the line and
+the fix. :mod:`ci_runner.config.overrides` applies a pipeline's variables over it,
+:mod:`ci_runner.config.outputs` fills in ``outputs``; :mod:`ci_runner.config.reference` renders
+the schema as ``docs/train-yaml.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import replace
+from typing import Final
+
+from ci_runner.config.builders import (
+    build_dns,
+    build_dns_option,
+    build_elastic,
+    build_kubernetes,
+    build_metric,
+    build_resources,
+    build_toleration,
+    build_train,
+)
+from ci_runner.config.engine import (
+    Argv,
+    At,
+    Context,
+    Duration,
+    Field,
+    Int,
+    Invalid,
+    ListOf,
+    MapOf,
+    OneOf,
+    Quantity,
+    Record,
+    Str,
+    homes,
+)
+from ci_runner.config.kinds import MetricPattern, RepoPath, Uri
+from ci_runner.config.names import (
+    env_name,
+    ip_address,
+    k8s_name,
+    label_key,
+    label_value,
+    metric_name,
+    name_prefix,
+)
+from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
+from ci_runner.config.types import (
+    Effect,
+    Goal,
+    KubernetesOptions,
+    MetricSpec,
+    Operator,
+    PvcAccessMode,
+    Resources,
+    Toleration,
+    TrainConfig,
+)
+from ci_runner.config.yamlsource import parse
+from ci_runner.errors import ConfigError, Problem
+
+MAX_WORKERS: Final = 512
+MAX_NAME_LENGTH: Final = 24  # "<name>-<sha>-<job id>-worker-<n>" must stay a 63-character label
+METRIC_GROUPS: Final = ("value", "step", "rank")
+# Set by ci-runner in every rank (the Git credentials in the fetch step); not for env or secrets.
+RESERVED_ENV: Final = ("DATA_URI", "OUTPUT_URI", "PIP_CACHE_DIR", "GIT_USERNAME", "GIT_PASSWORD")
+RESERVED_ENV_PREFIX: Final = "CI_RUNNER_"
+
+
+def _default(record: type, key: str, *, duration: bool = False) -> str:
+    """The reference's default for ``key``: the dataclass's own default (written once, in
+    :mod:`ci_runner.config.types`), with a duration's short form: "`1800` (30m)"."""
+    value = next(f.default for f in dataclasses.fields(record) if f.name == key)
+    shown = f"`{value}`"
+    if not duration or not isinstance(value, int):
+        return shown
+    for unit, seconds in (("h", 3600), ("m", 60)):
+        if value and value % seconds == 0:
+            return f"{shown} ({value // seconds}{unit})"
+    return f"{shown} ({value}s)"
+
+
+# ---------------------------------------------------------------------------------------------
+# The schema.
+
+_ENV_NAME_RULE: Final = env_name(RESERVED_ENV, RESERVED_ENV_PREFIX)
+_K8S_NAME: Final = Str(rule=k8s_name("object", subdomain=True))
+
+_TOLERATION: Final = Record(
+    Field("key", Str(rule=label_key), "The taint's key.", "gpu"),
+    Field(
+        "operator",
+        OneOf[Operator]("Exists", "Equal"),
+        "Exists matches any value.",
+        "Exists",
+        _default(Toleration, "operator"),
+    ),
+    Field(
+        "value",
+        Str(scalars=True, empty=True, rule=label_value),
+        "The taint's value (only with operator Equal).",
+        "a100",
+    ),
+    Field(
+        "effect",
+        OneOf[Effect]("NoSchedule", "PreferNoSchedule", "NoExecute"),
+        "The taint effect to tolerate; every effect when omitted.",
+        "NoSchedule",
+    ),
+    Field(
+        "toleration_seconds",
+        Int(0),
+        "How long a NoExecute taint is tolerated before eviction.",
+        "300",
+    ),
+    build=build_toleration,
+)
+
+_DNS_OPTION: Final = Record(
+    Field("name", Str(spaces=False), "Resolver option name.", "ndots", required=True),
+    Field("value", Str(scalars=True, spaces=False), "Resolver option value.", '"2"'),
+    build=build_dns_option,
+)
+
+_DNS: Final = Record(
+    Field(
+        "nameservers",
+        ListOf(Str(rule=ip_address), doc="list of IP addresses", limit=3),
+        "DNS servers for every pod (at most 3).",
+        "[10.96.0.10]",
+    ),
+    Field(
+        "searches",
+        ListOf(Str(spaces=False), doc="list of domains", limit=32),
+        "DNS search domains.",
+        "[svc.cluster.local]",
+    ),
+    Field(
+        "options",
+        ListOf(_DNS_OPTION, doc="list of mappings"),
+        "Resolver options.",
+        '[{name: ndots, value: "2"}]',
+    ),
+    build=build_dns,
+)
+
+_KUBERNETES: Final = Record(
+    Field(
+        "context",
+        Str(spaces=False),
+        "The kubeconfig context to use; for the GitLab agent for Kubernetes "
+        "`<agent configuration project path>:<agent name>`. The CI/CD variable KUBE_CONTEXT "
+        "and `--kube-context` override it; when none is given, the kubeconfig's current "
+        "context (or its only one).",
+        "my-group/k8s-agents:gpu-cluster",
+    ),
+    Field(
+        "namespace",
+        Str(rule=k8s_name("namespace", subdomain=False)),
+        "Namespace to run in; when omitted, the kubeconfig context's namespace, else the "
+        "pod's service account's, else `default`.",
+        "ml-training",
+    ),
+    Field(
+        "tolerations",
+        ListOf(_TOLERATION, doc="list of mappings"),
+        "Taints the pods tolerate (e.g. of GPU nodes).",
+        "[{key: gpu, operator: Exists, effect: NoSchedule}]",
+    ),
+    Field(
+        "node_selector",
+        MapOf(label_key, Str(scalars=True, empty=True, rule=label_value), doc="mapping"),
+        "Node labels the pods must run on.",
+        "{gpu-type: a100}",
+    ),
+    Field("dns_config", _DNS, "The pods' DNS settings (dnsConfig).", "{nameservers: [10.96.0.10]}"),
+    Field("service_account", _K8S_NAME, "Service account of the pods.", "trainer"),
+    Field("priority_class", _K8S_NAME, "Priority class of the pods.", "high-priority"),
+    Field(
+        "image_pull_secrets",
+        ListOf(_K8S_NAME, doc="list of names", unique=True),
+        "Secrets for pulling a private image.",
+        "[registry-credentials]",
+    ),
+    Field(
+        "queue",
+        _K8S_NAME,
+        "Gang-scheduling queue (Volcano or scheduler-plugins); all pods start together.",
+        "training",
+    ),
+    Field(
+        "pip_cache_pvc",
+        _K8S_NAME,
+        "PersistentVolumeClaim holding pip's cache, mounted by every worker; an emptyDir per "
+        "worker when omitted. More than one worker needs a ReadWriteMany claim "
+        "(`pip_cache_access_mode`).",
+        "pip-cache",
+    ),
+    Field(
+        "pip_cache_access_mode",
+        OneOf[PvcAccessMode]("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"),
+        "The access mode of the `pip_cache_pvc` claim. Only a ReadWriteMany claim is shared "
+        "by every worker; with another mode `pip_cache_pvc` is refused for more than one "
+        "worker (the second worker could never mount it).",
+        "ReadWriteMany",
+        _default(KubernetesOptions, "pip_cache_access_mode"),
+    ),
+    Field(
+        "cluster_domain",
+        Str(rule=k8s_name("cluster domain", subdomain=True)),
+        "The cluster's DNS domain. With `dns_config.nameservers` (dnsPolicy None) the pods "
+        "search `svc.<domain>` and `<domain>`, so the launcher resolves the workers' names.",
+        "cluster.local",
+        _default(KubernetesOptions, "cluster_domain"),
+    ),
+    Field(
+        "ssh_port",
+        Int(1, 65535),
+        "The port the workers' sshd listens on and the launcher connects to (images built "
+        "on mpioperator/base use 2222).",
+        "2222",
+        _default(KubernetesOptions, "ssh_port"),
+    ),
+    Field(
+        "ttl_seconds_after_finished",
+        Int(0),
+        "Seconds the launcher Job and its pod stay after they finish, while the MPIJob is kept "
+        "(`keep_finished`); without it everything goes once the log is saved.",
+        "3600",
+        _default(KubernetesOptions, "ttl_seconds_after_finished"),
+    ),
+    Field(
+        "backoff_limit",
+        Int(0),
+        "Launcher retries before the job fails.",
+        "0",
+        _default(KubernetesOptions, "backoff_limit"),
+    ),
+    Field(
+        "keep_finished",
+        Duration(),
+        "How long the finished MPIJob (its pods, their logs, its Secret) is kept for inspection "
+        "with kubectl; by default ci-runner deletes it as soon as the log is saved. A kept job is "
+        "marked with the annotation `ci-runner/delete-after`; the first `ci-runner train` in the "
+        "namespace after that time deletes it (`ci-runner cancel` deletes it at once).",
+        "2h",
+        "none: deleted at once",
+    ),
+    Field(
+        "setup_timeout",
+        Duration(),
+        "How long the pods may take to get ready before the launcher starts: image pulls, the "
+        "code fetch and the requirements install. When it passes, the job fails naming the "
+        "worker that is not Ready and what it waits for; time spent unschedulable does not count "
+        "(`unschedulable_timeout` covers it).",
+        "45m",
+        _default(KubernetesOptions, "setup_timeout", duration=True),
+    ),
+    Field(
+        "unschedulable_timeout",
+        Duration(),
+        "How long pods may stay unschedulable before the job fails.",
+        "10m",
+        _default(KubernetesOptions, "unschedulable_timeout", duration=True),
+    ),
+    build=build_kubernetes,
+)
+
+SCHEMA: Final = Record(
+    Field(
+        "name",
+        Str(rule=name_prefix(MAX_NAME_LENGTH)),
+        "Job name: lowercase letters, digits and '-', starting with a letter, "
+        f"at most {MAX_NAME_LENGTH} characters.",
+        "simple-ml",
+        required=True,
+    ),
+    Field(
+        "image",
+        Str(spaces=False),
+        "Container image every pod runs (needs Horovod, sshd, git and pip).",
+        "horovod/horovod:0.28.1",
+        required=True,
+    ),
+    Field(
+        "command",
+        Argv(),
+        "What every rank runs, from the repository root: a string (split like a shell would) "
+        "or a list of strings.",
+        "python train.py --epochs 10",
+        required=True,
+    ),
+    Field(
+        "workers",
+        Int(1, MAX_WORKERS),
+        "Number of worker pods.",
+        "2",
+        _default(TrainConfig, "workers"),
+    ),
+    Field(
+        "slots_per_worker",
+        Int(1, 256),
+        "Ranks (processes) per worker.",
+        "1",
+        "`resources.gpu` if more than 0, else `1`",
+    ),
+    Field(
+        "resources",
+        Record(
+            Field(
+                "gpu",
+                Int(0, 64),
+                "GPUs per worker (nvidia.com/gpu).",
+                "1",
+                _default(Resources, "gpu"),
+            ),
+            Field("cpu", Quantity(), "CPU per worker.", "4"),
+            Field("memory", Quantity(), "Memory per worker.", "8Gi"),
+            build=build_resources,
+        ),
+        "What every worker requests and is limited to.",
+        "{gpu: 1, memory: 8Gi}",
+    ),
+    Field(
+        "requirements",
+        RepoPath(),
+        "A pip requirements file in the repository, installed before training starts.",
+        "requirements.txt",
+    ),
+    Field(
+        "env",
+        MapOf(
+            _ENV_NAME_RULE,
+            Str(scalars=True, empty=True, control=True),
+            doc="mapping NAME → string",
+        ),
+        "Environment variables for every rank; numbers and booleans are kept as written.",
+        "{EPOCHS: 10}",
+    ),
+    Field(
+        "secrets",
+        ListOf(Str(rule=_ENV_NAME_RULE), doc="list of names", unique=True),
+        "CI variables passed to every rank through a Kubernetes Secret.",
+        "[WANDB_API_KEY]",
+    ),
+    Field(
+        "data",
+        Uri(),
+        "Training data location, given to every rank as DATA_URI.",
+        "s3://datasets/diabetes/",
+    ),
+    Field(
+        "outputs",
+        Uri(OUTPUT_PLACEHOLDERS),
+        "Where the model goes, given to every rank as OUTPUT_URI; may use {project}, {sha} "
+        "and {job}.",
+        "s3://models/{project}/{sha}/{job}/",
+    ),
+    Field(
+        "metrics",
+        MapOf(
+            metric_name,
+            Record(
+                Field(
+                    "pattern",
+                    MetricPattern(METRIC_GROUPS),
+                    "Regular expression matched against each log line (without horovodrun's "
+                    "`[rank]<stdout>:` prefix, first match); the group `value` is the number, "
+                    "optional groups `step` and `rank` (else the prefix's rank). Long logs are "
+                    "parsed two to three times faster when the pattern starts with fixed text and "
+                    "cannot match a line break: `[^,\\n]+`, not `[^,]+`; no `\\s`, `^`, `$`.",
+                    r"'loss: (?P<value>[-+0-9.eE]+)'",
+                    required=True,
+                ),
+                Field(
+                    "goal",
+                    OneOf[Goal]("min", "max"),
+                    "Whether lower or higher is better.",
+                    "min",
+                    _default(MetricSpec, "goal"),
+                ),
+                build=build_metric,
+            ),
+            doc="mapping name → mapping",
+        ),
+        "Metrics parsed from the training log, by name.",
+        r"{train_loss: {pattern: 'loss: (?P<value>[-+0-9.eE]+)'}}",
+    ),
+    Field(
+        "timeout",
+        Duration(),
+        "Longest the job may run (at most 7d); no limit when omitted.",
+        "2h",
+    ),
+    Field(
+        "elastic",
+        Record(
+            Field("min_workers", Int(1, MAX_WORKERS), "Fewest workers.", "1", required=True),
+            Field("max_workers", Int(1, MAX_WORKERS), "Most workers.", "4", required=True),
+            build=build_elastic,
+        ),
+        "Elastic Horovod: keep training with between min_workers and max_workers workers.",
+        "{min_workers: 1, max_workers: 4}",
+    ),
+    Field("kubernetes", _KUBERNETES, "Cluster settings.", "{namespace: ml-training}"),
+    build=build_train,
+)
+
+_HOMES: Final = homes(SCHEMA)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API.
+
+
+def load_config(text: str | bytes, file: str = "train.yaml") -> TrainConfig:
+    """Validate ``train.yaml`` text; raise ConfigError listing every problem found."""
+    document = parse(text, file)
+    context = Context(file, list(document.problems), homes=_HOMES)
+    config = SCHEMA.check(document.root, At(context, "", "name: my-job"))
+    if context.problems or isinstance(config, Invalid):
+        raise ConfigError(_in_order(context.problems))
+    return replace(config, source_file=file)
+
+
+def _in_order(problems: list[Problem]) -> list[Problem]:
+    """Problems sorted by line (stable), those without a line last."""
+    return sorted(problems, key=lambda problem: problem.line or sys.maxsize)

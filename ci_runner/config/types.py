@@ -1,0 +1,120 @@
+"""The validated ``train.yaml``: plain frozen dataclasses every later step consumes.
+
+``ci_runner.config.schema.load_config`` turns YAML text into these (or a
+:class:`~ci_runner.errors.ConfigError`); nothing else constructs them from user input. Tests may
+construct them directly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+Goal = Literal["min", "max"]
+Operator = Literal["Exists", "Equal"]
+Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+PvcAccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Per-worker resources; ``gpu`` is ``nvidia.com/gpu``, cpu/memory are Kubernetes quantities."""
+
+    gpu: int = 0
+    cpu: str | None = None
+    memory: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric parsed from the training log.
+
+    ``pattern`` has a named group ``value`` and optionally ``step`` and ``rank``; it is matched
+    against each log line with horovodrun's ``[rank]<stdout>:`` prefix removed.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    goal: Goal = "min"
+
+
+@dataclass(frozen=True)
+class Elastic:
+    """Elastic Horovod: the job keeps running with between min and max workers."""
+
+    min_workers: int
+    max_workers: int
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str | None = None
+    operator: Operator = "Equal"
+    value: str | None = None
+    effect: Effect | None = None
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class DnsConfig:
+    nameservers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[tuple[str, str | None], ...] = ()  # (name, value) pairs
+
+
+@dataclass(frozen=True)
+class KubernetesOptions:
+    """Cluster-specific settings; all optional."""
+
+    context: str | None = None  # kubeconfig context; KUBE_CONTEXT and --kube-context override it
+    namespace: str | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs
+    dns_config: DnsConfig | None = None
+    service_account: str | None = None
+    priority_class: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    queue: str | None = None  # gang scheduling (Volcano / scheduler-plugins) queue name
+    pip_cache_pvc: str | None = None  # PVC for pip's cache; an emptyDir when None
+    pip_cache_access_mode: PvcAccessMode = "ReadWriteOnce"  # only ReadWriteMany is shared
+    cluster_domain: str = "cluster.local"  # the DNS search domains when dnsPolicy is None
+    ssh_port: int = 22  # the port the workers' sshd listens on
+    ttl_seconds_after_finished: int = 3600
+    backoff_limit: int = 0
+    keep_finished: int = 0  # seconds a finished MPIJob is kept; 0: deleted once its log is saved
+    setup_timeout: int = 1800  # seconds for image pulls, code fetch and pip before the launcher
+    unschedulable_timeout: int = 600  # seconds pods may stay unschedulable before we fail the job
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A validated ``train.yaml``.
+
+    ``command`` is what every rank runs (argv), from the repository root at the pinned SHA.
+    ``outputs`` may contain ``{project}``, ``{sha}`` and ``{job}``; expand it with
+    :func:`ci_runner.config.outputs.expand_outputs`. ``secrets`` names CI variables whose values are
+    passed to every rank through a Kubernetes Secret (never inline in the manifest).
+    """
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    workers: int = 1
+    slots_per_worker: int = 1
+    resources: Resources = field(default_factory=Resources)
+    requirements: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs
+    secrets: tuple[str, ...] = ()
+    data: str | None = None
+    outputs: str | None = None
+    metrics: tuple[MetricSpec, ...] = ()
+    timeout: int | None = None  # seconds; activeDeadlineSeconds
+    elastic: Elastic | None = None
+    kubernetes: KubernetesOptions = field(default_factory=KubernetesOptions)
+    source_file: str = "train.yaml"  # path of the file inside the repository
+
+    @property
+    def ranks(self) -> int:
+        """Total Horovod ranks: workers x slots per worker."""
+        return self.workers * self.slots_per_worker

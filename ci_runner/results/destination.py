@@ -1,0 +1,64 @@
+"""Where the comment goes, and how long GitLab may take: the project and its merge requests (or
+the commit), reached through one time-bounded session per phase (before training, after it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ci_runner.clock import Clock, SystemClock
+from ci_runner.console import StatusOutput
+from ci_runner.context import CIContext
+from ci_runner.errors import GitLabError
+
+
+@dataclass(frozen=True)
+class GitLabDestination:
+    """Where the comment goes: the project, and its MRs (or the commit); ``session`` carries the
+    time budget of the current phase (:meth:`next_phase` starts the one after training)."""
+
+    project: Any  # gitlab.v4.objects.Project
+    targets: tuple[Any, ...]  # ci_runner.gitlab.comments.Target
+    session: Any  # ci_runner.gitlab.transport.BoundedSession
+
+    def next_phase(self) -> None:
+        """A fresh budget of the same length for the GitLab work after training."""
+        from ci_runner.gitlab.transport import Budget
+
+        old = self.session.budget
+        self.session.budget = Budget(old.clock, old.seconds)
+
+    @property
+    def out_of_time(self) -> bool:
+        """The phase's budget ran out (and was warned about): GitLab is left alone."""
+        return bool(self.session.budget.spent)
+
+
+def open_gitlab(
+    ctx: CIContext,
+    env: Mapping[str, str],
+    console: StatusOutput,
+    clock: Clock | None = None,
+) -> GitLabDestination | None:
+    """The merge requests to comment on, or None (with one warning) when we cannot post.
+
+    Outside GitLab CI nothing is posted and nothing is said. All of it takes at most
+    ``CI_RUNNER_GITLAB_TIMEOUT`` seconds (default 20) on ``clock``.
+    """
+    if not ctx.in_ci or not ctx.server_url:
+        return None
+    from ci_runner.gitlab.client import connect_gitlab, open_project, token_from_env
+    from ci_runner.gitlab.comments import find_targets, report_project_id
+    from ci_runner.gitlab.transport import BoundedSession, Budget, budget_seconds
+
+    session = BoundedSession(Budget(clock or SystemClock(), budget_seconds(env)))
+    try:
+        gl = connect_gitlab(ctx.server_url, token_from_env(env), session=session)
+        project = open_project(gl, report_project_id(ctx))
+        targets = find_targets(project, ctx)
+    except GitLabError as error:
+        console.warning(f"not commenting on GitLab: {error}")
+        return None
+    return GitLabDestination(project, tuple(targets), session)

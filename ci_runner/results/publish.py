@@ -1,0 +1,132 @@
+"""After a run, or before it: what ci-runner tells people.
+
+Metrics from the saved log, model links from storage, the target branch's baseline, the report
+written to the output directory and kept up to date as one comment per merge request. GitLab or
+S3 failing never changes the training result: each becomes one warning line in the CI log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.config.types import TrainConfig
+from ci_runner.console import StatusOutput
+from ci_runner.errors import GitLabError
+from ci_runner.gitlab.notes import note_body
+from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import RunPlan
+from ci_runner.results.artifacts import DEFAULT_EXPIRY_SECONDS, output_links
+from ci_runner.results.baseline import target_baseline
+from ci_runner.results.destination import GitLabDestination
+from ci_runner.results.files import REPORT_NAME, write_outputs
+from ci_runner.results.metrics import MetricsSummary, parse_log_file
+from ci_runner.results.report import ReportInput
+from ci_runner.results.report_markdown import marker, render_comment, render_report
+
+
+def post(
+    gitlab: GitLabDestination | None,
+    report: ReportInput,
+    masker: SecretMasker,
+    console: StatusOutput,
+) -> None:
+    """Create or edit this config's comment on every target; a failure is only a warning."""
+    if gitlab is None or gitlab.out_of_time:
+        return
+    from ci_runner.gitlab.comments import Action, publish
+
+    def render(previous: str | None) -> str:
+        return masker.mask(render_comment(report, previous))
+
+    try:
+        posted = publish(gitlab.project, gitlab.targets, marker(report.config_name), render)
+    except GitLabError as error:
+        console.warning(f"the comment was not posted: {error}")
+        return
+    for comment in posted:
+        if comment.action in (Action.CREATED, Action.UPDATED):
+            console.status(f"comment {comment.action.value}: {comment.url}")
+
+
+def announce(
+    gitlab: GitLabDestination | None,
+    plan: RunPlan,
+    masker: SecretMasker,
+    console: StatusOutput,
+) -> None:
+    """Post "training started" with the job's name, to be edited with the result later."""
+    config = plan.config
+    report = ReportInput(
+        outcome=Outcome.RUNNING,
+        config_name=config.name,
+        context=plan.context,
+        mpijob_name=plan.mpijob_name,
+        workers=config.workers,
+        slots_per_worker=config.slots_per_worker,
+        gpus_per_worker=config.resources.gpu,
+    )
+    post(gitlab, report, masker, console)
+
+
+def finish(
+    plan: RunPlan,
+    result: RunResult,
+    *,
+    now: datetime,
+    env: Mapping[str, str],
+    gitlab: GitLabDestination | None,
+    masker: SecretMasker,
+    console: StatusOutput,
+    link_expiry_seconds: int = DEFAULT_EXPIRY_SECONDS,
+) -> ReportInput:
+    """Metrics, links, baseline → report.md / metrics.json / metrics.txt (in the plan's output
+    directory) and the MR comment; links to the files under the plan's output URI."""
+    config, ctx, paths = plan.config, plan.context, plan.outputs
+    if paths is None:
+        raise ValueError("a run plan without output paths has nowhere to write the report")
+    if gitlab is not None:
+        gitlab.next_phase()
+    summary = _metrics(config, result, console)
+    artifacts = None
+    if result.succeeded and plan.output_uri:
+        artifacts = output_links(plan.output_uri, env, now, link_expiry_seconds)
+    baseline_ref = ctx.mr_target_branch or ctx.default_branch
+    baseline = None
+    if gitlab is not None and not gitlab.out_of_time:
+        baseline = target_baseline(gitlab.project, ctx, baseline_ref, paths.artifacts_path, console)
+    report = ReportInput.from_run(
+        config,
+        ctx,
+        result,
+        metrics=summary,
+        baseline=baseline.values if baseline else None,
+        baseline_ref=baseline_ref if gitlab is not None else None,
+        baseline_pipeline=baseline.pipeline if baseline else None,
+        artifacts=artifacts,
+    )
+    report_md = note_body(masker.mask(render_report(report))) + "\n"
+    write_outputs(paths.out_dir, report_md, summary)
+    console.status(f"report: {paths.out_dir / REPORT_NAME}")
+    post(gitlab, report, masker, console)
+    return report
+
+
+def _metrics(
+    config: TrainConfig, result: RunResult, console: StatusOutput
+) -> MetricsSummary | None:
+    if not result.log_path.is_file():
+        if result.outcome is not Outcome.CANCELLED:
+            console.warning(f"no training log at {result.log_path}: the report has no metrics")
+        return None
+    return parse_log_file(result.log_path, config.metrics)
+
+
+def masker_for_report(masker: SecretMasker, env: Mapping[str, str]) -> SecretMasker:
+    """The log's masker, minus AWS_SESSION_TOKEN: presigned links carry it (useless without the
+    secret key, which they never carry), and masking it would break every link."""
+    token = env.get("AWS_SESSION_TOKEN")
+    if not token:
+        return masker
+    return SecretMasker(v for v in masker.values if v != token)

@@ -1,0 +1,281 @@
+"""JobTracker: each phase printed once; the end decided from conditions, never counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS
+from ci_runner.backends.kubernetes.tracker import JobTracker, Verdict
+from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
+from ci_runner.backends.result import Failure, FailureKind, Outcome
+
+JSON = dict[str, Any]
+ROLE = "training.kubeflow.org/job-role"
+
+
+def worker(index: int, ready: bool = False, unschedulable: str | None = None) -> JSON:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if unschedulable:
+        conditions = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": unschedulable,
+            }
+        ]
+    status: JSON = {"phase": "Running" if ready else "Pending", "conditions": conditions}
+    if ready:
+        status["containerStatuses"] = [{"state": {"running": {}}}]
+    return {"metadata": {"name": f"j-worker-{index}", "labels": {ROLE: "worker"}}, "status": status}
+
+
+def launcher(name: str = "j-launcher-b2c4d", exit_code: int | None = None) -> JSON:
+    """A launcher pod whose container runs (or has exited with ``exit_code``)."""
+    if exit_code is None:
+        phase, state = "Running", {"running": {}}
+    else:
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+        state = {"terminated": {"exitCode": exit_code}}
+    return {
+        "metadata": {"name": name, "labels": {ROLE: "launcher"}},
+        "status": {"phase": phase, "containerStatuses": [{"state": state}]},
+    }
+
+
+def mpijob(*conditions: tuple[str, str]) -> JSON:
+    return {
+        "metadata": {"name": "j"},
+        "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 2}}},
+        "status": {
+            "conditions": [{"type": t, "status": "True", "reason": r} for t, r in conditions],
+            "replicaStatuses": {"Launcher": {"failed": 1}},
+        },
+    }
+
+
+def pods(kind: str, *objects: JSON) -> WatchUpdate:
+    return WatchUpdate(PODS, kind, objects)
+
+
+def test_ready_count_is_printed_as_it_grows_only() -> None:
+    tracker = JobTracker("j", 2, 600)
+    assert tracker.apply(pods(SYNC, worker(0), worker(1)), 0) == []
+    assert tracker.apply(pods("MODIFIED", worker(0, ready=True)), 0) == ["workers ready 1/2"]
+    assert tracker.apply(pods("MODIFIED", worker(0, ready=True)), 0) == []
+    assert tracker.apply(pods("MODIFIED", worker(1, ready=True)), 0) == ["workers ready 2/2"]
+    assert tracker.apply(pods("DELETED", worker(1, ready=True)), 0) == []
+
+
+def test_pending_reason_is_printed_once_and_times_out() -> None:
+    tracker = JobTracker("j", 2, 600)
+    update = pods(SYNC, worker(0, unschedulable="no GPU"), worker(1, unschedulable="no GPU"))
+    assert tracker.apply(update, 10) == ["workers pending: no GPU"]
+    event = {
+        "involvedObject": {"kind": "Pod", "name": "j-worker-0"},
+        "reason": "FailedScheduling",
+        "message": "no GPU",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, "ADDED", (event,)), 20) == []
+    tracker.check_time(609)
+    assert tracker.verdict() is None
+    tracker.check_time(610)
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.UNSCHEDULABLE,
+            "pod j-worker-0 stayed unschedulable for 600s: no GPU",
+            pod="j-worker-0",
+        ),
+    )
+    assert tracker.decided_here
+
+
+def test_scheduled_again_resets_the_timer() -> None:
+    tracker = JobTracker("j", 1, 600, setup_timeout=10_000)
+    tracker.apply(pods(SYNC, worker(0, unschedulable="no GPU")), 0)
+    tracker.apply(pods("MODIFIED", worker(0, ready=True)), 500)
+    tracker.check_time(5000)
+    assert tracker.verdict() is None
+
+
+def test_the_end_comes_from_conditions_not_counters() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    assert tracker.verdict() is None  # replicaStatuses.Launcher.failed is 1: not the end
+    done = mpijob(("Created", "MPIJobCreated"), ("Succeeded", "MPIJobSucceeded"))
+    tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (done,)), 0)
+    assert tracker.verdict() == Verdict(Outcome.SUCCEEDED)
+    assert not tracker.decided_here
+
+
+def test_validation_error_fails_at_once() -> None:
+    tracker = JobTracker("j", 2, 600)
+    event = {
+        "involvedObject": {"kind": "MPIJob", "name": "j"},
+        "reason": "ValidationError",
+        "message": "Found validation errors: bad",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (event,)), 0) == []
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.VALIDATION, "MPI Operator rejected the MPIJob: Found validation errors: bad"
+        ),
+    )
+
+
+def test_a_deleted_job_is_cancelled() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(WatchUpdate(MPIJOBS, "DELETED", (mpijob(),)), 0)
+    assert tracker.verdict() == Verdict(
+        Outcome.CANCELLED, Failure(FailureKind.CANCELLED, "MPIJob j was deleted before it finished")
+    )
+
+
+def test_launcher_running_once_per_pod() -> None:
+    tracker = JobTracker("j", 1, 600)
+    running = {
+        "metadata": {"name": "j-launcher-b2c4d", "labels": {ROLE: "launcher"}},
+        "status": {"phase": "Running", "containerStatuses": [{"state": {"running": {}}}]},
+    }
+    assert tracker.apply(pods("MODIFIED", running), 0) == [
+        "launcher running (pod j-launcher-b2c4d)"
+    ]
+    assert tracker.apply(pods("MODIFIED", running), 0) == []
+    assert tracker.launcher_to_follow() == "j-launcher-b2c4d"
+
+
+def steady_tracker() -> JobTracker:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.steady
+    return tracker
+
+
+def test_steady_once_the_launcher_runs_and_every_worker_is_ready() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1), launcher()), 0)
+    assert not tracker.steady  # the MPIJob itself not seen yet
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    assert not tracker.steady  # worker 1 not Ready
+    tracker.apply(pods("MODIFIED", worker(1, ready=True)), 0)
+    assert tracker.steady
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.steady  # listed again (a 410 Gone): nothing changed
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        pods("MODIFIED", worker(1)),
+        pods("DELETED", worker(1, ready=True)),
+        pods("MODIFIED", launcher(exit_code=0)),
+        pods("MODIFIED", launcher(exit_code=1)),
+        pods("DELETED", launcher()),
+        pods("MODIFIED", worker(2)),
+    ],
+    ids=[
+        "worker-not-ready",
+        "worker-deleted",
+        "launcher-done",
+        "launcher-failed",
+        "launcher-deleted",
+        "new-pod",
+    ],
+)
+def test_steady_ends_with_a_pod_change(update: WatchUpdate) -> None:
+    tracker = steady_tracker()
+    tracker.apply(update, 0)
+    assert not tracker.steady
+
+
+def test_steady_ends_when_a_pod_is_being_deleted() -> None:
+    tracker = steady_tracker()
+    going = launcher()
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    tracker.apply(pods("MODIFIED", going), 0)
+    assert not tracker.steady
+
+
+def test_steady_again_with_a_relaunched_launcher() -> None:
+    tracker = steady_tracker()
+    tracker.apply(pods("MODIFIED", launcher(exit_code=1)), 0)
+    tracker.apply(pods("ADDED", launcher("j-launcher-x7k2m")), 0)
+    assert tracker.launcher_to_follow() == "j-launcher-x7k2m"
+    assert tracker.steady  # the failed launcher pod stays; it has ended
+
+
+def pulling(reason: str) -> JSON:
+    pod = worker(0)
+    pod["status"]["containerStatuses"] = [
+        {"name": "worker", "image": "img:1", "state": {"waiting": {"reason": reason}}}
+    ]
+    return pod
+
+
+def test_an_image_pull_error_gets_a_grace_period() -> None:
+    tracker = JobTracker("j", 1, 600)
+    assert tracker.apply(pods(SYNC, pulling("ErrImagePull")), 0) == [
+        "pod j-worker-0 cannot pull its image yet (ErrImagePull): the kubelet retries; "
+        "giving up after 300s"
+    ]
+    assert tracker.apply(pods("MODIFIED", pulling("ImagePullBackOff")), 10) == []
+    tracker.check_time(299)
+    assert tracker.verdict() is None
+    tracker.check_time(300)
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.message == (
+        "pod j-worker-0 cannot pull image img:1 (ImagePullBackOff): ImagePullBackOff"
+    )
+
+
+def test_an_invalid_image_name_fails_at_once() -> None:
+    tracker = JobTracker("j", 1, 600)
+    assert tracker.apply(pods(SYNC, pulling("InvalidImageName")), 0) == []
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.kind is FailureKind.IMAGE_PULL
+
+
+def test_setup_timeout_counts_from_when_every_pod_has_a_node() -> None:
+    tracker = JobTracker("j", 1, 600, setup_timeout=900)
+    tracker.apply(pods(SYNC, worker(0, unschedulable="no GPU")), 0)
+    tracker.apply(pods("MODIFIED", worker(0)), 100)
+    tracker.check_time(999)
+    assert tracker.verdict() is None
+    tracker.check_time(1000)
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.SETUP,
+            "worker j-worker-0 was not Ready after 900s of setup (kubernetes.setup_timeout): "
+            "phase Pending",
+            pod="j-worker-0",
+        ),
+    )
+
+
+def test_an_mpijobfailed_event_ends_the_job() -> None:
+    tracker = JobTracker("j", 2, 600)
+    event = {
+        "type": "Warning",
+        "involvedObject": {"kind": "MPIJob", "name": "j"},
+        "reason": "MPIJobFailed",
+        "message": 'worker pod created failed: pods "j-worker-0" is forbidden: exceeded quota: q',
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (event,)), 0) == []
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.REFUSED,
+            "MPI Operator cannot create the job's pods: worker pod created failed: "
+            'pods "j-worker-0" is forbidden: exceeded quota: q',
+        ),
+    )
+    assert tracker.decided_here

@@ -1,0 +1,135 @@
+"""ci_runner.config.kinds: URIs and the outputs placeholders, paths in the repository, metric
+patterns; every problem worded exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from testing.config_cases import BASE, load_config, problems
+
+KIND_PROBLEMS = [
+    (
+        "requirements: /etc/passwd",
+        "train.yaml:4: requirements: must be relative to the repository root, got the "
+        "absolute path '/etc/passwd'; fix: write the path from the repository root, e.g. "
+        "requirements: requirements.txt",
+    ),
+    (
+        "requirements: a/../../x",
+        "train.yaml:4: requirements: must stay inside the repository ('..' is not "
+        "allowed), got 'a/../../x'; fix: write the path from the repository root, e.g. "
+        "requirements: requirements.txt",
+    ),
+    (
+        "requirements: reqs/",
+        "train.yaml:4: requirements: must name a file, got 'reqs/'; fix: write the file's "
+        "path from the repository root, e.g. requirements: requirements.txt",
+    ),
+    (
+        "requirements: 'C:\\\\x.txt'",
+        "train.yaml:4: requirements: must be relative to the repository root, got the "
+        "absolute path 'C:\\\\\\\\x.txt'; fix: write the path from the repository root, "
+        "e.g. requirements: requirements.txt",
+    ),
+    (
+        "data: s3://Bad_Bucket/x",
+        "train.yaml:4: data: has an invalid S3 bucket name 'Bad_Bucket'; fix: use 3-63 "
+        "lowercase letters, digits, '.' and '-', e.g. s3://models/runs/",
+    ),
+    (
+        "data: s3://",
+        "train.yaml:4: data: has an invalid S3 bucket name ''; fix: use 3-63 lowercase "
+        "letters, digits, '.' and '-', e.g. s3://models/runs/",
+    ),
+    (
+        "data: file://relative/x",
+        "train.yaml:4: data: must name an absolute path (file:///path), got "
+        "'file://relative/x'; fix: write three slashes, e.g. file:///relative/x",
+    ),
+    (
+        "data: /abs/path",
+        "train.yaml:4: data: must be an s3:// or file:// URI, got '/abs/path' (no scheme); "
+        "fix: write s3://bucket/path/ or file:///absolute/path/",
+    ),
+    (
+        "data: gs://b/x",
+        "train.yaml:4: data: must be an s3:// or file:// URI, got the scheme gs://; fix: "
+        "write s3://bucket/path/ or file:///absolute/path/",
+    ),
+    (
+        "outputs: s3://models/{sha:.8}/",
+        "train.yaml:4: outputs: uses the unknown placeholder '{sha:.8}'; fix: use only the "
+        "placeholders {project}, {sha}, {job}",
+    ),
+    (
+        "outputs: s3://models/{sha!r}/",
+        "train.yaml:4: outputs: uses the unknown placeholder '{sha!r}'; fix: use only the "
+        "placeholders {project}, {sha}, {job}",
+    ),
+    (
+        "outputs: s3://models/{/",
+        "train.yaml:4: outputs: has an unmatched '{' or '}': 's3://models/{/'; fix: use "
+        "only the placeholders {project}, {sha}, {job}; write {{ or }} for a literal brace",
+    ),
+    (
+        "outputs: s3://models/}/",
+        "train.yaml:4: outputs: has an unmatched '{' or '}': 's3://models/}/'; fix: use "
+        "only the placeholders {project}, {sha}, {job}; write {{ or }} for a literal brace",
+    ),
+    (
+        "outputs: s3://models/{}/",
+        "train.yaml:4: outputs: uses the unknown placeholder '{}'; fix: use only the "
+        "placeholders {project}, {sha}, {job}",
+    ),
+    (
+        "outputs: s3://models/{0}/",
+        "train.yaml:4: outputs: uses the unknown placeholder '{0}'; fix: use only the "
+        "placeholders {project}, {sha}, {job}",
+    ),
+    (
+        "metrics: {loss: {pattern: 'x'}}",
+        "train.yaml:4: metrics.loss.pattern: has no group named 'value' (the metric's "
+        "number); fix: mark the number with (?P<value>...), e.g. 'loss: "
+        "(?P<value>[-+0-9.eE]+)'",
+    ),
+    (
+        "metrics: {loss: {pattern: '[z-a](?P<value>x)'}}",
+        "train.yaml:4: metrics.loss.pattern: is not a valid regular expression: bad "
+        "character range z-a at position 1; fix: correct the pattern (in single quotes "
+        "YAML keeps backslashes as written)",
+    ),
+    (
+        "metrics: {loss: {pattern: '(?P<value>x)(?P<epoch>\\d+)'}}",
+        "train.yaml:4: metrics.loss.pattern: has the named group 'epoch'; only 'value', "
+        "'step' and 'rank' are read; fix: rename it to one of those, or make it unnamed: ( "
+        "... ) instead of (?P<epoch> ... )",
+    ),
+    (
+        "metrics: {loss: {pattern: 'a{99999999999}(?P<value>x)'}}",
+        "train.yaml:4: metrics.loss.pattern: is not a valid regular expression: the "
+        "repetition number is too large; fix: simplify the pattern",
+    ),
+]
+
+
+@pytest.mark.parametrize(("snippet", "expected"), KIND_PROBLEMS)
+def test_each_problem_is_worded_exactly(snippet: str, expected: str) -> None:
+    assert problems(BASE + snippet + "\n") == [expected]
+
+
+@pytest.mark.parametrize(
+    ("uri", "field"),
+    [
+        ("s3://bucket", "data"),
+        ("s3://my.bucket-1/a/b/", "data"),
+        ("file:///srv/data/", "data"),
+        ("s3://models/{project}/{sha}/{job}/", "outputs"),
+        ("file:///tmp/out/{job}/{{literal}}/", "outputs"),
+    ],
+)
+def test_uris(uri: str, field: str) -> None:
+    assert getattr(load_config(BASE + f"{field}: '{uri}'\n"), field) == uri
+
+
+def test_requirements_path_is_normalised() -> None:
+    assert load_config(BASE + "requirements: ./ml//reqs.txt\n").requirements == "ml/reqs.txt"

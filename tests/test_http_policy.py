@@ -1,0 +1,46 @@
+"""ci_runner.http_policy: one retry policy and one Retry-After reader for both HTTP clients."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import astuple
+from datetime import datetime, timezone
+
+import pytest
+
+from ci_runner.http_policy import GITLAB_RETRY, KUBERNETES_RETRY, RetryPolicy, parse_retry_after
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("7", 7.0),
+        (" 12 ", 12.0),
+        ("Thu, 01 Jan 2026 12:00:30 GMT", 30.0),  # an HTTP date, 30 s from now
+        ("Thu, 01 Jan 2026 11:59:00 GMT", 0.0),  # a date already past
+        (None, None),
+        ("", None),
+        ("soon", None),
+        ("-3", None),
+        ("1.5", None),  # delta-seconds are whole (RFC 9110 10.2.3)
+    ],
+)
+def test_retry_after_is_read_in_seconds_or_as_an_http_date(
+    header: str | None, seconds: float | None
+) -> None:
+    assert parse_retry_after(header, NOW) == seconds
+
+
+def test_delay_doubles_up_to_the_cap_and_retry_after_wins_up_to_its_own_cap() -> None:
+    policy = RetryPolicy(attempts=3, base_delay=0.5, max_delay=3.0, max_retry_after=60.0)
+    assert [policy.delay(retry) for retry in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert policy.delay(4, retry_after=0.0) == 0.0
+    assert policy.delay(0, retry_after=3600.0) == 60.0
+
+
+def test_each_client_has_its_policy() -> None:
+    assert astuple(KUBERNETES_RETRY) == (6, 1.0, 30.0, 300.0)
+    assert astuple(GITLAB_RETRY) == (4, 0.5, 8.0, math.inf)
+    assert [GITLAB_RETRY.delay(retry) for retry in range(5)] == [0.5, 1.0, 2.0, 4.0, 8.0]

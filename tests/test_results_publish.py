@@ -1,0 +1,246 @@
+"""The results stage's warnings: GitLab or the log failing never changes the training result."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.clock import ManualClock
+from ci_runner.config.types import TrainConfig
+from ci_runner.console import Console
+from ci_runner.context import CIContext
+from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import OutputPaths, build_plan
+from ci_runner.results.destination import GitLabDestination, open_gitlab
+from ci_runner.results.publish import finish
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.server import DROP, FakeGitLab
+
+TOKEN = "glpat-reporting-CANARY-1"
+SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
+CONFIG = TrainConfig(name="toy", image="img:1", command=("python", "train.py"))
+NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def project(gitlab_server: FakeGitLab) -> FakeProject:
+    bot = gitlab_server.add_user("bot")
+    gitlab_server.add_token(TOKEN, bot)
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_merge_request(project, 4, sha=SHA)
+    return project
+
+
+def ctx(gitlab_server: FakeGitLab) -> CIContext:
+    return CIContext(
+        sha=SHA,
+        project_path="group/proj",
+        server_url=gitlab_server.url,
+        job_id="77",
+        ci_job_name="train",
+        mr_iid="4",
+        mr_target_branch="main",
+    )
+
+
+def paths(tmp_path: Path) -> OutputPaths:
+    return OutputPaths(tmp_path / "out", "ci-runner-out")
+
+
+def result(log: Path, outcome: Outcome = Outcome.SUCCEEDED) -> RunResult:
+    failure = Failure(FailureKind.EXIT_CODE, "boom") if outcome is Outcome.FAILED else None
+    return RunResult(outcome=outcome, mpijob_name="toy-3f786850-77", log_path=log, failure=failure)
+
+
+class Said:
+    """What the stage printed, through a console as ``train`` gives it one (masking nothing)."""
+
+    def __init__(self) -> None:
+        self.err = io.StringIO()
+        self.console = Console(io.StringIO(), self.err)
+
+    def warnings(self) -> list[str]:
+        lines = self.err.getvalue().splitlines()
+        return [line for line in lines if line.startswith("[ci-runner] warning: ")]
+
+
+class NoWarnings:
+    """A console on which any warning fails the test."""
+
+    def status(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        pytest.fail(f"unexpected warning: {message}")
+
+
+def run_finish(
+    gitlab_server: FakeGitLab, tmp_path: Path, run: RunResult, gitlab: GitLabDestination | None
+) -> list[str]:
+    said = Said()
+    finish(
+        build_plan(CONFIG, ctx(gitlab_server), outputs=paths(tmp_path)),
+        run,
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=said.console,
+    )
+    return said.warnings()
+
+
+def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab) -> None:
+    said = Said()
+    assert open_gitlab(ctx(gitlab_server), {"CI_JOB_TOKEN": "job"}, said.console) is None
+    assert said.warnings() == [
+        "[ci-runner] warning: not commenting on GitLab: cannot post the report to GitLab: neither "
+        "CI_RUNNER_GITLAB_TOKEN nor GITLAB_TOKEN is set (CI_JOB_TOKEN cannot post merge-request "
+        "comments); fix: store a valid project or personal access token with the api scope in "
+        "the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
+    ]
+
+
+def test_outside_ci_nothing_is_said(gitlab_server: FakeGitLab) -> None:
+    said = Said()
+    local = CIContext(sha=SHA, project_path="group/proj")
+    assert open_gitlab(local, {}, said.console) is None
+    assert said.err.getvalue() == ""
+
+
+def test_a_garbled_baseline_is_a_warning(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", b"not json")
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "[ci-runner] warning: no baseline from main: metrics.json is not valid JSON: "
+        "'Expecting value: line 1 column 1 (char 0)'"
+    ]
+    assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_a_garbled_baseline_is_quoted_short(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    garbled = b'{"version": 1, "metrics": {"' + b"x" * 5000 + b'": 3}}'
+    gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", garbled)
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "[ci-runner] warning: no baseline from main: metrics.json: metric '"
+        + "x" * 76
+        + "... is not an object"
+    ]
+
+
+def test_a_missing_log_is_a_warning_and_the_report_still_written(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    log = tmp_path / "gone.log"
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log, Outcome.FAILED), None)
+
+    assert warnings == [f"[ci-runner] warning: no training log at {log}: the report has no metrics"]
+    assert "boom" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_refused_comment_is_a_warning_and_the_token_is_never_shown(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    gitlab_server.revoke_token(TOKEN)
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    fix = (
+        "GitLab rejected the access token (401 Unauthorized); fix: store a valid project or "
+        "personal access token with the api scope in the masked CI/CD variable "
+        "CI_RUNNER_GITLAB_TOKEN"
+    )
+    assert warnings == [
+        "[ci-runner] warning: no baseline from main: cannot download the baseline "
+        f"ci-runner-out/metrics.json of job train on main in group/proj: {fix}",
+        "[ci-runner] warning: the comment was not posted: cannot read the comments of merge "
+        f"request !4 of group/proj: {fix}",
+    ]
+    assert project.merge_requests[4].notes == []
+
+
+def test_gitlab_gone_after_training_is_one_warning_within_the_budget(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "3"}
+    gitlab = open_gitlab(ctx(gitlab_server), env, NoWarnings(), clock)
+    url = gitlab_server.url
+    gitlab_server.inject(DROP, times=100)  # from now on every connection is dropped unanswered
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "[ci-runner] warning: no baseline from main: cannot download the baseline "
+        f"ci-runner-out/metrics.json of job train on main in group/proj: GitLab at {url} did "
+        "not answer within the 3 s ci-runner gives it; fix: check CI_SERVER_URL and the "
+        "runner's network, or give GitLab more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
+    ]
+    assert clock.sleeps == [0.5, 1.0]  # 0.5 + 1.0 of the 3 s; the next wait would not fit
+    assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseline(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    upstream = gitlab_server.add_project("team/ml", project_id=42)
+    fork = gitlab_server.add_project("alice/ml", project_id=43, forked_from=upstream)
+    gitlab_server.add_merge_request(upstream, 4, sha=SHA, source_project=fork)
+    metrics = b'{"version": 1, "metrics": {"loss": {"final": 0.5}}}'
+    green = gitlab_server.add_pipeline(
+        upstream, "main", jobs={"train": {"ci-runner-out/metrics.json": metrics}}
+    )
+    fork_ctx = replace(
+        ctx(gitlab_server),
+        project_path="alice/ml",
+        project_id="43",
+        mr_project_id="42",
+        mr_source_project_id="43",
+    )
+    gitlab = open_gitlab(fork_ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    report = finish(
+        build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)),
+        result(log),
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=NoWarnings(),
+    )
+
+    [note] = gitlab_server.notes(upstream, 4)
+    assert note.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`")
+    assert report.baseline == {"loss": 0.5}
+    url = f"{gitlab_server.url}/team/ml/-/pipelines/{green.id}"
+    assert report.baseline_pipeline == (green.id, url)
+    assert gitlab_server.count("GET", "/projects/43") == 0
