@@ -45,7 +45,7 @@ screenshots: env mermaid
 	$(PY) -m testing.mermaid.screenshots $(SCREENSHOTS)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
-test: env horovod cluster-tools gitlab-ci-local mermaid lint typecheck
+test: env horovod cluster-tools gitlab-ci-local mermaid lint typecheck image-check
 	$(PY) -m pytest -q
 
 lint: env
@@ -69,6 +69,10 @@ bench: env horovod
 dist: env
 	rm -rf dist
 	$(PY) -m build --outdir dist .
+
+## image-check: the Dockerfile's image, rebuilt with debootstrap (no container daemon), runs ci-runner (root)
+image-check: dist
+	$(PY) -m testing.image_check --dockerfile Dockerfile
 
 ## env: the project's virtualenv with ci-runner and its test tools
 env: $(STAMP)
