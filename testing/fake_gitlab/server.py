@@ -60,6 +60,7 @@ import pytest
 
 from ci_runner.clock import ManualClock
 from ci_runner.gitlab.transport import BoundedSession, Budget
+from testing.fake_gitlab.pypi import PyPIRegistry
 from testing.fake_gitlab.quick_actions import extract_commands
 
 NOTE_LIMIT = 1_000_000  # characters, GitLab's Note validation
@@ -239,6 +240,7 @@ class FakeGitLab:
         self._port = port
         self.external_url = external_url.rstrip("/") if external_url else None
         self.requests: list[RecordedRequest] = []
+        self.pypi = PyPIRegistry(self)  # the PyPI package registry (testing/fake_gitlab/pypi.py)
         self._http: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -522,8 +524,13 @@ class FakeGitLab:
             raise _Reply(404, {"error": "404 Not Found"})
         raw = path[len(API_PREFIX) + 1 :].split("/")
         seg = [unquote(s) for s in raw]
-        user = self._authenticate(method, headers)
         base = self.external_url or f"http://{host}"
+        if seg[0] == "projects" and seg[2:4] == ["packages", "pypi"]:  # its own auth rules
+            status, kind, payload, extra = self.pypi.handle(
+                method, seg[1], seg[4:], headers, body, base
+            )
+            return _Response(status, payload, kind, extra)
+        user = self._authenticate(method, headers)
         page = _Pager(base, path, query)
 
         if seg == ["user"]:
