@@ -70,7 +70,7 @@ def test_the_job_token_uploads_and_the_simple_page_links_the_file(
 ) -> None:
     done = upload(fake, auth=JOB)
     assert (done.status_code, done.json()) == (201, {"message": "201 Created"})
-    page = requests.get(f"{url(fake)}/simple/CI_Runner", auth=DEPLOY_READ, timeout=10)
+    page = requests.get(f"{url(fake)}/simple/CI_Runner/", auth=DEPLOY_READ, timeout=10)
     assert page.status_code == 200
     assert page.headers["Content-Type"] == "text/html; charset=utf-8"
     link = (

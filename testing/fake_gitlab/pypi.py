@@ -151,7 +151,8 @@ class PyPIRegistry:
                 return self._upload(project, headers, body)
             if method == "GET" and len(rest) >= 2 and rest[0] == "simple":
                 self._may(caller, project, write=False)
-                return self._simple(project, "/".join(rest[1:]), base)
+                # pip asks for simple/<name>/; Grape's routing ignores the trailing slash
+                return self._simple(project, "/".join(rest[1:]).rstrip("/"), base)
             if method == "GET" and len(rest) >= 3 and rest[0] == "files":
                 self._may(caller, project, write=False)
                 return self._download(project, rest[1], "/".join(rest[2:]))
