@@ -14,15 +14,13 @@ import pytest
 from ci_runner import __version__
 from testing.fake_gitlab.server import FakeGitLab
 from testing.paths import REPO_ROOT
-from tests.test_templates_ci import ci_runner_project, gitlab_ci_local
+from tests.test_templates_ci import ci_runner_project, run_gitlab_ci_local
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent  # twine is in the dev extras: the job's pip finds it here
 JOB_TOKEN = "job-token-of-the-release-pipeline"
 DEPLOY = ("reader", "deploy-token-to-install-with")
 DIST = [f"ci_runner-{__version__}-py3-none-any.whl", f"ci_runner-{__version__}.tar.gz"]
-# gitlab-ci-local sets these itself; the job must see the pipeline's.
-PREDEFINED = ["CI_COMMIT_TAG", "CI_API_V4_URL", "CI_PROJECT_ID", "CI_JOB_TOKEN"]
 
 
 def without_pip_settings() -> dict[str, str]:
@@ -54,24 +52,10 @@ def test_the_publish_job_uploads_and_pip_installs_from_the_registry(tmp_path: Pa
             "CI_PROJECT_ID": "42",
             "CI_JOB_TOKEN": JOB_TOKEN,
         }
-        args = [str(gitlab_ci_local()), "--force-shell-executor", "pypi-publish"]
-        for name, value in variables.items():
-            args += ["--variable", f"{name}={value}"]
-        env = {
-            **without_pip_settings(),
-            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-            "GCL_IGNORE_PREDEFINED_VARS": ",".join(PREDEFINED),
-        }
-        done = subprocess.run(
-            args,
-            cwd=project_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
+        env = {**without_pip_settings(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+        run_gitlab_ci_local(
+            project_dir, ["--force-shell-executor", "pypi-publish"], variables, env, timeout=300
         )
-        assert done.returncode == 0, done.stdout + done.stderr
         assert sorted(f.file_name for f in fake.pypi.files(project)) == sorted(DIST)
         uploads = fake.matching("POST", "/packages/pypi$")
         assert [r.headers["authorization"].split()[0] for r in uploads] == ["Basic", "Basic"]

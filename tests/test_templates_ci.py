@@ -77,22 +77,35 @@ def user_project(tmp_path: Path, ci_yaml: str) -> Path:
     return project
 
 
-def list_jobs(project: Path, **variables: str) -> dict[str, str]:
-    """Job name -> stage of the jobs a pipeline with ``variables`` runs (``when: never`` out)."""
-    args = [str(gitlab_ci_local()), "--list-json"]
-    for name, value in variables.items():
-        args += ["--variable", f"{name}={value}"]
+def run_gitlab_ci_local(
+    project: Path,
+    args: list[str],
+    variables: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> str:
+    """gitlab-ci-local ``args`` in ``project`` with pipeline ``variables`` (its own values of
+    predefined ones ignored); its stdout, after checking it succeeded."""
+    command = [str(gitlab_ci_local()), *args]
+    for name, value in (variables or {}).items():
+        command += ["--variable", f"{name}={value}"]
     done = subprocess.run(
-        args,
+        command,
         cwd=project,
         capture_output=True,
         text=True,
-        timeout=120,
-        env={**os.environ, "GCL_IGNORE_PREDEFINED_VARS": ",".join(variables)},
+        timeout=timeout,
+        env={**(env or os.environ), "GCL_IGNORE_PREDEFINED_VARS": ",".join(variables or {})},
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    jobs = json.loads(done.stdout[done.stdout.index("[") :])
+    return done.stdout
+
+
+def list_jobs(project: Path, **variables: str) -> dict[str, str]:
+    """Job name -> stage of the jobs a pipeline with ``variables`` runs (``when: never`` out)."""
+    stdout = run_gitlab_ci_local(project, ["--list-json"], variables)
+    jobs = json.loads(stdout[stdout.index("[") :])
     return {job["name"]: job["stage"] for job in jobs if job["when"] != "never"}
 
 
@@ -194,16 +207,7 @@ def test_ci_runners_own_pipeline(
 
 
 def test_the_example_job_runs_in_the_image_this_pipeline_built(tmp_path: Path) -> None:
-    project = ci_runner_project(tmp_path)
-    done = subprocess.run(
-        [str(gitlab_ci_local()), "--preview"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    preview = yaml.safe_load(done.stdout[done.stdout.index("---") :])
+    stdout = run_gitlab_ci_local(ci_runner_project(tmp_path), ["--preview"])
+    preview = yaml.safe_load(stdout[stdout.index("---") :])
     assert preview["example-train"]["image"] == {"name": "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"}
     assert "before_script" not in preview["example-train"]
