@@ -9,7 +9,7 @@ DEMO_DATA := $(DEMO_DIR)/data
 # e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
 DEMO_FLAGS ?=
 
-.PHONY: demo demo-cluster horovod cluster-tools gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
+.PHONY: dist image-check demo demo-cluster horovod cluster-tools gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
 
 ## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
 demo: env horovod $(DEMO_DATA)/diabetes.csv
@@ -45,7 +45,7 @@ screenshots: env mermaid
 	$(PY) -m testing.mermaid.screenshots $(SCREENSHOTS)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
-test: env horovod cluster-tools gitlab-ci-local mermaid lint typecheck
+test: env horovod cluster-tools gitlab-ci-local mermaid lint typecheck image-check
 	$(PY) -m pytest -q
 
 lint: env
@@ -64,6 +64,15 @@ unit: env
 BENCH_FLAGS ?=
 bench: env horovod
 	$(PY) -m bench.run $(BENCH_FLAGS)
+
+## dist: the wheel and sdist in dist/ (the release job uploads them; the Dockerfile installs the wheel)
+dist: env
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
+## image-check: the Dockerfile's image, rebuilt with debootstrap (no container daemon), runs ci-runner (root)
+image-check: dist
+	$(PY) -m testing.image_check --dockerfile Dockerfile
 
 ## env: the project's virtualenv with ci-runner and its test tools
 env: $(STAMP)

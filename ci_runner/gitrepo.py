@@ -30,6 +30,13 @@ def repo_root(cwd: Path) -> Path:
     try:
         return Path(git(["rev-parse", "--show-toplevel"], cwd).strip())
     except GitError as exc:
+        if isinstance(exc.__cause__, OSError):  # no git at all, or no such directory: say so
+            raise
+        if "safe.directory" in str(exc):  # git's advice on a checkout of another user (CI images)
+            raise GitError(
+                f"git refuses {cwd}: it belongs to another user (dubious ownership); fix: "
+                "git config --global --add safe.directory '*' (in an image: --system)"
+            ) from exc
         raise GitError(
             f"{cwd} is not inside a git repository; fix: run ci-runner from your project's checkout"
         ) from exc

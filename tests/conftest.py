@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -22,6 +23,9 @@ from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
 from testing.golden import UPDATE_OPTION, Golden
 from testing.paths import EXAMPLE, FAKE_HOROVODRUN, GOLDEN_DIR, REPO_ROOT
+from testing.rights import missing_rights, verdict
+
+EMULATED_CLUSTER_MODULES = "tests.test_emulated_cluster_"
 
 if TYPE_CHECKING:
     from testing.mr_pipeline import Pipeline
@@ -33,6 +37,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite the golden files in tests/golden/ that differ, after printing each diff",
     )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests of tests/test_emulated_cluster_* start the emulated cluster: mark them."""
+    for item in items:
+        module = getattr(item, "module", None)
+        name = getattr(module, "__name__", "")
+        if name.startswith(EMULATED_CLUSTER_MODULES) and item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.emulated_cluster)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An emulated-cluster test without root, netns or cgroups skips, saying which it lacks,
+    or fails where ``CI_RUNNER_REQUIRE_CLUSTER_RIGHTS=1`` (.ci/run, the e2e job) requires them."""
+    if item.get_closest_marker("emulated_cluster") is None:
+        return
+    outcome = verdict(missing_rights(), os.environ)
+    if outcome is not None:
+        action, reason = outcome
+        (pytest.fail if action == "fail" else pytest.skip)(reason)
 
 
 @pytest.fixture

@@ -15,12 +15,21 @@ COMPONENT = REPO_ROOT / "templates" / "train.yml"
 PIPELINE = REPO_ROOT / ".gitlab-ci.yml"
 
 INPUT = re.compile(r"\$\[\[\s*inputs\.([a-z_]+)\s*\]\]")
+COMPONENT_CONTEXT = re.compile(r"\$\[\[\s*component\.([a-z_]+)\s*\]\]")
 
 
-def load_component(inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(spec, jobs) of the component with ``inputs`` interpolated the way GitLab does."""
+def load_component(
+    inputs: dict[str, Any], version: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(spec, jobs) of the component with ``inputs`` and the component context (``version``:
+    None when included by SHA or branch) interpolated the way GitLab does."""
     header, body = COMPONENT.read_text().split("\n---\n", 1)
-    spec = yaml.safe_load(header)["spec"]["inputs"]
+    declared = yaml.safe_load(header)["spec"]
+    spec = declared["inputs"]
+    context = {"version": version or ""}
+    for match in COMPONENT_CONTEXT.finditer(body):
+        assert match.group(1) in declared.get("component", []), f"{match.group(1)} not declared"
+    body = COMPONENT_CONTEXT.sub(lambda m: context[m.group(1)], body)
     values: dict[str, Any] = {}
     for name, field in spec.items():
         if name in inputs:
@@ -166,19 +175,36 @@ def test_fork_merge_requests_are_opt_in() -> None:
     assert jobs["train"]["variables"]["CI_RUNNER_ALLOW_FORKS"] == "true"
 
 
-def test_image_input_is_required() -> None:
-    with pytest.raises(AssertionError, match="input image has no default"):
-        load_component({})
+def test_the_image_defaults_to_the_one_released_with_the_same_version() -> None:
+    _, jobs = load_component({}, version="1.2.0")
+    job = jobs["train"]
+    assert job["image"] == "$CI_RUNNER_RELEASED_IMAGE"  # GitLab expands it from the job's variables
+    assert job["variables"]["CI_RUNNER_RELEASED_IMAGE"] == "$CI_REGISTRY/ci-runner/ci-runner:1.2.0"
+
+
+def test_the_release_checks_the_default_image_is_its_own() -> None:
+    spec, _ = load_component({})
+    assert spec["image_repository"]["default"] == "$CI_REGISTRY/ci-runner/ci-runner"
+    script = "\n".join(yaml.safe_load(PIPELINE.read_text())["dist"]["script"])
+    assert (
+        'grep -qxF "      default: \\$CI_REGISTRY/$CI_PROJECT_PATH" templates/train.yml' in script
+    )
+    assert "      default: $CI_REGISTRY/ci-runner/ci-runner\n" in COMPONENT.read_text()
 
 
 def test_own_pipeline_runs_the_tests_and_includes_the_component() -> None:
     pipeline = yaml.safe_load(PIPELINE.read_text())
     (include,) = pipeline["include"]
-    assert include["local"] == "templates/train.yml"
+    assert include["component"] == "$CI_SERVER_FQDN/$CI_PROJECT_PATH/train@$CI_COMMIT_SHA"
+    assert include["inputs"]["image"] == "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"
     _, jobs = load_component(include["inputs"])
     assert list(jobs) == ["example-train"]
-    assert pipeline["test"]["script"][-1] == "make test"
-    assert pipeline["test"]["interruptible"] is True
+    assert jobs["example-train"]["image"] == "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"
+    assert pipeline["example-train"]["needs"] == ["image-build"]
+    assert pipeline["unit"]["script"] == ["make lint typecheck unit"]
+    assert pipeline["e2e"]["script"][-1] == "make test"
+    assert pipeline["e2e"]["variables"]["CI_RUNNER_REQUIRE_CLUSTER_RIGHTS"] == "1"
+    assert pipeline["unit"]["interruptible"] is pipeline["e2e"]["interruptible"] is True
     example_rules = pipeline["example-train"]["rules"]
     assert not job_runs(example_rules, PIPELINES["push, no MR"])
     assert job_runs(example_rules, {**PIPELINES["manual run"], "TRAIN_EXAMPLE": "true"})

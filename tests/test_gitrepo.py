@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +63,25 @@ def test_not_a_repository(tmp_path: Path) -> None:
     assert str(err.value) == (
         f"{tmp_path} is not inside a git repository; "
         "fix: run ci-runner from your project's checkout"
+    )
+
+
+def test_no_git_is_said_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(GitError) as err:
+        repo_root(tmp_path)
+    assert str(err.value) == "git is not installed; fix: install git and run again"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the repository to another user needs root")
+def test_a_checkout_of_another_user_is_said_as_such(git_repo: Commit) -> None:
+    repo, _ = git_repo({"a": "1"})
+    os.chown(repo, 12345, 12345)  # as a CI runner's clone, owned by root, seen by the job's user
+    with pytest.raises(GitError) as err:
+        repo_root(repo)
+    assert str(err.value) == (
+        f"git refuses {repo}: it belongs to another user (dubious ownership); fix: "
+        "git config --global --add safe.directory '*' (in an image: --system)"
     )
 
 

@@ -5,10 +5,8 @@ pipeline gets, and ci-runner's own .gitlab-ci.yml."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import pytest
 import yaml
 
 from testing.git import run_git
-from testing.gitlab_ci_local import gitlab_ci_local
+from testing.gitlab_ci_local import ci_runner_project, run_gitlab_ci_local
 from testing.paths import REPO_ROOT
 
 # gitlab-ci-local validates against GitLab's schema for seconds on every call: run by make test
@@ -34,24 +32,22 @@ def readme_snippets() -> list[str]:
         text = "\n".join(
             line[3:] if line.startswith("   ") else line for line in block.splitlines()
         )
-        if "templates/train.yml" in text:
+        if "/ci-runner/train@" in text:
             snippets.append(text)
     return snippets
 
 
 def user_project(tmp_path: Path, ci_yaml: str) -> Path:
     """A git repository whose .gitlab-ci.yml is ``ci_yaml``, with the component vendored:
-    gitlab-ci-local cannot fetch ``include: project:`` offline, so it becomes ``local:`` with
+    gitlab-ci-local cannot fetch ``include: component:`` offline, so it becomes ``local:`` with
     the same inputs."""
     project = tmp_path / "user-project"
     (project / "templates").mkdir(parents=True)
     shutil.copy(TEMPLATE, project / "templates" / "train.yml")
     config: dict[str, Any] = yaml.safe_load(ci_yaml)
     for entry in config["include"]:
-        if entry.get("file") == "templates/train.yml":
-            entry.pop("project")
-            entry.pop("ref")
-            entry.pop("file")
+        if "/ci-runner/train@" in entry.get("component", ""):
+            entry.pop("component")
             entry["local"] = "templates/train.yml"
     (project / ".gitlab-ci.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     (project / "train.yaml").write_text("name: x\n")
@@ -63,20 +59,8 @@ def user_project(tmp_path: Path, ci_yaml: str) -> Path:
 
 def list_jobs(project: Path, **variables: str) -> dict[str, str]:
     """Job name -> stage of the jobs a pipeline with ``variables`` runs (``when: never`` out)."""
-    args = [str(gitlab_ci_local()), "--list-json"]
-    for name, value in variables.items():
-        args += ["--variable", f"{name}={value}"]
-    done = subprocess.run(
-        args,
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "GCL_IGNORE_PREDEFINED_VARS": ",".join(variables)},
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    jobs = json.loads(done.stdout[done.stdout.index("[") :])
+    stdout = run_gitlab_ci_local(project, ["--list-json"], variables)
+    jobs = json.loads(stdout[stdout.index("[") :])
     return {job["name"]: job["stage"] for job in jobs if job["when"] != "never"}
 
 
@@ -132,39 +116,37 @@ def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
 def test_jobs_by_pipeline_with_the_readmes_merge_request_workflow(
     tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
 ) -> None:
-    snippet = readme_snippets()[1]
+    snippet = readme_snippets()[-1]
     assert "workflow" in snippet and "merge_request_pipelines: true" in snippet
     project = user_project(tmp_path, snippet)
     assert list_jobs(project, **variables) == jobs
 
 
+BUILD_AND_TEST = {"dist": "build", "image-build": "build", "unit": "test", "e2e": "test"}
+RELEASE = {"image-release": "release", "pypi-publish": "release", "create-release": "release"}
+
+
 @pytest.mark.parametrize(
     ("variables", "jobs"),
     [
-        (PUSH, {"test": "test"}),
-        (MR, {"test": "test"}),
-        (WEB, {"test": "test"}),
-        ({**WEB, "TRAIN_EXAMPLE": "true"}, {"test": "test", "example-train": "train"}),
+        ({**PUSH, "CI_COMMIT_BRANCH": "main"}, BUILD_AND_TEST),
+        (MR, BUILD_AND_TEST),
+        (WEB, BUILD_AND_TEST),
+        ({**WEB, "TRAIN_EXAMPLE": "true"}, {**BUILD_AND_TEST, "example-train": "train"}),
+        ({**PUSH, "CI_COMMIT_TAG": "1.2.0"}, {**BUILD_AND_TEST, **RELEASE}),
+        ({**PUSH, "CI_COMMIT_TAG": "v1.2.0"}, BUILD_AND_TEST),  # the catalog refuses a leading v
+        ({**PUSH, "CI_COMMIT_TAG": "1.2"}, BUILD_AND_TEST),
     ],
-    ids=["push", "merge-request", "web", "web-train-example"],
+    ids=["branch", "merge-request", "web", "web-train-example", "tag", "v-tag", "short-tag"],
 )
 def test_ci_runners_own_pipeline(
     tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
 ) -> None:
-    project = tmp_path / "ci-runner"
-    shutil.copytree(
-        REPO_ROOT,
-        project,
-        ignore=shutil.ignore_patterns(".git", ".venv", "*cache*", "node_modules", "out"),
-    )
-    run_git(["init", "-q", "-b", "main"], project)
-    run_git(["add", "-A"], project)
-    run_git(["commit", "-q", "-m", "init"], project)
-    assert list_jobs(project, **variables) == jobs
+    assert list_jobs(ci_runner_project(tmp_path), **variables) == jobs
 
 
-def test_the_example_job_pulls_a_public_image_and_installs_ci_runner() -> None:
-    config = yaml.safe_load((REPO_ROOT / ".gitlab-ci.yml").read_text())
-    [include] = config["include"]
-    assert include["inputs"]["image"] == "python:3.11-slim"
-    assert config["example-train"]["before_script"] == ["pip install --quiet --no-cache-dir ."]
+def test_the_example_job_runs_in_the_image_this_pipeline_built(tmp_path: Path) -> None:
+    stdout = run_gitlab_ci_local(ci_runner_project(tmp_path), ["--preview"])
+    preview = yaml.safe_load(stdout[stdout.index("---") :])
+    assert preview["example-train"]["image"] == {"name": "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"}
+    assert "before_script" not in preview["example-train"]

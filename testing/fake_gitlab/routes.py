@@ -42,6 +42,14 @@ def route(
     seg = [unquote(s) for s in path[len(API_PREFIX) + 1 :].split("/")]
     in_project = len(seg) >= 2 and seg[0] == "projects"
     rest = seg[2:] if in_project else []
+    if rest[:2] == [
+        "packages",
+        "pypi",
+    ]:  # its own authentication rules (testing/fake_gitlab/pypi.py)
+        status, kind, payload, extra = state.pypi.handle(
+            method, seg[1], rest[2:], headers, body, base
+        )
+        return Response(status, payload, kind, extra)
     area = next((a for a in PROJECT_AREAS if a.matches(rest)), None) if rest else None
     authenticate = area.authenticate if area is not None else private_token
     user = authenticate(state, method, headers)

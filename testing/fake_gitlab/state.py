@@ -16,6 +16,7 @@ from testing.fake_gitlab.model import (
     User,
     latest_successful,
 )
+from testing.fake_gitlab.pypi import PyPIRegistry
 
 
 class GitLabState:
@@ -25,6 +26,7 @@ class GitLabState:
         self._lock = threading.RLock()
         self._users: list[User] = []
         self._tokens: dict[str, Token] = {}
+        self.pypi = PyPIRegistry(self)  # the PyPI package registry, with its own tokens
         self._projects: list[Project] = []
         self._ids = 0
         self._clock = 0

@@ -1,0 +1,84 @@
+"""`make image-check` (testing/image_check.py): what it reads from the Dockerfile and the apt
+sources, and that an image without git fails it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from testing.dist import build_wheel
+from testing.image_check import CheckFailed, apt_mirror, check, parse_dockerfile
+from testing.paths import REPO_ROOT
+
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+
+
+def test_the_package_list_and_suite_come_from_the_dockerfile() -> None:
+    image = parse_dockerfile(DOCKERFILE)
+    assert image.suite == "bookworm"
+    assert image.packages == ["python3", "python3-venv", "git", "ca-certificates"]
+    assert [step.keyword for step in image.steps] == ["COPY", "RUN", "ENV", "USER", "WORKDIR"]
+
+
+def test_an_instruction_it_cannot_replay_is_refused(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    text = DOCKERFILE.read_text().replace("USER ci-runner", 'ENTRYPOINT ["ci-runner"]')
+    dockerfile.write_text(text)
+    line = text[: text.index("ENTRYPOINT")].count("\n") + 1
+    with pytest.raises(CheckFailed) as error:
+        parse_dockerfile(dockerfile)
+    assert str(error.value) == (
+        f"{dockerfile} line {line}: the image check does not replay ENTRYPOINT; replay it in "
+        "testing/image_check.py or leave it out"
+    )
+
+
+def test_the_mirror_comes_from_deb822_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.test/debian-security\nSuites: bookworm-security\n"
+        "Components: main\n\n"
+        "Types: deb\n# a comment\nURIs: http://mirror.test/debian\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n"
+    )
+    assert apt_mirror("bookworm", tmp_path) == "http://mirror.test/debian"
+
+
+def test_the_mirror_comes_from_a_one_line_sources_list(tmp_path: Path) -> None:
+    (tmp_path / "sources.list").write_text(
+        "# deb http://old.test/debian bookworm main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://mirror.test/debian bookworm main\n"
+    )
+    assert apt_mirror("bookworm", tmp_path) == "http://mirror.test/debian"
+
+
+def test_no_source_for_the_suite_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(CheckFailed) as error:
+        apt_mirror("trixie", tmp_path)
+    assert str(error.value) == (
+        f"no apt source for Debian trixie under {tmp_path}: add one (deb822 or list)"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and chroot need root")
+@pytest.mark.skipif(shutil.which("debootstrap") is None, reason="apt-get install debootstrap")
+def test_an_image_without_git_fails_the_check(tmp_path: Path) -> None:
+    context = tmp_path / "context"
+    build_wheel(context / "dist")
+    dockerfile = context / "Dockerfile"
+    text = DOCKERFILE.read_text()
+    assert " python3-venv git ca-certificates " in text
+    dockerfile.write_text(
+        text.replace(" python3-venv git ca-certificates ", " python3-venv ca-certificates ")
+    )
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ci-runner"
+    with pytest.raises(CheckFailed) as error:
+        check(dockerfile, context, cache / "image-check")
+    assert str(error.value) == (
+        "`ci-runner validate --config examples/simple_ml/train.yaml` failed in the image (1) as "
+        "1000:1000: ci-runner: error: git is not installed; fix: install git and run again"
+    )
