@@ -499,3 +499,18 @@ def test_chart_number() -> None:
     assert chart_number(2.0, 3) == "2"
     assert chart_number(-0.0001, 2) == "0"
     assert chart_number(1234.5, 0) == "1234"
+
+
+def test_a_subnormal_value_is_charted() -> None:
+    # 5e-324 asked for the power of ten 1e-324, which is 0.0 as a float (ZeroDivisionError).
+    points = ((0, 0.0), (1, 5e-324))
+    series = (RankSeries(0, 2, 1, 5e-324, points),)
+    metric = MetricResult("m", "min", 1, 0, None, None, None, None, None, series)
+    chart = metric_chart(metric)
+    assert chart is not None
+    assert chart.source.splitlines()[1:] == [
+        "xychart-beta",
+        'x-axis "step" [0, 1]',
+        'y-axis "m (×1e-306)"',
+        'line "rank 0" [0,0.000000000000000004941]',
+    ]

@@ -293,6 +293,9 @@ def _named(lines: list[_Line]) -> str:
 # ----------------------------------------------------------------------------- y axis
 
 
+LOWEST_EXPONENT: Final = -306  # 1e-306 is still a normal float; a multiple of 3, as exponents are
+
+
 @dataclass(frozen=True)
 class _Axis:
     """The y axis: range (None: Mermaid's own, from the data), what is taken off the values
@@ -354,7 +357,8 @@ def _y_axis(lines: list[_Line], grid: Grid) -> _Axis:
     largest = max(abs(shown_low - offset), abs(shown_high - offset))
     exponent = 0
     if largest >= SCALE_ABOVE or 0 < largest < SCALE_BELOW:
-        exponent = 3 * math.floor(math.log10(largest) / 3)
+        # Subnormal values (down to 5e-324) would need a power of ten that underflows to 0.
+        exponent = max(LOWEST_EXPONENT, 3 * math.floor(math.log10(largest) / 3))
     parts = (
         [f"minus {chart_number(offset, max(0, -math.floor(math.log10(span))))}"] if offset else []
     )
