@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gitlab",),
     # -> metrics, outputs, the report, posted
     ("results",),
+    # -> the run in MLflow / GitLab's model experiments
+    ("tracking",),
     # the subcommands, then the command line
     ("commands",),
     ("cli", "__main__"),
@@ -152,4 +154,3 @@ def test_no_package_imports_what_it_must_not(package: str) -> None:
         if name in FORBIDDEN[package]
     )
     assert wrong == []
-

@@ -99,6 +99,7 @@ class ReportInput:
     failure: Failure | None = None
     log_tail: Sequence[str] = ()
     history: Sequence[HistoryEntry] = field(default_factory=tuple)  # previous runs, newest first
+    tracking_url: str | None = None  # the MLflow run (ci_runner.tracking)
 
     @classmethod
     def from_run(
@@ -112,6 +113,7 @@ class ReportInput:
         baseline_ref: str | None = None,
         baseline_pipeline: tuple[int, str | None] | None = None,
         artifacts: ArtifactListing | None = None,
+        tracking_url: str | None = None,
     ) -> ReportInput:
         """The report of a finished (or, with ``Outcome.RUNNING``, just started) run."""
         return cls(
@@ -130,6 +132,7 @@ class ReportInput:
             artifacts=artifacts,
             failure=result.failure,
             log_tail=result.log_tail,
+            tracking_url=tracking_url,
         )
 
     def history_entry(self) -> HistoryEntry:
@@ -303,6 +306,8 @@ def _details_line(report: ReportInput) -> str:
         shape += ", CPU only"
     parts.append(shape)
     parts.append(f"MPIJob {code(report.job_name)}")
+    if report.tracking_url:
+        parts.append(link("MLflow run", report.tracking_url))
     return " · ".join(parts)
 
 

@@ -286,8 +286,7 @@ _TRACKING: Final = WordOrRecord(
     Field(
         "per_rank",
         Flag(),
-        "Also log each rank's values, as `<metric>/rank_<n>` (the mean over ranks is "
-        "`<metric>`).",
+        "Also log each rank's values, as `<metric>/rank_<n>` (the mean over ranks is `<metric>`).",
         "true",
         "`false`",
     ),
@@ -426,7 +425,9 @@ SCHEMA: Final = Record(
         "{min_workers: 1, max_workers: 4}",
     ),
     Field("kubernetes", _KUBERNETES, "Cluster settings.", "{namespace: ml-training}"),
-    Field("tracking", _TRACKING, "Log the run as an MLflow run (see the README's Tracking).", "gitlab"),
+    Field(
+        "tracking", _TRACKING, "Log the run as an MLflow run (see the README's Tracking).", "gitlab"
+    ),
     build=build_train,
 )
 

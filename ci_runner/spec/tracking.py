@@ -13,7 +13,18 @@ from __future__ import annotations
 import re
 from typing import Final, TypedDict, cast
 
-from ci_runner.spec.engine import INVALID, At, Build, Field, Invalid, Kind, Record, T_co, Values, check
+from ci_runner.spec.engine import (
+    INVALID,
+    At,
+    Build,
+    Field,
+    Invalid,
+    Kind,
+    Record,
+    T_co,
+    Values,
+    check,
+)
 from ci_runner.spec.names import Wrong
 from ci_runner.spec.types import TrackingServer, TrackingSpec
 from ci_runner.spec.yamlsource import YMapping, YNode, YScalar, key_path, shorten
@@ -100,5 +111,3 @@ def build_tracking(
         )
         ok = False
     return TrackingSpec(**values) if ok else INVALID
-
-
