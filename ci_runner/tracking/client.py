@@ -105,7 +105,9 @@ class MlflowApi:
     def _refused(self, action: str, response: requests.Response) -> TrackingError:
         code = response.status_code
         detail = _detail(response)
-        status = f"{code} {_phrase(code)}" + (f" ({detail})" if detail else "")
+        status = f"{code} {_phrase(code)}".strip()
+        if detail and not detail.startswith(str(code)):
+            status += f" ({detail})"
         if code in (401, 403):
             fix = (
                 f"give the token in {self.target.token_variable} the api scope and at least the "

@@ -60,6 +60,7 @@ import pytest
 
 from ci_runner.clock import ManualClock
 from ci_runner.gitlab.transport import BoundedSession, Budget
+from testing.fake_gitlab.mlflow import FakeMlflow
 from testing.fake_gitlab.quick_actions import extract_commands
 
 NOTE_LIMIT = 1_000_000  # characters, GitLab's Note validation
@@ -241,6 +242,7 @@ class FakeGitLab:
         self.requests: list[RecordedRequest] = []
         self._http: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.mlflow = FakeMlflow(self._job_exists, lambda: self.external_url or self.url)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -492,8 +494,16 @@ class FakeGitLab:
             return _Response(fault.status, fault.body, content_type, dict(fault.headers))
         return None
 
+    def _job_exists(self, job_id: str) -> bool:
+        """``Ci::Build.find_by_id``: a job of any project."""
+        jobs = (j for p in self._projects for pipeline in p.pipelines for j in pipeline.jobs)
+        return any(str(job.id) == job_id for job in jobs)
+
     def _authenticate(self, method: str, headers: Mapping[str, str]) -> User:
-        token = self._tokens.get(headers.get("private-token", ""))
+        # A personal/project access token in PRIVATE-TOKEN or as a bearer token, as MLflow's
+        # client sends MLFLOW_TRACKING_TOKEN (lib/gitlab/auth/auth_finders.rb).
+        bearer = headers.get("authorization", "").removeprefix("Bearer ")
+        token = self._tokens.get(headers.get("private-token") or bearer)
         if token is None:
             raise _Reply(401, {"message": "401 Unauthorized"})
         allowed = "api" in token.scopes or ("read_api" in token.scopes and method == "GET")
@@ -536,6 +546,9 @@ class FakeGitLab:
             return self._only(
                 method, "GET", lambda: _json_response(200, self._project_json(project, base))
             )
+        if rest[:2] == ["ml", "mlflow"]:
+            status, payload = self.mlflow.route(method, project.id, user.id, rest[2:], query, body)
+            return _json_response(status, payload)
         if rest[0] == "merge_requests" and len(rest) >= 2:
             return self._merge_request_route(method, project, rest, query, body, user, base, page)
         if rest[:2] == ["repository", "commits"] and len(rest) >= 4:

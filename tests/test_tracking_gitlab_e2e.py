@@ -1,0 +1,169 @@
+"""``tracking: gitlab``: ``ci-runner train --local`` in a GitLab job logs its run in the fake
+GitLab's MLflow routes (testing/fake_gitlab/mlflow.py) with CI_RUNNER_GITLAB_TOKEN, linked to
+the job, and the MR comment links to the experiment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from testing.fake_gitlab.accounts import GITLAB_TOKEN
+from testing.fake_gitlab.server import FakeGitLab, User
+from testing.fake_gitlab.server import Project as FakeProject
+from tests.test_commands_train import environ, run_cli
+
+GitRepo = Callable[..., tuple[Path, str]]
+
+TRAIN_YAML = """\
+name: toy
+image: horovod/horovod:0.28.1
+command: python train.py
+workers: 2
+outputs: file:///unused/
+metrics:
+  loss: {pattern: 'loss (?P<value>[0-9.]+) step (?P<step>\\d+)', goal: min}
+tracking: gitlab
+"""
+TRAIN_PY = """\
+import os
+rank = int(os.environ["HOROVOD_RANK"])
+for step in range(3):
+    print(f"loss {(3 - step) * (rank + 1)} step {step}", flush=True)
+if rank == 0:
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN"):
+        print(name + " " + os.environ.get(name, "none"), flush=True)
+"""
+
+
+def _ci(server: FakeGitLab, project: FakeProject, sha: str, job_id: int) -> dict[str, str]:
+    url = f"{server.url}/{project.path}"
+    return {
+        "GITLAB_CI": "true",
+        "CI_SERVER_URL": server.url,
+        "CI_API_V4_URL": f"{server.url}/api/v4",
+        "CI_PROJECT_ID": str(project.id),
+        "CI_PROJECT_PATH": project.path,
+        "CI_PROJECT_URL": url,
+        "CI_COMMIT_SHA": sha,
+        "CI_COMMIT_REF_NAME": "feature",
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_PIPELINE_ID": "9",
+        "CI_JOB_ID": str(job_id),
+        "CI_JOB_NAME": "train-toy",
+        "CI_JOB_URL": f"{url}/-/jobs/{job_id}",
+        "CI_MERGE_REQUEST_IID": "3",
+        "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_RUNNER_GITLAB_TOKEN": GITLAB_TOKEN,
+    }
+
+
+def _setup(git_repo: GitRepo, server: FakeGitLab, project: FakeProject) -> tuple[Path, str, int]:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY})
+    server.add_commit(project, sha)
+    server.add_merge_request(project, 3, sha=sha)
+    job = server.add_pipeline(project, "feature", status="running", sha=sha, jobs={"train": {}})
+    return repo, sha, job.jobs[0].id
+
+
+def test_tracking_gitlab_logs_the_run_in_the_projects_model_experiments(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    fake_horovodrun: Path,
+    gitlab_server: FakeGitLab,
+    gitlab_bot: User,
+    gitlab_fake_project: FakeProject,
+) -> None:
+    project = gitlab_fake_project
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
+
+    code, out, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert code == 0, err
+    state = gitlab_server.mlflow.of(project.id)
+    assert [e.name for e in state.experiments] == ["toy"]
+    (run,) = state.experiments[0].runs
+    assert (run.name, run.status, run.ci_job_id) == ("train-toy", "FINISHED", str(job_id))
+    assert run.end_time is not None and run.end_time >= run.start_time > 0
+    assert run.tags["mlflow.source.git.commit"] == sha
+    assert (
+        run.tags["ci_runner.merge_request_url"]
+        == f"{gitlab_server.url}/group/proj/-/merge_requests/3"
+    )
+    assert run.params["workers"] == "2"
+    loss = sorted((m.step, m.value) for m in run.metrics if m.key == "loss")
+    assert loss == [(0, 4.5), (1, 3.0), (2, 1.5)]
+    assert {m.key for m in run.metrics} == {"loss"}  # per_rank is off
+    uri = f"{gitlab_server.url}/api/v4/projects/{project.id}/ml/mlflow"
+    assert f"[0]<stdout>:MLFLOW_RUN_ID {run.run_id}\n" in out
+    assert f"[0]<stdout>:MLFLOW_TRACKING_URI {uri}\n" in out
+    # The rank got the token; the log never shows it.
+    assert "[0]<stdout>:MLFLOW_TRACKING_TOKEN [MASKED]\n" in out
+    page = f"{gitlab_server.url}/group/proj/-/ml/experiments/1"
+    lines = err.splitlines()
+    assert f"[ci-runner] MLflow run: {page}" in lines
+    assert f"[ci-runner] MLflow run FINISHED, 3 metric points: {page}" in lines
+    (note,) = gitlab_server.notes(project, 3)
+    assert f"[MLflow run]({page})" in note.body
+    # Every MLflow request went with the token as MLflow's client sends it.
+    sent = [r for r in gitlab_server.requests if "/ml/mlflow/" in r.path]
+    assert {r.headers.get("authorization") for r in sent} == {f"Bearer {GITLAB_TOKEN}"}
+    assert [(r.method, r.path.rsplit("mlflow/", 1)[1], r.status) for r in sent] == [
+        ("GET", "experiments/get-by-name", 404),
+        ("POST", "experiments/create", 200),
+        ("POST", "runs/create", 200),
+        ("POST", "runs/log-batch", 200),
+        ("POST", "runs/update", 200),
+        ("POST", "runs/log-batch", 200),
+    ]
+
+
+def test_a_token_below_developer_leaves_the_run_untracked_with_one_warning(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    fake_horovodrun: Path,
+    gitlab_server: FakeGitLab,
+    gitlab_bot: User,
+    gitlab_fake_project: FakeProject,
+) -> None:
+    project = gitlab_fake_project
+    gitlab_server.mlflow.set_role(project.id, gitlab_bot.id, "reporter")
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
+    uri = f"{gitlab_server.url}/api/v4/projects/{project.id}/ml/mlflow"
+
+    code, _, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert code == 0, err
+    assert [line for line in err.splitlines() if "MLflow" in line] == [
+        f"[ci-runner] warning: not tracking this run in MLflow: GitLab's MLflow API at {uri} "
+        "answered 401 Unauthorized when asked to create the experiment; fix: "
+        "give the token in CI_RUNNER_GITLAB_TOKEN the api scope and at least the Developer "
+        "role in the project"
+    ]
+    assert gitlab_server.mlflow.of(project.id).experiments == []
+
+
+def test_a_job_gitlab_does_not_know_fails_the_run_creation(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    fake_horovodrun: Path,
+    gitlab_server: FakeGitLab,
+    gitlab_bot: User,
+    gitlab_fake_project: FakeProject,
+) -> None:
+    project = gitlab_fake_project
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id + 1000)}
+    uri = f"{gitlab_server.url}/api/v4/projects/{project.id}/ml/mlflow"
+
+    code, _, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert code == 0, err
+    assert [line for line in err.splitlines() if "MLflow" in line] == [
+        f"[ci-runner] warning: not tracking this run in MLflow: GitLab's MLflow API at {uri} "
+        "answered 500 Internal Server Error when asked to create "
+        "the run; fix: retry the job once the tracking server answers again"
+    ]
