@@ -167,3 +167,41 @@ def test_a_job_gitlab_does_not_know_fails_the_run_creation(
         "answered 500 Internal Server Error when asked to create "
         "the run; fix: retry the job once the tracking server answers again"
     ]
+
+
+def test_each_default_branch_run_is_the_next_semantic_version_of_the_model(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    fake_horovodrun: Path,
+    gitlab_server: FakeGitLab,
+    gitlab_bot: User,
+    gitlab_fake_project: FakeProject,
+) -> None:
+    project = gitlab_fake_project
+    yaml = TRAIN_YAML.replace(
+        "tracking: gitlab", "tracking: {server: gitlab, model: toy-model}"
+    ).replace("file:///unused/", "s3://models/{sha}/")
+    repo, sha = git_repo({"train.yaml": yaml, "train.py": TRAIN_PY})
+    job = gitlab_server.add_pipeline(project, "main", sha=sha, jobs={"train": {}}).jobs[0]
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job.id)}
+    env["CI_COMMIT_REF_NAME"] = "main"
+    for name in [n for n in env if n.startswith("CI_MERGE_REQUEST_")]:
+        del env[name]
+
+    lines = []
+    for _ in range(2):
+        code, _, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+        assert code == 0, err
+        lines += [line for line in err.splitlines() if "model toy-model" in line]
+
+    assert lines == [
+        "[ci-runner] model toy-model version 1.0.0 registered",
+        "[ci-runner] model toy-model version 1.0.1 registered",
+    ]
+    state = gitlab_server.mlflow.of(project.id)
+    (model,) = state.models
+    assert [(v["version"], v["tags"]) for v in model.versions] == [
+        ("1.0.0", {"ci_runner.outputs": f"s3://models/{sha}/"}),
+        ("1.0.1", {"ci_runner.outputs": f"s3://models/{sha}/"}),
+    ]
+    assert [e.name for e in state.experiments] == ["toy", "[model]toy-model"]

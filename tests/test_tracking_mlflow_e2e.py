@@ -199,3 +199,34 @@ def test_with_the_server_down_the_job_ends_as_it_would_have_with_one_warning(
         "MLFLOW_TRACKING_URI and the runner's network"
     ]
     assert not [line for line in untracked[2].splitlines() if "MLflow" in line]
+
+
+def test_on_the_default_branch_a_model_version_points_at_the_outputs(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, mlflow_server: MlflowServer
+) -> None:
+    yaml = (
+        TRAIN_YAML.format(name="registered")
+        .replace("tracking: {per_rank: true}", "tracking: {model: registered-model}")
+        .replace("file:///unused/", "s3://models/{sha}/")
+    )
+    repo, sha = git_repo({"train.yaml": yaml, "train.py": TRAIN_PY})
+    env = {
+        **CI,
+        "CI_COMMIT_REF_NAME": "main",
+        "CI_DEFAULT_BRANCH": "main",
+        "MLFLOW_TRACKING_URI": mlflow_server.url,
+    }
+
+    code, _, err = _run(repo, sha, tmp_path, env)
+
+    assert code == 0, err
+    client = mlflow_server.client()
+    run = _only_run(client, "registered")
+    (version,) = client.search_model_versions("name='registered-model'")
+    outputs = f"s3://models/{sha}/"
+    assert (version.version, version.source, version.run_id) == ("1", outputs, run.info.run_id)
+    assert version.tags == {"ci_runner.outputs": outputs}
+    assert version.description == (
+        f"Outputs of commit {sha} at {outputs} (MLflow run {run.info.run_id}, ci-runner)"
+    )
+    assert "[ci-runner] model registered-model version 1 registered" in err.splitlines()

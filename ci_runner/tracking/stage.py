@@ -211,10 +211,13 @@ def _register_model(
     """On the default branch, after a successful run with outputs: a new version of
     ``tracking.model`` pointing at them. GitLab ignores ``source`` and ``run_id`` (its docs'
     caveats) and numbers the version itself (1.0.0, then the patch up:
-    app/services/ml/increment_version_service.rb), so the description names the outputs too."""
-    name, ctx = plan.config.tracking.model, plan.context
+    app/services/ml/increment_version_service.rb), so the description names the outputs too.
+    Outputs on this machine's disk (``file://``) are no model for anyone else: none then."""
+    name, ctx, outputs = plan.config.tracking.model, plan.context, plan.output_uri
     on_default = bool(ctx.ref_name) and ctx.ref_name == ctx.default_branch and not ctx.mr_iid
-    if not (name and result.succeeded and plan.output_uri and on_default):
+    if not (name and result.succeeded and outputs and on_default):
+        return
+    if not outputs.startswith("s3://"):
         return
     api = run.api
     try:
@@ -229,11 +232,11 @@ def _register_model(
                 raise
     body: dict[str, Any] = {
         "name": name,
-        "source": plan.output_uri,
+        "source": outputs,
         "run_id": run.run_id,
-        "description": f"Outputs of commit {ctx.sha} at {plan.output_uri} (MLflow run "
+        "description": f"Outputs of commit {ctx.sha} at {outputs} (MLflow run "
         f"{run.run_id}, ci-runner)",
-        "tags": [{"key": "ci_runner.outputs", "value": plan.output_uri}],
+        "tags": [{"key": "ci_runner.outputs", "value": outputs}],
     }
     made = api.call("POST", "model-versions/create", "register a model version", body)
     version = made.get("model_version", {})
