@@ -47,7 +47,7 @@ SEMVER = re.compile(
 )
 LIMITS = {"param_name": 250, "param_value": 250, "metric_name": 250, "tag_name": 255,
           "tag_value": 5000, "run_name": 255}  # fmt: skip
-ROLES = ("guest", "reporter", "developer", "maintainer", "owner")
+ROLES = ("none", "guest", "reporter", "developer", "maintainer", "owner")  # "none": no member
 NOT_FOUND: Answer = (404, {"error_code": "RESOURCE_DOES_NOT_EXIST"})
 
 
