@@ -16,6 +16,8 @@ import pytest
 from testing.mlflow_server import MlflowServer, free_port
 from tests.test_commands_train import environ, run_cli
 
+# A real MLflow server takes 10-20 s to start: with the end-to-end tests, not `make unit`.
+pytestmark = pytest.mark.slow
 GitRepo = Callable[..., tuple[Path, str]]
 
 TRAIN_YAML = """\

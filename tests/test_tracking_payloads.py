@@ -94,5 +94,6 @@ def test_the_run_page_is_mlflows_ui_or_the_gitlab_experiment() -> None:
     assert payloads.run_url("mlflow", "http://m:5000", None, "3", "abc") == (
         "http://m:5000/#/experiments/3/runs/abc"
     )
-    assert payloads.run_url("gitlab", "https://g/api/v4/projects/1/ml/mlflow",
-                            "https://g/grp/p", "2", "abc") == "https://g/grp/p/-/ml/experiments/2"  # fmt: skip
+    api = "https://g/api/v4/projects/1/ml/mlflow"
+    page = payloads.run_url("gitlab", api, "https://g/grp/p", "2", "abc")
+    assert page == "https://g/grp/p/-/ml/experiments/2"

@@ -24,8 +24,8 @@ from ci_runner.gitlab.transport import BoundedSession, BudgetExhausted, RateLimi
 from ci_runner.tracking.target import Target
 
 API: Final = "/api/2.0/mlflow/"
-BUDGET_VARIABLE: Final = "CI_RUNNER_TRACKING_TIMEOUT"
-DEFAULT_BUDGET: Final = 30.0  # seconds before training, and again after it
+TRACKING_BUDGET_VARIABLE: Final = "CI_RUNNER_TRACKING_TIMEOUT"
+DEFAULT_TRACKING_BUDGET: Final = 30.0  # seconds before training, and again after it
 JSONObject = dict[str, Any]
 
 
@@ -39,13 +39,13 @@ class TrackingError(CiRunnerError):
 
 
 def budget_seconds(env: Mapping[str, str]) -> float:
-    """``CI_RUNNER_TRACKING_TIMEOUT`` (seconds for each phase), else :data:`DEFAULT_BUDGET`;
-    a value that is not a positive number is ignored."""
+    """``CI_RUNNER_TRACKING_TIMEOUT`` (seconds for each phase), else
+    :data:`DEFAULT_TRACKING_BUDGET`; a value that is not a positive number is ignored."""
     try:
-        value = float(env.get(BUDGET_VARIABLE, "").strip())
+        value = float(env.get(TRACKING_BUDGET_VARIABLE, "").strip())
     except ValueError:
-        return DEFAULT_BUDGET
-    return value if 0 < value < float("inf") else DEFAULT_BUDGET
+        return DEFAULT_TRACKING_BUDGET
+    return value if 0 < value < float("inf") else DEFAULT_TRACKING_BUDGET
 
 
 class MlflowApi:
@@ -84,7 +84,7 @@ class MlflowApi:
                 action,
                 f"did not answer within the {error.seconds:g} s ci-runner gives it",
                 f"check MLFLOW_TRACKING_URI and the runner's network, or give it more time in "
-                f"{BUDGET_VARIABLE} (seconds)",
+                f"{TRACKING_BUDGET_VARIABLE} (seconds)",
             ) from None
         except requests.RequestException as error:
             raise self._error(
