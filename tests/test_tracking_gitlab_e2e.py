@@ -190,3 +190,17 @@ def test_each_default_branch_run_is_the_next_semantic_version_of_the_model(
         ("1.0.1", {"ci_runner.outputs": f"s3://models/{sha}/"}),
     ]
     assert [e.name for e in state.experiments] == ["toy", "[model]toy-model"]
+
+
+def test_a_job_that_fails_before_training_ends_its_run_failed(
+    git_repo: GitRepo, tmp_path: Path, gitlab_server: FakeGitLab, project: FakeProject
+) -> None:
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
+
+    code, _, err = run_cli(["train", "--output-dir", "ci"], repo, env)  # no cluster here
+
+    assert code == 1
+    assert err.splitlines()[-1].startswith("ci-runner: error: no Kubernetes cluster to run on")
+    (run,) = gitlab_server.mlflow.of(project.id).experiments[0].runs
+    assert run.status == "FAILED"

@@ -201,6 +201,7 @@ def test_with_the_server_down_the_job_ends_as_it_would_have_with_one_warning(
         "MLFLOW_TRACKING_URI and the runner's network"
     ]
     assert not [line for line in untracked[2].splitlines() if "MLflow" in line]
+    assert not (repo / "ci" / "annotations.json").exists()
 
 
 def test_on_the_default_branch_a_model_version_points_at_the_outputs(

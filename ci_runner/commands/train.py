@@ -115,7 +115,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         masker_for_report,
         open_gitlab,
     )
-    from ci_runner.tracking.stage import end_unstarted, finish_tracking, start_tracking
+    from ci_runner.tracking.stage import end_failed, finish_tracking, start_tracking
 
     env = runtime.env
     if args.local:
@@ -150,16 +150,21 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
             make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
     except BaseException:
         if tracked is not None:
-            end_unstarted(tracked, clock, console)
+            end_failed(tracked, clock, console)
         raise
     tracking_url = tracked.url if tracked else None
     gitlab = open_gitlab(plan.context, env, console, clock)
     report_masker = masker_for_report(plan.masker, env)
     announce(gitlab, plan, report_masker, console, tracking_url)
-    with LogSink(outputs.log_path, console.echo, plan.masker) as sink:
-        backend = make_backend(sink)
-        with _cancel_on_signals(backend):
-            result = backend.run()
+    try:
+        with LogSink(outputs.log_path, console.echo, plan.masker) as sink:
+            backend = make_backend(sink)
+            with _cancel_on_signals(backend):
+                result = backend.run()
+    except BaseException:
+        if tracked is not None:
+            end_failed(tracked, clock, console)
+        raise
     report = finish(
         plan,
         result,

@@ -161,8 +161,8 @@ def finish_tracking(
     console.status(f"MLflow run {status}, {points.count} metric points: {run.url}")
 
 
-def end_unstarted(run: TrackedRun, clock: Clock, console: StatusOutput) -> None:
-    """The job failed before training started: the run ends FAILED."""
+def end_failed(run: TrackedRun, clock: Clock, console: StatusOutput) -> None:
+    """The job stopped with an error before the training had a result: the run ends FAILED."""
     api = run.api
     api.session.budget = Budget(clock, run.budget_seconds)
     body = payloads.update_run(run.run_id, Outcome.FAILED, _ms(clock))
