@@ -4,6 +4,7 @@ the job, and the MR comment links to the experiment."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
 from testing.fake_gitlab.server import FakeGitLab, User
 from testing.fake_gitlab.server import Project as FakeProject
+from testing.fake_kube.server import FakeKubeServer
+from tests.test_backends_kubernetes_connect import JOB_TOKEN, gitlab_kubeconfig
 from tests.test_commands_train import TRAIN_YAML as COMMAND_TRAIN_YAML
 from tests.test_commands_train import environ, run_cli
 
@@ -204,3 +207,38 @@ def test_a_job_that_fails_before_training_ends_its_run_failed(
     assert err.splitlines()[-1].startswith("ci-runner: error: no Kubernetes cluster to run on")
     (run,) = gitlab_server.mlflow.of(project.id).experiments[0].runs
     assert run.status == "FAILED"
+
+
+def test_cancel_ends_the_run_train_started_killed_with_the_saved_metrics(
+    git_repo: GitRepo, tmp_path: Path, gitlab_server: FakeGitLab, project: FakeProject
+) -> None:
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
+    state = gitlab_server.mlflow.of(project.id)
+    (bot,) = gitlab_server.users()
+    # What `train` left behind when GitLab killed it: the run, its ids and the saved log.
+    _, made = gitlab_server.mlflow.route(
+        "POST", project.id, bot.id, ["api", "2.0", "mlflow", "experiments", "create"], {},
+        b'{"name": "toy"}',
+    )  # fmt: skip
+    body = json.dumps({"experiment_id": made["experiment_id"], "run_name": "train-toy"})
+    _, run = gitlab_server.mlflow.route(
+        "POST", project.id, bot.id, ["api", "2.0", "mlflow", "runs", "create"], {}, body.encode()
+    )
+    run_id = run["run"]["info"]["run_id"]
+    out = repo / "ci"
+    out.mkdir()
+    (out / "mlflow-run.json").write_text(json.dumps({"run_id": run_id, "experiment_id": "1",
+                                                     "url": "https://page"}))  # fmt: skip
+    (out / "train.log").write_text("[0]<stdout>:loss 3 step 0\n[1]<stdout>:loss 5 step 0\n")
+
+    with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
+        env["KUBECONFIG"] = str(gitlab_kubeconfig(tmp_path, kas.url))
+        args = ["cancel", "--output-dir", "ci", "--kube-context", "ml/k8s-agents:gpu-cluster"]
+        code, _, err = run_cli(args, repo, env)
+
+    assert code == 0, err
+    (tracked,) = state.experiments[0].runs
+    assert tracked.status == "KILLED"
+    assert [(m.key, m.step, m.value) for m in tracked.metrics] == [("loss", 0, 4.0)]
+    assert "[ci-runner] MLflow run KILLED, 1 metric points: https://page" in err.splitlines()

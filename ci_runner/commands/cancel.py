@@ -3,7 +3,8 @@
 GitLab does not promise that SIGTERM reaches ``ci-runner train``, but it runs ``after_script``
 with ``CI_JOB_STATUS=canceled`` in the same job: the same commit, the same CI job id, so the
 same MPIJob name. This deletes that job and everything it owns, and turns the comment (and
-report.md) into "cancelled" with the tail of the log ``train`` had saved.
+report.md) into "cancelled" with the tail of the log ``train`` had saved, and ends its MLflow
+run KILLED.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     from ci_runner.backends.kubernetes.cancel import cancel_on_cluster
     from ci_runner.backends.kubernetes.connect import connect
     from ci_runner.results.stage import finish, masker_for_report, open_gitlab
+    from ci_runner.tracking.stage import finish_tracking, resume_tracking
 
     job = load_job(args, runtime)
     config = run_config(job.config, runtime.env)
@@ -61,7 +63,8 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         finished_at=clock.now(),
     )
     gitlab = open_gitlab(job.ctx, runtime.env, console)
-    finish(
+    tracked = resume_tracking(plan, runtime.env, clock)  # train's MLflow run ends KILLED
+    report = finish(
         plan,
         result,
         now=clock.now(),
@@ -69,7 +72,10 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         gitlab=gitlab,
         masker=masker_for_report(plan.masker, runtime.env),
         console=console,
+        tracking_url=tracked.url if tracked else None,
     )
+    if tracked is not None:
+        finish_tracking(tracked, plan, result, report.artifacts, console, clock)
     return 0
 
 

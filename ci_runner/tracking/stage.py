@@ -32,6 +32,7 @@ from ci_runner.tracking.client import MlflowApi, TrackingError, budget_seconds
 from ci_runner.tracking.target import Target, find_target
 
 ANNOTATIONS_NAME: Final = "annotations.json"  # artifacts:reports:annotations (GitLab 16.3+)
+RUN_FILE_NAME: Final = "mlflow-run.json"  # the run's ids, for `ci-runner cancel`
 NOT_FOUND: Final = "RESOURCE_DOES_NOT_EXIST"
 EXISTS: Final = "RESOURCE_ALREADY_EXISTS"
 
@@ -114,6 +115,8 @@ def start_tracking(
     console.status(f"MLflow run: {run.url}")
     if plan.outputs is not None:
         write_annotations(plan.outputs.out_dir, run.url)
+        ids = {"run_id": run.run_id, "experiment_id": experiment_id, "url": run.url}
+        (plan.outputs.out_dir / RUN_FILE_NAME).write_text(json.dumps(ids) + "\n", "utf-8")
     params = [(k, mask(v)) for k, v in payloads.run_params(plan, _requirements_hash(plan, repo))]
     try:
         for batch in payloads.batches(run.run_id, params=params):
@@ -159,6 +162,22 @@ def finish_tracking(
         return
     status = payloads.STATUS[result.outcome]
     console.status(f"MLflow run {status}, {points.count} metric points: {run.url}")
+
+
+def resume_tracking(plan: RunPlan, env: Mapping[str, str], clock: Clock) -> TrackedRun | None:
+    """The run ``train`` created in this CI job (its ids in the output directory), for
+    ``ci-runner cancel``; None when there is none or it cannot be read."""
+    target = find_target(plan.config, plan.context, env)
+    if target is None or plan.outputs is None:
+        return None
+    try:
+        ids = json.loads((plan.outputs.out_dir / RUN_FILE_NAME).read_text("utf-8"))
+        run_id, experiment_id, url = (str(ids[k]) for k in ("run_id", "experiment_id", "url"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    seconds = budget_seconds(env)
+    api = MlflowApi(target, BoundedSession(Budget(clock, seconds)))
+    return TrackedRun(api, experiment_id, run_id, url, seconds)
 
 
 def end_failed(run: TrackedRun, clock: Clock, console: StatusOutput) -> None:
