@@ -58,22 +58,8 @@ from ci_runner.spec.names import (
     label_value,
     metric_name,
 )
-from ci_runner.spec.tracking import (
-    MAX_EXPERIMENT_CHARS,
-    Flag,
-    WordOrRecord,
-    build_tracking,
-    experiment_name,
-    model_name,
-)
-from ci_runner.spec.types import (
-    Effect,
-    Goal,
-    Operator,
-    PvcAccessMode,
-    TrackingServer,
-    TrainConfig,
-)
+from ci_runner.spec.tracking import TRACKING
+from ci_runner.spec.types import Effect, Goal, Operator, PvcAccessMode, TrainConfig
 from ci_runner.spec.yamlsource import parse
 
 MAX_WORKERS: Final = 512
@@ -266,40 +252,6 @@ _KUBERNETES: Final = Record(
     build=build_kubernetes,
 )
 
-_TRACKING: Final = WordOrRecord(
-    Field(
-        "server",
-        OneOf[TrackingServer]("mlflow", "gitlab", "off"),
-        "`mlflow`: the server MLFLOW_TRACKING_URI names, when it is set; `gitlab`: this "
-        "project's model experiments (CI_RUNNER_GITLAB_TOKEN); `off`: never. A word alone is "
-        "this field: `tracking: gitlab`.",
-        "gitlab",
-        "`mlflow`",
-    ),
-    Field(
-        "experiment",
-        Str(rule=experiment_name),
-        f"The MLflow experiment (at most {MAX_EXPERIMENT_CHARS} characters).",
-        "diabetes",
-        "`name`",
-    ),
-    Field(
-        "per_rank",
-        Flag(),
-        "Also log each rank's values, as `<metric>/rank_<n>` (the mean over ranks is `<metric>`).",
-        "true",
-        "`false`",
-    ),
-    Field(
-        "model",
-        Str(rule=model_name),
-        "On the default branch, after a successful run, register a version of this model "
-        "pointing at the outputs (GitLab numbers versions 1.0.0, 1.0.1, ...).",
-        "diabetes-regressor",
-    ),
-    build=build_tracking,
-)
-
 SCHEMA: Final = Record(
     Field(
         "name",
@@ -426,7 +378,7 @@ SCHEMA: Final = Record(
     ),
     Field("kubernetes", _KUBERNETES, "Cluster settings.", "{namespace: ml-training}"),
     Field(
-        "tracking", _TRACKING, "Log the run as an MLflow run (see the README's Tracking).", "gitlab"
+        "tracking", TRACKING, "Log the run as an MLflow run (see the README's Tracking).", "gitlab"
     ),
     build=build_train,
 )

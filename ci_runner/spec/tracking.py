@@ -20,7 +20,9 @@ from ci_runner.spec.engine import (
     Field,
     Invalid,
     Kind,
+    OneOf,
     Record,
+    Str,
     T_co,
     Values,
     check,
@@ -111,3 +113,38 @@ def build_tracking(
         )
         ok = False
     return TrackingSpec(**values) if ok else INVALID
+
+
+TRACKING: Final = WordOrRecord(
+    Field(
+        "server",
+        OneOf[TrackingServer]("mlflow", "gitlab", "off"),
+        "`mlflow`: the server MLFLOW_TRACKING_URI names, when it is set; `gitlab`: this "
+        "project's model experiments (CI_RUNNER_GITLAB_TOKEN); `off`: never. A word alone is "
+        "this field: `tracking: gitlab`.",
+        "gitlab",
+        "`mlflow`",
+    ),
+    Field(
+        "experiment",
+        Str(rule=experiment_name),
+        f"The MLflow experiment (at most {MAX_EXPERIMENT_CHARS} characters).",
+        "diabetes",
+        "`name`",
+    ),
+    Field(
+        "per_rank",
+        Flag(),
+        "Also log each rank's values, as `<metric>/rank_<n>` (the mean over ranks is `<metric>`).",
+        "true",
+        "`false`",
+    ),
+    Field(
+        "model",
+        Str(rule=model_name),
+        "On the default branch, after a successful run, register a version of this model "
+        "pointing at the outputs (GitLab numbers versions 1.0.0, 1.0.1, ...).",
+        "diabetes-regressor",
+    ),
+    build=build_tracking,
+)
