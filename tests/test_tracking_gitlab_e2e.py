@@ -241,4 +241,4 @@ def test_cancel_ends_the_run_train_started_killed_with_the_saved_metrics(
     (tracked,) = state.experiments[0].runs
     assert tracked.status == "KILLED"
     assert [(m.key, m.step, m.value) for m in tracked.metrics] == [("loss", 0, 4.0)]
-    assert "[ci-runner] MLflow run KILLED, 1 metric points: https://page" in err.splitlines()
+    assert "[ci-runner] MLflow run KILLED, 1 metric point: https://page" in err.splitlines()

@@ -161,7 +161,8 @@ def finish_tracking(
         console.warning(f"the MLflow run is incomplete: {error}")
         return
     status = payloads.STATUS[result.outcome]
-    console.status(f"MLflow run {status}, {points.count} metric points: {run.url}")
+    noun = "metric point" if points.count == 1 else "metric points"
+    console.status(f"MLflow run {status}, {points.count} {noun}: {run.url}")
 
 
 def resume_tracking(plan: RunPlan, env: Mapping[str, str], clock: Clock) -> TrackedRun | None:
