@@ -93,25 +93,18 @@ def start_tracking(
         tags = [(k, mask(v)) for k, v in payloads.run_tags(plan)]
         body = payloads.create_run(experiment_id, run_name, now, tags)
         info = api.call("POST", "runs/create", "create the run", body)["run"]["info"]
-        run = TrackedRun(
-            api,
-            experiment_id,
-            str(info["run_id"]),
-            "",
-            seconds,
-        )
+        run_id = str(info["run_id"])
     except TrackingError as error:
         console.warning(f"not tracking this run in MLflow: {error}")
         return None
     except (KeyError, TypeError):
         console.warning(
-            f"not tracking this run in MLflow: {target.label} answered runs/create without a "
-            "run id; fix: check MLFLOW_TRACKING_URI"
+            f"not tracking this run in MLflow: {target.label} answered without the ids MLflow's "
+            "API returns; fix: set MLFLOW_TRACKING_URI to an MLflow tracking server"
         )
         return None
-    run.url = payloads.run_url(
-        target.kind, target.uri, plan.context.project_url, experiment_id, run.run_id
-    )
+    url = payloads.run_url(target.kind, target.uri, plan.context.project_url, experiment_id, run_id)
+    run = TrackedRun(api, experiment_id, run_id, url, seconds)
     console.status(f"MLflow run: {run.url}")
     if plan.outputs is not None:
         write_annotations(plan.outputs.out_dir, run.url)
