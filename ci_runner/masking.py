@@ -24,7 +24,13 @@ GITLAB_CREDENTIALS: Final = (
 )
 # Every variable whose value is masked wherever ci-runner writes: GitLab's, and the S3 secret
 # (ranks do get that one: they read data from and write models to S3).
-SECRET_VARIABLES: Final = (*GITLAB_CREDENTIALS, "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+SECRET_VARIABLES: Final = (
+    *GITLAB_CREDENTIALS,
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "MLFLOW_TRACKING_TOKEN",  # ci_runner.tracking: MLflow's own variables
+    "MLFLOW_TRACKING_PASSWORD",
+)
 
 
 def secret_masker(env: Mapping[str, str], secret_names: Iterable[str] = ()) -> SecretMasker:

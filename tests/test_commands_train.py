@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import os
 import re
 import signal
 from collections.abc import Callable
@@ -11,23 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from ci_runner import cli
 from ci_runner.backends.local.backend import dirty_refusal
 from ci_runner.commands import train
 from testing.agent_kubeconfig import CONTEXTS, gitlab_kubeconfig
+from testing.cli_runs import TRAIN_YAML, environ, run_cli
 
 GitRepo = Callable[..., tuple[Path, str]]
 
-TRAIN_YAML = """\
-name: toy
-image: horovod/horovod:0.28.1
-command: python train.py
-workers: 2
-requirements: requirements.txt
-outputs: s3://models/{project}/{sha}/{job}/
-metrics:
-  loss: {pattern: 'loss (?P<value>[0-9.]+) step (?P<step>\\d+)', goal: min}
-"""
 TRAIN_PY = """\
 import os
 rank = int(os.environ["HOROVOD_RANK"])
@@ -35,23 +23,6 @@ for step in range(3):
     print(f"loss {(3 - step) * (rank + 1)} step {step}", flush=True)
 print("OUTPUT_URI=" + os.environ["OUTPUT_URI"], flush=True)
 """
-
-
-def run_cli(args: list[str], repo: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.main(args, env=env, cwd=repo, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def environ(tmp_path: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "CI_RUNNER_CACHE": str(tmp_path / "c"),
-        # train.yaml's outputs are on S3: a closed loopback port keeps the report's listing here.
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-        "AWS_ACCESS_KEY_ID": "test",
-    }
 
 
 def test_train_local_streams_the_log_and_prints_a_summary(

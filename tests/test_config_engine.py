@@ -369,7 +369,7 @@ KIND_PROBLEMS = [
         "foo: 1",
         "train.yaml:4: foo: unknown key; fix: remove it; allowed keys: name, image, "
         "command, workers, slots_per_worker, resources, requirements, env, secrets, data, "
-        "outputs, metrics, timeout, elastic, kubernetes",
+        "outputs, metrics, timeout, elastic, kubernetes, tracking",
     ),
     (
         "command: ''",

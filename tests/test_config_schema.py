@@ -23,6 +23,7 @@ from ci_runner.config.types import (
     MetricSpec,
     Resources,
     Toleration,
+    TrackingSpec,
     TrainConfig,
 )
 from ci_runner.errors import ConfigError
@@ -192,6 +193,7 @@ kubernetes:
   keep_finished: 1d
   setup_timeout: 1h
   unschedulable_timeout: 5m
+tracking: {server: gitlab, experiment: diabetes, per_rank: true, model: diabetes-regressor}
 """
 
 COMPLETE_CONFIG = TrainConfig(
@@ -235,6 +237,7 @@ COMPLETE_CONFIG = TrainConfig(
         setup_timeout=3600,
         unschedulable_timeout=300,
     ),
+    tracking=TrackingSpec("gitlab", "diabetes", True, "diabetes-regressor"),
     source_file="ml/train.yaml",
 )
 
@@ -258,7 +261,12 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
     # Every field is set away from its default, so a field the builders dropped or mixed up
     # shows here; a field added to the dataclasses without a line in COMPLETE fails the first
     # assert.
-    for instance in (COMPLETE_CONFIG, COMPLETE_CONFIG.kubernetes, COMPLETE_CONFIG.resources):
+    for instance in (
+        COMPLETE_CONFIG,
+        COMPLETE_CONFIG.kubernetes,
+        COMPLETE_CONFIG.resources,
+        COMPLETE_CONFIG.tracking,
+    ):
         assert _kept_defaults(instance) == []
     config = load_config(COMPLETE, "ml/train.yaml")
     for field in dataclasses.fields(TrainConfig):
@@ -279,7 +287,7 @@ def _records(kind: Kind[object]) -> list[Record[dict[str, object], object]]:
 def test_each_record_states_the_types_of_exactly_its_fields() -> None:
     # The engine trusts each builder's TypedDict to name the record's fields (engine.Record).
     records = _records(SCHEMA)
-    assert len(records) == 8
+    assert len(records) == 9
     for record in records:
         values = get_type_hints(record.build)["values"]
         assert set(get_type_hints(values)) == {spec.key for spec in record.fields}, values

@@ -150,7 +150,7 @@ def test_train_job_shape() -> None:
         "when": "always",
         "expire_in": "30 days",
         "paths": ["out/"],
-        "reports": {"metrics": "out/metrics.txt"},
+        "reports": {"metrics": "out/metrics.txt", "annotations": "out/annotations.json"},
     }
 
 

@@ -52,6 +52,8 @@ CANARIES = {
     "CI_REPOSITORY_URL": f"https://gitlab-ci-token:{JOB_TOKEN}@gitlab.example.com/group/project.git",
     "AWS_SECRET_ACCESS_KEY": "CANARYsecretKEY/wJalrXUtnFEMI+K7MDENG",
     "AWS_SESSION_TOKEN": "CANARYsessionTOKEN+FwoGZXIvYXdzEJr//",
+    "MLFLOW_TRACKING_TOKEN": "mlflow-CANARY-token-4Hj7",
+    "MLFLOW_TRACKING_PASSWORD": "mlflow-CANARY-password-1Nc5",
     "WANDB_API_KEY": "wandb-CANARY-masked-variable-6Vb0",  # listed in train.yaml's secrets
 }
 SECRET_VALUES = sorted(set(CANARIES.values()))

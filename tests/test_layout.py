@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gitlab",),
     # -> metrics, outputs, the report, posted
     ("results",),
+    # -> the run in MLflow / GitLab's model experiments
+    ("tracking",),
     # the subcommands, then the command line
     ("commands",),
     ("cli", "__main__"),

@@ -3,51 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ci_runner.backends.local.backend import local_hosts, rank_environment
 from ci_runner.config.types import Elastic, TrainConfig
-from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths, build_plan
 from ci_runner.render import CODE_DIR, POD_HOSTS, render_mpijob
-
-SHA = "0123456789abcdef0123456789abcdef01234567"
-CONTEXT = CIContext(
-    sha=SHA,
-    project_path="group/project",
-    job_id="5005",
-    repo_url="https://gitlab.example.com/group/project.git",
-)
-CONFIG = TrainConfig(
-    name="simple-ml",
-    image="horovod/horovod:0.28.1",
-    command=("python", "train.py"),
-    workers=2,
-    data="s3://datasets/d/",
-    outputs="s3://models/{project}/{sha}/{job}/",
-    env=(("LOG_LEVEL", "debug"), ("PYTHONPATH", "src")),
-    secrets=("WANDB_API_KEY",),
-)
-ENV = {
-    "CI_JOB_TOKEN": "glcbt-job-token-value",
-    "WANDB_API_KEY": "wandb-secret-value",
-    "PATH": "/usr/bin",
-    "PYTHONPATH": "/opt/base",
-}
-
-
-def _pod_environment(container: dict[str, Any], secret_data: dict[str, str]) -> dict[str, str]:
-    """What a rank in this container sees: values as given, secretKeyRefs read from the Secret."""
-    env = {}
-    for item in container["env"]:
-        if "value" in item:
-            env[item["name"]] = item["value"]
-        else:
-            env[item["name"]] = secret_data[item["valueFrom"]["secretKeyRef"]["key"]]
-    return env
+from testing.plan_cases import CONFIG, CONTEXT, ENV, SHA, pod_environment
 
 
 def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> None:
@@ -56,8 +20,8 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
     specs = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]
     launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
     worker = specs["Worker"]["template"]["spec"]["containers"][0]
-    pod = _pod_environment(launcher, secret_data)
-    assert _pod_environment(worker, secret_data) == pod
+    pod = pod_environment(launcher, secret_data)
+    assert pod_environment(worker, secret_data) == pod
     assert pod.pop("CI_RUNNER_SSH_PORT") == "22"  # the workers' sshd: a pod's only
     code_dir = tmp_path / "worktree"
     local = rank_environment(plan, ENV, code_dir, [tmp_path / "layer" / "bin"])
@@ -82,7 +46,7 @@ def test_train_yaml_env_wins_over_pythonunbuffered_on_both() -> None:
     plan = build_plan(config, CONTEXT, ENV, read_secrets=True)
     local = rank_environment(plan, {"PYTHONUNBUFFERED": "1"}, Path("/code"), [])
     container = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
-    pod = _pod_environment(container["containers"][0], {})
+    pod = pod_environment(container["containers"][0], {})
     assert local["PYTHONUNBUFFERED"] == pod["PYTHONUNBUFFERED"] == "0"
 
 

@@ -3,7 +3,8 @@
 GitLab does not promise that SIGTERM reaches ``ci-runner train``, but it runs ``after_script``
 with ``CI_JOB_STATUS=canceled`` in the same job: the same commit, the same CI job id, so the
 same MPIJob name. This deletes that job and everything it owns, and turns the comment (and
-report.md) into "cancelled" with the tail of the log ``train`` had saved.
+report.md) into "cancelled" with the tail of the log ``train`` had saved, and ends its MLflow
+run KILLED.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     from ci_runner.backends.kubernetes.connect import connect_cluster
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.publish import finish, masker_for_report
+    from ci_runner.tracking.stage import finish_tracking, resume_tracking
 
     loaded = load_config_from_args(args, runtime)
     config = run_config(loaded.config, runtime.env)
@@ -62,7 +64,8 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         finished_at=clock.now(),
     )
     gitlab = open_gitlab(loaded.ctx, runtime.env, console)
-    finish(
+    tracked = resume_tracking(plan, runtime.env, clock)  # train's MLflow run ends KILLED
+    report = finish(
         plan,
         result,
         now=clock.now(),
@@ -70,7 +73,10 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         gitlab=gitlab,
         masker=masker_for_report(plan.masker, runtime.env),
         console=console,
+        tracking_url=tracked.url if tracked else None,
     )
+    if tracked is not None:
+        finish_tracking(tracked, plan, result, report.artifacts, console, clock)
     return 0
 
 

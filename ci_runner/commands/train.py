@@ -36,6 +36,7 @@ from ci_runner.console import Console, StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import EXIT_INTERRUPTED, ForkRefusedError
 from ci_runner.plan.run_plan import RunPlan, build_plan
+from ci_runner.plan.tracking import with_tracking
 
 if TYPE_CHECKING:
     from ci_runner.results.metrics import MetricsSummary
@@ -109,6 +110,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.publish import announce, finish, masker_for_report
+    from ci_runner.tracking.stage import end_failed, finish_tracking, start_tracking
 
     env = runtime.env
     if args.local:
@@ -130,20 +132,36 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         outputs=output_settings(args, runtime),
     )
     assert plan.outputs is not None
+    outputs = plan.outputs
     # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
     console = runtime.console
     clock = SystemClock()
-    if args.local:
-        make_backend = _local_backend(args, runtime, loaded, plan, clock)
-    else:
-        make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
+    # The run exists before anything starts: every rank gets its id (ci_runner.tracking).
+    tracked = start_tracking(plan, env, console, clock, loaded.root)
+    if tracked is not None:
+        plan = with_tracking(plan, tracked.for_ranks())
+    try:
+        if args.local:
+            make_backend = _local_backend(args, runtime, loaded, plan, clock)
+        else:
+            make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
+    except BaseException:
+        if tracked is not None:
+            end_failed(tracked, clock, console)
+        raise
+    tracking_url = tracked.url if tracked else None
     gitlab = open_gitlab(plan.context, env, console, clock)
     report_masker = masker_for_report(plan.masker, env)
-    announce(gitlab, plan, report_masker, console)
-    with LogSink(plan.outputs.log_path, console.echo, plan.masker) as sink:
-        backend = make_backend(sink)
-        with _cancel_on_signals(backend):
-            result = backend.run()
+    announce(gitlab, plan, report_masker, console, tracking_url)
+    try:
+        with LogSink(outputs.log_path, console.echo, plan.masker) as sink:
+            backend = make_backend(sink)
+            with _cancel_on_signals(backend):
+                result = backend.run()
+    except BaseException:
+        if tracked is not None:
+            end_failed(tracked, clock, console)
+        raise
     report = finish(
         plan,
         result,
@@ -152,7 +170,10 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         gitlab=gitlab,
         masker=report_masker,
         console=console,
+        tracking_url=tracking_url,
     )
+    if tracked is not None:
+        finish_tracking(tracked, plan, result, report.artifacts, console, clock)
     print_summary(result, report.metrics, plan.output_uri, console)
     return EXIT_INTERRUPTED if result.outcome is Outcome.CANCELLED else result.exit_code
 

@@ -22,6 +22,7 @@ from ci_runner.config.types import (
     PvcAccessMode,
     Resources,
     Toleration,
+    TrackingSpec,
     TrainConfig,
 )
 from ci_runner.config.yamlsource import key_path
@@ -203,6 +204,7 @@ class _TrainConfigValues(TypedDict, total=False):
     timeout: int
     elastic: Elastic
     kubernetes: KubernetesOptions
+    tracking: TrackingSpec
 
 
 class TrainValues(_TrainConfigValues, total=False):

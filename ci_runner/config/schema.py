@@ -54,6 +54,7 @@ from ci_runner.config.names import (
     name_prefix,
 )
 from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
+from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
     Effect,
     Goal,
@@ -412,6 +413,9 @@ SCHEMA: Final = Record(
         "{min_workers: 1, max_workers: 4}",
     ),
     Field("kubernetes", _KUBERNETES, "Cluster settings.", "{namespace: ml-training}"),
+    Field(
+        "tracking", TRACKING, "Log the run as an MLflow run (see the README's Tracking).", "gitlab"
+    ),
     build=build_train,
 )
 

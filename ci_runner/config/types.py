@@ -15,6 +15,7 @@ Goal = Literal["min", "max"]
 Operator = Literal["Exists", "Equal"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 PvcAccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
+TrackingServer = Literal["mlflow", "gitlab", "off"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,17 @@ class Elastic:
 
     min_workers: int
     max_workers: int
+
+
+@dataclass(frozen=True)
+class TrackingSpec:
+    """Where and what to log as an MLflow run (``ci_runner.tracking``): ``mlflow`` is the server
+    ``MLFLOW_TRACKING_URI`` names, ``gitlab`` the project's model experiments."""
+
+    server: TrackingServer = "mlflow"
+    experiment: str | None = None  # None: train.yaml's name
+    per_rank: bool = False  # also each rank's values, as <metric>/rank_<n>
+    model: str | None = None  # a model version of this name on the default branch
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,7 @@ class TrainConfig:
     timeout: int | None = None  # seconds; activeDeadlineSeconds
     elastic: Elastic | None = None
     kubernetes: KubernetesOptions = field(default_factory=KubernetesOptions)
+    tracking: TrackingSpec = field(default_factory=TrackingSpec)
     source_file: str = "train.yaml"  # path of the file inside the repository
 
     @property

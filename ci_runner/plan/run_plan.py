@@ -20,6 +20,7 @@ from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.masking import SecretMasker, secret_masker
 from ci_runner.plan.mpijob_name import mpijob_name
+from ci_runner.plan.tracking import SET_FOR_RANKS, RankTracking
 
 LOG_NAME: Final = "train.log"  # the training log, in the output directory
 GIT_USERNAME_KEY: Final = "GIT_USERNAME"
@@ -91,11 +92,16 @@ class RunPlan:
     secret: JobSecret
     masker: SecretMasker = field(repr=False)
     outputs: OutputPaths | None = None  # None for commands that write no files
+    tracking: RankTracking | None = None  # the MLflow run the ranks join (plan.tracking)
 
     @property
     def secret_names(self) -> tuple[str, ...]:
-        """train.yaml's ``secrets``: every rank gets each as a variable of that name."""
-        return self.config.secrets
+        """train.yaml's ``secrets`` (and the tracking credentials): every rank gets each as a
+        variable of that name."""
+        if self.tracking is None:
+            return self.config.secrets
+        own = tuple(s for s in self.config.secrets if s not in SET_FOR_RANKS)
+        return (*own, *self.tracking.credentials)
 
     def rank_environment(self, location: RankLocation) -> tuple[tuple[str, str], ...]:
         """The variables every rank gets besides the secrets, in the order the manifest lists
@@ -117,7 +123,10 @@ class RunPlan:
             env.append(("PYTHONPATH", ":".join(paths)))
         if "PYTHONUNBUFFERED" not in user:
             env.append(("PYTHONUNBUFFERED", "1"))  # ranks' lines reach the CI log as they happen
-        env += [(k, v) for k, v in config.env if k != "PYTHONPATH"]
+        taken = {"PYTHONPATH"} | (SET_FOR_RANKS if self.tracking else set())
+        env += [(k, v) for k, v in config.env if k not in taken]
+        if self.tracking is not None:
+            env += self.tracking.variables()
         return tuple(env)
 
     def horovodrun_argv(self, hosts: Hosts, program: str = "horovodrun") -> list[str]:

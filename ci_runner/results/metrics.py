@@ -37,7 +37,7 @@ import json
 import math
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -172,10 +172,15 @@ class _Series:
         return RankSeries(rank, self.count, self.last_step, self.last_value, tuple(points))
 
 
+# Told of every point as it is parsed: (metric, rank, step, value); for ci_runner.tracking.
+OnPoint = Callable[[str, int, int, float], None]
+
+
 class _Metric:
     """Streaming state of one metric."""
 
-    def __init__(self, name: str, goal: Goal) -> None:
+    def __init__(self, name: str, goal: Goal, on_point: OnPoint | None = None) -> None:
+        self.on_point = on_point
         self.name = name
         self.goal: Goal = goal
         self.ranks: dict[int, _Series] = {}
@@ -198,6 +203,8 @@ class _Metric:
         if step is None:
             step = series.count
         series.add(step, value)
+        if self.on_point is not None:
+            self.on_point(self.name, rank, step, value)
         self._offer_best(value, step, rank)
 
     def _offer_best(self, value: float, step: int, rank: int) -> None:
@@ -236,7 +243,11 @@ class _Metric:
                 rank_steps = list(map(steps.__getitem__, indices))
             if rank == ranks[best]:
                 best_step = rank_steps[bisect_left(indices, best)]
-            series.add_block(rank_steps, list(map(values.__getitem__, indices)))
+            rank_values = list(map(values.__getitem__, indices))
+            series.add_block(rank_steps, rank_values)
+            if self.on_point is not None:
+                for step, value in zip(rank_steps, rank_values, strict=True):
+                    self.on_point(self.name, rank, step, value)
             start = end
         self._offer_best(values[best], best_step, ranks[best])
 
@@ -385,11 +396,12 @@ def _plain_integers(texts: Sequence[str]) -> list[int] | None:
 
 
 class _Parser:
-    def __init__(self, specs: Sequence[MetricSpec]) -> None:
+    def __init__(self, specs: Sequence[MetricSpec], on_point: OnPoint | None = None) -> None:
+        self.on_point = on_point
         self.specs = tuple(specs)
         self.metrics: dict[str, _Metric] = {}
         for spec in self.specs:
-            self.metrics.setdefault(spec.name, _Metric(spec.name, spec.goal))
+            self.metrics.setdefault(spec.name, _Metric(spec.name, spec.goal, on_point))
         self.declared = len(self.metrics)
         self.lines = 0
         self.ignored_json = 0
@@ -467,7 +479,7 @@ class _Parser:
                 self.ignored_json += 1
                 return
             goal: Goal = "max" if data.get("goal") == "max" else "min"
-            metric = self.metrics[name] = _Metric(name, goal)
+            metric = self.metrics[name] = _Metric(name, goal, self.on_point)
         raw_value = data.get("value")
         value = _finite(raw_value) if is_number(raw_value) else None
         step = data.get("step")
@@ -506,10 +518,13 @@ def parse_metrics(lines: Iterable[str], specs: Sequence[MetricSpec]) -> MetricsS
     return parser.summary()
 
 
-def parse_log_file(path: Path, specs: Sequence[MetricSpec]) -> MetricsSummary:
+def parse_log_file(
+    path: Path, specs: Sequence[MetricSpec], on_point: OnPoint | None = None
+) -> MetricsSummary:
     """:func:`parse_metrics` over a saved log's lines as ``readline(MAX_PARSED_LINE_CHARS)`` reads
-    them (undecodable bytes replaced, never fatal), a block of lines at a time."""
-    parser = _Parser(specs)
+    them (undecodable bytes replaced, never fatal), a block of lines at a time; ``on_point`` is
+    told of every point kept (each rank's in arrival order)."""
+    parser = _Parser(specs, on_point)
     with path.open(encoding="utf-8", errors="replace") as log:
         for block in _blocks(log):
             parser.feed_block(block)

@@ -55,6 +55,7 @@ def announce(
     plan: RunPlan,
     masker: SecretMasker,
     console: StatusOutput,
+    tracking_url: str | None = None,
 ) -> None:
     """Post "training started" with the job's name, to be edited with the result later."""
     config = plan.config
@@ -66,6 +67,7 @@ def announce(
         workers=config.workers,
         slots_per_worker=config.slots_per_worker,
         gpus_per_worker=config.resources.gpu,
+        tracking_url=tracking_url,
     )
     post(gitlab, report, masker, console)
 
@@ -80,6 +82,7 @@ def finish(
     masker: SecretMasker,
     console: StatusOutput,
     link_expiry_seconds: int = DEFAULT_EXPIRY_SECONDS,
+    tracking_url: str | None = None,
 ) -> ReportInput:
     """Metrics, links, baseline → report.md / metrics.json / metrics.txt (in the plan's output
     directory) and the MR comment; links to the files under the plan's output URI."""
@@ -105,6 +108,7 @@ def finish(
         baseline_ref=baseline_ref if gitlab is not None else None,
         baseline_pipeline=baseline.pipeline if baseline else None,
         artifacts=artifacts,
+        tracking_url=tracking_url,
     )
     report_md = note_body(masker.mask(render_report(report))) + "\n"
     write_outputs(paths.out_dir, report_md, summary)

@@ -61,6 +61,7 @@ class ReportInput:
     failure: Failure | None = None
     log_tail: Sequence[str] = ()
     history: Sequence[HistoryEntry] = field(default_factory=tuple)  # previous runs, newest first
+    tracking_url: str | None = None  # the MLflow run (ci_runner.tracking)
 
     @classmethod
     def from_run(
@@ -74,6 +75,7 @@ class ReportInput:
         baseline_ref: str | None = None,
         baseline_pipeline: tuple[int, str | None] | None = None,
         artifacts: ArtifactListing | None = None,
+        tracking_url: str | None = None,
     ) -> ReportInput:
         """The report of a finished (or, with ``Outcome.RUNNING``, just started) run."""
         return cls(
@@ -92,6 +94,7 @@ class ReportInput:
             artifacts=artifacts,
             failure=result.failure,
             log_tail=result.log_tail,
+            tracking_url=tracking_url,
         )
 
     def history_entry(self) -> HistoryEntry:

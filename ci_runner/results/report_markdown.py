@@ -169,6 +169,8 @@ def _details_line(report: ReportInput) -> str:
         shape += ", CPU only"
     parts.append(shape)
     parts.append(f"MPIJob {code(report.mpijob_name)}")
+    if report.tracking_url:
+        parts.append(link("MLflow run", report.tracking_url))
     return " · ".join(parts)
 
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import unquote
 
-from testing.fake_gitlab import artifacts, commits, merge_requests, pipelines, projects, users
+from testing.fake_gitlab import (
+    artifacts,
+    commits,
+    merge_requests,
+    ml_experiments,
+    pipelines,
+    projects,
+    users,
+)
 from testing.fake_gitlab.area import Call, ProjectArea
 from testing.fake_gitlab.auth import private_token
 from testing.fake_gitlab.paging import Pager
@@ -23,6 +31,7 @@ PROJECT_AREAS: tuple[ProjectArea, ...] = (
     commits.AREA,
     pipelines.AREA,
     artifacts.AREA,
+    ml_experiments.AREA,
 )
 
 

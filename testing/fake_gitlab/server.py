@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from testing.fake_gitlab.mlflow import FakeMlflow
 from testing.fake_gitlab.model import RecordedRequest
 from testing.fake_gitlab.responses import Reply, Response, json_response, status_line
 from testing.fake_gitlab.routes import route
@@ -51,6 +52,7 @@ class FakeGitLab(GitLabState):
         self.requests: list[RecordedRequest] = []
         self._http: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.mlflow = FakeMlflow(self.job_exists, lambda: self.external_url or self.url)
 
     # --- lifecycle -------------------------------------------------------------------------
 

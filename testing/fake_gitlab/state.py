@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
+from testing.fake_gitlab.mlflow import FakeMlflow
 from testing.fake_gitlab.model import (
     Job,
     MergeRequest,
@@ -21,6 +22,9 @@ from testing.fake_gitlab.pypi import PyPIRegistry
 
 class GitLabState:
     """Everything the fake GitLab holds; every change under ``_lock``."""
+
+    # Model experiments and the model registry (FakeGitLab makes it: its links need GitLab's URL).
+    mlflow: FakeMlflow
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -142,6 +146,12 @@ class GitLabState:
             note = Note(self.next_id(), body, author, tick, tick, system)
             mr.notes.append(note)
             return note
+
+    def job_exists(self, job_id: str) -> bool:
+        """``Ci::Build.find_by_id``: a job of any project."""
+        with self._lock:
+            jobs = (j for p in self._projects for pipeline in p.pipelines for j in pipeline.jobs)
+            return any(str(job.id) == job_id for job in jobs)
 
     def add_pipeline(
         self,

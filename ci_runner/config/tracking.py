@@ -1,0 +1,150 @@
+"""train.yaml's ``tracking``: where the run is logged as an MLflow run, and what it holds.
+
+``tracking: gitlab`` (a word) is short for ``tracking: {server: gitlab}``. Without the field a
+run is tracked when ``MLFLOW_TRACKING_URI`` is set (``server: mlflow``); ``server: off`` never
+tracks. The names follow what both MLflow and GitLab's model experiments accept: GitLab keeps
+a model's runs in an experiment named ``[model]<name>`` (app/models/ml/model.rb,
+``prefixed_experiment``) and model names are package names (lib/gitlab/regex.rb,
+``ml_model_name_regex``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, TypedDict, cast
+
+from ci_runner.config.engine import (
+    INVALID,
+    At,
+    Build,
+    Field,
+    Invalid,
+    Kind,
+    OneOf,
+    Record,
+    Str,
+    T_co,
+    Values,
+    check,
+)
+from ci_runner.config.names import Wrong
+from ci_runner.config.types import TrackingServer, TrackingSpec
+from ci_runner.config.yamlsource import YMapping, YNode, YScalar, key_path, shorten
+
+MAX_EXPERIMENT_CHARS: Final = 250  # GitLab's and MLflow's key limits are 250; names fit within
+MAX_MODEL_CHARS: Final = 255  # app/models/ml/model.rb: name length maximum 255
+_MODEL_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def experiment_name(value: str) -> Wrong | None:
+    """An experiment's name: one line, at most :data:`MAX_EXPERIMENT_CHARS` characters."""
+    if len(value) > MAX_EXPERIMENT_CHARS:
+        return (
+            f"must be at most {MAX_EXPERIMENT_CHARS} characters, got {len(value)}",
+            "shorten it",
+        )
+    if _CONTROL.search(value) or value.startswith("[model]"):
+        return (
+            f"must be one line and not start with [model] (GitLab keeps models' runs there), "
+            f"got {shorten(value)}",
+            "write e.g. experiment: simple-ml",
+        )
+    return None
+
+
+def model_name(value: str) -> Wrong | None:
+    """A registered model's name: letters, digits, '.', '_' and '-', starting with a letter or
+    digit (a name GitLab's model registry and MLflow's both take)."""
+    if len(value) <= MAX_MODEL_CHARS and _MODEL_NAME.fullmatch(value):
+        return None
+    return (
+        f"must be at most {MAX_MODEL_CHARS} letters, digits, '.', '_' and '-', starting with a "
+        f"letter or digit, got {shorten(value)}",
+        "write e.g. model: diabetes-regressor",
+    )
+
+
+class Flag(Kind[bool]):
+    """``true`` or ``false``."""
+
+    doc = "boolean"
+
+    def check(self, node: YNode, at: At) -> bool | Invalid:
+        if isinstance(node, YScalar) and isinstance(node.value, bool):
+            return node.value
+        return at.wrong_type(node, "true or false")
+
+
+class WordOrRecord(Record[Values, T_co]):
+    """A :class:`Record` that also takes a word alone, as the value of its first field."""
+
+    def __init__(self, *fields: Field, build: Build[Values, T_co]) -> None:
+        super().__init__(*fields, build=build, doc="word or mapping")
+
+    def check(self, node: YNode, at: At) -> T_co | Invalid:
+        if isinstance(node, YMapping):
+            return super().check(node, at)
+        first = self.fields[0]
+        value = check(first.kind, node, at)
+        if isinstance(value, Invalid):
+            return INVALID
+        return self.build(cast(Values, {first.key: value}), at, True, frozenset({first.key}))
+
+
+class TrackingValues(TypedDict, total=False):
+    server: TrackingServer
+    experiment: str
+    per_rank: bool
+    model: str
+
+
+def build_tracking(
+    values: TrackingValues, at: At, ok: bool, keys: frozenset[str]
+) -> TrackingSpec | Invalid:
+    model, experiment = values.get("model"), values.get("experiment")
+    if model is not None and experiment is not None and model == experiment:
+        at.problem(
+            at.line_of("model"),
+            f"must not be the experiment's name {model!r}: GitLab refuses a model named like "
+            "an experiment",
+            "give the model another name",
+            path=key_path(at.path, "model"),
+        )
+        ok = False
+    return TrackingSpec(**values) if ok else INVALID
+
+
+TRACKING: Final = WordOrRecord(
+    Field(
+        "server",
+        OneOf[TrackingServer]("mlflow", "gitlab", "off"),
+        "`mlflow`: the server MLFLOW_TRACKING_URI names, when it is set; `gitlab`: this "
+        "project's model experiments (CI_RUNNER_GITLAB_TOKEN); `off`: never. A word alone is "
+        "this field: `tracking: gitlab`.",
+        "gitlab",
+        "`mlflow`",
+    ),
+    Field(
+        "experiment",
+        Str(rule=experiment_name),
+        f"The MLflow experiment (at most {MAX_EXPERIMENT_CHARS} characters).",
+        "diabetes",
+        "`name`",
+    ),
+    Field(
+        "per_rank",
+        Flag(),
+        "Also log each rank's values, as `<metric>/rank_<n>` (the mean over ranks is `<metric>`).",
+        "true",
+        "`false`",
+    ),
+    Field(
+        "model",
+        Str(rule=model_name),
+        "On the default branch, after a successful run, register a version of this model "
+        "pointing at the outputs (GitLab numbers versions 1.0.0, 1.0.1, ...).",
+        "diabetes-regressor",
+    ),
+    build=build_tracking,
+)

@@ -1,0 +1,77 @@
+"""What every rank needs to join the job's MLflow run: MLflow's own variables.
+
+The run is created before training starts (:mod:`ci_runner.tracking`), then
+:func:`with_tracking` gives the plan the run's id: ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``
+and ``MLFLOW_EXPERIMENT_ID`` go to every rank as plain variables, the token or password through
+the job's Secret (never inline in the manifest), so ``mlflow.log_*`` in rank 0 adds to that run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from ci_runner.plan.run_plan import RunPlan
+
+URI_VARIABLE: Final = "MLFLOW_TRACKING_URI"
+RUN_ID_VARIABLE: Final = "MLFLOW_RUN_ID"
+EXPERIMENT_ID_VARIABLE: Final = "MLFLOW_EXPERIMENT_ID"
+INSECURE_TLS_VARIABLE: Final = "MLFLOW_TRACKING_INSECURE_TLS"
+TOKEN_VARIABLE: Final = "MLFLOW_TRACKING_TOKEN"
+USERNAME_VARIABLE: Final = "MLFLOW_TRACKING_USERNAME"
+PASSWORD_VARIABLE: Final = "MLFLOW_TRACKING_PASSWORD"
+# The variables ci-runner sets for the ranks when the run is tracked: train.yaml's env and
+# secrets give way to them.
+SET_FOR_RANKS: Final = frozenset(
+    {
+        URI_VARIABLE,
+        RUN_ID_VARIABLE,
+        EXPERIMENT_ID_VARIABLE,
+        INSECURE_TLS_VARIABLE,
+        TOKEN_VARIABLE,
+        USERNAME_VARIABLE,
+        PASSWORD_VARIABLE,
+    }
+)
+
+
+@dataclass(frozen=True)
+class RankTracking:
+    """The run every rank joins: plain variables, and the credentials (Secret keys)."""
+
+    uri: str
+    run_id: str
+    experiment_id: str
+    insecure_tls: bool = False
+    username: str | None = None
+    credentials: Mapping[str, str] = field(default_factory=dict, repr=False)  # name -> value
+
+    def variables(self) -> tuple[tuple[str, str], ...]:
+        """The plain variables, in the order the manifest lists them."""
+        env = [
+            (URI_VARIABLE, self.uri),
+            (RUN_ID_VARIABLE, self.run_id),
+            (EXPERIMENT_ID_VARIABLE, self.experiment_id),
+        ]
+        if self.username:
+            env.append((USERNAME_VARIABLE, self.username))
+        if self.insecure_tls:
+            env.append((INSECURE_TLS_VARIABLE, "true"))
+        return tuple(env)
+
+
+def with_tracking(plan: RunPlan, tracking: RankTracking) -> RunPlan:
+    """``plan`` whose ranks join ``tracking``'s run: its credentials become keys of the job's
+    Secret (a train.yaml secret of the same name gives way)."""
+    secret = plan.secret
+    keys = tuple(k for k in secret.keys if k not in tracking.credentials)
+    data = None
+    if secret.data is not None:
+        values = {k: v for k, v in secret.data.items() if k not in tracking.credentials}
+        data = MappingProxyType({**values, **tracking.credentials})
+    secret = replace(secret, keys=(*keys, *tracking.credentials), data=data)
+    masker = plan.masker.with_secrets(tracking.credentials.values())
+    return replace(plan, tracking=tracking, secret=secret, masker=masker)

@@ -1,0 +1,49 @@
+"""A run plan's inputs the plan tests share, and what a rank sees of a rendered container."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ci_runner.config.types import TrainConfig
+from ci_runner.context import CIContext
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+CONTEXT = CIContext(
+    sha=SHA,
+    project_path="group/project",
+    job_id="5005",
+    repo_url="https://gitlab.example.com/group/project.git",
+)
+
+
+CONFIG = TrainConfig(
+    name="simple-ml",
+    image="horovod/horovod:0.28.1",
+    command=("python", "train.py"),
+    workers=2,
+    data="s3://datasets/d/",
+    outputs="s3://models/{project}/{sha}/{job}/",
+    env=(("LOG_LEVEL", "debug"), ("PYTHONPATH", "src")),
+    secrets=("WANDB_API_KEY",),
+)
+
+
+ENV = {
+    "CI_JOB_TOKEN": "glcbt-job-token-value",
+    "WANDB_API_KEY": "wandb-secret-value",
+    "PATH": "/usr/bin",
+    "PYTHONPATH": "/opt/base",
+}
+
+
+def pod_environment(container: dict[str, Any], secret_data: dict[str, str]) -> dict[str, str]:
+    """What a rank in this container sees: values as given, secretKeyRefs read from the Secret."""
+    env = {}
+    for item in container["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            env[item["name"]] = secret_data[item["valueFrom"]["secretKeyRef"]["key"]]
+    return env

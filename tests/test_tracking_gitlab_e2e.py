@@ -1,0 +1,245 @@
+"""``tracking: gitlab``: ``ci-runner train --local`` in a GitLab job logs its run in the fake
+GitLab's MLflow routes (testing/fake_gitlab/mlflow.py) with CI_RUNNER_GITLAB_TOKEN, linked to
+the job, and the MR comment links to the experiment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from testing.agent_kubeconfig import JOB_TOKEN, gitlab_kubeconfig
+from testing.cli_runs import TRAIN_YAML as COMMAND_TRAIN_YAML
+from testing.cli_runs import environ, run_cli
+from testing.fake_gitlab.accounts import GITLAB_TOKEN
+from testing.fake_gitlab.model import Project as FakeProject
+from testing.fake_gitlab.model import User
+from testing.fake_gitlab.server import FakeGitLab
+from testing.fake_kube.server import FakeKubeServer
+
+GitRepo = Callable[..., tuple[Path, str]]
+
+TRAIN_YAML = (
+    COMMAND_TRAIN_YAML.replace("requirements: requirements.txt\n", "").replace(
+        "s3://models/{project}/{sha}/{job}/", "file:///unused/"
+    )
+    + "tracking: gitlab\n"
+)
+TRAIN_PY = """\
+import os
+rank = int(os.environ["HOROVOD_RANK"])
+for step in range(3):
+    print(f"loss {(3 - step) * (rank + 1)} step {step}", flush=True)
+if rank == 0:
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN"):
+        print(name + " " + os.environ.get(name, "none"), flush=True)
+"""
+
+
+@pytest.fixture
+def project(gitlab_bot: User, gitlab_fake_project: FakeProject) -> FakeProject:
+    """``group/proj``, where the bot (whose token is CI_RUNNER_GITLAB_TOKEN) is a Developer."""
+    return gitlab_fake_project
+
+
+def _ci(server: FakeGitLab, project: FakeProject, sha: str, job_id: int) -> dict[str, str]:
+    url = f"{server.url}/{project.path}"
+    return {
+        "GITLAB_CI": "true",
+        "CI_SERVER_URL": server.url,
+        "CI_API_V4_URL": f"{server.url}/api/v4",
+        "CI_PROJECT_ID": str(project.id),
+        "CI_PROJECT_PATH": project.path,
+        "CI_PROJECT_URL": url,
+        "CI_COMMIT_SHA": sha,
+        "CI_COMMIT_REF_NAME": "feature",
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_PIPELINE_ID": "9",
+        "CI_JOB_ID": str(job_id),
+        "CI_JOB_NAME": "train-toy",
+        "CI_JOB_URL": f"{url}/-/jobs/{job_id}",
+        "CI_MERGE_REQUEST_IID": "3",
+        "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_RUNNER_GITLAB_TOKEN": GITLAB_TOKEN,
+    }
+
+
+def _setup(git_repo: GitRepo, server: FakeGitLab, project: FakeProject) -> tuple[Path, str, int]:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY})
+    server.add_commit(project, sha)
+    server.add_merge_request(project, 3, sha=sha)
+    job = server.add_pipeline(project, "feature", status="running", sha=sha, jobs={"train": {}})
+    return repo, sha, job.jobs[0].id
+
+
+def test_tracking_gitlab_logs_the_run_in_the_projects_model_experiments(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, gitlab_server: FakeGitLab,
+    project: FakeProject,
+) -> None:  # fmt: skip
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
+
+    code, out, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert code == 0, err
+    state = gitlab_server.mlflow.of(project.id)
+    assert [e.name for e in state.experiments] == ["toy"]
+    (run,) = state.experiments[0].runs
+    assert (run.name, run.status, run.ci_job_id) == ("train-toy", "FINISHED", str(job_id))
+    assert run.end_time is not None and run.end_time >= run.start_time > 0
+    assert run.tags["mlflow.source.git.commit"] == sha
+    assert (
+        run.tags["ci_runner.merge_request_url"]
+        == f"{gitlab_server.url}/group/proj/-/merge_requests/3"
+    )
+    assert run.params["workers"] == "2"
+    loss = sorted((m.step, m.value) for m in run.metrics if m.key == "loss")
+    assert loss == [(0, 4.5), (1, 3.0), (2, 1.5)]
+    assert {m.key for m in run.metrics} == {"loss"}  # per_rank is off
+    uri = f"{gitlab_server.url}/api/v4/projects/{project.id}/ml/mlflow"
+    assert f"[0]<stdout>:MLFLOW_RUN_ID {run.run_id}\n" in out
+    assert f"[0]<stdout>:MLFLOW_TRACKING_URI {uri}\n" in out
+    # The rank got the token; the log never shows it.
+    assert "[0]<stdout>:MLFLOW_TRACKING_TOKEN [MASKED]\n" in out
+    page = f"{gitlab_server.url}/group/proj/-/ml/experiments/1"
+    lines = err.splitlines()
+    assert f"[ci-runner] MLflow run: {page}" in lines
+    assert f"[ci-runner] MLflow run FINISHED, 3 metric points: {page}" in lines
+    (note,) = gitlab_server.notes(project, 3)
+    assert f"[MLflow run]({page})" in note.body
+    # Every MLflow request went with the token as MLflow's client sends it.
+    sent = [r for r in gitlab_server.requests if "/ml/mlflow/" in r.path]
+    assert {r.headers.get("authorization") for r in sent} == {f"Bearer {GITLAB_TOKEN}"}
+    assert [(r.method, r.path.rsplit("mlflow/", 1)[1], r.status) for r in sent] == [
+        ("GET", "experiments/get-by-name", 404),
+        ("POST", "experiments/create", 200),
+        ("POST", "runs/create", 200),
+        ("POST", "runs/log-batch", 200),
+        ("POST", "runs/update", 200),
+        ("POST", "runs/log-batch", 200),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("role", "known_job", "refusal"),
+    [
+        (
+            "reporter",
+            True,
+            "answered 401 Unauthorized when asked to create the experiment; fix: give the token "
+            "in CI_RUNNER_GITLAB_TOKEN the api scope and at least the Developer role in the "
+            "project",
+        ),
+        (
+            "developer",
+            False,  # gitlab.CI_JOB_ID must name a job GitLab knows
+            "answered 500 Internal Server Error when asked to create the run; fix: retry the "
+            "job once the tracking server answers again",
+        ),
+    ],
+)
+def test_a_refusing_gitlab_leaves_the_run_untracked_with_one_warning(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, gitlab_server: FakeGitLab,
+    project: FakeProject, role: str, known_job: bool, refusal: str,
+) -> None:  # fmt: skip
+    (bot,) = gitlab_server.users()
+    gitlab_server.mlflow.set_role(project.id, bot.id, role)
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id + (not known_job))}
+    uri = f"{gitlab_server.url}/api/v4/projects/{project.id}/ml/mlflow"
+
+    code, _, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert code == 0, err
+    assert [line for line in err.splitlines() if "MLflow" in line] == [
+        f"[ci-runner] warning: not tracking this run in MLflow: GitLab's MLflow API at {uri} "
+        + refusal
+    ]
+    runs = [r for e in gitlab_server.mlflow.of(project.id).experiments for r in e.runs]
+    assert [r.status for r in runs] == ([] if known_job else ["RUNNING"])  # as GitLab keeps it
+
+
+def test_each_default_branch_run_is_the_next_semantic_version_of_the_model(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, gitlab_server: FakeGitLab,
+    project: FakeProject,
+) -> None:  # fmt: skip
+    yaml = TRAIN_YAML.replace(
+        "tracking: gitlab", "tracking: {server: gitlab, model: toy-model}"
+    ).replace("file:///unused/", "s3://models/{sha}/")
+    repo, sha = git_repo({"train.yaml": yaml, "train.py": TRAIN_PY})
+    job = gitlab_server.add_pipeline(project, "main", sha=sha, jobs={"train": {}}).jobs[0]
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job.id)}
+    env["CI_COMMIT_REF_NAME"] = "main"
+    for name in [n for n in env if n.startswith("CI_MERGE_REQUEST_")]:
+        del env[name]
+
+    lines = []
+    for _ in range(2):
+        code, _, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+        assert code == 0, err
+        lines += [line for line in err.splitlines() if "model toy-model" in line]
+
+    assert lines == [
+        "[ci-runner] model toy-model version 1.0.0 registered",
+        "[ci-runner] model toy-model version 1.0.1 registered",
+    ]
+    state = gitlab_server.mlflow.of(project.id)
+    (model,) = state.models
+    assert [(v["version"], v["tags"]) for v in model.versions] == [
+        ("1.0.0", {"ci_runner.outputs": f"s3://models/{sha}/"}),
+        ("1.0.1", {"ci_runner.outputs": f"s3://models/{sha}/"}),
+    ]
+    assert [e.name for e in state.experiments] == ["toy", "[model]toy-model"]
+
+
+def test_a_job_that_fails_before_training_ends_its_run_failed(
+    git_repo: GitRepo, tmp_path: Path, gitlab_server: FakeGitLab, project: FakeProject
+) -> None:
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
+
+    code, _, err = run_cli(["train", "--output-dir", "ci"], repo, env)  # no cluster here
+
+    assert code == 1
+    assert err.splitlines()[-1].startswith("ci-runner: error: no Kubernetes cluster to run on")
+    (run,) = gitlab_server.mlflow.of(project.id).experiments[0].runs
+    assert run.status == "FAILED"
+
+
+def test_cancel_ends_the_run_train_started_killed_with_the_saved_metrics(
+    git_repo: GitRepo, tmp_path: Path, gitlab_server: FakeGitLab, project: FakeProject
+) -> None:
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
+    state = gitlab_server.mlflow.of(project.id)
+    (bot,) = gitlab_server.users()
+    # What `train` left behind when GitLab killed it: the run, its ids and the saved log.
+    _, made = gitlab_server.mlflow.route(
+        "POST", project.id, bot.id, ["api", "2.0", "mlflow", "experiments", "create"], {},
+        b'{"name": "toy"}',
+    )  # fmt: skip
+    body = json.dumps({"experiment_id": made["experiment_id"], "run_name": "train-toy"})
+    _, run = gitlab_server.mlflow.route(
+        "POST", project.id, bot.id, ["api", "2.0", "mlflow", "runs", "create"], {}, body.encode()
+    )
+    run_id = run["run"]["info"]["run_id"]
+    out = repo / "ci"
+    out.mkdir()
+    (out / "mlflow-run.json").write_text(json.dumps({"run_id": run_id, "experiment_id": "1",
+                                                     "url": "https://page"}))  # fmt: skip
+    (out / "train.log").write_text("[0]<stdout>:loss 3 step 0\n[1]<stdout>:loss 5 step 0\n")
+
+    with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
+        env["KUBECONFIG"] = str(gitlab_kubeconfig(tmp_path, kas.url))
+        args = ["cancel", "--output-dir", "ci", "--kube-context", "ml/k8s-agents:gpu-cluster"]
+        code, _, err = run_cli(args, repo, env)
+
+    assert code == 0, err
+    (tracked,) = state.experiments[0].runs
+    assert tracked.status == "KILLED"
+    assert [(m.key, m.step, m.value) for m in tracked.metrics] == [("loss", 0, 4.0)]
+    assert "[ci-runner] MLflow run KILLED, 1 metric point: https://page" in err.splitlines()
