@@ -239,4 +239,3 @@ def test_on_the_default_branch_a_model_version_points_at_the_outputs(
 def _by_rank(stdout: str) -> list[str]:
     """The lines of ``stdout``, each rank's (``[N]<stdout>:``) together, in their own order."""
     return sorted(stdout.splitlines(), key=lambda line: line.split(">", 1)[0])
-
