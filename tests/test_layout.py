@@ -152,4 +152,3 @@ def test_no_package_imports_what_it_must_not(package: str) -> None:
         if name in FORBIDDEN[package]
     )
     assert wrong == []
-
