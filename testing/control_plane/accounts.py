@@ -44,9 +44,12 @@ def kubeconfig(url: str, ca: Path, token: str, namespace: str) -> JSON:
     }
 
 
-def create_namespace(api: Api, namespace: str, timeout: float = 30.0) -> None:
-    """The namespace, once its ``default`` ServiceAccount exists (the ServiceAccount admission
-    plugin refuses pods before: ``serviceaccount "default" not found``)."""
+def create_namespace(
+    api: Api, namespace: str, wait_for_account: bool = True, timeout: float = 30.0
+) -> None:
+    """The namespace (if missing), with ``wait_for_account`` once its ``default``
+    ServiceAccount exists (the ServiceAccount admission plugin refuses pods before:
+    ``serviceaccount "default" not found``)."""
     try:
         api.create(
             "/api/v1/namespaces",
@@ -56,7 +59,10 @@ def create_namespace(api: Api, namespace: str, timeout: float = 30.0) -> None:
         if err.code != 409:
             raise
     deadline = time.monotonic() + timeout
-    while api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is None:
+    while (
+        wait_for_account
+        and api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is None
+    ):
         if time.monotonic() > deadline:
             raise AssertionError(f'no ServiceAccount "default" in {namespace} after {timeout}s')
         time.sleep(0.1)

@@ -18,7 +18,7 @@ from typing import Any
 import requests
 import yaml
 
-from testing.control_plane import binaries, pki
+from testing.control_plane import accounts, binaries, pki
 from testing.emulated_cluster import marks, network
 from testing.emulated_cluster.api import Api, ApiFailure
 from testing.emulated_cluster.cgroups import Cgroup
@@ -275,58 +275,45 @@ class ControlPlane:
                 )
             time.sleep(0.3)
 
-    def _controller_manager(self) -> None:
-        pair = self.client_certificate("system:kube-controller-manager")
-        config = self._write_kubeconfig(
-            "kube-controller-manager", kubeconfig(self.url, self.ca, cert_user(pair))
-        )
+    def _component(self, name: str, user: str, flags: list[str]) -> None:
+        """kube-controller-manager or kube-scheduler: its own client certificate, no leader
+        election (one of each) and no health server on any interface."""
+        pair = self.client_certificate(user)
+        config = self._write_kubeconfig(name, kubeconfig(self.url, self.ca, cert_user(pair)))
         self._spawn(
-            "kube-controller-manager",
+            name,
             [
-                self._bin("kube-controller-manager"),
-                f"--kubeconfig={config}",
-                f"--authentication-kubeconfig={config}",
-                f"--authorization-kubeconfig={config}",
-                f"--controllers={','.join(CONTROLLERS)}",
-                # Each controller with its own service account and bootstrap role (kubeadm's way).
-                "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
-                f"--root-ca-file={self.ca}",
-                "--node-monitor-period=1s",  # new Nodes lose their not-ready taint within a second
-                "--leader-elect=false",
-                "--secure-port=0",  # no health server on any interface
-                "--profiling=false",
-            ],
-        )
-
-    def _scheduler(self) -> None:
-        pair = self.client_certificate("system:kube-scheduler")
-        config = self._write_kubeconfig(
-            "kube-scheduler", kubeconfig(self.url, self.ca, cert_user(pair))
-        )
-        self._spawn(
-            "kube-scheduler",
-            [
-                self._bin("kube-scheduler"),
+                self._bin(name),
                 f"--kubeconfig={config}",
                 f"--authentication-kubeconfig={config}",
                 f"--authorization-kubeconfig={config}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--profiling=false",
+                *flags,
             ],
         )
 
+    def _controller_manager(self) -> None:
+        self._component(
+            "kube-controller-manager",
+            "system:kube-controller-manager",
+            [
+                f"--controllers={','.join(CONTROLLERS)}",
+                # Each controller with its own service account and bootstrap role (kubeadm's way).
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
+                f"--root-ca-file={self.ca}",
+                "--node-monitor-period=1s",  # new Nodes lose their not-ready taint within a second
+            ],
+        )
+
+    def _scheduler(self) -> None:
+        self._component("kube-scheduler", "system:kube-scheduler", [])
+
     def _operator(self) -> None:
         api = self.admin_api()
-        try:
-            api.create(
-                "/api/v1/namespaces",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LOCK_NAMESPACE}},
-            )
-        except ApiFailure as err:
-            if err.code != 409:
-                raise
+        accounts.create_namespace(api, LOCK_NAMESPACE, wait_for_account=False)
         self._apply_crd(api)
         # The operator's user: cluster-wide rights (upstream deploys it with a ClusterRole of
         # about that reach: deploy/v2beta1/mpi-operator.yaml).
