@@ -19,7 +19,7 @@ import requests
 import yaml
 
 from testing.control_plane import accounts, binaries, pki
-from testing.emulated_cluster import marks, network
+from testing.emulated_cluster import cleanup, marks, network
 from testing.emulated_cluster.api import Api, ApiFailure
 from testing.emulated_cluster.cgroups import Cgroup
 from testing.paths import REPO_ROOT
@@ -376,12 +376,6 @@ class ControlPlane:
     def stop(self) -> None:
         """SIGTERM in reverse start order (the API server last but etcd), then SIGKILL."""
         for process in reversed(self.processes):
-            if process.popen.poll() is None:
-                process.popen.terminate()
-            try:
-                process.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                process.popen.kill()
-                process.popen.wait()
+            cleanup.end(process.popen, 10)
         self.processes = []
         network.ip("netns", "del", OPERATOR_NETNS, check=False)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testing.emulated_cluster import marks
+from testing.emulated_cluster import cleanup, marks
 from testing.emulated_cluster.api import Api, Informer, Scope
 from testing.emulated_cluster.cgroups import Cgroup
 
@@ -168,9 +168,4 @@ class ClusterDns:
         self.services.stop()
         self.pods.stop()
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            cleanup.end(self.process, 5)
