@@ -9,7 +9,7 @@ DEMO_DATA := $(DEMO_DIR)/data
 # e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
 DEMO_FLAGS ?=
 
-.PHONY: dist image-check demo demo-cluster horovod cluster-tools gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
+.PHONY: dist image-check demo demo-cluster horovod cluster-tools control-plane gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
 
 ## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
 demo: env horovod $(DEMO_DATA)/diabetes.csv
@@ -20,7 +20,7 @@ $(DEMO_DATA)/diabetes.csv: examples/simple_ml/prepare_data.py | env
 	$(PY) examples/simple_ml/prepare_data.py $(DEMO_DATA)/
 
 ## demo-cluster: the example through `ci-runner train` on Kubernetes: the emulated cluster on this machine (root), data and model on its S3
-demo-cluster: env horovod cluster-tools
+demo-cluster: env horovod cluster-tools control-plane
 	$(PY) -m testing.emulated_cluster.demo
 
 ## horovod: torch 2.13 (CPU) and Horovod 0.28.1 (PyTorch + Gloo + MPI), built once into a cached wheel
@@ -30,6 +30,10 @@ horovod: env
 ## cluster-tools: dnsmasq, OpenSSH, iproute2, OpenMPI for the emulated cluster (apt-get, as root)
 cluster-tools:
 	scripts/setup-emulated-cluster.sh
+
+## control-plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and MPI Operator v0.8.2 built from their pinned Go modules, once (cached; needs Go 1.26)
+control-plane:
+	scripts/setup-control-plane.sh >/dev/null
 
 ## gitlab-ci-local: gitlab-ci-local 4.65.1 (npm) and rsync, for the tests that run the CI files
 gitlab-ci-local:
@@ -45,7 +49,7 @@ screenshots: env mermaid
 	$(PY) -m testing.mermaid.screenshots $(SCREENSHOTS)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
-test: env horovod cluster-tools gitlab-ci-local mermaid lint typecheck image-check
+test: env horovod cluster-tools control-plane gitlab-ci-local mermaid lint typecheck image-check
 	$(PY) -m pytest -q
 
 lint: env
@@ -62,7 +66,7 @@ unit: env
 ## bench: what ci-runner costs on top of training, each figure next to its target (bench/README.md)
 # e.g. make bench BENCH_FLAGS=--quick (small sizes, for development)
 BENCH_FLAGS ?=
-bench: env horovod
+bench: env horovod cluster-tools control-plane
 	$(PY) -m bench.run $(BENCH_FLAGS)
 
 ## dist: the wheel and sdist in dist/ (the release job uploads them; the Dockerfile installs the wheel)

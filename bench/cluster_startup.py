@@ -246,18 +246,7 @@ class Site:
         run_quiet(["git", "clone", "-q", "--bare", str(self.repo), str(bare)])
 
     def claim(self, name: str) -> None:
-        self.cluster.create(
-            "persistentvolumeclaims",
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": name},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "resources": {"requests": {"storage": "2Gi"}},
-                },
-            },
-        )
+        self.cluster.bound_claim(name, ["ReadWriteMany"])
 
     def ci_runner(self, kubeconfig: Path) -> tuple[float, float]:
         """(seconds from `submitted` to the first loss line, seconds from the command's start)."""
@@ -377,7 +366,6 @@ def run(quick: bool) -> list[Row]:
     if problem is not None:
         return [Row(NAME, "skipped", problem)]
     from testing.emulated_cluster import marks
-    from testing.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
     from testing.emulated_cluster.demo import s3_and_git
     from testing.emulated_cluster.harness import NAMESPACE, emulated
 
@@ -397,16 +385,13 @@ def run(quick: bool) -> list[Row]:
         work = Path(tmp)
         (work / "served").mkdir()
         with (
-            emulated(nodes=2, control_plane=True) as cluster,
+            emulated(nodes=2) as cluster,
             s3_and_git(work / "served", aws),
             package_index(house, marks.GATEWAY) as index_url,
         ):
             site = Site(cluster, work, index_url, aws)
             kubeconfig = work / "kubeconfig"
-            server = cluster.server
-            kubeconfig.write_text(
-                yaml.safe_dump(kubeconfig_for(server.url, server.token, NAMESPACE))
-            )
+            kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig(NAMESPACE)))
             for i in range(rounds):
                 say(f"round {i + 1} of {rounds}: cold, warm, the seed's way")
                 claim = f"pip-cache-{i}"

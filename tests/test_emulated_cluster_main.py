@@ -3,6 +3,7 @@ behind on SIGTERM, and a start after SIGKILL removes what the killed run left (s
 
 from __future__ import annotations
 
+import base64
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import requests
 import yaml
 
+from testing.control_plane.run import OPERATOR_NETNS, OPERATOR_VETH
 from testing.emulated_cluster import cleanup, marks
 from testing.paths import REPO_ROOT
 
@@ -45,14 +47,21 @@ def start(kubeconfig: Path, *flags: str) -> tuple[subprocess.Popen[str], list[st
     return process, lines
 
 
-def api(kubeconfig: Path) -> tuple[str, dict[str, str]]:
+def api(kubeconfig: Path) -> tuple[str, requests.Session]:
+    """The server and a session with the kubeconfig's token, trusting only its CA."""
     config = yaml.safe_load(kubeconfig.read_text())
-    token = config["users"][0]["user"]["token"]
-    return config["clusters"][0]["cluster"]["server"], {"Authorization": f"Bearer {token}"}
+    cluster = config["clusters"][0]["cluster"]
+    ca = kubeconfig.with_suffix(".ca.crt")
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = str(ca)
+    session.headers["Authorization"] = f"Bearer {config['users'][0]['user']['token']}"
+    return cluster["server"], session
 
 
 def run_pod(kubeconfig: Path) -> dict[str, Any]:
-    url, headers = api(kubeconfig)
+    url, session = api(kubeconfig)
     pods = f"{url}/api/v1/namespaces/default/pods"
     body = {
         "apiVersion": "v1",
@@ -65,10 +74,10 @@ def run_pod(kubeconfig: Path) -> dict[str, Any]:
             ],
         },
     }
-    requests.post(pods, json=body, headers=headers, timeout=10).raise_for_status()
+    session.post(pods, json=body, timeout=10).raise_for_status()
     deadline = time.time() + 30
     while time.time() < deadline:
-        pod: dict[str, Any] = requests.get(f"{pods}/sleeper", headers=headers, timeout=10).json()
+        pod: dict[str, Any] = session.get(f"{pods}/sleeper", timeout=10).json()
         if (pod.get("status") or {}).get("phase") == "Running":
             return pod
         time.sleep(0.1)
@@ -85,10 +94,11 @@ def test_a_run_prints_dns_s3_ready_and_sigterm_leaves_nothing(tmp_path: Path) ->
             "ready",
         ]
         assert requests.get(f"http://{marks.GATEWAY}:{marks.S3_PORT}/", timeout=10).ok
-        run_pod(tmp_path / "kubeconfig")
+        pod = run_pod(tmp_path / "kubeconfig")
         during = cleanup.inventory()
-        assert len(during["netns"]) == 1 and during["processes"] and during["mounts"]
-        assert marks.BRIDGE in during["links"] and len(during["links"]) == 2
+        assert during["netns"] == sorted([OPERATOR_NETNS, marks.netns_name(pod["metadata"]["uid"])])
+        assert during["processes"] and during["mounts"]
+        assert marks.BRIDGE in during["links"] and len(during["links"]) == 3
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
@@ -102,14 +112,14 @@ def test_a_start_after_sigkill_removes_what_the_killed_run_left(tmp_path: Path) 
     killed.send_signal(signal.SIGKILL)
     killed.wait(10)
     left = cleanup.inventory()
-    assert left["netns"] == [marks.netns_name(pod["metadata"]["uid"])]
+    assert left["netns"] == sorted([OPERATOR_NETNS, marks.netns_name(pod["metadata"]["uid"])])
     assert left["processes"] and left["mounts"] and left["cgroups"]
 
     again, lines = start(tmp_path / "second")
     try:
         assert lines == [f"dns {marks.GATEWAY}", "ready"]
         now = cleanup.inventory()
-        assert (now["netns"], now["links"]) == ([], [marks.BRIDGE])
+        assert (now["netns"], now["links"]) == ([OPERATOR_NETNS], [marks.BRIDGE, OPERATOR_VETH])
         assert not set(left["processes"]) & set(now["processes"])
     finally:
         again.send_signal(signal.SIGTERM)

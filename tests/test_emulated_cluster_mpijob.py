@@ -27,7 +27,7 @@ FIRST_HOST = "$(head -n 1 /etc/mpi/hostfile | cut -d ' ' -f 1)"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Emulated]:
-    with emulated(nodes=2, control_plane=True) as running:
+    with emulated(nodes=2) as running:
         yield running
     assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
 

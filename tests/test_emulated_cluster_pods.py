@@ -12,6 +12,7 @@ import requests
 
 from testing.emulated_cluster import marks
 from testing.emulated_cluster.harness import (
+    NAMESPACE,
     Emulated,
     condition,
     container,
@@ -23,7 +24,6 @@ from testing.emulated_cluster.harness import (
 )
 
 pytestmark = pytest.mark.slow
-KUBELET = f"http://{marks.NODE_ADDRESSES[0]}:{marks.KUBELET_PORT}"
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_init_containers_run_in_order_then_a_readiness_probe_turns_the_pod_ready
     cluster.exec("ordered", "main", ["touch", "/tmp/ready"])
     ready = cluster.wait_pod("ordered", is_ready)
     assert condition(ready, "ContainersReady") == "True"
-    logs = requests.get(f"{KUBELET}/containerLogs/ml/ordered/main", timeout=10)
+    logs = cluster.kubelet_get(1, "/containerLogs/ml/ordered/main")
     assert logs.text == "first\nsecond\n"
 
 
@@ -269,7 +269,7 @@ def test_container_logs_are_cri_files_served_with_the_kubelet_semantics(cluster:
     ]
 
     def get(query: str, container_name: str = "main") -> requests.Response:
-        return requests.get(f"{KUBELET}/containerLogs/ml/logs/{container_name}?{query}", timeout=10)
+        return cluster.kubelet_get(1, f"/containerLogs/ml/logs/{container_name}?{query}")
 
     assert get("").text == "out1\nerr1\npartial\n"
     assert get("tailLines=1").text == "partial\n"
@@ -326,8 +326,7 @@ def test_env_reads_secrets_config_maps_fields_and_expands_earlier_variables(
         ),
     )
     done = cluster.wait_pod("env", phase_is("Succeeded", "Failed"))
-    node = f"http://{marks.NODE_ADDRESSES[1]}:{marks.KUBELET_PORT}"
-    text = requests.get(f"{node}/containerLogs/ml/env/main", timeout=10).text
+    text = cluster.kubelet_get(2, "/containerLogs/ml/env/main").text
     assert text == (
         f"s3cr3t|fast|{done['status']['podIP']}|node-2|fast $(MODE) $(UNKNOWN)|env"
         "|/horovod/examples\n"
@@ -434,23 +433,12 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(cluster: Emu
     for name, argv in (("polite", ["sh", "-c", polite]), ("stubborn", ["sleep", "600"])):
         cluster.create("pods", pod(name, "node-1", [container("main", *argv)]))
         running = cluster.wait_pod(name, phase_is("Running"))
-        worker = cluster.side.kubelets[0].find("ml", name)
-        assert worker is not None
-        # What the API server's graceful deletion sends the kubelet (the fake deletes at once).
-        meta = {
-            **running["metadata"],
-            "deletionTimestamp": "2026-01-01T00:00:02Z",
-            "deletionGracePeriodSeconds": 2,
-        }
-        worker.update({**running, "metadata": meta})
+        assert running["metadata"]["uid"]
+        cluster.api.delete(f"/api/v1/namespaces/ml/pods/{name}", {"gracePeriodSeconds": 2})
     finals = {}
     for name in ("polite", "stubborn"):
         cluster.wait_gone(name)
-        history = [
-            h[4]
-            for h in cluster.server.store.history
-            if h[1] == "pods" and h[3] == "MODIFIED" and h[4]["metadata"]["name"] == name
-        ]
+        history = cluster.history(name)
         final = history[-1]["status"]
         finals[name] = (final["phase"], main_status(history[-1])["state"]["terminated"]["exitCode"])
         assert ("Killing", "Stopping container main") in cluster.events(name)
@@ -464,8 +452,8 @@ def test_following_a_log_streams_until_the_container_exits(cluster: Emulated) ->
         pod("follow", "node-1", [container("main", "sh", "-c", script)], restartPolicy="Never"),
     )
     cluster.wait_pod("follow", phase_is("Running"))
-    with requests.get(
-        f"{KUBELET}/containerLogs/ml/follow/main?follow=true", stream=True, timeout=30
+    with cluster.kubelet_get(
+        1, "/containerLogs/ml/follow/main?follow=true", stream=True, timeout=30
     ) as response:
         lines = [line for line in response.iter_lines() if line]
     assert lines == [b"first", b"second"]
@@ -635,6 +623,12 @@ def test_projected_and_downward_api_volumes(cluster: Emulated) -> None:
 
 
 def test_a_token_the_api_server_does_not_issue_fails_the_mount(cluster: Emulated) -> None:
+    """The ServiceAccount admission plugin lets the pod in; the account is deleted while the
+    kubelet waits for the pod's first volume (a claim not created yet), so the token request
+    that follows is refused."""
+    accounts = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts"
+    body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "short-lived"}}
+    cluster.api.create(accounts, body)
     token = {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}
     cluster.create(
         "pods",
@@ -642,14 +636,26 @@ def test_a_token_the_api_server_does_not_issue_fails_the_mount(cluster: Emulated
             "tokenless",
             "node-1",
             [container("main", "sleep", "60")],
-            volumes=[{"name": "kube-api-access", "projected": token}],
+            serviceAccountName="short-lived",
+            volumes=[
+                {"name": "cache", "persistentVolumeClaim": {"claimName": "later"}},
+                {"name": "kube-api-access", "projected": token},
+            ],
         ),
     )
+    cluster.api.delete(f"{accounts}/short-lived")
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "later"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    cluster.create("persistentvolumeclaims", claim)
     message = (
         'MountVolume.SetUp failed for volume "kube-api-access" : failed to fetch token: '
-        'serviceaccounts "default" not found'
+        'serviceaccounts "short-lived" not found'
     )
-    deadline = time.time() + 10
+    deadline = time.time() + 20
     while ("FailedMount", message) not in cluster.events("tokenless"):
         assert time.time() < deadline, cluster.events("tokenless")
         time.sleep(0.1)

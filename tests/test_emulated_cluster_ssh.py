@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from testing.emulated_cluster import marks
 from testing.emulated_cluster.harness import (
     NAMESPACE,
     Emulated,
@@ -137,12 +135,11 @@ def launcher(cluster: Emulated, name: str, argv: list[str], timeout: float = 30)
     )
     done = cluster.wait_pod(name, phase_is("Succeeded", "Failed"), timeout)
     code = done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]
-    return code, logs(name, "launcher", node=2)
+    return code, logs(cluster, name, "launcher", node=2)
 
 
-def logs(name: str, container_name: str, node: int) -> str:
-    url = f"http://{marks.NODE_ADDRESSES[node - 1]}:{marks.KUBELET_PORT}"
-    return requests.get(f"{url}/containerLogs/{NAMESPACE}/{name}/{container_name}", timeout=10).text
+def logs(cluster: Emulated, name: str, container_name: str, node: int) -> str:
+    return cluster.kubelet_get(node, f"/containerLogs/{NAMESPACE}/{name}/{container_name}").text
 
 
 def ssh(host: str) -> list[str]:
@@ -155,7 +152,7 @@ def test_the_stock_sshd_refuses_the_operators_key_on_the_secret_volume(cluster: 
     assert code == 255
     assert f"root@{host}: Permission denied (publickey,password)." in log
     assert "Authentication refused: bad ownership or modes for directory /root/.ssh" in logs(
-        f"{JOB}-worker-0", "worker", node=1
+        cluster, f"{JOB}-worker-0", "worker", node=1
     )
 
 

@@ -1,8 +1,8 @@
 """``python -m testing.emulated_cluster --kubeconfig PATH [--s3]``: the emulated cluster on this
-machine (as root). Starts the fake API server with the control plane of
-``testing/fake_kube/control_plane/``
-(MPI Operator v0.8.2, Job controller, scheduler, garbage collector; no scripted kubelet), Node
-objects for the emulated nodes, their kubelets and the cluster DNS; writes a kubeconfig; prints
+machine (as root). Starts the real control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, MPI Operator v0.8.2: ``scripts/setup-control-plane.sh`` builds them), the
+kubelets of the emulated nodes (they register their Nodes) and the cluster DNS; writes an admin
+kubeconfig (a ``system:masters`` token, the CA inline); prints
 ``dns <address>``, with --s3 ``s3 <endpoint URL>``, then ``ready``, each on its own line; runs
 until SIGTERM or Ctrl-C and then leaves nothing behind. A start after a crash removes first what
 the killed run left."""
@@ -22,12 +22,11 @@ from typing import Any
 
 import yaml
 
+from testing.control_plane import accounts, binaries
+from testing.control_plane.run import StartFailed
 from testing.emulated_cluster import marks
-from testing.emulated_cluster.api import Api, ApiFailure, Scope
 from testing.emulated_cluster.cluster import Busy, MachineSide, NodeShape
 from testing.emulated_cluster.node import DEFAULT_IMAGE
-from testing.fake_kube.control_plane import ControlPlane
-from testing.fake_kube.server import FakeKubeServer
 
 TOOLS = {  # command -> Debian package
     "ip": "iproute2",
@@ -58,47 +57,6 @@ def missing_tools() -> list[str]:
     return found
 
 
-def kubeconfig(url: str, token: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "emulated", "cluster": {"server": url}}],
-        "users": [{"name": "emulated", "user": {"token": token}}],
-        "contexts": [
-            {
-                "name": "emulated",
-                "context": {"cluster": "emulated", "user": "emulated", "namespace": namespace},
-            }
-        ],
-        "current-context": "emulated",
-    }
-
-
-def scope_for(api: Api, namespace: str) -> Scope:
-    """Every namespace when the API server lists across namespaces (as kubelets watch), else
-    the kubeconfig's namespace."""
-    try:
-        api.list("/api/v1/pods", {"limit": "1"})
-        return Scope(None)
-    except ApiFailure:
-        return Scope(namespace)
-
-
-def register_nodes(api: Api, side: MachineSide) -> str | None:
-    """Create the Node objects; a note when the API server does not serve Nodes."""
-    for node in side.node_objects():
-        try:
-            if api.create("/api/v1/nodes", node) is None:
-                return "the API server serves no Node objects: pods need spec.nodeName"
-        except ApiFailure as err:
-            if err.code == 409:
-                continue
-            if err.code == 404:
-                return "the API server serves no Node objects: pods need spec.nodeName"
-            raise
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testing.emulated_cluster", description=__doc__)
     parser.add_argument("--kubeconfig", required=True, type=Path, help="where to write it")
@@ -125,34 +83,29 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"error: missing tools: {', '.join(missing)}", file=sys.stderr)
         return 1
+    try:
+        binaries.bin_dir()
+    except binaries.NotBuilt as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    server = FakeKubeServer().start()
-    # Everything but the kubelet: the emulated kubelets play the nodes, over HTTP.
-    control = ControlPlane(server, scripted_kubelet=False)
-    api = Api(server.url, server.token)
-    side = MachineSide(
-        api,
-        scope_for(api, args.namespace),
-        list(NODES[: args.nodes]),
-        images=frozenset({DEFAULT_IMAGE, *args.image}),
-    )
+    side = MachineSide(list(NODES[: args.nodes]), images=frozenset({DEFAULT_IMAGE, *args.image}))
     s3: Any = None
     try:
         try:
             side.start(wait_for_lock=False)
-        except Busy as err:
+        except (Busy, StartFailed) as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
-        note = register_nodes(api, side)
-        if note:
-            print(f"note: {note}", file=sys.stderr, flush=True)
+        control = side.control
+        assert control is not None
+        accounts.create_namespace(side.api, args.namespace)
+        config = accounts.kubeconfig(control.url, control.ca, control.admin_token, args.namespace)
         args.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-        args.kubeconfig.write_text(
-            yaml.safe_dump(kubeconfig(server.url, server.token, args.namespace), sort_keys=False)
-        )
+        args.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
         print(f"dns {side.dns_address}", flush=True)
         if args.s3:
             from moto.server import ThreadedMotoServer
@@ -169,8 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         if s3 is not None:
             s3.stop()
         side.stop()
-        control.stop()
-        server.stop()
     return 0
 
 

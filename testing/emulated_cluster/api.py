@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -45,12 +46,26 @@ class Scope:
 
 
 class Api:
-    """HTTP against one API server with a bearer token."""
+    """HTTP(S) against one API server as one user: a bearer token or a client certificate
+    (``cert``: certificate and key files), the server checked against ``ca``."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        ca: Path | None = None,
+        cert: tuple[Path, Path] | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self._session = requests.Session()
-        self._session.headers["Authorization"] = f"Bearer {token}"
+        if token is not None:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+        if ca is not None:
+            # Only this CA, whatever REQUESTS_CA_BUNDLE or a proxy variable says.
+            self._session.trust_env = False
+            self._session.verify = str(ca)
+        if cert is not None:
+            self._session.cert = (str(cert[0]), str(cert[1]))
         self._lock = threading.Lock()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:

@@ -37,6 +37,17 @@ def inventory() -> dict[str, list[str]]:
     }
 
 
+def end(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM a process we started, SIGKILL after ``grace`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def remove_everything() -> None:
     """Processes first (they hold namespaces and mounts), then namespaces, links, mounts,
     cgroups and the state directory."""

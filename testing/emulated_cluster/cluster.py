@@ -1,6 +1,6 @@
-"""Bring the emulated cluster's machine side up and down: the state tmpfs, the bridge, the image
-layer, the cgroup, cluster DNS and one kubelet per node, all clients of an API server given by
-URL and token. The API server and controllers are whoever started them (see ``__main__``)."""
+"""Bring the emulated cluster up and down: the state tmpfs, the bridge, the cgroup, the real
+control plane (``testing/control_plane``), the image layer, cluster DNS and one kubelet per node,
+each a client of kube-apiserver with a user of its own (the kubelets ``system:node:<name>``)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,24 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster import cleanup, image, marks, network
 from testing.emulated_cluster.api import Api, Scope
 from testing.emulated_cluster.cgroups import Cgroup, run_root
 from testing.emulated_cluster.dns import ClusterDns
 from testing.emulated_cluster.kubelet import Kubelet
+from testing.emulated_cluster.logserver import Tls
 from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext
 from testing.fake_kube.control_plane import nodes
 from testing.fake_kube.control_plane.nodes import NodeSpec
 
 JSON = dict[str, Any]
+NOT_READY = "node.kubernetes.io/not-ready"
 
 
 @dataclass
@@ -93,16 +97,14 @@ class MachineSide:
 
     def __init__(
         self,
-        api: Api,
-        scope: Scope,
         nodes: list[NodeShape],
         venv: Path | None = None,
         cluster_domain: str = marks.CLUSTER_DOMAIN,
         images: frozenset[str] = frozenset({DEFAULT_IMAGE}),
     ) -> None:
         """``images``: the image names the nodes have (each runs the emulated image)."""
-        self.api = api
-        self.scope = scope
+        self.scope = Scope(None)  # kubelets and DNS watch every namespace
+        self.control: ControlPlane | None = None
         self.shapes = nodes
         self.venv = venv or default_venv()
         self.cluster_domain = cluster_domain
@@ -112,6 +114,12 @@ class MachineSide:
         self.cgroup: Cgroup | None = None
         self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
         self._lock: int | None = None
+
+    @property
+    def api(self) -> Api:
+        """An admin client of kube-apiserver (system:masters)."""
+        assert self.control is not None, "start() first"
+        return self.control.admin_api()
 
     @property
     def dns_address(self) -> str:
@@ -144,6 +152,9 @@ class MachineSide:
         )
         network.bridge_up(self.node_ips)
         self.cgroup = Cgroup(run_root())
+        self.control = ControlPlane(
+            marks.STATE_ROOT / "control-plane", Cgroup(self.cgroup.path / "control-plane")
+        ).start()
         system = Cgroup(self.cgroup.path / "system").create(None)
         layer = image.build(marks.STATE_ROOT / "image", self.venv)
         self.dns = ClusterDns(
@@ -156,9 +167,12 @@ class MachineSide:
         ).start()
         addresses = network.Addresses()
         resolv = Path("/etc/resolv.conf")
+        control = self.control
         for shape, ip in zip(self.shapes, self.node_ips, strict=True):
+            pair = control.client_certificate(f"system:node:{shape.name}", ("system:nodes",))
+            serving = control.serving_certificate(f"kubelet-{shape.name}", ip, shape.name)
             ctx = NodeContext(
-                api=self.api,
+                api=Api(control.url, ca=control.ca, cert=(pair.cert, pair.key)),
                 node=shape.name,
                 node_ip=ip,
                 state=marks.STATE_ROOT / "nodes" / shape.name,
@@ -170,14 +184,26 @@ class MachineSide:
                 cluster_domain=self.cluster_domain,
                 resolv_conf=resolv.read_text() if resolv.exists() else None,
                 images=self.images,
+                attach_api=self.api,
             )
-            self.kubelets.append(Kubelet(ctx, self.scope).start())
+            node = node_object(shape, ip, marks.KUBELET_PORT)
+            tls = Tls(serving.cert, serving.key, control.ca)
+            self.kubelets.append(Kubelet(ctx, self.scope, node, tls).start())
+        for shape in self.shapes:
+            self._wait_schedulable(shape.name)
 
-    def node_objects(self) -> list[JSON]:
-        return [
-            node_object(shape, ip, marks.KUBELET_PORT)
-            for shape, ip in zip(self.shapes, self.node_ips, strict=True)
-        ]
+    def _wait_schedulable(self, name: str, timeout: float = 60.0) -> None:
+        """Until the node lifecycle controller lifted the not-ready taint that admission
+        (TaintNodesByCondition) puts on every new Node."""
+        deadline = time.monotonic() + timeout
+        while True:
+            node = self.api.get(f"/api/v1/nodes/{name}") or {}
+            taints = (node.get("spec") or {}).get("taints") or []
+            if node and not any(t["key"] == NOT_READY for t in taints):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {name} kept its {NOT_READY} taint for {timeout:.0f}s")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self._lock is None:
@@ -188,6 +214,9 @@ class MachineSide:
         if self.dns is not None:
             self.dns.stop()
             self.dns = None
+        if self.control is not None:
+            self.control.stop()
+            self.control = None
         cleanup.remove_everything()
         if self._lock is not None:
             marks.LOCK.unlink(missing_ok=True)

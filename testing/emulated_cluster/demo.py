@@ -22,7 +22,6 @@ import yaml
 from moto.server import ThreadedMotoServer
 
 from testing.emulated_cluster import marks
-from testing.emulated_cluster.__main__ import kubeconfig as kubeconfig_for
 from testing.emulated_cluster.__main__ import missing_tools
 from testing.emulated_cluster.harness import NAMESPACE, emulated
 from testing.paths import REPO_ROOT
@@ -151,13 +150,12 @@ def main() -> int:
         work = Path(tmp)
         repo = commit_for_the_cluster(work)
         with (
-            emulated(nodes=2, control_plane=True) as cluster,
+            emulated(nodes=2) as cluster,
             s3_and_git(work / "served", AWS) as client,
         ):
             kubeconfig = work / "kubeconfig"
-            kubeconfig.write_text(
-                yaml.safe_dump(kubeconfig_for(cluster.server.url, cluster.server.token, NAMESPACE))
-            )
+            # Only what examples/rbac.yaml grants, as in a cluster set up by the README.
+            kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig(NAMESPACE)))
             train = subprocess.run(
                 [
                     sys.executable,

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from testing.emulated_cluster import marks
+from testing.emulated_cluster import cleanup, marks
 from testing.emulated_cluster.api import Api, Informer, Scope
 from testing.emulated_cluster.cgroups import Cgroup
 
@@ -112,10 +114,33 @@ class ClusterDns:
             stdout=subprocess.DEVNULL,
             preexec_fn=self.cgroup.add_self,
         )
+        self._wait_answering()
         self.services.start()
         self.pods.start()
         self._thread.start()
         return self
+
+    def _wait_answering(self, timeout: float = 10.0) -> None:
+        """Until dnsmasq answers a query: a SIGHUP (reload the hosts) that comes before it set
+        its signal handlers ends it."""
+        labels = f"probe.{self.domain}".split(".")
+        name = b"".join(bytes([len(label)]) + label.encode() for label in labels)
+        query = b"\x00\x01\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + name + b"\x00\x00\x01\x00\x01"
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"dnsmasq exited with {self.process.returncode} at start")
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.settimeout(0.2)
+                try:
+                    probe.sendto(query, (self.address, marks.DNS_PORT))
+                    probe.recv(512)
+                    return
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"dnsmasq does not answer on {self.address} after {timeout}s")
+            time.sleep(0.05)
 
     def _run(self) -> None:
         written = ""
@@ -143,9 +168,4 @@ class ClusterDns:
         self.services.stop()
         self.pods.stop()
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            cleanup.end(self.process, 5)

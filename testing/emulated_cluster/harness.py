@@ -1,18 +1,20 @@
-"""For tests: the emulated nodes against the fake API server, with helpers to create pods,
-wait for their status through the API and run commands in their containers."""
+"""For tests: the emulated cluster (the real control plane and our kubelets), with helpers to
+create pods, wait for their status through the API and run commands in their containers."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from testing.emulated_cluster.api import Api, Scope
+import requests
+
+from testing.control_plane import accounts
+from testing.emulated_cluster import marks
+from testing.emulated_cluster.api import Api, Informer
 from testing.emulated_cluster.cluster import MachineSide, NodeShape
-from testing.fake_kube.control_plane import ControlPlane
-from testing.fake_kube.server import FakeKubeServer
 
 JSON = dict[str, Any]
 NAMESPACE = "ml"
@@ -22,9 +24,75 @@ WAIT = 30.0  # real seconds before a test gives up (never reached when green)
 
 @dataclass
 class Emulated:
-    server: FakeKubeServer
-    api: Api
+    api: Api  # system:masters
     side: MachineSide
+    seen: list[tuple[str, JSON]] = field(default_factory=list)  # every pod event, in order
+    _kubelet_client: requests.Session | None = None
+
+    def kubelet_get(self, node: int, path: str, **kwargs: Any) -> requests.Response:
+        """GET ``path`` of node ``node``'s kubelet (1-based) over HTTPS, as the API server's
+        log proxy asks it (a client certificate of the cluster's CA)."""
+        control = self.side.control
+        assert control is not None
+        if self._kubelet_client is None:
+            pair = control.client_certificate("kubelet-test-client")
+            self._kubelet_client = requests.Session()
+            self._kubelet_client.trust_env = False
+            self._kubelet_client.verify = str(control.ca)
+            self._kubelet_client.cert = (str(pair.cert), str(pair.key))
+        url = f"https://{marks.NODE_ADDRESSES[node - 1]}:{marks.KUBELET_PORT}{path}"
+        return self._kubelet_client.get(url, timeout=kwargs.pop("timeout", 10), **kwargs)
+
+    def bound_claim(self, name: str, modes: list[str], size: str = "2Gi") -> None:
+        """A PersistentVolumeClaim and a PersistentVolume reserved for it (``claimRef``), which
+        kube-controller-manager's binder binds: the scheduler places pods only with bound claims.
+        The kubelets keep a claim's files in their shared claims directory, whatever the PV
+        says."""
+        volume = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{NAMESPACE}-{name}"},
+            "spec": {
+                "capacity": {"storage": size},
+                "accessModes": modes,
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "hostPath": {"path": f"/{name}"},
+                "claimRef": {"namespace": NAMESPACE, "name": name},
+            },
+        }
+        self.api.create("/api/v1/persistentvolumes", volume)
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": modes,
+                "storageClassName": "",
+                "resources": {"requests": {"storage": size}},
+            },
+        }
+        self.create("persistentvolumeclaims", claim)
+        path = f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{name}"
+        deadline = time.time() + WAIT
+        while ((self.api.get(path) or {}).get("status") or {}).get("phase") != "Bound":
+            if time.time() > deadline:
+                raise AssertionError(f"claim {name} was never bound")
+            time.sleep(0.1)
+
+    def history(self, name: str) -> list[JSON]:
+        """The pod ``name`` as each ADDED/MODIFIED event of a watch showed it."""
+        return [
+            o for kind, o in list(self.seen) if kind != "DELETED" and o["metadata"]["name"] == name
+        ]
+
+    def ci_runner_kubeconfig(self, namespace: str = NAMESPACE) -> JSON:
+        """A kubeconfig with only examples/rbac.yaml's Role in ``namespace`` (applied now)."""
+        control = self.side.control
+        assert control is not None
+        accounts.apply_rbac(self.api, namespace)
+        token = accounts.account_token(self.api, namespace)
+        return accounts.kubeconfig(control.url, control.ca, token, namespace)
 
     def create(self, plural: str, obj: JSON) -> JSON:
         obj.setdefault("metadata", {}).setdefault("namespace", NAMESPACE)
@@ -105,21 +173,23 @@ def phase_is(*phases: str) -> Callable[[JSON], bool]:
 
 
 @contextmanager
-def emulated(nodes: int = 2, control_plane: bool = False) -> Iterator[Emulated]:
-    """The emulated nodes against a fake API server; with ``control_plane``, also the control
-    plane of ``testing/fake_kube/control_plane/`` without its scripted kubelet (MPI Operator, Job
-    controller, scheduler, garbage collector) and the Node objects the scheduler binds to."""
-    with FakeKubeServer() as server:
-        api = Api(server.url, server.token)
-        shapes = [NodeShape(f"node-{i + 1}") for i in range(nodes)]
-        control = ControlPlane(server, scripted_kubelet=False) if control_plane else None
-        side = MachineSide(api, Scope(NAMESPACE), shapes).start()
-        try:
-            if control_plane:
-                for node in side.node_objects():
-                    api.create("/api/v1/nodes", node)
-            yield Emulated(server, api, side)
-        finally:
-            side.stop()
-            if control is not None:
-                control.stop()
+def emulated(nodes: int = 2) -> Iterator[Emulated]:
+    """The emulated cluster with ``nodes`` nodes and the namespace :data:`NAMESPACE`."""
+    shapes = [NodeShape(f"node-{i + 1}") for i in range(nodes)]
+    side = MachineSide(shapes).start()
+    recorder: Informer | None = None
+    try:
+        accounts.create_namespace(side.api, NAMESPACE)
+        cluster = Emulated(side.api, side)
+        recorder = Informer(
+            side.api,
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            {},
+            lambda kind, obj: cluster.seen.append((kind, obj)),
+            "pod-history",
+        ).start()
+        yield cluster
+    finally:
+        if recorder is not None:
+            recorder.stop()
+        side.stop()

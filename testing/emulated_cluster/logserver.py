@@ -4,10 +4,14 @@ validateContainerLogStatus), served from the CRI log files of :mod:`.crilog`."""
 
 from __future__ import annotations
 
+import contextlib
+import ssl
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -48,14 +52,35 @@ def options_from_query(query: dict[str, str], now_ns: int) -> LogOptions:
     return options
 
 
+@dataclass(frozen=True)
+class Tls:
+    """The kubelet's serving certificate and the CA its clients' certificates must chain to
+    (kube-apiserver's ``--kubelet-client-certificate``): the kubelet's x509 authentication."""
+
+    cert: Path
+    key: Path
+    client_ca: Path
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, self.key)
+        context.load_verify_locations(self.client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+
 class LogServer:
-    """An HTTP server on the node's InternalIP; ``find(ns, pod)`` gives the pod's worker."""
+    """An HTTPS server on the node's InternalIP; ``find(ns, pod)`` gives the pod's worker."""
 
     def __init__(
-        self, address: str, port: int, find: Callable[[str, str], PodWorker | None]
+        self, address: str, port: int, find: Callable[[str, str], PodWorker | None], tls: Tls
     ) -> None:
         self.find = find
         self._httpd = ThreadingHTTPServer((address, port), self._handler())
+        # The handshake on the handler's thread (first read), not in accept on the serving one.
+        self._httpd.socket = tls.context().wrap_socket(
+            self._httpd.socket, server_side=True, do_handshake_on_connect=False
+        )
         self._httpd.daemon_threads = True
         self._stopping = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -77,6 +102,11 @@ class LogServer:
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def handle(self) -> None:
+                # A client without our CA's certificate, or one gone mid-stream.
+                with contextlib.suppress(ssl.SSLError, ConnectionResetError, BrokenPipeError):
+                    super().handle()
 
             def do_GET(self) -> None:
                 server.serve(self)
@@ -141,5 +171,5 @@ class LogServer:
         try:
             read_logs(path, options, write, running, lambda: self._stopping)
             handler.wfile.write(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             pass

@@ -48,6 +48,9 @@ class NodeContext:
     cluster_domain: str
     resolv_conf: str | None
     images: frozenset[str] = frozenset({DEFAULT_IMAGE})  # what "pulls" (all look the same)
+    # The attach/detach controller's view (kube-controller-manager's, cluster-wide): a node's
+    # own user may list only the pods bound to it.
+    attach_api: Api | None = None
 
 
 def rfc3339(moment: float) -> str:

@@ -47,8 +47,10 @@ def sources(worker: PodWorker) -> Sources:
 
 def _claim_users_elsewhere(worker: PodWorker, claim: str) -> list[str]:
     """Pods on other nodes that hold (or came first for) the claim: the attach/detach controller
-    attaches a ReadWriteOnce volume to one node, first come first served."""
-    pods, _ = worker.ctx.api.list(f"/api/v1/namespaces/{worker.namespace}/pods")
+    attaches a ReadWriteOnce volume to one node, first come first served (it reads every
+    node's pods, which a kubelet's own user may not)."""
+    api = worker.ctx.attach_api or worker.ctx.api
+    pods, _ = api.list(f"/api/v1/namespaces/{worker.namespace}/pods")
     mine = worker.pod["metadata"]
     me = (mine.get("creationTimestamp") or "", mine["name"])
     users = []

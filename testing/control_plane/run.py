@@ -1,0 +1,381 @@
+"""Start and stop the real control plane of one emulated-cluster run: etcd on loopback,
+kube-apiserver on the bridge's gateway address, kube-controller-manager, kube-scheduler and
+MPI Operator v0.8.2 (in a network namespace of its own: its health server binds ``:8080`` on
+every interface, hard-wired in ``cmd/mpi-operator/app/server.go``). Every process goes into the
+run's cgroup and every file into its state tmpfs, so the emulated cluster's cleanup removes what a
+killed run left (``testing/emulated_cluster/cleanup.py``)."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from testing.control_plane import accounts, binaries, pki
+from testing.emulated_cluster import cleanup, marks, network
+from testing.emulated_cluster.api import Api, ApiFailure
+from testing.emulated_cluster.cgroups import Cgroup
+from testing.paths import REPO_ROOT
+
+JSON = dict[str, Any]
+CRD = REPO_ROOT / "tests" / "data" / "mpi-operator-v0.8.2" / "kubeflow.org_mpijobs.yaml"
+OPERATOR_NETNS = marks.NETNS_PREFIX + "mpi-operator"
+OPERATOR_VETH = marks.VETH_PREFIX + "mpiop"
+LOCK_NAMESPACE = "mpi-operator"  # the operator's -lock-namespace default; it must exist
+START_TIMEOUT = 120.0  # kube-apiserver on 2 busy cores takes 10-40 s to be ready
+# What the kubelets and tests need of kube-controller-manager (FACTS.md: the --controllers names);
+# the root CA publisher writes kube-root-ca.crt, which every pod's projected token volume reads;
+# the node lifecycle controller lifts the not-ready taint admission puts on every new Node; the
+# PersistentVolume binder binds claims to volumes (the scheduler waits for that).
+CONTROLLERS = (
+    "node-lifecycle-controller",
+    "persistentvolume-binder-controller",
+    "job-controller",
+    "ttl-after-finished-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "resourcequota-controller",
+    "pod-garbage-collector-controller",
+    "root-ca-certificate-publisher-controller",
+)
+
+
+class StartFailed(Exception):
+    """A part of the control plane did not come up; the message ends with its log's tail."""
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (etcd's client and peer ports)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def kubeconfig(url: str, ca: Path, user: JSON) -> JSON:
+    """A kubeconfig for ``url`` with the run's CA and one user entry (token or client cert)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "emulated", "cluster": {"server": url, "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": "emulated", "user": user}],
+        "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "emulated"}}],
+        "current-context": "emulated",
+    }
+
+
+def cert_user(pair: pki.KeyPair) -> JSON:
+    return {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def check(self) -> None:
+        if self.popen.poll() is not None:
+            raise StartFailed(
+                f"{self.name} exited with {self.popen.returncode}:\n{_tail(self.log)}"
+            )
+
+
+def operator_network_up() -> None:
+    """The operator's netns, joined to the bridge (it only talks to kube-apiserver there)."""
+    network.ip("netns", "add", OPERATOR_NETNS)
+    network.ip("link", "add", OPERATOR_VETH, "type", "veth", "peer", "name", "eth0", "netns",
+               OPERATOR_NETNS)  # fmt: skip
+    network.ip("link", "set", OPERATOR_VETH, "master", marks.BRIDGE, "up")
+    inside = ("netns", "exec", OPERATOR_NETNS, "ip")
+    network.ip(*inside, "link", "set", "lo", "up")
+    network.ip(*inside, "addr", "add", f"{marks.OPERATOR_ADDRESS}/{marks.PREFIX_LEN}", "dev",
+               "eth0")  # fmt: skip
+    network.ip(*inside, "link", "set", "eth0", "up")
+
+
+class ControlPlane:
+    """``start()`` needs the bridge up (kube-apiserver listens on its gateway address);
+    ``stop()`` ends the processes (the caller's cleanup removes netns, files and cgroup)."""
+
+    def __init__(self, state: Path, cgroup: Cgroup, bin_dir: Path | None = None) -> None:
+        self.state = state
+        self.cgroup = cgroup
+        self.bin_dir = bin_dir or binaries.bin_dir()
+        self.url = f"https://{marks.GATEWAY}:{marks.API_PORT}"
+        self.admin_token = secrets.token_hex(24)
+        self.processes: list[Process] = []
+        self.pki_dir = state / "pki"
+        self.authority: pki.Authority | None = None
+
+    @property
+    def ca(self) -> Path:
+        return self.pki_dir / "ca.crt"
+
+    def admin_api(self) -> Api:
+        return Api(self.url, self.admin_token, ca=self.ca)
+
+    def client_certificate(self, user: str, groups: tuple[str, ...] = ()) -> pki.KeyPair:
+        """A client certificate of this run's CA: ``user`` in ``groups``."""
+        assert self.authority is not None, "start() first"
+        stem = user.replace(":", "-")
+        return self.authority.issue(stem, user, groups)
+
+    def serving_certificate(self, stem: str, address: str, name: str) -> pki.KeyPair:
+        assert self.authority is not None, "start() first"
+        return self.authority.issue(stem, name, addresses=(address,), dns_names=(name,))
+
+    def admin_kubeconfig(self, namespace: str = "default") -> JSON:
+        config = kubeconfig(self.url, self.ca, {"token": self.admin_token})
+        config["contexts"][0]["context"]["namespace"] = namespace
+        return config
+
+    # -- start ----------------------------------------------------------------------------------
+
+    def start(self) -> ControlPlane:
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.cgroup.create(None)
+        self.authority = pki.Authority(self.pki_dir)
+        etcd_url = self._etcd()
+        self._apiserver(etcd_url)
+        self._wait_ready()
+        self._controller_manager()
+        self._scheduler()
+        self._operator()
+        return self
+
+    def _spawn(self, name: str, argv: list[str]) -> Process:
+        log = self.state / f"{name}.log"
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=self.cgroup.add_self,
+            )
+        process = Process(name, popen, log)
+        self.processes.append(process)
+        return process
+
+    def _bin(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+    def _write_kubeconfig(self, name: str, config: JSON) -> Path:
+        path = self.state / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def _etcd(self) -> str:
+        client, peer = free_port(), free_port()
+        client_url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+        self._spawn(
+            "etcd",
+            [
+                self._bin("etcd"),
+                "--name=emulated",
+                f"--data-dir={self.state / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=emulated={peer_url}",
+                "--unsafe-no-fsync",  # a tmpfs that dies with the run: nothing to make durable
+                "--log-level=warn",
+            ],
+        )
+        return client_url
+
+    def _apiserver(self, etcd_url: str) -> None:
+        assert self.authority is not None
+        serving = self.authority.issue(
+            "apiserver",
+            "kube-apiserver",
+            addresses=(marks.GATEWAY, "127.0.0.1", marks.KUBERNETES_SERVICE_IP),
+            dns_names=(
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                f"kubernetes.default.svc.{marks.CLUSTER_DOMAIN}",
+            ),
+        )
+        kubelet_client = self.authority.issue(
+            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins",)
+        )
+        accounts = pki.service_account_keys(self.pki_dir)
+        tokens = self.pki_dir / "tokens.csv"
+        # token,user,uid,"group1,group2" (the static token file's format)
+        tokens.write_text(f'{self.admin_token},emulated-admin,emulated-admin,"system:masters"\n')
+        tokens.chmod(0o600)
+        self._spawn(
+            "kube-apiserver",
+            [
+                self._bin("kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                f"--bind-address={marks.GATEWAY}",
+                f"--advertise-address={marks.GATEWAY}",
+                f"--secure-port={marks.API_PORT}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={self.ca}",
+                f"--token-auth-file={tokens}",
+                f"--service-account-key-file={accounts.cert}",
+                f"--service-account-signing-key-file={accounts.key}",
+                f"--service-account-issuer=https://kubernetes.default.svc.{marks.CLUSTER_DOMAIN}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--service-cluster-ip-range={marks.SERVICE_RANGE}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                f"--kubelet-certificate-authority={self.ca}",
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--cert-dir={self.pki_dir}",
+                "--profiling=false",
+                "--allow-privileged=true",
+            ],
+        )
+
+    def _wait_ready(self) -> None:
+        """Until ``/readyz`` answers ok (RBAC's bootstrap roles exist then)."""
+        deadline = time.monotonic() + START_TIMEOUT
+        headers = {"Authorization": f"Bearer {self.admin_token}"}
+        while True:
+            for process in self.processes:
+                process.check()
+            try:
+                answer = requests.get(
+                    f"{self.url}/readyz", headers=headers, verify=str(self.ca), timeout=5
+                )
+                if answer.status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise StartFailed(
+                    f"kube-apiserver not ready after {START_TIMEOUT:.0f}s:\n"
+                    + _tail(self.state / "kube-apiserver.log")
+                )
+            time.sleep(0.3)
+
+    def _component(self, name: str, user: str, flags: list[str]) -> None:
+        """kube-controller-manager or kube-scheduler: its own client certificate, no leader
+        election (one of each) and no health server on any interface."""
+        pair = self.client_certificate(user)
+        config = self._write_kubeconfig(name, kubeconfig(self.url, self.ca, cert_user(pair)))
+        self._spawn(
+            name,
+            [
+                self._bin(name),
+                f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}",
+                f"--authorization-kubeconfig={config}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--profiling=false",
+                *flags,
+            ],
+        )
+
+    def _controller_manager(self) -> None:
+        self._component(
+            "kube-controller-manager",
+            "system:kube-controller-manager",
+            [
+                f"--controllers={','.join(CONTROLLERS)}",
+                # Each controller with its own service account and bootstrap role (kubeadm's way).
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
+                f"--root-ca-file={self.ca}",
+                "--node-monitor-period=1s",  # new Nodes lose their not-ready taint within a second
+            ],
+        )
+
+    def _scheduler(self) -> None:
+        self._component("kube-scheduler", "system:kube-scheduler", [])
+
+    def _operator(self) -> None:
+        api = self.admin_api()
+        accounts.create_namespace(api, LOCK_NAMESPACE, wait_for_account=False)
+        self._apply_crd(api)
+        # The operator's user: cluster-wide rights (upstream deploys it with a ClusterRole of
+        # about that reach: deploy/v2beta1/mpi-operator.yaml).
+        pair = self.client_certificate("mpi-operator", ("system:masters",))
+        config = self._write_kubeconfig(
+            "mpi-operator", kubeconfig(self.url, self.ca, cert_user(pair))
+        )
+        operator_network_up()
+        self._spawn(
+            "mpi-operator",
+            [
+                "ip",
+                "netns",
+                "exec",
+                OPERATOR_NETNS,
+                self._bin("mpi-operator"),
+                f"-kubeConfig={config}",
+                f"-lock-namespace={LOCK_NAMESPACE}",
+                "-kube-api-qps=50",
+                "-kube-api-burst=100",
+            ],
+        )
+
+    def _apply_crd(self, api: Api) -> None:
+        """Create the vendored CRD (too big for client-side apply) and wait until Established."""
+        crd = yaml.safe_load(CRD.read_text())
+        path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        try:
+            api.create(path, crd)
+        except ApiFailure as err:
+            if err.code != 409:
+                raise
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = api.get(f"{path}/{crd['metadata']['name']}") or {}
+            conditions = (found.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            time.sleep(0.2)
+        raise StartFailed("the MPIJob CRD never became Established")
+
+    def wait_operator_leads(self, timeout: float = 60.0) -> JSON:
+        """The operator's Lease once it holds it (it runs its controller only then)."""
+        api = self.admin_api()
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/mpi-operator"
+        deadline = time.monotonic() + timeout
+        while True:
+            for process in self.processes:
+                process.check()
+            lease = api.get(path)
+            if lease is not None and (lease.get("spec") or {}).get("holderIdentity"):
+                return lease
+            if time.monotonic() > deadline:
+                raise StartFailed("the MPI Operator never took its Lease:\n" + _tail(
+                    self.state / "mpi-operator.log"))  # fmt: skip
+            time.sleep(0.2)
+
+    # -- stop -----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """SIGTERM in reverse start order (the API server last but etcd), then SIGKILL."""
+        for process in reversed(self.processes):
+            cleanup.end(process.popen, 10)
+        self.processes = []
+        network.ip("netns", "del", OPERATOR_NETNS, check=False)
