@@ -20,6 +20,7 @@ from ci_runner.results.destination import GitLabDestination, open_gitlab
 from ci_runner.results.publish import finish
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import DROP, FakeGitLab
+from testing.metric_specs import TEST
 
 TOKEN = "glpat-reporting-CANARY-1"
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
@@ -244,3 +245,63 @@ def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseli
     url = f"{gitlab_server.url}/team/ml/-/pipelines/{green.id}"
     assert report.baseline_pipeline == (green.id, url)
     assert gitlab_server.count("GET", "/projects/43") == 0
+
+
+def branch_ctx(gitlab_server: FakeGitLab) -> CIContext:
+    """A branch (push) pipeline: GitLab gives no CI_MERGE_REQUEST_* variables."""
+    return replace(
+        ctx(gitlab_server),
+        mr_iid=None,
+        mr_target_branch=None,
+        pipeline_source="push",
+        ref_name="feature",
+        default_branch="main",
+    )
+
+
+def metrics_json(loss: float) -> bytes:
+    return b'{"version": 1, "metrics": {"test_loss": {"final": %.1f}}}' % loss
+
+
+def test_a_branch_pipeline_compares_each_mr_with_its_own_target_branch(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_merge_request(project, 4, sha=SHA, target_branch="develop")
+    gitlab_server.add_merge_request(project, 5, sha=SHA, target_branch="main")
+    gitlab_server.add_merge_request(project, 6, sha=SHA, target_branch="develop")
+    path = "ci-runner-out/metrics.json"
+    main = gitlab_server.add_pipeline(project, "main", jobs={"train": {path: metrics_json(0.9)}})
+    develop = gitlab_server.add_pipeline(
+        project, "develop", jobs={"train": {path: metrics_json(0.5)}}
+    )
+    branch = branch_ctx(gitlab_server)
+    gitlab = open_gitlab(branch, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    log = tmp_path / "train.log"
+    log.write_text("[0]<stdout>:Testing. MSE loss: 0.25\n")
+
+    report = finish(
+        build_plan(replace(CONFIG, metrics=(TEST,)), branch, outputs=paths(tmp_path)),
+        result(log),
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=NoWarnings(),
+    )
+
+    develop_url = f"{gitlab_server.url}/group/proj/-/pipelines/{develop.id}"
+    develop_line = f"Baseline: `develop` at [pipeline #{develop.id}]({develop_url})."
+    for iid in (4, 6):
+        [note] = gitlab_server.notes(project, iid)
+        assert develop_line in note.body.splitlines()
+    [note] = gitlab_server.notes(project, 5)
+    assert [line for line in note.body.splitlines() if line.startswith("Baseline:")] == [
+        f"Baseline: `main` at [pipeline #{main.id}]({gitlab_server.url}/group/proj/-/pipelines/"
+        f"{main.id})."
+    ]
+    assert report.baseline_ref == "develop"  # report.md: the first MR's (!4) target
+    assert report.baseline == {"test_loss": 0.5}
+    # one baseline download per distinct target branch
+    assert gitlab_server.count("GET", r"/projects/\d+/pipelines$") == 2

@@ -37,6 +37,7 @@ CREATE_ATTEMPTS: Final = 3  # creates of one note whose answer was lost, each af
 @dataclass(frozen=True)
 class MergeRequestTarget:
     iid: int
+    target_branch: str | None = None  # the MR's target branch: where its baseline comes from
 
     def describe(self, project: Project) -> str:
         return f"merge request !{self.iid} of {project.path_with_namespace}"
@@ -82,18 +83,27 @@ def find_targets(project: Project, ctx: CIContext) -> list[Target]:
     """Where the report goes: the pipeline's MR; else every open MR whose head is ``ctx.sha``;
     else the commit itself. ``project`` is the MR's project (:func:`report_project_id`)."""
     if ctx.mr_iid:
-        return [MergeRequestTarget(int(ctx.mr_iid))]
+        return [MergeRequestTarget(int(ctx.mr_iid), ctx.mr_target_branch)]
     action = f"list the merge requests of commit {ctx.sha[:8]} in {project.path_with_namespace}"
     with gitlab_errors(action, project.manager.gitlab.url):
         related = project.commits.get(ctx.sha, lazy=True).merge_requests(get_all=True)
         open_heads = sorted(
-            int(mr["iid"])
+            (int(mr["iid"]), mr.get("target_branch") or None)
             for mr in related
             if mr.get("state") == "opened" and mr.get("sha") == ctx.sha
         )
     if open_heads:
-        return [MergeRequestTarget(iid) for iid in open_heads]
+        return [MergeRequestTarget(iid, branch) for iid, branch in open_heads]
     return [CommitTarget(ctx.sha)]
+
+
+def baseline_branch(target: Target, ctx: CIContext) -> str | None:
+    """The branch whose metrics ``target``'s comment compares with: an MR's own target branch;
+    for the commit (or an MR whose target is unknown) the MR pipeline's target, else the
+    project's default branch."""
+    if isinstance(target, MergeRequestTarget) and target.target_branch:
+        return target.target_branch
+    return ctx.mr_target_branch or ctx.default_branch
 
 
 def report_project_id(ctx: CIContext) -> str:
