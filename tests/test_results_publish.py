@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +18,7 @@ from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.destination import GitLabDestination, open_gitlab
-from ci_runner.results.publish import finish
+from ci_runner.results.publish import announce, finish
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import DROP, FakeGitLab
 from testing.metric_specs import TEST
@@ -305,3 +306,92 @@ def test_a_branch_pipeline_compares_each_mr_with_its_own_target_branch(
     assert report.baseline == {"test_loss": 0.5}
     # one baseline download per distinct target branch
     assert gitlab_server.count("GET", r"/projects/\d+/pipelines$") == 2
+
+
+def start_and_finish(
+    gitlab_server: FakeGitLab,
+    tmp_path: Path,
+    pipeline: CIContext,
+    during_training: Callable[[], object],
+) -> None:
+    """``train``'s GitLab steps: the destination and "training started", then (after
+    ``during_training``) the result."""
+    gitlab = open_gitlab(pipeline, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    announce(gitlab, plan, SecretMasker([TOKEN]), NoWarnings())
+    during_training()
+    log = tmp_path / "train.log"
+    log.write_text("[0]<stdout>:Testing. MSE loss: 0.25\n")
+    finish(
+        plan,
+        result(log),
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=NoWarnings(),
+    )
+
+
+SUCCEEDED = "<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`\n"
+STARTED = "<!-- ci-runner:toy -->\n### ⏳ Training started: `toy`\n"
+
+
+def test_an_mr_opened_during_training_gets_the_comment_and_the_commit_its_result(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_commit(project, SHA)
+
+    def open_mr() -> None:
+        [discussion] = project.discussions
+        assert discussion.notes[0].body.startswith(STARTED)
+        gitlab_server.add_merge_request(project, 8, sha=SHA, target_branch="develop")
+
+    start_and_finish(gitlab_server, tmp_path, branch_ctx(gitlab_server), open_mr)
+
+    [note] = gitlab_server.notes(project, 8)
+    assert note.body.startswith(SUCCEEDED)
+    assert "No baseline from `develop`: no `metrics.json` from a successful target run." in (
+        note.body
+    )
+    [discussion] = project.discussions
+    assert [n.body[: len(SUCCEEDED)] for n in discussion.notes] == [SUCCEEDED]
+
+
+def test_an_mr_commented_at_the_start_has_its_comment_edited_not_a_second_one(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    def check_started() -> None:
+        [note] = gitlab_server.notes(project, 4)
+        assert note.body.startswith(STARTED)
+
+    start_and_finish(gitlab_server, tmp_path, branch_ctx(gitlab_server), check_started)
+
+    [note] = gitlab_server.notes(project, 4)
+    assert note.body.startswith(SUCCEEDED)
+    assert project.discussions == []
+    assert gitlab_server.count("POST", r"/merge_requests/4/notes$") == 1
+
+
+def test_ci_open_merge_requests_names_an_mr_whose_commits_gitlab_has_not_listed_yet(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_commit(project, SHA)
+    # the MR's commit list is refreshed asynchronously after the push: it does not hold SHA yet
+    gitlab_server.add_merge_request(project, 9, sha="c" * 40, target_branch="develop")
+    gitlab_server.add_merge_request(project, 10, sha="d" * 40, state="closed")
+    pipeline = replace(
+        branch_ctx(gitlab_server), open_merge_requests="group/proj!9,group/proj!10,other/proj!3"
+    )
+
+    start_and_finish(gitlab_server, tmp_path, pipeline, lambda: None)
+
+    [note] = gitlab_server.notes(project, 9)
+    assert note.body.startswith(SUCCEEDED)
+    assert "No baseline from `develop`" in note.body
+    assert gitlab_server.notes(project, 10) == []
+    assert project.discussions == []

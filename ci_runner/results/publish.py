@@ -96,6 +96,7 @@ def finish(
         raise ValueError("a run plan without output paths has nowhere to write the report")
     if gitlab is not None:
         gitlab.next_phase()
+        gitlab = gitlab.found_again(ctx, console)
     summary = _metrics(config, result, console)
     artifacts = None
     if result.succeeded and plan.output_uri:
