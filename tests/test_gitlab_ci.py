@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -154,14 +155,54 @@ def test_train_job_shape() -> None:
     }
 
 
-def test_after_script_cancels_only_a_cancelled_job() -> None:
-    _, jobs = load_component({"image": "img:1"})
-    (line,) = jobs["train"]["after_script"]
-    assert line == (
-        'if [ "$CI_JOB_STATUS" = "canceled" ]; then ci-runner cancel --config "$CI_RUNNER_CONFIG"'
-        ' --output-dir "$CI_RUNNER_OUTPUT_DIR"; fi'
-    )
-    assert shlex.split(line)[:5] == ["if", "[", "$CI_JOB_STATUS", "=", "canceled"]
+@pytest.mark.parametrize(
+    ("status", "cancels"),
+    # after_script's CI_JOB_STATUS as GitLab Runner sets it (common/build.go,
+    # runtimeStateAndError): success, failed, canceled, timedout (RUNNER_SCRIPT_TIMEOUT)
+    [("success", False), ("failed", False), ("canceled", True), ("timedout", True)],
+)
+def test_after_script_cancels_a_cancelled_or_timed_out_job(
+    tmp_path: Path, status: str, cancels: bool
+) -> None:
+    _, jobs = load_component({"image": "img:1", "output_dir": "out dir"})
+    job = jobs["train"]
+    (line,) = job["after_script"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    recorder = bin_dir / "ci-runner"
+    recorder.write_text('#!/bin/sh\nprintf "%s|" "$@" > "$CALLS"\n')
+    recorder.chmod(0o755)
+    env = {
+        **{k: str(v) for k, v in job["variables"].items()},
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(tmp_path / "calls"),
+        "CI_JOB_STATUS": status,
+    }
+    # the shell executor's and most images' /bin/sh (dash in Debian's)
+    done = subprocess.run(["/bin/sh", "-c", line], env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (0, "")
+    calls = tmp_path / "calls"
+    expected = "cancel|--config|train.yaml|--output-dir|out dir|"
+    assert (calls.read_text() if calls.exists() else None) == (expected if cancels else None)
+
+
+def test_the_script_timeout_leaves_after_script_its_time() -> None:
+    spec, jobs = load_component({"image": "img:1"})
+    variables = jobs["train"]["variables"]
+    assert (variables["RUNNER_SCRIPT_TIMEOUT"], variables["RUNNER_AFTER_SCRIPT_TIMEOUT"]) == (
+        "55m",
+        "5m",
+    )  # 60m together: GitLab's default job timeout
+    assert spec["script_timeout"]["regex"] == spec["after_script_timeout"]["regex"]
+    pattern = re.compile(spec["script_timeout"]["regex"])
+    assert [bool(pattern.match(t)) for t in ("55m", "2h30m", "90s", "", "1d", "5 m")] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
 
 
 def test_fork_merge_requests_are_opt_in() -> None:
@@ -236,7 +277,7 @@ def test_component_command_lines_parse_with_the_real_cli() -> None:
     job = jobs["train"]
     variables = {"CI_RUNNER_CONFIG": "train.yaml", "CI_RUNNER_OUTPUT_DIR": "ci-runner-out"}
     after = job["after_script"][0]
-    cancel = after[after.index("ci-runner cancel") : after.rindex(";")]
+    cancel = after[after.index("ci-runner cancel") : after.index(";;")]
     parser = _parser(Runtime({}, REPO_ROOT, io.StringIO(), io.StringIO()))
     parsed = []
     for line in [*job["script"], cancel]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,41 @@ def test_the_example_job_runs_in_the_image_this_pipeline_built(tmp_path: Path) -
     preview = yaml.safe_load(stdout[stdout.index("---") :])
     assert preview["example-train"]["image"] == {"name": "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"}
     assert "before_script" not in preview["example-train"]
+
+
+def preview_train(tmp_path: Path, **inputs: str) -> dict[str, Any]:
+    """The train job as gitlab-ci-local evaluates the component with ``inputs`` (validated
+    against GitLab's schema)."""
+    component = "$CI_SERVER_FQDN/your-group/ci-runner/train@1.0.0"
+    ci_yaml = yaml.safe_dump(
+        {"include": [{"component": component, "inputs": {"image": IMAGE, **inputs}}]}
+    )
+    stdout = run_gitlab_ci_local(user_project(tmp_path, ci_yaml), ["--preview"])
+    job: dict[str, Any] = yaml.safe_load(stdout[stdout.index("---") :])["train"]
+    return job
+
+
+def test_a_timed_out_script_still_runs_the_after_script_and_it_cancels(tmp_path: Path) -> None:
+    job = preview_train(tmp_path, script_timeout="1h50m", after_script_timeout="10m")
+    variables = job["variables"]
+    assert (variables["RUNNER_SCRIPT_TIMEOUT"], variables["RUNNER_AFTER_SCRIPT_TIMEOUT"]) == (
+        "1h50m",
+        "10m",
+    )
+    # gitlab-ci-local has no script timeout: after_script is run as GitLab Runner runs it
+    # then, with the job's variables and CI_JOB_STATUS=timedout (common/build.go)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ci-runner").write_text('#!/bin/sh\nprintf "%s|" "$@" > "$CALLS"\n')
+    (bin_dir / "ci-runner").chmod(0o755)
+    env = {
+        **{k: str(v) for k, v in variables.items()},
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(tmp_path / "calls"),
+        "CI_JOB_STATUS": "timedout",
+    }
+    for line in job["after_script"]:
+        subprocess.run(["/bin/sh", "-c", line], env=env, check=True)
+    assert (tmp_path / "calls").read_text() == (
+        "cancel|--config|train.yaml|--output-dir|ci-runner-out|"
+    )
