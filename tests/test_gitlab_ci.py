@@ -147,9 +147,12 @@ def test_train_job_shape() -> None:
     assert job["script"] == [
         'ci-runner train --config "$CI_RUNNER_CONFIG" --output-dir "$CI_RUNNER_OUTPUT_DIR"'
     ]
+    assert job["environment"] == {"name": "training", "action": "access"}
+    assert job["resource_group"] == ""  # none: GitLab ignores a blank key
     assert job["artifacts"] == {
         "when": "always",
         "expire_in": "30 days",
+        "expose_as": "Training report",
         "paths": ["out/"],
         "reports": {"metrics": "out/metrics.txt", "annotations": "out/annotations.json"},
     }
@@ -289,3 +292,20 @@ def test_component_command_lines_parse_with_the_real_cli() -> None:
         ("train.yaml", "ci-runner-out"),
     ]
     assert [a.run.__name__ for a in parsed] == ["run_train", "run_cancel"]
+
+
+@pytest.mark.parametrize(
+    ("name", "good", "bad"),
+    [
+        ("environment", ["training", "gpu/prod", "review/$CI_COMMIT_REF_SLUG"], ["", "a|b"]),
+        ("resource_group", ["", "gpu-cluster", "gpu cluster/1"], ["a|b", "x;y"]),
+        ("expose_as", ["Training report", "report_1"], ["", " lead", "a/b", "Bericht ä"]),
+    ],
+)
+def test_free_text_inputs_have_the_rule_gitlab_applies(
+    name: str, good: list[str], bad: list[str]
+) -> None:
+    spec, _ = load_component({"image": "img:1"})
+    pattern = re.compile(spec[name]["regex"])
+    assert [bool(pattern.match(v)) for v in good + bad] == [True] * len(good) + [False] * len(bad)
+    assert spec[name]["description"]

@@ -189,3 +189,19 @@ def test_a_timed_out_script_still_runs_the_after_script_and_it_cancels(tmp_path:
     assert (tmp_path / "calls").read_text() == (
         "cancel|--config|train.yaml|--output-dir|ci-runner-out|"
     )
+
+
+def test_environment_resource_group_and_expose_as_reach_the_job(tmp_path: Path) -> None:
+    job = preview_train(
+        tmp_path, environment="gpu/prod", resource_group="gpu-cluster", expose_as="Model report"
+    )
+    assert job["environment"] == {"name": "gpu/prod", "action": "access"}
+    assert job["resource_group"] == "gpu-cluster"
+    assert job["artifacts"]["expose_as"] == "Model report"
+    assert job["artifacts"]["paths"] == ["ci-runner-out/"]
+
+
+def test_the_default_inputs_make_a_valid_job(tmp_path: Path) -> None:
+    job = preview_train(tmp_path)  # gitlab-ci-local checks it against GitLab's schema
+    assert job["environment"] == {"name": "training", "action": "access"}
+    assert job["artifacts"]["expose_as"] == "Training report"
