@@ -19,6 +19,8 @@ from ci_runner.errors import GitLabError
 from ci_runner.gitlab.notes import note_body
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import RunPlan
+from ci_runner.results.annotations import add_links
+from ci_runner.results.annotations import output_links as annotation_links
 from ci_runner.results.artifacts import DEFAULT_EXPIRY_SECONDS, output_links
 from ci_runner.results.baseline import Baseline, target_baseline
 from ci_runner.results.destination import GitLabDestination
@@ -128,6 +130,8 @@ def finish(
     report = report_for(next(iter(by_branch)))
     report_md = note_body(masker.mask(render_report(report))) + "\n"
     write_outputs(paths.out_dir, report_md, summary)
+    if links := annotation_links(artifacts):
+        add_links(paths.out_dir, links)
     console.status(f"report: {paths.out_dir / REPORT_NAME}")
     for branch, targets in by_branch.items():
         if targets:
