@@ -428,3 +428,24 @@ def test_a_private_project_the_token_cannot_see_is_404_not_403(
 
     project.members.add(gitlab_bot.id)
     assert requests.get(url, headers=headers, timeout=5).status_code == 200
+
+
+def test_a_note_edit_over_the_limit_gets_gitlabs_exact_400(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    mr = gitlab_server.add_merge_request(project, 1, sha="a" * 40)
+    note = gitlab_server.add_note(mr, "report", gitlab_bot)
+    url = f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes/{note.id}"
+
+    response = requests.put(
+        url, json={"body": "x" * 1_000_001}, headers={"PRIVATE-TOKEN": GITLAB_TOKEN}, timeout=10
+    )
+
+    # API::Helpers::NotesHelpers#update_note: bad_request!("Failed to save note #{errors}")
+    assert response.status_code == 400
+    assert response.json() == {
+        "message": "400 Bad request - Failed to save note "
+        '{:note=>["is too long (maximum is 1000000 characters)"]}'
+    }
+    assert [n.body for n in gitlab_server.notes(project, 1)] == ["report"]

@@ -13,7 +13,9 @@ Rules, from GitLab's source (gitlabhq/gitlabhq; files as cited):
 - Editing or deleting a note needs ``admin_note``: its author, or a maintainer of the project
   (notes_helpers.rb:39-42; app/policies/note_policy.rb:6 delegates to the project, whose
   policy gives maintainers ``admin_note``; note_policy.rb:52-56 gives it to the author).
-- Notes over 1,000,000 characters get GitLab's 400 (the Note model's validation).
+- Notes over 1,000,000 characters get GitLab's 400 (the Note model's validation), worded per
+  endpoint: an edit answers "400 Bad request - Failed to save note {errors}"
+  (lib/api/helpers/notes_helpers.rb, ``update_note``).
 - Creating notes is rate limited per user (``check_rate_limit! :notes_create``, lib/api/notes.rb;
   the ``notes_create_limit`` application setting, 300 a minute by default, in
   lib/gitlab/application_rate_limiter.rb): over it, 429 with ``{"message": {"error": "This
