@@ -109,28 +109,9 @@ PIPELINES = {
 }
 
 
-@pytest.mark.parametrize(
-    ("pipeline", "branch_pipelines", "merge_request_pipelines"),
-    [
-        ("push, no MR", True, True),
-        ("push, open MR", True, False),
-        ("MR pipeline", False, True),
-        ("manual run", True, True),
-        ("schedule", False, False),
-        ("tag push", False, False),
-    ],
-)
-def test_train_job_runs_once_per_change(
-    pipeline: str, branch_pipelines: bool, merge_request_pipelines: bool
-) -> None:
-    for mr_pipelines, expected in ((False, branch_pipelines), (True, merge_request_pipelines)):
-        _, jobs = load_component(
-            {"image": "registry.example.com/ci-runner:1", "merge_request_pipelines": mr_pipelines}
-        )
-        job = jobs["train"]
-        # rules see the job's own variables (CI_RUNNER_MR_PIPELINES) as well as the pipeline's
-        variables = {**job["variables"], **PIPELINES[pipeline]}
-        assert job_runs(job["rules"], variables) is expected, mr_pipelines
+# Which pipelines run the component's job is evaluated by gitlab-ci-local itself
+# (tests/test_templates_ci.py); gitlab-ci-local ignores workflow:rules, so this repository's
+# workflow is checked with the evaluator above.
 
 
 def test_train_job_shape() -> None:
@@ -249,9 +230,6 @@ def test_own_pipeline_runs_the_tests_and_includes_the_component() -> None:
     assert pipeline["e2e"]["script"][-1] == "make test"
     assert pipeline["e2e"]["variables"]["CI_RUNNER_REQUIRE_CLUSTER_RIGHTS"] == "1"
     assert pipeline["unit"]["interruptible"] is pipeline["e2e"]["interruptible"] is True
-    example_rules = pipeline["example-train"]["rules"]
-    assert not job_runs(example_rules, PIPELINES["push, no MR"])
-    assert job_runs(example_rules, {**PIPELINES["manual run"], "TRAIN_EXAMPLE": "true"})
     workflow = pipeline["workflow"]["rules"]
     assert [p for p in PIPELINES if job_runs(workflow, PIPELINES[p])] == [
         "push, no MR",

@@ -74,6 +74,7 @@ MR = {
 }
 WEB = {"CI_PIPELINE_SOURCE": "web"}
 SCHEDULE = {"CI_PIPELINE_SOURCE": "schedule"}
+TAG = {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v1", "CI_COMMIT_BRANCH": ""}
 
 
 def test_the_readme_snippet_makes_a_pipeline_in_a_project_without_stages(
@@ -93,8 +94,9 @@ def test_the_readme_snippet_makes_a_pipeline_in_a_project_without_stages(
         (MR, {}),  # no MR pipeline of the component's making
         (WEB, {"train": "test"}),
         (SCHEDULE, {}),
+        (TAG, {}),
     ],
-    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule"],
+    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule", "tag"],
 )
 def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
     tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
@@ -111,8 +113,9 @@ def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
         (MR, {"train": "test"}),
         (WEB, {"train": "test"}),
         (SCHEDULE, {}),
+        (TAG, {}),
     ],
-    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule"],
+    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule", "tag"],
 )
 def test_jobs_by_pipeline_with_the_readmes_merge_request_workflow(
     tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]

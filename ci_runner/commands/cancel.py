@@ -51,7 +51,13 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
 
     loaded = load_config_from_args(args, runtime)
     config = run_config(loaded.config, runtime.env)
-    plan = build_plan(config, loaded.ctx, runtime.env, outputs=output_settings(args, runtime))
+    plan = build_plan(
+        config,
+        loaded.ctx,
+        runtime.env,
+        outputs=output_settings(args, runtime),
+        masker=runtime.console.masker,
+    )
     assert plan.outputs is not None
     name, console = plan.mpijob_name, runtime.console
     clock = SystemClock()

@@ -19,7 +19,11 @@ from ci_runner.render import manifest_yaml, render_mpijob
 def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
     loaded = load_config_from_args(args, runtime)
     plan = build_plan(
-        loaded.config, loaded.ctx, runtime.env, ci_job=checked_ci_job(loaded, runtime)
+        loaded.config,
+        loaded.ctx,
+        runtime.env,
+        ci_job=checked_ci_job(loaded, runtime),
+        masker=runtime.console.masker,
     )
     runtime.stdout.write(manifest_yaml(render_mpijob(plan)))
     keys = ", ".join(plan.secret.keys)

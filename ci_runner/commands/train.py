@@ -133,6 +133,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         output_uri=as_uri(args.outputs, runtime.cwd) if args.local else None,
         outputs=output_settings(args, runtime),
         ci_job=checked_ci_job(loaded, runtime, clock),
+        masker=runtime.console.masker,
     )
     assert plan.outputs is not None
     outputs = plan.outputs

@@ -19,7 +19,11 @@ from ci_runner.render import render_mpijob
 def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     loaded = load_config_from_args(args, runtime)
     plan = build_plan(
-        loaded.config, loaded.ctx, runtime.env, ci_job=checked_ci_job(loaded, runtime)
+        loaded.config,
+        loaded.ctx,
+        runtime.env,
+        ci_job=checked_ci_job(loaded, runtime),
+        masker=runtime.console.masker,
     )
     render_mpijob(plan)  # what it refuses, validate refuses
     config = loaded.config

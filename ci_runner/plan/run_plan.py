@@ -172,6 +172,7 @@ def build_plan(
     output_uri: str | None = None,
     outputs: OutputPaths | None = None,
     ci_job: CIJobTime | None = None,
+    masker: SecretMasker | None = None,
 ) -> RunPlan:
     """The plan for running ``config`` at ``context`` from the environment ``env``.
 
@@ -180,7 +181,9 @@ def build_plan(
     ``cancel`` only the names). ``data_uri`` and ``output_uri`` replace train.yaml's ``data`` and
     ``outputs`` (taken as is, no {fields}). Raises ConfigError, when reading them, for every
     secret that is not set: before anything is submitted or started. The names ci-runner sets
-    itself the config refuses (:func:`ci_runner.config.schema.load_config`).
+    itself the config refuses (:func:`ci_runner.config.schema.load_config`). A command passes
+    its console's ``masker`` (built from the same environment and secrets): one masker for the
+    lines ci-runner prints and everything the run writes.
     """
     env = env or {}
     name = mpijob_name(config, context)
@@ -197,7 +200,7 @@ def build_plan(
         data_uri=data_uri or config.data,
         output_uri=output_uri,
         secret=JobSecret(secret_name(name), keys, data),
-        masker=secret_masker(env, config.secrets),
+        masker=masker or secret_masker(env, config.secrets),
         outputs=outputs,
         ci_job=ci_job,
     )
