@@ -16,9 +16,10 @@ from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
-from ci_runner.plan.run_plan import OutputPaths, build_plan
+from ci_runner.plan.run_plan import OutputPaths, RunPlan, build_plan
 from ci_runner.results.destination import GitLabDestination, open_gitlab
 from ci_runner.results.publish import announce, finish
+from ci_runner.results.report import ReportInput
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import DROP, FakeGitLab
 from testing.metric_specs import TEST
@@ -95,6 +96,19 @@ def run_finish(
         console=said.console,
     )
     return said.warnings()
+
+
+def finish_quietly(plan: RunPlan, log: Path, gitlab: GitLabDestination | None) -> ReportInput:
+    """``finish`` of a succeeded run whose log is ``log``; any warning fails the test."""
+    return finish(
+        plan,
+        result(log),
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=NoWarnings(),
+    )
 
 
 def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab) -> None:
@@ -230,15 +244,7 @@ def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseli
     log = tmp_path / "train.log"
     log.write_text("")
 
-    report = finish(
-        build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)),
-        result(log),
-        now=NOW,
-        env={},
-        gitlab=gitlab,
-        masker=SecretMasker([TOKEN]),
-        console=NoWarnings(),
-    )
+    report = finish_quietly(build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)), log, gitlab)
 
     [note] = gitlab_server.notes(upstream, 4)
     assert note.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`")
@@ -282,14 +288,8 @@ def test_a_branch_pipeline_compares_each_mr_with_its_own_target_branch(
     log = tmp_path / "train.log"
     log.write_text("[0]<stdout>:Testing. MSE loss: 0.25\n")
 
-    report = finish(
-        build_plan(replace(CONFIG, metrics=(TEST,)), branch, outputs=paths(tmp_path)),
-        result(log),
-        now=NOW,
-        env={},
-        gitlab=gitlab,
-        masker=SecretMasker([TOKEN]),
-        console=NoWarnings(),
+    report = finish_quietly(
+        build_plan(replace(CONFIG, metrics=(TEST,)), branch, outputs=paths(tmp_path)), log, gitlab
     )
 
     develop_url = f"{gitlab_server.url}/group/proj/-/pipelines/{develop.id}"
@@ -322,15 +322,7 @@ def start_and_finish(
     during_training()
     log = tmp_path / "train.log"
     log.write_text("[0]<stdout>:Testing. MSE loss: 0.25\n")
-    finish(
-        plan,
-        result(log),
-        now=NOW,
-        env={},
-        gitlab=gitlab,
-        masker=SecretMasker([TOKEN]),
-        console=NoWarnings(),
-    )
+    finish_quietly(plan, log, gitlab)
 
 
 SUCCEEDED = "<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`\n"

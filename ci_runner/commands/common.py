@@ -23,6 +23,7 @@ from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
 from ci_runner.gitrepo import repo_root
 from ci_runner.plan.deadline import CIJobTime, ci_job_time, longer_than_job
+from ci_runner.plan.run_plan import RunPlan, build_plan
 
 
 @dataclass(frozen=True)
@@ -130,3 +131,14 @@ def checked_ci_job(
     if warning:
         runtime.console.warning(warning)
     return job
+
+
+def plan_only(loaded: LoadedConfig, runtime: Runtime) -> RunPlan:
+    """The plan ``validate`` and ``render`` show: no secrets read, no output files."""
+    return build_plan(
+        loaded.config,
+        loaded.ctx,
+        runtime.env,
+        ci_job=checked_ci_job(loaded, runtime),
+        masker=runtime.console.masker,
+    )
