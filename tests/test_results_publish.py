@@ -387,3 +387,25 @@ def test_ci_open_merge_requests_names_an_mr_whose_commits_gitlab_has_not_listed_
     assert "No baseline from `develop`" in note.body
     assert gitlab_server.notes(project, 10) == []
     assert project.discussions == []
+
+
+def test_gitlabs_notes_rate_limit_is_one_warning_within_the_budget(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    gitlab_server.notes_create_limit = 0  # every note create answers GitLab's 429
+    clock = ManualClock()
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "5"}
+    gitlab = open_gitlab(ctx(gitlab_server), env, NoWarnings(), clock)
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "[ci-runner] warning: the comment was not posted: cannot post the report to merge "
+        "request !4 of group/proj: GitLab kept answering 429 Too Many Requests, even after "
+        "retries; fix: retry the job once GitLab answers again (the token is being "
+        "rate-limited)"
+    ]
+    assert sum(clock.sleeps) <= 5
+    assert project.merge_requests[4].notes == []
