@@ -41,6 +41,8 @@ class CIContext:
     mr_source_project_id: str | None = None  # differs from mr_project_id for a fork's MR
     mr_project_path: str | None = None
     mr_source_project_path: str | None = None
+    # A branch pipeline's open MRs from this branch: up to 4 ``path!iid``, comma-separated.
+    open_merge_requests: str | None = None
     # What pods `git fetch` from (HTTPS; credentials come from a Secret).
     repo_url: str | None = None
 
@@ -82,6 +84,7 @@ CI_VARIABLES: Final[Mapping[str, str]] = {
     "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "mr_source_project_id",
     "CI_MERGE_REQUEST_PROJECT_PATH": "mr_project_path",
     "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "mr_source_project_path",
+    "CI_OPEN_MERGE_REQUESTS": "open_merge_requests",
 }
 
 # Variables whose presence means "running inside a GitLab CI job".

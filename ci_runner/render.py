@@ -113,7 +113,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "workers": config.workers,
         "ttl_seconds_after_finished": k8s.ttl_seconds_after_finished,
         "backoff_limit": k8s.backoff_limit,
-        "active_deadline_seconds": config.timeout,
+        "active_deadline_seconds": plan.deadline_seconds,
         "scheduling": scheduling,
         "image": config.image,
         "service_account": k8s.service_account,

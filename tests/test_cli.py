@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,45 @@ def test_render_prints_the_manifest_and_names_the_secret(project: tuple[Path, st
         "GIT_PASSWORD, WANDB_API_KEY); `ci-runner train` creates it\n"
     )
     assert validate_mpijob(yaml.safe_load(result.stdout)) == []
+
+
+def test_render_in_a_ci_job_without_timeout_follows_ci_job_timeout(
+    project: tuple[Path, str],
+) -> None:
+    repo, sha = project
+    started = datetime.now(timezone.utc) - timedelta(minutes=10)
+    env = {
+        **ci_env(sha),
+        "CI_JOB_TIMEOUT": "3600",
+        "CI_JOB_STARTED_AT": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    result = run(["render"], repo, env)
+    assert result.code == 0
+    deadline = yaml.safe_load(result.stdout)["spec"]["runPolicy"]["activeDeadlineSeconds"]
+    assert 3600 - 600 - 300 - 5 <= deadline <= 3600 - 600 - 300  # 5 min kept for the report
+
+
+def test_a_timeout_longer_than_the_ci_jobs_warns_in_validate_render_and_train(
+    git_repo: GitRepo,
+) -> None:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML + "timeout: 2h\n", "requirements.txt": "x\n"})
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    env = {**ci_env(sha), "CI_JOB_TIMEOUT": "3600"}
+    warning = (
+        "[ci-runner] warning: train.yaml: timeout 2h is longer than this CI job's timeout 1h "
+        "(CI_JOB_TIMEOUT): GitLab stops the job first and the training is cancelled with it; "
+        "fix: lower timeout in train.yaml, or raise the job's timeout (the job's timeout: "
+        "keyword, or the project's Settings > CI/CD > General pipelines > Timeout)\n"
+    )
+    rendered = run(["render"], repo, env)
+    assert rendered.code == 0
+    assert rendered.stderr.startswith(warning)
+    assert yaml.safe_load(rendered.stdout)["spec"]["runPolicy"]["activeDeadlineSeconds"] == 7200
+    validated = run(["validate"], repo, env)
+    assert (validated.code, validated.stderr) == (0, warning)
+    # train warns before anything else fails (here: no cluster to connect to)
+    trained = run(["train"], repo, {**env, "KUBECONFIG": str(repo / "missing")})
+    assert trained.stderr.startswith(warning)
 
 
 def test_no_token_ever_reaches_the_output(project: tuple[Path, str]) -> None:

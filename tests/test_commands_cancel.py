@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ci_runner import cli
+from ci_runner.backends.result import Failure, FailureKind, Outcome
+from ci_runner.commands.cancel import why_stopped
 from ci_runner.config.schema import load_config
 from ci_runner.context import from_environment
 from ci_runner.plan.mpijob_name import mpijob_name
@@ -68,3 +72,58 @@ def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
         assert deleted is not None
         assert deleted["metadata"]["deletionTimestamp"]
         assert deleted["metadata"]["finalizers"] == ["foregroundDeletion"]
+
+
+def test_a_timed_out_job_is_deleted_and_reported_timed_out_with_its_log_tail(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML})
+    (repo / "out").mkdir()
+    (repo / "out" / "train.log").write_text("[0]<stdout>:epoch 1\n[0]<stdout>:epoch 2\n")
+    started = datetime.now(timezone.utc) - timedelta(minutes=55, seconds=2)
+    with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
+            # what GitLab Runner gives after_script once RUNNER_SCRIPT_TIMEOUT stopped the
+            # script (common/build.go: executeAfterScript, runtimeStateAndError)
+            "CI_JOB_STATUS": "timedout",
+            "CI_JOB_TIMEOUT": "3600",
+            "RUNNER_SCRIPT_TIMEOUT": "55m",
+            "RUNNER_AFTER_SCRIPT_TIMEOUT": "5m",
+            "CI_JOB_STARTED_AT": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        name = mpijob_name(load_config(TRAIN_YAML), from_environment(env, repo))
+        kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
+
+        code, err = cancel(["--kube-context", "ml/k8s-agents:gpu-cluster"], repo, env)
+
+        assert code == 0, err
+        assert f"[ci-runner] timed out: MPIJob {name} and everything it owned deleted" in (
+            err.splitlines()
+        )
+        assert kas.store.find(MPIJOBS, "ml-training", name)["metadata"]["deletionTimestamp"]
+    report = (repo / "out" / "report.md").read_text()
+    assert report.splitlines()[:2] == ["<!-- ci-runner:toy -->", "### ❌ Training failed: `toy`"]
+    reason = r"\*\*Reason:\*\* `the CI job timed out after 55m[23]s \(RUNNER_SCRIPT_TIMEOUT 55m\)`"
+    assert re.search(reason + r" \(deadline\)\n", report), report
+    assert "Training started" not in report
+    assert "[0]<stdout>:epoch 1\n[0]<stdout>:epoch 2" in report
+
+
+def test_why_stopped_names_the_limit_and_a_cancel_stays_a_cancel() -> None:
+    now = datetime(2026, 12, 2, 6, 0, tzinfo=timezone.utc)
+    env = {
+        "CI_JOB_STATUS": "timedout",
+        "CI_JOB_TIMEOUT": "3600",
+        "CI_JOB_STARTED_AT": "2026-12-02T05:00:00Z",
+    }
+    assert why_stopped(env, now) == (
+        Outcome.FAILED,
+        Failure(FailureKind.DEADLINE, "the CI job timed out after 1h (CI_JOB_TIMEOUT 1h)"),
+    )
+    assert why_stopped({**env, "CI_JOB_STATUS": "canceled"}, now) == (
+        Outcome.CANCELLED,
+        Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
+    )

@@ -95,7 +95,7 @@ def test_branch_pipeline_posts_to_the_one_open_mr_whose_head_is_the_commit(
 
     targets = find_targets(gitlab_project, ctx(pipeline_source="push", ref_name="feature"))
 
-    assert targets == [MergeRequestTarget(3)]
+    assert targets == [MergeRequestTarget(3, "main")]
     posted = publish(gitlab_project, targets, MARKER, Renderer())
     assert [p.action for p in posted] == [Action.CREATED]
     assert [len(gitlab_fake_project.merge_requests[i].notes) for i in (1, 2, 3, 4)] == [0, 0, 1, 0]
@@ -113,10 +113,10 @@ def test_branch_pipeline_posts_to_every_open_mr_with_this_head(
     render = Renderer()
     posted = publish(gitlab_project, targets, MARKER, render)
 
-    assert targets == [MergeRequestTarget(5), MergeRequestTarget(9)]
+    assert targets == [MergeRequestTarget(5, "main"), MergeRequestTarget(9, "release/1.0")]
     assert [(p.target, p.action) for p in posted] == [
-        (MergeRequestTarget(5), Action.CREATED),
-        (MergeRequestTarget(9), Action.CREATED),
+        (MergeRequestTarget(5, "main"), Action.CREATED),
+        (MergeRequestTarget(9, "release/1.0"), Action.CREATED),
     ]
     assert render.previous == [None, None]
     assert note_bodies(gitlab_fake_project, 5) == [f"{MARKER}\nreport (run 1)"]

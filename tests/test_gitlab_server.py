@@ -390,3 +390,62 @@ def test_the_command_line_refuses_a_bad_state_in_one_line(tmp_path: Path) -> Non
     )
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == f"fake_gitlab: cannot read the state {state}: KeyError: 'id'\n"
+
+
+def test_notes_over_the_rate_limit_get_gitlabs_429(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    gitlab_server.add_merge_request(project, 1, sha="a" * 40)
+    gitlab_server.notes_create_limit = 1
+    url = f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes"
+    headers = {"PRIVATE-TOKEN": GITLAB_TOKEN}
+
+    first = requests.post(url, json={"body": "one"}, headers=headers, timeout=5)
+    second = requests.post(url, json={"body": "two"}, headers=headers, timeout=5)
+
+    assert first.status_code == 201
+    assert second.status_code == 429
+    assert second.json() == {
+        "message": {"error": "This endpoint has been requested too many times. Try again later."}
+    }
+    assert "Retry-After" not in second.headers
+    assert [n.body for n in gitlab_server.notes(project, 1)] == ["one"]
+
+
+def test_a_private_project_the_token_cannot_see_is_404_not_403(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/secret")
+    project.private = True
+    headers = {"PRIVATE-TOKEN": GITLAB_TOKEN}
+    url = f"{gitlab_server.url}/api/v4/projects/g%2Fsecret"
+
+    hidden = requests.get(url, headers=headers, timeout=5)
+    assert (hidden.status_code, hidden.json()) == (404, {"message": "404 Project Not Found"})
+    notes = requests.get(f"{url}/merge_requests/1/notes", headers=headers, timeout=5)
+    assert (notes.status_code, notes.json()) == (404, {"message": "404 Project Not Found"})
+
+    project.members.add(gitlab_bot.id)
+    assert requests.get(url, headers=headers, timeout=5).status_code == 200
+
+
+def test_a_note_edit_over_the_limit_gets_gitlabs_exact_400(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    mr = gitlab_server.add_merge_request(project, 1, sha="a" * 40)
+    note = gitlab_server.add_note(mr, "report", gitlab_bot)
+    url = f"{gitlab_server.url}/api/v4/projects/g%2Fp/merge_requests/1/notes/{note.id}"
+
+    response = requests.put(
+        url, json={"body": "x" * 1_000_001}, headers={"PRIVATE-TOKEN": GITLAB_TOKEN}, timeout=10
+    )
+
+    # API::Helpers::NotesHelpers#update_note: bad_request!("Failed to save note #{errors}")
+    assert response.status_code == 400
+    assert response.json() == {
+        "message": "400 Bad request - Failed to save note "
+        '{:note=>["is too long (maximum is 1000000 characters)"]}'
+    }
+    assert [n.body for n in gitlab_server.notes(project, 1)] == ["report"]

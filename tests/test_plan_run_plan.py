@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
 from ci_runner.backends.local.backend import local_hosts, rank_environment
 from ci_runner.config.types import Elastic, TrainConfig
+from ci_runner.console import Console
 from ci_runner.errors import ConfigError
 from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths, build_plan
 from ci_runner.render import CODE_DIR, POD_HOSTS, render_mpijob
@@ -120,3 +122,12 @@ def test_overrides_are_taken_as_given_and_paths_kept(tmp_path: Path) -> None:
     assert (plan.data_uri, plan.output_uri) == ("file:///d/", "file:///o/{job}")
     assert plan.outputs == outputs
     assert outputs.log_path == tmp_path / "out" / "train.log"
+
+
+def test_a_command_passes_its_consoles_masker_and_the_plan_keeps_that_one() -> None:
+    console = Console.for_environment(io.StringIO(), io.StringIO(), ENV)
+    console.add_secrets(ENV.get(name) for name in CONFIG.secrets)
+    plan = build_plan(CONFIG, CONTEXT, ENV, masker=console.masker)
+    assert plan.masker is console.masker
+    # the same values a plan built alone masks: one masker, built once
+    assert plan.masker.values == build_plan(CONFIG, CONTEXT, ENV).masker.values

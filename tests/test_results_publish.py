@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,11 +16,13 @@ from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.masking import SecretMasker
-from ci_runner.plan.run_plan import OutputPaths, build_plan
+from ci_runner.plan.run_plan import OutputPaths, RunPlan, build_plan
 from ci_runner.results.destination import GitLabDestination, open_gitlab
-from ci_runner.results.publish import finish
+from ci_runner.results.publish import announce, finish
+from ci_runner.results.report import ReportInput
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import DROP, FakeGitLab
+from testing.metric_specs import TEST
 
 TOKEN = "glpat-reporting-CANARY-1"
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
@@ -93,6 +96,19 @@ def run_finish(
         console=said.console,
     )
     return said.warnings()
+
+
+def finish_quietly(plan: RunPlan, log: Path, gitlab: GitLabDestination | None) -> ReportInput:
+    """``finish`` of a succeeded run whose log is ``log``; any warning fails the test."""
+    return finish(
+        plan,
+        result(log),
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=NoWarnings(),
+    )
 
 
 def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab) -> None:
@@ -228,15 +244,7 @@ def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseli
     log = tmp_path / "train.log"
     log.write_text("")
 
-    report = finish(
-        build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)),
-        result(log),
-        now=NOW,
-        env={},
-        gitlab=gitlab,
-        masker=SecretMasker([TOKEN]),
-        console=NoWarnings(),
-    )
+    report = finish_quietly(build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)), log, gitlab)
 
     [note] = gitlab_server.notes(upstream, 4)
     assert note.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`")
@@ -244,3 +252,160 @@ def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseli
     url = f"{gitlab_server.url}/team/ml/-/pipelines/{green.id}"
     assert report.baseline_pipeline == (green.id, url)
     assert gitlab_server.count("GET", "/projects/43") == 0
+
+
+def branch_ctx(gitlab_server: FakeGitLab) -> CIContext:
+    """A branch (push) pipeline: GitLab gives no CI_MERGE_REQUEST_* variables."""
+    return replace(
+        ctx(gitlab_server),
+        mr_iid=None,
+        mr_target_branch=None,
+        pipeline_source="push",
+        ref_name="feature",
+        default_branch="main",
+    )
+
+
+def metrics_json(loss: float) -> bytes:
+    return b'{"version": 1, "metrics": {"test_loss": {"final": %.1f}}}' % loss
+
+
+def test_a_branch_pipeline_compares_each_mr_with_its_own_target_branch(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_merge_request(project, 4, sha=SHA, target_branch="develop")
+    gitlab_server.add_merge_request(project, 5, sha=SHA, target_branch="main")
+    gitlab_server.add_merge_request(project, 6, sha=SHA, target_branch="develop")
+    path = "ci-runner-out/metrics.json"
+    main = gitlab_server.add_pipeline(project, "main", jobs={"train": {path: metrics_json(0.9)}})
+    develop = gitlab_server.add_pipeline(
+        project, "develop", jobs={"train": {path: metrics_json(0.5)}}
+    )
+    branch = branch_ctx(gitlab_server)
+    gitlab = open_gitlab(branch, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    log = tmp_path / "train.log"
+    log.write_text("[0]<stdout>:Testing. MSE loss: 0.25\n")
+
+    report = finish_quietly(
+        build_plan(replace(CONFIG, metrics=(TEST,)), branch, outputs=paths(tmp_path)), log, gitlab
+    )
+
+    develop_url = f"{gitlab_server.url}/group/proj/-/pipelines/{develop.id}"
+    develop_line = f"Baseline: `develop` at [pipeline #{develop.id}]({develop_url})."
+    for iid in (4, 6):
+        [note] = gitlab_server.notes(project, iid)
+        assert develop_line in note.body.splitlines()
+    [note] = gitlab_server.notes(project, 5)
+    assert [line for line in note.body.splitlines() if line.startswith("Baseline:")] == [
+        f"Baseline: `main` at [pipeline #{main.id}]({gitlab_server.url}/group/proj/-/pipelines/"
+        f"{main.id})."
+    ]
+    assert report.baseline_ref == "develop"  # report.md: the first MR's (!4) target
+    assert report.baseline == {"test_loss": 0.5}
+    # one baseline download per distinct target branch
+    assert gitlab_server.count("GET", r"/projects/\d+/pipelines$") == 2
+
+
+def start_and_finish(
+    gitlab_server: FakeGitLab,
+    tmp_path: Path,
+    pipeline: CIContext,
+    during_training: Callable[[], object],
+) -> None:
+    """``train``'s GitLab steps: the destination and "training started", then (after
+    ``during_training``) the result."""
+    gitlab = open_gitlab(pipeline, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    announce(gitlab, plan, SecretMasker([TOKEN]), NoWarnings())
+    during_training()
+    log = tmp_path / "train.log"
+    log.write_text("[0]<stdout>:Testing. MSE loss: 0.25\n")
+    finish_quietly(plan, log, gitlab)
+
+
+SUCCEEDED = "<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`\n"
+STARTED = "<!-- ci-runner:toy -->\n### ⏳ Training started: `toy`\n"
+
+
+def test_an_mr_opened_during_training_gets_the_comment_and_the_commit_its_result(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_commit(project, SHA)
+
+    def open_mr() -> None:
+        [discussion] = project.discussions
+        assert discussion.notes[0].body.startswith(STARTED)
+        gitlab_server.add_merge_request(project, 8, sha=SHA, target_branch="develop")
+
+    start_and_finish(gitlab_server, tmp_path, branch_ctx(gitlab_server), open_mr)
+
+    [note] = gitlab_server.notes(project, 8)
+    assert note.body.startswith(SUCCEEDED)
+    assert "No baseline from `develop`: no `metrics.json` from a successful target run." in (
+        note.body
+    )
+    [discussion] = project.discussions
+    assert [n.body[: len(SUCCEEDED)] for n in discussion.notes] == [SUCCEEDED]
+
+
+def test_an_mr_commented_at_the_start_has_its_comment_edited_not_a_second_one(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    def check_started() -> None:
+        [note] = gitlab_server.notes(project, 4)
+        assert note.body.startswith(STARTED)
+
+    start_and_finish(gitlab_server, tmp_path, branch_ctx(gitlab_server), check_started)
+
+    [note] = gitlab_server.notes(project, 4)
+    assert note.body.startswith(SUCCEEDED)
+    assert project.discussions == []
+    assert gitlab_server.count("POST", r"/merge_requests/4/notes$") == 1
+
+
+def test_ci_open_merge_requests_names_an_mr_whose_commits_gitlab_has_not_listed_yet(
+    gitlab_server: FakeGitLab, tmp_path: Path
+) -> None:
+    gitlab_server.add_token(TOKEN, gitlab_server.add_user("bot"))
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_commit(project, SHA)
+    # the MR's commit list is refreshed asynchronously after the push: it does not hold SHA yet
+    gitlab_server.add_merge_request(project, 9, sha="c" * 40, target_branch="develop")
+    gitlab_server.add_merge_request(project, 10, sha="d" * 40, state="closed")
+    pipeline = replace(
+        branch_ctx(gitlab_server), open_merge_requests="group/proj!9,group/proj!10,other/proj!3"
+    )
+
+    start_and_finish(gitlab_server, tmp_path, pipeline, lambda: None)
+
+    [note] = gitlab_server.notes(project, 9)
+    assert note.body.startswith(SUCCEEDED)
+    assert "No baseline from `develop`" in note.body
+    assert gitlab_server.notes(project, 10) == []
+    assert project.discussions == []
+
+
+def test_gitlabs_notes_rate_limit_is_one_warning_within_the_budget(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    gitlab_server.notes_create_limit = 0  # every note create answers GitLab's 429
+    clock = ManualClock()
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "5"}
+    gitlab = open_gitlab(ctx(gitlab_server), env, NoWarnings(), clock)
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings == [
+        "[ci-runner] warning: the comment was not posted: cannot post the report to merge "
+        "request !4 of group/proj: GitLab kept answering 429 Too Many Requests, even after "
+        "retries; fix: retry the job once GitLab answers again (the token is being "
+        "rate-limited)"
+    ]
+    assert sum(clock.sleeps) <= 5
+    assert project.merge_requests[4].notes == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ MR = {
 }
 WEB = {"CI_PIPELINE_SOURCE": "web"}
 SCHEDULE = {"CI_PIPELINE_SOURCE": "schedule"}
+TAG = {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v1", "CI_COMMIT_BRANCH": ""}
 
 
 def test_the_readme_snippet_makes_a_pipeline_in_a_project_without_stages(
@@ -92,8 +94,9 @@ def test_the_readme_snippet_makes_a_pipeline_in_a_project_without_stages(
         (MR, {}),  # no MR pipeline of the component's making
         (WEB, {"train": "test"}),
         (SCHEDULE, {}),
+        (TAG, {}),
     ],
-    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule"],
+    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule", "tag"],
 )
 def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
     tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
@@ -110,8 +113,9 @@ def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
         (MR, {"train": "test"}),
         (WEB, {"train": "test"}),
         (SCHEDULE, {}),
+        (TAG, {}),
     ],
-    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule"],
+    ids=["push", "push-with-open-mr", "merge-request", "web", "schedule", "tag"],
 )
 def test_jobs_by_pipeline_with_the_readmes_merge_request_workflow(
     tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
@@ -150,3 +154,57 @@ def test_the_example_job_runs_in_the_image_this_pipeline_built(tmp_path: Path) -
     preview = yaml.safe_load(stdout[stdout.index("---") :])
     assert preview["example-train"]["image"] == {"name": "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"}
     assert "before_script" not in preview["example-train"]
+
+
+def preview_train(tmp_path: Path, **inputs: str) -> dict[str, Any]:
+    """The train job as gitlab-ci-local evaluates the component with ``inputs`` (validated
+    against GitLab's schema)."""
+    component = "$CI_SERVER_FQDN/your-group/ci-runner/train@1.0.0"
+    ci_yaml = yaml.safe_dump(
+        {"include": [{"component": component, "inputs": {"image": IMAGE, **inputs}}]}
+    )
+    stdout = run_gitlab_ci_local(user_project(tmp_path, ci_yaml), ["--preview"])
+    job: dict[str, Any] = yaml.safe_load(stdout[stdout.index("---") :])["train"]
+    return job
+
+
+def test_a_timed_out_script_still_runs_the_after_script_and_it_cancels(tmp_path: Path) -> None:
+    job = preview_train(tmp_path, script_timeout="1h50m", after_script_timeout="10m")
+    variables = job["variables"]
+    assert (variables["RUNNER_SCRIPT_TIMEOUT"], variables["RUNNER_AFTER_SCRIPT_TIMEOUT"]) == (
+        "1h50m",
+        "10m",
+    )
+    # gitlab-ci-local has no script timeout: after_script is run as GitLab Runner runs it
+    # then, with the job's variables and CI_JOB_STATUS=timedout (common/build.go)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ci-runner").write_text('#!/bin/sh\nprintf "%s|" "$@" > "$CALLS"\n')
+    (bin_dir / "ci-runner").chmod(0o755)
+    env = {
+        **{k: str(v) for k, v in variables.items()},
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(tmp_path / "calls"),
+        "CI_JOB_STATUS": "timedout",
+    }
+    for line in job["after_script"]:
+        subprocess.run(["/bin/sh", "-c", line], env=env, check=True)
+    assert (tmp_path / "calls").read_text() == (
+        "cancel|--config|train.yaml|--output-dir|ci-runner-out|"
+    )
+
+
+def test_environment_resource_group_and_expose_as_reach_the_job(tmp_path: Path) -> None:
+    job = preview_train(
+        tmp_path, environment="gpu/prod", resource_group="gpu-cluster", expose_as="Model report"
+    )
+    assert job["environment"] == {"name": "gpu/prod", "action": "access"}
+    assert job["resource_group"] == "gpu-cluster"
+    assert job["artifacts"]["expose_as"] == "Model report"
+    assert job["artifacts"]["paths"] == ["ci-runner-out/"]
+
+
+def test_the_default_inputs_make_a_valid_job(tmp_path: Path) -> None:
+    job = preview_train(tmp_path)  # gitlab-ci-local checks it against GitLab's schema
+    assert job["environment"] == {"name": "training", "action": "access"}
+    assert job["artifacts"]["expose_as"] == "Training report"

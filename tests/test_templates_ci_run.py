@@ -118,7 +118,7 @@ def test_a_failed_train_job_runs_after_script_and_cancels_nothing(
     start = log.lines.index("train Running after script...")
     after = [line for line in log.lines[start:] if line.startswith("train ")]
     assert after[1].startswith(
-        'train $ if [ "$CI_JOB_STATUS" = "canceled" ]; then ci-runner cancel'
+        'train $ case "$CI_JOB_STATUS" in canceled|timedout) ci-runner cancel'
     )
     assert [line for line in after if line.startswith("train > ")] == []  # it printed nothing
     (comment,) = pipeline.notes()

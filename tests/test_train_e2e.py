@@ -107,11 +107,16 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     assert key in url
     out = pipeline.output_dir()
     assert sorted(p.name for p in out.iterdir()) == [
+        "annotations.json",
         "metrics.json",
         "metrics.txt",
         "report.md",
         "train.log",
     ]
+    # the job page links the model too (artifacts:reports:annotations)
+    [annotation] = json.loads((out / "annotations.json").read_text())["ci-runner"]
+    assert annotation["external_link"]["label"] == "Model output: model.pt"
+    assert requests.get(annotation["external_link"]["url"], timeout=10).content == MODEL
     assert (out / "train.log").read_text().splitlines() == LOG
     assert json.loads((out / "metrics.json").read_text())["metrics"]["train_loss"]["final"] == (
         pytest.approx(934.8792437337936)

@@ -1,15 +1,21 @@
-"""``ci-runner cancel``: the component's ``after_script`` when GitLab cancels the CI job.
+"""``ci-runner cancel``: the component's ``after_script`` when GitLab cancels the CI job or its
+script times out.
 
 GitLab does not promise that SIGTERM reaches ``ci-runner train``, but it runs ``after_script``
 with ``CI_JOB_STATUS=canceled`` in the same job: the same commit, the same CI job id, so the
-same MPIJob name. This deletes that job and everything it owns, and turns the comment (and
-report.md) into "cancelled" with the tail of the log ``train`` had saved, and ends its MLflow
-run KILLED.
+same MPIJob name. When ``RUNNER_SCRIPT_TIMEOUT`` stops the script, GitLab Runner runs
+``after_script`` too, with ``CI_JOB_STATUS=timedout`` (``Build.executeAfterScript`` and
+``runtimeStateAndError``, common/build.go in gitlab-org/gitlab-runner) and every job variable.
+This deletes that job and everything it owns, and turns the comment (and report.md) into
+"cancelled" or "timed out after N" with the tail of the log ``train`` had saved, and ends its
+MLflow run KILLED.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Final
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
@@ -23,7 +29,10 @@ from ci_runner.commands.common import (
     run_config,
 )
 from ci_runner.commands.outputs import add_output_arguments, output_settings, saved_log_tail
+from ci_runner.plan.deadline import ci_job_time, duration
 from ci_runner.plan.run_plan import build_plan
+
+TIMED_OUT: Final = "timedout"  # CI_JOB_STATUS in after_script after a script timeout
 
 
 def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +51,13 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
 
     loaded = load_config_from_args(args, runtime)
     config = run_config(loaded.config, runtime.env)
-    plan = build_plan(config, loaded.ctx, runtime.env, outputs=output_settings(args, runtime))
+    plan = build_plan(
+        config,
+        loaded.ctx,
+        runtime.env,
+        outputs=output_settings(args, runtime),
+        masker=runtime.console.masker,
+    )
     assert plan.outputs is not None
     name, console = plan.mpijob_name, runtime.console
     clock = SystemClock()
@@ -54,13 +69,15 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     )
     cancel_on_cluster(connection.client, connection.namespace, name, plan.secret.name, clock)
 
-    console.status(f"cancelled: MPIJob {name} and everything it owned deleted")
+    outcome, failure = why_stopped(runtime.env, clock.now())
+    done = "timed out" if failure.kind is FailureKind.DEADLINE else "cancelled"
+    console.status(f"{done}: MPIJob {name} and everything it owned deleted")
     result = RunResult(
-        outcome=Outcome.CANCELLED,
+        outcome=outcome,
         mpijob_name=name,
         log_path=plan.outputs.log_path,
         log_tail=tuple(plan.masker.mask(line) for line in saved_log_tail(plan.outputs)),
-        failure=Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
+        failure=failure,
         finished_at=clock.now(),
     )
     gitlab = open_gitlab(loaded.ctx, runtime.env, console)
@@ -80,10 +97,22 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
+def why_stopped(env: Mapping[str, str], now: datetime) -> tuple[Outcome, Failure]:
+    """Cancelled, or (``CI_JOB_STATUS=timedout``) failed by the CI job's timeout, saying after
+    how long (``CI_JOB_STARTED_AT``) and which limit (``CI_JOB_TIMEOUT`` or
+    ``RUNNER_SCRIPT_TIMEOUT``)."""
+    if env.get("CI_JOB_STATUS") != TIMED_OUT:
+        return Outcome.CANCELLED, Failure(FailureKind.CANCELLED, "the CI job was cancelled")
+    job = ci_job_time(env, now)
+    after = f" after {duration(job.spent_seconds)}" if job and job.spent_seconds else ""
+    limit = f" ({job.source} {duration(job.timeout_seconds)})" if job else ""
+    return Outcome.FAILED, Failure(FailureKind.DEADLINE, f"the CI job timed out{after}{limit}")
+
+
 COMMAND: Final = Command(
     "cancel",
-    "delete this CI job's MPIJob and all it owns, and report the run as cancelled "
-    "(for the CI job's after_script)",
+    "delete this CI job's MPIJob and all it owns, and report the run as cancelled or timed "
+    "out (for the CI job's after_script)",
     add_cancel_arguments,
     run_cancel,
 )

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ci_runner.clock import Clock, SystemClock
 from ci_runner.config.commit import load_train_config, path_in_repo
 from ci_runner.config.overrides import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
 from ci_runner.gitrepo import repo_root
+from ci_runner.plan.deadline import CIJobTime, ci_job_time, longer_than_job
+from ci_runner.plan.run_plan import RunPlan, build_plan
 
 
 @dataclass(frozen=True)
@@ -115,4 +118,27 @@ def run_config(config: TrainConfig, env: Mapping[str, str]) -> TrainConfig:
     (``train`` and ``cancel`` must agree on it: the job's name depends on the worker count)."""
     return apply_overrides(
         config, workers=env.get(WORKERS_VARIABLE), extra_args=env.get(ARGS_VARIABLE)
+    )
+
+
+def checked_ci_job(
+    loaded: LoadedConfig, runtime: Runtime, clock: Clock | None = None
+) -> CIJobTime | None:
+    """The CI job's timeout and time spent, with one warning when train.yaml's ``timeout`` is
+    longer than the job's (``validate``, ``render`` and ``train`` say it alike)."""
+    job = ci_job_time(runtime.env, (clock or SystemClock()).now())
+    warning = longer_than_job(loaded.config.timeout, job, loaded.config_path)
+    if warning:
+        runtime.console.warning(warning)
+    return job
+
+
+def plan_only(loaded: LoadedConfig, runtime: Runtime) -> RunPlan:
+    """The plan ``validate`` and ``render`` show: no secrets read, no output files."""
+    return build_plan(
+        loaded.config,
+        loaded.ctx,
+        runtime.env,
+        ci_job=checked_ci_job(loaded, runtime),
+        masker=runtime.console.masker,
     )

@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
-from ci_runner.commands.common import Command, Runtime, add_config_arguments, load_config_from_args
-from ci_runner.plan.run_plan import build_plan
+from ci_runner.commands.common import (
+    Command,
+    Runtime,
+    add_config_arguments,
+    load_config_from_args,
+    plan_only,
+)
 from ci_runner.render import manifest_yaml, render_mpijob
 
 
 def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
     loaded = load_config_from_args(args, runtime)
-    plan = build_plan(loaded.config, loaded.ctx, runtime.env)
+    plan = plan_only(loaded, runtime)
     runtime.stdout.write(manifest_yaml(render_mpijob(plan)))
     keys = ", ".join(plan.secret.keys)
     runtime.console.status(

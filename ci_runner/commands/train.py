@@ -28,6 +28,7 @@ from ci_runner.commands.common import (
     Runtime,
     add_cluster_arguments,
     add_config_arguments,
+    checked_ci_job,
     load_config_from_args,
     run_config,
 )
@@ -122,6 +123,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     else:
         loaded = load_config_from_args(args, runtime)
     refuse_fork(loaded.ctx, env)
+    clock = SystemClock()
     plan = build_plan(
         run_config(loaded.config, env),
         loaded.ctx,
@@ -130,12 +132,13 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         data_uri=as_uri(args.data, runtime.cwd) if args.local else None,
         output_uri=as_uri(args.outputs, runtime.cwd) if args.local else None,
         outputs=output_settings(args, runtime),
+        ci_job=checked_ci_job(loaded, runtime, clock),
+        masker=runtime.console.masker,
     )
     assert plan.outputs is not None
     outputs = plan.outputs
     # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
     console = runtime.console
-    clock = SystemClock()
     # The run exists before anything starts: every rank gets its id (ci_runner.tracking).
     tracked = start_tracking(plan, env, console, clock, loaded.root)
     if tracked is not None:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
-from ci_runner.commands.common import Command, Runtime, add_config_arguments, load_config_from_args
-from ci_runner.plan.run_plan import build_plan
+from ci_runner.commands.common import (
+    Command,
+    Runtime,
+    add_config_arguments,
+    load_config_from_args,
+    plan_only,
+)
 from ci_runner.render import render_mpijob
 
 
 def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     loaded = load_config_from_args(args, runtime)
-    plan = build_plan(loaded.config, loaded.ctx, runtime.env)
+    plan = plan_only(loaded, runtime)
     render_mpijob(plan)  # what it refuses, validate refuses
     config = loaded.config
     workers = "worker" if config.workers == 1 else "workers"

@@ -399,7 +399,9 @@ SCHEMA: Final = Record(
     Field(
         "timeout",
         Duration(),
-        "Longest the job may run (at most 7d); no limit when omitted.",
+        "Longest the job may run (at most 7d). When omitted in a CI job, what the CI job's "
+        "timeout (CI_JOB_TIMEOUT, GitLab 15.7+) leaves, less 5 minutes for the report; "
+        "outside CI, no limit. Longer than the CI job's timeout: a warning.",
         "2h",
     ),
     Field(

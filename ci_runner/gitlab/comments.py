@@ -37,6 +37,7 @@ CREATE_ATTEMPTS: Final = 3  # creates of one note whose answer was lost, each af
 @dataclass(frozen=True)
 class MergeRequestTarget:
     iid: int
+    target_branch: str | None = None  # the MR's target branch: where its baseline comes from
 
     def describe(self, project: Project) -> str:
         return f"merge request !{self.iid} of {project.path_with_namespace}"
@@ -79,21 +80,67 @@ class _Found:
 
 
 def find_targets(project: Project, ctx: CIContext) -> list[Target]:
-    """Where the report goes: the pipeline's MR; else every open MR whose head is ``ctx.sha``;
-    else the commit itself. ``project`` is the MR's project (:func:`report_project_id`)."""
+    """Where the report goes: the pipeline's MR; else every open MR whose head is ``ctx.sha``
+    or that ``CI_OPEN_MERGE_REQUESTS`` names in this project; else the commit itself.
+    ``project`` is the MR's project (:func:`report_project_id`)."""
     if ctx.mr_iid:
-        return [MergeRequestTarget(int(ctx.mr_iid))]
+        return [MergeRequestTarget(int(ctx.mr_iid), ctx.mr_target_branch)]
     action = f"list the merge requests of commit {ctx.sha[:8]} in {project.path_with_namespace}"
     with gitlab_errors(action, project.manager.gitlab.url):
         related = project.commits.get(ctx.sha, lazy=True).merge_requests(get_all=True)
-        open_heads = sorted(
-            int(mr["iid"])
+        open_heads = {
+            int(mr["iid"]): mr.get("target_branch") or None
             for mr in related
             if mr.get("state") == "opened" and mr.get("sha") == ctx.sha
-        )
+        }
+    # GitLab fills a commit's MRs asynchronously after a push; CI_OPEN_MERGE_REQUESTS is
+    # computed with the pipeline, from the branch (Ci::Variables::Builder, gitlabhq).
+    for iid in named_merge_requests(ctx.open_merge_requests, project.path_with_namespace):
+        if iid in open_heads:
+            continue
+        with gitlab_errors(
+            f"read merge request !{iid} of {project.path_with_namespace}",
+            project.manager.gitlab.url,
+        ):
+            mr = project.mergerequests.get(iid)
+        if mr.state == "opened":
+            open_heads[iid] = mr.target_branch or None
     if open_heads:
-        return [MergeRequestTarget(iid) for iid in open_heads]
+        return [MergeRequestTarget(iid, open_heads[iid]) for iid in sorted(open_heads)]
     return [CommitTarget(ctx.sha)]
+
+
+def named_merge_requests(value: str | None, project_path: str) -> list[int]:
+    """The iids ``CI_OPEN_MERGE_REQUESTS`` (``path!iid,...``) names in ``project_path``."""
+    iids = []
+    for item in (value or "").split(","):
+        path, _, iid = item.strip().rpartition("!")
+        if path == project_path and iid.isdigit():
+            iids.append(int(iid))
+    return iids
+
+
+def merged_targets(before: Sequence[Target], after: Sequence[Target]) -> list[Target]:
+    """The targets of the start and of the end, each once: the start's (their comment says
+    "training started" and is edited), then those found since (an MR opened during training).
+    A target found again keeps its place and takes its newest target branch."""
+    found: dict[object, Target] = {}
+    for target in [*before, *after]:
+        found[_key(target)] = target
+    return list(found.values())
+
+
+def _key(target: Target) -> object:
+    return ("mr", target.iid) if isinstance(target, MergeRequestTarget) else ("commit", target.sha)
+
+
+def baseline_branch(target: Target, ctx: CIContext) -> str | None:
+    """The branch whose metrics ``target``'s comment compares with: an MR's own target branch;
+    for the commit (or an MR whose target is unknown) the MR pipeline's target, else the
+    project's default branch."""
+    if isinstance(target, MergeRequestTarget) and target.target_branch:
+        return target.target_branch
+    return ctx.mr_target_branch or ctx.default_branch
 
 
 def report_project_id(ctx: CIContext) -> str:

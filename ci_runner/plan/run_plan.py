@@ -19,6 +19,7 @@ from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.masking import SecretMasker, secret_masker
+from ci_runner.plan.deadline import CIJobTime, mpijob_deadline
 from ci_runner.plan.mpijob_name import mpijob_name
 from ci_runner.plan.tracking import SET_FOR_RANKS, RankTracking
 
@@ -93,6 +94,13 @@ class RunPlan:
     masker: SecretMasker = field(repr=False)
     outputs: OutputPaths | None = None  # None for commands that write no files
     tracking: RankTracking | None = None  # the MLflow run the ranks join (plan.tracking)
+    ci_job: CIJobTime | None = None  # the CI job's timeout and time spent (plan.deadline)
+
+    @property
+    def deadline_seconds(self) -> int | None:
+        """The MPIJob's ``activeDeadlineSeconds``: train.yaml's ``timeout``, else what the CI
+        job's own timeout leaves for training."""
+        return mpijob_deadline(self.config.timeout, self.ci_job)
 
     @property
     def secret_names(self) -> tuple[str, ...]:
@@ -163,6 +171,8 @@ def build_plan(
     data_uri: str | None = None,
     output_uri: str | None = None,
     outputs: OutputPaths | None = None,
+    ci_job: CIJobTime | None = None,
+    masker: SecretMasker | None = None,
 ) -> RunPlan:
     """The plan for running ``config`` at ``context`` from the environment ``env``.
 
@@ -171,7 +181,9 @@ def build_plan(
     ``cancel`` only the names). ``data_uri`` and ``output_uri`` replace train.yaml's ``data`` and
     ``outputs`` (taken as is, no {fields}). Raises ConfigError, when reading them, for every
     secret that is not set: before anything is submitted or started. The names ci-runner sets
-    itself the config refuses (:func:`ci_runner.config.schema.load_config`).
+    itself the config refuses (:func:`ci_runner.config.schema.load_config`). A command passes
+    its console's ``masker`` (built from the same environment and secrets): one masker for the
+    lines ci-runner prints and everything the run writes.
     """
     env = env or {}
     name = mpijob_name(config, context)
@@ -188,8 +200,9 @@ def build_plan(
         data_uri=data_uri or config.data,
         output_uri=output_uri,
         secret=JobSecret(secret_name(name), keys, data),
-        masker=secret_masker(env, config.secrets),
+        masker=masker or secret_masker(env, config.secrets),
         outputs=outputs,
+        ci_job=ci_job,
     )
 
 

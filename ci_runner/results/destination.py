@@ -5,7 +5,7 @@ the commit), reached through one time-bounded session per phase (before training
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ci_runner.clock import Clock, SystemClock
@@ -29,6 +29,21 @@ class GitLabDestination:
 
         old = self.session.budget
         self.session.budget = Budget(old.clock, old.seconds)
+
+    def found_again(self, ctx: CIContext, console: StatusOutput) -> GitLabDestination:
+        """The targets looked for again (after training): an MR opened or filled in since the
+        start is added; those of the start stay (their comment is edited). A failure is one
+        warning and keeps the start's targets."""
+        from ci_runner.gitlab.comments import find_targets, merged_targets
+
+        if self.out_of_time:
+            return self
+        try:
+            now = find_targets(self.project, ctx)
+        except GitLabError as error:
+            console.warning(f"merge requests not looked for again: {error}")
+            return self
+        return replace(self, targets=tuple(merged_targets(self.targets, now)))
 
     @property
     def out_of_time(self) -> bool:

@@ -7,18 +7,22 @@ S3 failing never changes the training result: each becomes one warning line in t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import StatusOutput
+from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
 from ci_runner.gitlab.notes import note_body
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import RunPlan
+from ci_runner.results.annotations import add_links
+from ci_runner.results.annotations import output_links as annotation_links
 from ci_runner.results.artifacts import DEFAULT_EXPIRY_SECONDS, output_links
-from ci_runner.results.baseline import target_baseline
+from ci_runner.results.baseline import Baseline, target_baseline
 from ci_runner.results.destination import GitLabDestination
 from ci_runner.results.files import REPORT_NAME, write_outputs
 from ci_runner.results.metrics import MetricsSummary, parse_log_file
@@ -31,8 +35,10 @@ def post(
     report: ReportInput,
     masker: SecretMasker,
     console: StatusOutput,
+    targets: Sequence[Any] | None = None,
 ) -> None:
-    """Create or edit this config's comment on every target; a failure is only a warning."""
+    """Create or edit this config's comment on ``targets`` (default: every target of
+    ``gitlab``); a failure is only a warning."""
     if gitlab is None or gitlab.out_of_time:
         return
     from ci_runner.gitlab.comments import Action, publish
@@ -40,8 +46,9 @@ def post(
     def render(previous: str | None) -> str:
         return masker.mask(render_comment(report, previous))
 
+    chosen = gitlab.targets if targets is None else targets
     try:
-        posted = publish(gitlab.project, gitlab.targets, marker(report.config_name), render)
+        posted = publish(gitlab.project, chosen, marker(report.config_name), render)
     except GitLabError as error:
         console.warning(f"the comment was not posted: {error}")
         return
@@ -91,30 +98,58 @@ def finish(
         raise ValueError("a run plan without output paths has nowhere to write the report")
     if gitlab is not None:
         gitlab.next_phase()
+        gitlab = gitlab.found_again(ctx, console)
     summary = _metrics(config, result, console)
     artifacts = None
     if result.succeeded and plan.output_uri:
         artifacts = output_links(plan.output_uri, env, now, link_expiry_seconds)
-    baseline_ref = ctx.mr_target_branch or ctx.default_branch
-    baseline = None
-    if gitlab is not None and not gitlab.out_of_time:
-        baseline = target_baseline(gitlab.project, ctx, baseline_ref, paths.artifacts_path, console)
-    report = ReportInput.from_run(
-        config,
-        ctx,
-        result,
-        metrics=summary,
-        baseline=baseline.values if baseline else None,
-        baseline_ref=baseline_ref if gitlab is not None else None,
-        baseline_pipeline=baseline.pipeline if baseline else None,
-        artifacts=artifacts,
-        tracking_url=tracking_url,
-    )
+    by_branch = _targets_by_baseline(gitlab, ctx)
+    baselines: dict[str | None, Baseline | None] = {}
+    for branch in by_branch:  # one download per distinct target branch
+        baselines[branch] = None
+        if gitlab is not None and not gitlab.out_of_time:
+            baselines[branch] = target_baseline(
+                gitlab.project, ctx, branch, paths.artifacts_path, console
+            )
+
+    def report_for(branch: str | None) -> ReportInput:
+        baseline = baselines.get(branch)
+        return ReportInput.from_run(
+            config,
+            ctx,
+            result,
+            metrics=summary,
+            baseline=baseline.values if baseline else None,
+            baseline_ref=branch if gitlab is not None else None,
+            baseline_pipeline=baseline.pipeline if baseline else None,
+            artifacts=artifacts,
+            tracking_url=tracking_url,
+        )
+
+    # report.md compares with the first target's branch (the MR's, in an MR pipeline).
+    report = report_for(next(iter(by_branch)))
     report_md = note_body(masker.mask(render_report(report))) + "\n"
     write_outputs(paths.out_dir, report_md, summary)
+    if links := annotation_links(artifacts):
+        add_links(paths.out_dir, links)
     console.status(f"report: {paths.out_dir / REPORT_NAME}")
-    post(gitlab, report, masker, console)
+    for branch, targets in by_branch.items():
+        if targets:
+            post(gitlab, report_for(branch), masker, console, targets)
     return report
+
+
+def _targets_by_baseline(
+    gitlab: GitLabDestination | None, ctx: CIContext
+) -> dict[str | None, list[Any]]:
+    """The targets grouped by the branch their baseline comes from, in target order; without
+    targets, the pipeline's own branch and none."""
+    from ci_runner.gitlab.comments import baseline_branch
+
+    groups: dict[str | None, list[Any]] = {}
+    for target in gitlab.targets if gitlab is not None else ():
+        groups.setdefault(baseline_branch(target, ctx), []).append(target)
+    return groups or {ctx.mr_target_branch or ctx.default_branch: []}
 
 
 def _metrics(

@@ -25,13 +25,13 @@ from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.gitrepo import git
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.plan.tracking import RankTracking
+from ci_runner.results.annotations import add_links
 from ci_runner.results.artifacts import ArtifactListing
 from ci_runner.results.metrics import parse_log_file
 from ci_runner.tracking import payloads
 from ci_runner.tracking.client import MlflowApi, TrackingError, budget_seconds
 from ci_runner.tracking.target import Target, find_target
 
-ANNOTATIONS_NAME: Final = "annotations.json"  # artifacts:reports:annotations (GitLab 16.3+)
 RUN_FILE_NAME: Final = "mlflow-run.json"  # the run's ids, for `ci-runner cancel`
 NOT_FOUND: Final = "RESOURCE_DOES_NOT_EXIST"
 EXISTS: Final = "RESOURCE_ALREADY_EXISTS"
@@ -186,10 +186,8 @@ def end_failed(run: TrackedRun, clock: Clock, console: StatusOutput) -> None:
 
 
 def write_annotations(out_dir: Path, url: str) -> None:
-    """``annotations.json``: GitLab shows its external link on the job's page."""
-    data = {"ci-runner": [{"external_link": {"label": "MLflow run", "url": url}}]}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / ANNOTATIONS_NAME).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    """``annotations.json``: GitLab shows the run's link on the job's page."""
+    add_links(out_dir, [("MLflow run", url)])
 
 
 def _experiment(api: MlflowApi, name: str) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from testing.fake_gitlab.area import Call, ProjectArea
 from testing.fake_gitlab.model import MergeRequest, Note, Project
-from testing.fake_gitlab.notes import commands_json, find_note, may_edit, note_text
+from testing.fake_gitlab.notes import commands_json, count_create, find_note, may_edit, note_text
 from testing.fake_gitlab.quick_actions import extract_commands
 from testing.fake_gitlab.responses import (
     JSONValue,
@@ -56,6 +56,7 @@ def _find(project: Project, iid: str) -> MergeRequest:
 
 
 def _create_note(call: Call, project: Project, mr: MergeRequest) -> Response:
+    count_create(call.state, call.user)
     text = note_text(call.body, "body", "Note")
     content, commands = _execute_quick_actions(text, mr)
     if not content and commands:

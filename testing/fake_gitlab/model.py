@@ -93,6 +93,8 @@ class Project:
     forked_from: int | None = None
     maintainers: set[int] = field(default_factory=set)  # user ids
     commit_commands: list[list[str]] = field(default_factory=list)  # quick actions on commits
+    private: bool = False  # visible only to its members (and maintainers)
+    members: set[int] = field(default_factory=set)  # user ids with at least Guest
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,29 @@ Rules, from GitLab's source (gitlabhq/gitlabhq; files as cited):
 - Editing or deleting a note needs ``admin_note``: its author, or a maintainer of the project
   (notes_helpers.rb:39-42; app/policies/note_policy.rb:6 delegates to the project, whose
   policy gives maintainers ``admin_note``; note_policy.rb:52-56 gives it to the author).
-- Notes over 1,000,000 characters get GitLab's 400 (the Note model's validation).
+- Notes over 1,000,000 characters get GitLab's 400 (the Note model's validation), worded per
+  endpoint: an edit answers "400 Bad request - Failed to save note {errors}"
+  (lib/api/helpers/notes_helpers.rb, ``update_note``).
+- Creating notes is rate limited per user (``check_rate_limit! :notes_create``, lib/api/notes.rb;
+  the ``notes_create_limit`` application setting, 300 a minute by default, in
+  lib/gitlab/application_rate_limiter.rb): over it, 429 with ``{"message": {"error": "This
+  endpoint has been requested too many times. Try again later."}}`` and no ``Retry-After``
+  (lib/api/helpers/rate_limiter.rb renders it with ``render_api_error!``). The fake's window is
+  the whole test: :attr:`GitLabState.notes_create_limit` creates per user.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from testing.fake_gitlab.model import Note, Project, User
 from testing.fake_gitlab.responses import JSONValue, Reply
+
+if TYPE_CHECKING:
+    from testing.fake_gitlab.state import GitLabState
 
 NOTE_LIMIT = 1_000_000  # characters, GitLab's Note validation
 _TOO_LONG = '{:note=>["is too long (maximum is 1000000 characters)"]}'
@@ -69,3 +81,19 @@ def commands_json(commands: list[list[str]]) -> JSONValue:
         "commands_changes": {c[0]: (c[1] if len(c) > 1 else True) for c in commands},
         "summary": [" ".join(c) for c in commands],
     }
+
+
+THROTTLED: JSONValue = {
+    "message": {"error": "This endpoint has been requested too many times. Try again later."}
+}
+
+
+def count_create(state: GitLabState, user: User) -> None:
+    """One more note created by ``user``; GitLab's 429 once over the limit."""
+    limit = state.notes_create_limit
+    if limit is None:
+        return
+    done = state.notes_created.get(user.id, 0)
+    if done >= limit:
+        raise Reply(429, THROTTLED)
+    state.notes_created[user.id] = done + 1

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from testing.fake_gitlab.area import Call
-from testing.fake_gitlab.model import Project
+from testing.fake_gitlab.model import Project, User
 from testing.fake_gitlab.responses import JSONValue, Reply, Response, json_response, only
 from testing.fake_gitlab.state import GitLabState
 
 
-def find(state: GitLabState, ref: str) -> Project:
-    """The project whose id or path is ``ref``, else GitLab's 404."""
+def find(state: GitLabState, ref: str, user: User | None = None) -> Project:
+    """The project whose id or path is ``ref``, else GitLab's 404; a private project ``user``
+    is no member of is the same 404, never a 403 (``find_project!`` in lib/api/helpers.rb:
+    ``can?(current_user, :read_project, project)`` or ``not_found!('Project')``)."""
     try:
-        return state.project(ref)
+        project = state.project(ref)
     except KeyError:
         raise Reply(404, {"message": "404 Project Not Found"}) from None
+    readers = project.members | project.maintainers
+    if user is not None and project.private and user.id not in readers:
+        raise Reply(404, {"message": "404 Project Not Found"})
+    return project
 
 
 def serve(call: Call, project: Project) -> Response:

@@ -68,7 +68,7 @@ def route(
         return users.serve(call)
     if not in_project:
         raise no_such_route()
-    project = projects.find(state, seg[1])
+    project = projects.find(state, seg[1], user)
     if not rest:
         return projects.serve(call, project)
     if area is None:

@@ -34,6 +34,9 @@ class GitLabState:
         self._projects: list[Project] = []
         self._ids = 0
         self._clock = 0
+        # Notes each user may still create (testing/fake_gitlab/notes.py); None: no limit.
+        self.notes_create_limit: int | None = None
+        self.notes_created: dict[int, int] = {}
 
     def next_id(self, wanted: int | None = None) -> int:
         """A new id (ids of all kinds come from one sequence), or ``wanted``."""

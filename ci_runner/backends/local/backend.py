@@ -185,7 +185,7 @@ def run_local(
         sink=sink,
         console=console,
         clock=clock,
-        timeout=config.timeout,
+        timeout=plan.deadline_seconds,
         cancelled=cancelled,
         grace_seconds=options.stop_grace_seconds,
     )
