@@ -18,7 +18,7 @@ try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
 except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
-from ci_runner.config.types import TrainConfig
+from ci_runner.config.types import ContainerResources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import GitError
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
@@ -97,13 +97,10 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
             "queue": k8s.queue,
             "priority_class": k8s.priority_class,
         }
-    resource_limits: list[tuple[str, str | int]] = []
-    if config.resources.cpu:
-        resource_limits.append(("cpu", config.resources.cpu))
-    if config.resources.memory:
-        resource_limits.append(("memory", config.resources.memory))
+    worker = container_resources(ContainerResources(config.resources.cpu, config.resources.memory))
     if config.resources.gpu:
-        resource_limits.append(("nvidia.com/gpu", config.resources.gpu))
+        # An extended resource is set as a limit; the API server copies it into the requests.
+        worker["limits"].append(("nvidia.com/gpu", config.resources.gpu))
     return {
         "name": name,
         "namespace": k8s.namespace,
@@ -133,8 +130,24 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "rank_env": plan.rank_environment(POD_LOCATION),
         "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],
         "launcher_args": plan.horovodrun_argv(POD_HOSTS),
-        "resource_limits": resource_limits,
+        "worker_resources": worker,
+        "setup_resources": container_resources(config.resources.setup),
+        "launcher_resources": container_resources(config.resources.launcher),
     }
+
+
+def container_resources(
+    resources: ContainerResources,
+) -> dict[str, list[tuple[str, str | int]]]:
+    """A container's ``requests`` and ``limits`` (both the same amounts): what a ResourceQuota
+    that counts cpu or memory requires of every container (pkg/quota/v1/evaluator/core/pods.go,
+    ``Constraints``). What is None is left out, for the namespace's LimitRange to fill in."""
+    amounts: list[tuple[str, str | int]] = [
+        (name, value)
+        for name, value in (("cpu", resources.cpu), ("memory", resources.memory))
+        if value is not None
+    ]
+    return {"requests": list(amounts), "limits": list(amounts)}
 
 
 def to_label_value(text: str) -> str:

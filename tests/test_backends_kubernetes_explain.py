@@ -248,3 +248,18 @@ def test_failure_texts_of_what_the_tracker_decides() -> None:
     assert explain.with_log_line(failed, "fix: set CI_RUNNER_GIT_TOKEN").message == (
         "worker w: init container fetch exited with code 1: fix: set CI_RUNNER_GIT_TOKEN"
     )
+
+
+def test_a_quota_refusal_names_what_to_set_for_each_container() -> None:
+    message = (
+        'launcher pod created failed: pods "j-launcher" is forbidden: failed quota: compute: '
+        "must specify limits.memory for: istio-proxy,launcher; requests.cpu for: fetch-code"
+    )
+    assert explain.quota_fix(message) == (
+        "; fix: the namespace's ResourceQuota counts cpu and memory, so every container must "
+        "declare them: set resources.setup and resources.launcher in train.yaml; ask the "
+        "cluster's administrators for a LimitRange with defaults, or for requests and limits on "
+        "the containers an admission webhook adds (istio-proxy)"
+    )
+    used_up = 'pods "j-worker-0" is forbidden: exceeded quota: gpu, requested: ...'
+    assert explain.quota_fix(used_up) == ""

@@ -138,6 +138,22 @@ def test_quota_denies_a_worker(cluster: Cluster) -> None:
     assert leftovers(cluster) == []
 
 
+def test_a_cpu_quota_refuses_containers_that_declare_no_cpu(cluster: Cluster) -> None:
+    quota = Quota("compute", NAMESPACE, {"limits.cpu": "64", "requests.memory": "256Gi"})
+    cluster.server.admission.quotas.append(quota)
+    cluster.start(mpijob_manifest(wait_for_workers=True, setup=True))
+    result = cluster.result(timeout=SETTLE)
+    message = (
+        "MPI Operator cannot create the job's pods: worker pod created failed: "
+        f'pods "{JOB}-worker-0" is forbidden: failed quota: compute: must specify limits.cpu '
+        "for: fetch-code,install-requirements,worker; requests.memory for: fetch-code; fix: the "
+        "namespace's ResourceQuota counts cpu and memory, so every container must declare them: "
+        "set resources.cpu, resources.memory and resources.setup in train.yaml"
+    )
+    assert result.failure == Failure(FailureKind.REFUSED, message)
+    assert leftovers(cluster) == []
+
+
 def test_sidecar_in_the_launcher_pod(cluster: Cluster) -> None:
     job = cluster.started(mpijob_manifest(sidecar=True))
     job.workers_running()

@@ -27,6 +27,7 @@ from ci_runner.config.builders import (
     build_toleration,
     build_train,
 )
+from ci_runner.config.container_resources import NoneOrResources
 from ci_runner.config.engine import (
     Argv,
     At,
@@ -56,6 +57,8 @@ from ci_runner.config.names import (
 from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
 from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
+    LAUNCHER_RESOURCES,
+    SETUP_RESOURCES,
     Effect,
     Goal,
     KubernetesOptions,
@@ -326,9 +329,28 @@ SCHEMA: Final = Record(
             ),
             Field("cpu", Quantity(), "CPU per worker.", "4"),
             Field("memory", Quantity(), "Memory per worker.", "8Gi"),
+            Field(
+                "setup",
+                NoneOrResources(SETUP_RESOURCES, "of each init container"),
+                "What each pod's init containers (fetch-code, install-requirements) request and "
+                "are limited to. A namespace whose ResourceQuota counts cpu or memory refuses a "
+                "pod unless every container declares both; `none` declares nothing, so the "
+                "namespace's LimitRange defaults apply.",
+                "{cpu: 2, memory: 4Gi}",
+                f"`{{cpu: {SETUP_RESOURCES.cpu}, memory: {SETUP_RESOURCES.memory}}}`",
+            ),
+            Field(
+                "launcher",
+                NoneOrResources(LAUNCHER_RESOURCES, "of the launcher"),
+                "What the launcher container (horovodrun) requests and is limited to; `none`: "
+                "the namespace's LimitRange defaults.",
+                "none",
+                f"`{{cpu: {LAUNCHER_RESOURCES.cpu}, memory: {LAUNCHER_RESOURCES.memory}}}`",
+            ),
             build=build_resources,
         ),
-        "What every worker requests and is limited to.",
+        "What every worker requests and is limited to (cpu and memory are both the request and "
+        "the limit), and what ci-runner's own containers get.",
         "{gpu: 1, memory: 8Gi}",
     ),
     Field(

@@ -38,6 +38,16 @@ RANK_SIGNALLED: Final = re.compile(
     r"signal (?P<signal>\d+)(?: \((?P<name>[^)]*)\))?\."
 )
 SIGKILL: Final = 9
+# pkg/quota/v1/evaluator/core/pods.go Constraints: "must specify R for: c1,c2; R2 for: c3".
+QUOTA_UNDECLARED: Final = re.compile(r"failed quota: [^:]+: must specify (?P<missing>[^\n]+)")
+# Our containers and the train.yaml field that sets each one's cpu and memory.
+CONTAINER_FIELDS: Final = {
+    "worker": ("resources.cpu", "resources.memory"),
+    "fetch-code": ("resources.setup",),
+    "install-requirements": ("resources.setup",),
+    "launcher": ("resources.launcher",),
+}
+FIELD_ORDER: Final = ("resources.cpu", "resources.memory", "resources.setup", "resources.launcher")
 
 
 def role(pod: JSON) -> str:
@@ -283,7 +293,41 @@ def operator_failure(event: JSON) -> Failure | None:
     if event.get("reason") != "MPIJobFailed" or event.get("type") != "Warning":
         return None
     message = str(event.get("message", "")).strip()
-    return Failure(FailureKind.REFUSED, f"MPI Operator cannot create the job's pods: {message}")
+    return Failure(
+        FailureKind.REFUSED,
+        f"MPI Operator cannot create the job's pods: {message}{quota_fix(message)}",
+    )
+
+
+def _listed(words: Sequence[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def quota_fix(message: str) -> str:
+    """The fix for a ResourceQuota's refusal of a pod whose containers do not all declare the
+    cpu/memory the quota counts ("; fix: ..."), naming what to set for each; "" otherwise."""
+    found = QUOTA_UNDECLARED.search(message)
+    if found is None:
+        return ""
+    containers: list[str] = []
+    for part in found["missing"].split("; "):
+        for name in part.partition(" for: ")[2].split(","):
+            if name and name not in containers:
+                containers.append(name)
+    wanted = {field for name in containers for field in CONTAINER_FIELDS.get(name, ())}
+    fields = [field for field in FIELD_ORDER if field in wanted]
+    steps = [f"set {_listed(fields)} in train.yaml"] if fields else []
+    others = [name for name in containers if name not in CONTAINER_FIELDS]
+    if others:
+        steps.append(
+            f"ask the cluster's administrators for a LimitRange with defaults, or for requests "
+            f"and limits on the containers an admission webhook adds ({', '.join(others)})"
+        )
+    return (
+        "; fix: the namespace's ResourceQuota counts cpu and memory, so every container must "
+        f"declare them: {'; '.join(steps)}"
+    )
 
 
 def validation_failure(events: Iterable[JSON]) -> Failure | None:
