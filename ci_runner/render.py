@@ -18,6 +18,7 @@ try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
 except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
+from ci_runner.config.engine import MAX_DURATION
 from ci_runner.config.types import ContainerResources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import GitError
@@ -33,6 +34,8 @@ DISCOVER_HOSTS: Final = "/etc/mpi/discover_hosts.sh"
 POD_LOCATION: Final = RankLocation(code_dir=CODE_DIR, dependency_path="")
 POD_HOSTS: Final = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOVER_HOSTS)
 LABEL_PREFIX: Final = "ci-runner"
+# Added to each pod's own deadline: the launcher Job's creation, pod starts, mpirun's teardown.
+POD_DEADLINE_MARGIN: Final = 600
 # Annotation values are capped so a pathological branch name cannot push the object past the
 # API server's 256 KiB annotation limit.
 MAX_ANNOTATION_CHARS: Final = 4096
@@ -111,6 +114,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "ttl_seconds_after_finished": k8s.ttl_seconds_after_finished,
         "backoff_limit": k8s.backoff_limit,
         "active_deadline_seconds": config.timeout,
+        "pod_deadlines": pod_deadlines(config),
         "scheduling": scheduling,
         "image": config.image,
         "service_account": k8s.service_account,
@@ -133,6 +137,21 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "worker_resources": worker,
         "setup_resources": container_resources(config.resources.setup),
         "launcher_resources": container_resources(config.resources.launcher),
+    }
+
+
+def pod_deadlines(config: TrainConfig) -> dict[str, int]:
+    """Each pod's own ``activeDeadlineSeconds`` (counted from its start, so not the time it
+    waits for a node), so that no pod outlives its job when the CI job that follows it is killed:
+    the run policy's deadline reaches only the launcher Job, which exists only once every worker
+    is Ready (mpi_job_controller.go). A worker may set up (``setup_timeout``), wait for the
+    launcher's node (``unschedulable_timeout``) and train (``timeout``, else the 7 days a timeout
+    may be at most); the launcher only trains. Both get :data:`POD_DEADLINE_MARGIN` more."""
+    training = config.timeout if config.timeout is not None else MAX_DURATION
+    k8s = config.kubernetes
+    return {
+        "launcher": training + POD_DEADLINE_MARGIN,
+        "worker": k8s.setup_timeout + k8s.unschedulable_timeout + training + POD_DEADLINE_MARGIN,
     }
 
 

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
+from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.fake_kube.admission import Quota
 from testing.fake_kube.harness import (
     JOB,
@@ -309,8 +312,56 @@ def test_keep_finished_keeps_the_job_and_a_later_run_deletes_it(tmp_path: Path) 
         cluster.log.wait_for(f"[ci-runner] launcher running (pod {later.launcher_pod})")
         later.launcher_exits(0)
         assert cluster.result().outcome is Outcome.SUCCEEDED
-        assert cluster.log.lines[-2:] == [
-            "[ci-runner] deleted MPIJob train-later, its pods and its Secret",
-            f"[ci-runner] deleted MPIJob {JOB}: kept by an earlier run until its time had passed",
-        ]
+        assert EXPIRED_LINE in cluster.log.lines
+        assert (
+            cluster.log.lines[-1]
+            == "[ci-runner] deleted MPIJob train-later, its pods and its Secret"
+        )
         assert leftovers(cluster) == []
+
+
+EXPIRED_LINE = (
+    f"[ci-runner] deleted MPIJob {JOB}: its time (ci-runner/delete-after) had passed; an earlier "
+    "run kept it, or was stopped before it could delete it"
+)
+
+
+def _with_worker_deadline(manifest: JSON, seconds: int) -> JSON:
+    manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["activeDeadlineSeconds"] = (
+        seconds
+    )
+    return manifest
+
+
+def test_a_job_is_stamped_at_submission_with_when_it_may_be_reaped(cluster: Cluster) -> None:
+    job = cluster.started(_with_worker_deadline(mpijob_manifest(), 9000), unschedulable_timeout=300)
+    until = (cluster.clock.now() + timedelta(seconds=9300)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert job.mpijob["metadata"]["annotations"]["ci-runner/delete-after"] == until
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert leftovers(cluster) == []
+
+
+def test_the_next_run_deletes_what_a_killed_ci_job_left(cluster: Cluster) -> None:
+    # What a CI job killed during setup leaves: its MPIJob, stamped at submission, and workers.
+    api = KubeApi(cluster.api_client(), NAMESPACE, cluster.clock)
+    secret = JobSecret(secret_name("train-killed"), ("git-token",), {"git-token": "t"})
+    stamp = cluster.clock.now() + timedelta(seconds=3000)
+    submit(api, mpijob_manifest("train-killed"), secret, stamp)
+    cluster.job("train-killed").workers_running()
+    cluster.clock.advance(3600)
+    job = cluster.started()
+    assert cluster.log.lines[:2] == [
+        SUBMITTED,
+        "[ci-runner] deleted MPIJob train-killed: its time (ci-runner/delete-after) had passed; "
+        "an earlier run kept it, or was stopped before it could delete it",
+    ]
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert leftovers(cluster) == []

@@ -336,6 +336,17 @@ def test_workers_without_cpu_and_memory_fail_only_a_quota_that_counts_them() -> 
     assert quota_constraints({"spec": worker}, {"requests.nvidia.com/gpu": "4"}) is None
 
 
+def test_no_pod_outlives_its_job() -> None:
+    # SEED_LIKE: timeout 2h, setup_timeout 30m, unschedulable_timeout 10m (the defaults).
+    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    assert launcher["activeDeadlineSeconds"] == 7200 + 600
+    assert worker["activeDeadlineSeconds"] == 1800 + 600 + 7200 + 600
+    # Without a timeout, the 7 days a timeout may be at most.
+    launcher, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
+    assert launcher["activeDeadlineSeconds"] == 604800 + 600
+    assert worker["activeDeadlineSeconds"] == 1800 + 600 + 604800 + 600
+
+
 def test_gang_scheduling_counts_only_the_workers() -> None:
     # WaitForWorkersReady creates the launcher after the workers are ready: a gang of
     # workers + launcher would wait for a pod that is never created (mpi-operator#608).

@@ -34,7 +34,7 @@ def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
-    from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster
+    from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster, expired_line
     from ci_runner.backends.kubernetes.connect import connect_cluster
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.publish import finish, masker_for_report
@@ -52,9 +52,13 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         context=config.kubernetes.context,
         context_flag=args.kube_context,
     )
-    cancel_on_cluster(connection.client, connection.namespace, name, plan.secret.name, clock)
+    expired = cancel_on_cluster(
+        connection.client, connection.namespace, name, plan.secret.name, clock
+    )
 
     console.status(f"cancelled: MPIJob {name} and everything it owned deleted")
+    for other in expired:
+        console.status(expired_line(other))
     result = RunResult(
         outcome=Outcome.CANCELLED,
         mpijob_name=name,

@@ -254,8 +254,11 @@ _KUBERNETES: Final = Record(
         Duration(),
         "How long the finished MPIJob (its pods, their logs, its Secret) is kept for inspection "
         "with kubectl; by default ci-runner deletes it as soon as the log is saved. A kept job is "
-        "marked with the annotation `ci-runner/delete-after`; the first `ci-runner train` in the "
-        "namespace after that time deletes it (`ci-runner cancel` deletes it at once).",
+        "marked with the annotation `ci-runner/delete-after`; the first `ci-runner train` or "
+        "`ci-runner cancel` in the namespace after that time deletes it (`ci-runner cancel` of "
+        "its own CI job at once). Every job is stamped so at submission too, "
+        "`unschedulable_timeout` after its workers' deadline (see `timeout`): what a killed CI "
+        "job leaves is deleted the same way.",
         "2h",
         "none: deleted at once",
     ),
@@ -421,7 +424,11 @@ SCHEMA: Final = Record(
     Field(
         "timeout",
         Duration(),
-        "Longest the job may run (at most 7d); no limit when omitted.",
+        "Longest the training may run (at most 7d): the launcher Job's activeDeadlineSeconds; "
+        "no limit when omitted. Each pod also stops at a deadline of its own, counted from its "
+        "start, so that none outlives a killed CI job: the launcher at `timeout` + 10m, a worker "
+        "at `setup_timeout` + `unschedulable_timeout` + `timeout` + 10m (`timeout` counts as 7d "
+        "when omitted).",
         "2h",
     ),
     Field(
