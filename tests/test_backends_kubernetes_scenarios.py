@@ -9,6 +9,7 @@ detected after SETTLE real seconds (nothing sleeps: the run is a thread we wait 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +21,7 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from testing.fake_kube.admission import Quota
+from testing.fake_kube.admission import Denial, Quota, pod_security_denial
 from testing.fake_kube.harness import (
     JOB,
     JSON,
@@ -31,6 +32,7 @@ from testing.fake_kube.harness import (
 )
 
 SETTLE = 5.0
+ROLE = "training.kubeflow.org/job-role"
 SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
 STOPPED = f"[ci-runner] deleted MPIJob {JOB} and its pods"
 PIP_ERROR = (
@@ -154,6 +156,27 @@ def test_a_cpu_quota_refuses_containers_that_declare_no_cpu(cluster: Cluster) ->
         "set resources.cpu, resources.memory and resources.setup in train.yaml"
     )
     assert result.failure == Failure(FailureKind.REFUSED, message)
+    assert leftovers(cluster) == []
+
+
+def test_a_refused_launcher_pod_fails_at_once(cluster: Cluster) -> None:
+    # The Job controller's FailedCreate on the launcher Job (controller_utils.go): the MPIJob
+    # shows nothing, and without reading it the job would wait setup_timeout.
+    refusal = pod_security_denial('privileged (container "launcher" must not set privileged)')
+    launcher_pods = lambda pod: pod["metadata"]["labels"].get(ROLE) == "launcher"  # noqa: E731
+    cluster.server.admission.denials.append(Denial("pods", refusal, applies=launcher_pods))
+    job = cluster.started(mpijob_manifest(wait_for_workers=True))
+    job.workers_running()
+    result = cluster.result(timeout=SETTLE)
+    assert result.failure is not None
+    assert result.failure.kind is FailureKind.REFUSED
+    assert re.fullmatch(
+        r"the launcher Job cannot create the launcher's pod: Error creating: pods "
+        rf'"{JOB}-launcher-[a-z0-9]{{5}}" is forbidden: violates PodSecurity '
+        r'"restricted:latest": privileged '
+        r'\(container "launcher" must not set privileged\)',
+        result.failure.message,
+    ), result.failure.message
     assert leftovers(cluster) == []
 
 

@@ -279,3 +279,37 @@ def test_an_mpijobfailed_event_ends_the_job() -> None:
         ),
     )
     assert tracker.decided_here
+
+
+def test_the_launcher_jobs_events() -> None:
+    tracker = JobTracker("j", 2, 600)
+    involved = {"kind": "Job", "name": "j-launcher"}
+    normal = {"type": "Normal", "involvedObject": involved, "reason": "SuccessfulCreate"}
+    warning = {
+        "type": "Warning",
+        "involvedObject": involved,
+        "reason": "FailedToUpdateEndpoint",
+        "message": "no endpoint ",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (normal, warning, warning)), 0) == [
+        "launcher Job: FailedToUpdateEndpoint: no endpoint"
+    ]
+    assert tracker.verdict() is None
+    refused = {
+        "type": "Warning",
+        "involvedObject": involved,
+        "reason": "FailedCreate",
+        "message": 'Error creating: pods "j-launcher-x7k2p" is forbidden: failed quota: compute: '
+        "must specify limits.memory for: launcher",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (refused,)), 1) == []
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.REFUSED,
+            "the launcher Job cannot create the launcher's pod: Error creating: pods "
+            '"j-launcher-x7k2p" is forbidden: failed quota: compute: must specify limits.memory '
+            "for: launcher; fix: the namespace's ResourceQuota counts cpu and memory, so every "
+            "container must declare them: set resources.launcher in train.yaml",
+        ),
+    )

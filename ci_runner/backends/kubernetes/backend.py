@@ -376,6 +376,8 @@ class KubernetesBackend:
         name = str(involved.get("name", ""))
         if involved.get("kind") == "MPIJob":
             return name == self.mpijob_name and involved.get("uid") in (None, "", self._job_uid)
+        if involved.get("kind") == "Job":  # the launcher Job's (the Job controller's FailedCreate)
+            return name == f"{self.mpijob_name}-launcher"
         job = re.escape(self.mpijob_name)
         return involved.get("kind") == "Pod" and bool(
             re.fullmatch(rf"{job}-(worker-\d+|launcher-[a-z0-9]+)", name)

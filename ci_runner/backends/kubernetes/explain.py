@@ -330,6 +330,26 @@ def quota_fix(message: str) -> str:
     )
 
 
+def launcher_job_failure(event: JSON) -> Failure | None:
+    """The Job controller's FailedCreate Warning Event on the launcher Job: a ResourceQuota,
+    PodSecurity or an admission webhook refused the launcher's pod (controller_utils.go,
+    ``Error creating: ...``). Neither the MPIJob nor its status says so."""
+    if event.get("reason") != "FailedCreate" or event.get("type") != "Warning":
+        return None
+    message = str(event.get("message", "")).strip()
+    return Failure(
+        FailureKind.REFUSED,
+        f"the launcher Job cannot create the launcher's pod: {message}{quota_fix(message)}",
+    )
+
+
+def launcher_job_warning(event: JSON) -> str | None:
+    """Another Warning Event of the launcher Job, as a status line; None for a Normal one."""
+    if event.get("type") != "Warning":
+        return None
+    return f"launcher Job: {event.get('reason', '')}: {str(event.get('message', '')).strip()}"
+
+
 def validation_failure(events: Iterable[JSON]) -> Failure | None:
     """MPI Operator's ValidationError Event: the job will never start."""
     for event in events:

@@ -173,6 +173,15 @@ class JobTracker:
             if refused and self._failure is None:
                 self._failure = Verdict(Outcome.FAILED, refused)
             return []
+        if involved.get("kind") == "Job":
+            # Only the launcher Job's Events reach us (the backend's filter).
+            refused = explain.launcher_job_failure(event)
+            if refused is not None:
+                if self._failure is None:
+                    self._failure = Verdict(Outcome.FAILED, refused)
+                return []
+            warning = explain.launcher_job_warning(event)
+            return self._once(warning) if warning else []
         if reason == "FailedScheduling" and involved.get("kind") == "Pod":
             name = str(involved.get("name", ""))
             message = str(event.get("message", ""))
