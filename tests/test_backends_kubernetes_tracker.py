@@ -313,3 +313,40 @@ def test_the_launcher_jobs_events() -> None:
             "container must declare them: set resources.launcher in train.yaml",
         ),
     )
+
+
+def _failed_scheduling(pod: str, when: str, uid: str | None = None) -> JSON:
+    involved = {"kind": "Pod", "name": pod, **({"uid": uid} if uid else {})}
+    return {
+        "type": "Warning",
+        "involvedObject": involved,
+        "reason": "FailedScheduling",
+        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+        "lastTimestamp": when,
+    }
+
+
+def test_events_older_than_the_job_never_start_a_timer() -> None:
+    tracker = JobTracker("j", 1, 600, setup_timeout=100_000)
+    created = {**mpijob(), "metadata": {"name": "j", "creationTimestamp": "2026-12-02T10:00:00Z"}}
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (created,)), 0)
+    # A relist (410, an API server restart) replays every Event still kept: one about a pod
+    # that has a node by now, one about an earlier pod of that name, one of an earlier job.
+    scheduled = worker(0)
+    scheduled["metadata"]["uid"] = "uid-now"
+    scheduled["spec"] = {"nodeName": "gpu-1"}
+    tracker.apply(pods(SYNC, scheduled), 0)
+    replayed = (
+        _failed_scheduling("j-worker-0", "2026-12-02T10:00:05Z"),
+        _failed_scheduling("j-worker-0", "2026-12-02T10:00:05Z", uid="uid-before"),
+    )
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, replayed), 10) == []
+    earlier_job = _failed_scheduling("j-worker-1", "2026-12-02T09:10:00Z")
+    assert tracker.apply(WatchUpdate(EVENTS, "ADDED", (earlier_job,)), 10) == []
+    tracker.check_time(10_000)
+    assert tracker.verdict() is None
+    # A new one about a pod not seen yet still counts (the Event may come before its status).
+    fresh = _failed_scheduling("j-worker-1", "2026-12-02T10:00:07+00:00")
+    assert tracker.apply(WatchUpdate(EVENTS, "ADDED", (fresh,)), 20) == [
+        "workers pending: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Final
 
 from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
@@ -233,6 +234,53 @@ def image_pull_failure(pod: JSON) -> Failure | None:
                 container=str(status.get("name", "")) or None,
             )
     return None
+
+
+def is_scheduled(pod: JSON) -> bool:
+    """The pod has a node: it never becomes unschedulable again."""
+    if pod.get("spec", {}).get("nodeName"):
+        return True
+    if pod.get("status", {}).get("phase") not in (None, "", "Pending"):
+        return True
+    return condition(pod, "PodScheduled") is not None
+
+
+def _moment(text: object) -> datetime | None:
+    """An API timestamp (RFC 3339, ``Z`` or an offset, MicroTime's fraction too)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def event_time(event: JSON) -> datetime | None:
+    """When an Event last happened: its series' last observation, lastTimestamp (core/v1),
+    else eventTime (events.k8s.io writers fill only that)."""
+    series = event.get("series") or {}
+    for text in (
+        series.get("lastObservedTime"),
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+    ):
+        moment = _moment(text)
+        if moment is not None:
+            return moment
+    return None
+
+
+def stale_scheduling_event(event: JSON, pod: JSON | None, mpijob: JSON | None) -> bool:
+    """A FailedScheduling Event older than what we know (a relist replays every Event kept,
+    an hour by default): about a pod that has a node by now or an earlier pod of that name,
+    or from before this MPIJob was created (an earlier job of the same name)."""
+    if pod is not None:
+        uid = event.get("involvedObject", {}).get("uid")
+        if is_scheduled(pod) or (uid and uid != pod.get("metadata", {}).get("uid")):
+            return True
+    created = _moment((mpijob or {}).get("metadata", {}).get("creationTimestamp"))
+    happened = event_time(event)
+    return created is not None and happened is not None and happened < created
 
 
 def unschedulable_message(pod: JSON) -> str | None:

@@ -185,6 +185,8 @@ class JobTracker:
         if reason == "FailedScheduling" and involved.get("kind") == "Pod":
             name = str(involved.get("name", ""))
             message = str(event.get("message", ""))
+            if explain.stale_scheduling_event(event, self.pods.get(name), self.mpijob):
+                return []
             if self._unschedulable_since is None:
                 # The Event may come before the pod's status says so: the clock starts now.
                 self._unschedulable_since, self._unschedulable = now, (name, message)
