@@ -350,3 +350,45 @@ def test_events_older_than_the_job_never_start_a_timer() -> None:
     assert tracker.apply(WatchUpdate(EVENTS, "ADDED", (fresh,)), 20) == [
         "workers pending: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
     ]
+
+
+def _suspended(suspend: bool, labels: JSON | None = None) -> JSON:
+    job = mpijob(("Created", "MPIJobCreated"))
+    job["metadata"]["labels"] = labels or {}
+    job["spec"]["runPolicy"] = {"suspend": suspend}
+    return job
+
+
+def test_a_suspended_job_is_queued_without_a_setup_timer() -> None:
+    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    kueue = {"kueue.x-k8s.io/queue-name": "team-a"}
+    assert tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(True, kueue),)), 0) == [
+        "queued: MPIJob j is suspended (Kueue LocalQueue team-a); it starts when the queue "
+        "admits it (kubernetes.setup_timeout does not run meanwhile)"
+    ]
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(True, kueue),)), 5) == []
+    tracker.check_time(5000)
+    assert tracker.verdict() is None
+    resumed = tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(False, kueue),)), 6000)
+    assert resumed == ["resumed: the queue admitted MPIJob j; setting up"]
+    tracker.apply(pods(SYNC, worker(0), worker(1)), 6000)
+    tracker.check_time(6899)
+    assert tracker.verdict() is None
+    tracker.check_time(6900)
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.kind is FailureKind.SETUP
+
+
+def test_a_suspension_after_the_start_is_a_preemption() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True)), 0)
+    tracker.apply(pods("ADDED", launcher()), 0)
+    suspended = mpijob(("Created", "MPIJobCreated"), ("Suspended", "MPIJobSuspended"))
+    suspended["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "research"}}
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (suspended,)), 10) == [
+        "preempted: MPIJob j was suspended after it started (queue research); its pods are "
+        "deleted and it starts again when the queue resumes it"
+    ]
+    assert tracker.verdict() is None

@@ -236,6 +236,49 @@ def image_pull_failure(pod: JSON) -> Failure | None:
     return None
 
 
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+
+
+def is_suspended(mpijob: JSON) -> bool:
+    """``runPolicy.suspend`` when the spec sets it (a queue such as Kueue creates the job
+    suspended and resumes it on admission), else the operator's Suspended condition."""
+    suspend = mpijob.get("spec", {}).get("runPolicy", {}).get("suspend")
+    if isinstance(suspend, bool):
+        return suspend
+    return condition(mpijob, "Suspended") is not None
+
+
+def _queue(mpijob: JSON) -> str:
+    """ " (Kueue LocalQueue q)" or " (queue q)" from the job's labels or scheduling policy."""
+    metadata = mpijob.get("metadata", {})
+    kueue = (metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if kueue:
+        return f" (Kueue LocalQueue {kueue})"
+    policy = mpijob.get("spec", {}).get("runPolicy", {}).get("schedulingPolicy") or {}
+    return f" (queue {policy['queue']})" if policy.get("queue") else ""
+
+
+def queued_line(mpijob: JSON) -> str:
+    """The status line of a job suspended before it started."""
+    return (
+        f"queued: MPIJob {pod_name(mpijob)} is suspended{_queue(mpijob)}; it starts when the "
+        "queue admits it (kubernetes.setup_timeout does not run meanwhile)"
+    )
+
+
+def preempted_line(mpijob: JSON) -> str:
+    """The status line of a job suspended after it started: preempted by its queue."""
+    return (
+        f"preempted: MPIJob {pod_name(mpijob)} was suspended after it started{_queue(mpijob)}; "
+        "its pods are deleted and it starts again when the queue resumes it"
+    )
+
+
+def resumed_line(mpijob: JSON) -> str:
+    """The status line of a suspended job the queue lets run."""
+    return f"resumed: the queue admitted MPIJob {pod_name(mpijob)}; setting up"
+
+
 def is_scheduled(pod: JSON) -> bool:
     """The pod has a node: it never becomes unschedulable again."""
     if pod.get("spec", {}).get("nodeName"):
