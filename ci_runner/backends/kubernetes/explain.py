@@ -452,6 +452,23 @@ def validation_failure(events: Iterable[JSON]) -> Failure | None:
     return None
 
 
+def disruption(pod: JSON) -> Failure | None:
+    """A worker the cluster stopped (preemption, a drain's eviction, a taint, the kubelet's
+    shutdown), from its DisruptionTarget condition: sshd exits 0 on SIGTERM, so the pod ends
+    Succeeded and only the launcher's failure would show."""
+    cond = condition(pod, "DisruptionTarget")
+    if cond is None:
+        return None
+    reason = str(cond.get("reason") or "DisruptionTarget")
+    message = str(cond.get("message") or "").strip()
+    detail = f"{reason}: {message}" if message else reason
+    return Failure(
+        FailureKind.WORKER_FAILED,
+        f"worker {pod_name(pod)} was stopped by the cluster ({detail}); the launcher then failed",
+        pod=pod_name(pod),
+    )
+
+
 def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
     """Why a job whose Failed condition is True failed, the root cause first.
 
@@ -480,6 +497,10 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
             FailureKind.DEADLINE,
             f"the job ran past its time limit{limit} (activeDeadlineSeconds) and was stopped",
         )
+    for pod in workers:
+        disrupted = disruption(pod)
+        if disrupted is not None:
+            return disrupted
     for pod in workers:
         end = terminated(pod)
         if end and end.get("exitCode", 0) != 0:
