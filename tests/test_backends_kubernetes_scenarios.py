@@ -30,6 +30,7 @@ from testing.fake_kube.harness import (
     mpijob_manifest,
     running_cluster,
 )
+from testing.fake_kube.scenarios import JobScenario
 
 SETTLE = 5.0
 ROLE = "training.kubeflow.org/job-role"
@@ -356,16 +357,21 @@ def _with_worker_deadline(manifest: JSON, seconds: int) -> JSON:
     return manifest
 
 
-def test_a_job_is_stamped_at_submission_with_when_it_may_be_reaped(cluster: Cluster) -> None:
-    job = cluster.started(_with_worker_deadline(mpijob_manifest(), 9000), unschedulable_timeout=300)
-    until = (cluster.clock.now() + timedelta(seconds=9300)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert job.mpijob["metadata"]["annotations"]["ci-runner/delete-after"] == until
+def _succeeds(cluster: Cluster, job: JobScenario) -> None:
+    """``job``'s workers and launcher run, the launcher exits 0: nothing is left."""
     job.workers_running()
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
     assert leftovers(cluster) == []
+
+
+def test_a_job_is_stamped_at_submission_with_when_it_may_be_reaped(cluster: Cluster) -> None:
+    job = cluster.started(_with_worker_deadline(mpijob_manifest(), 9000), unschedulable_timeout=300)
+    until = (cluster.clock.now() + timedelta(seconds=9300)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert job.mpijob["metadata"]["annotations"]["ci-runner/delete-after"] == until
+    _succeeds(cluster, job)
 
 
 def test_the_next_run_deletes_what_a_killed_ci_job_left(cluster: Cluster) -> None:
@@ -382,9 +388,4 @@ def test_the_next_run_deletes_what_a_killed_ci_job_left(cluster: Cluster) -> Non
         "[ci-runner] deleted MPIJob train-killed: its time (ci-runner/delete-after) had passed; "
         "an earlier run kept it, or was stopped before it could delete it",
     ]
-    job.workers_running()
-    job.launcher_running()
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-    job.launcher_exits(0)
-    assert cluster.result().outcome is Outcome.SUCCEEDED
-    assert leftovers(cluster) == []
+    _succeeds(cluster, job)

@@ -32,6 +32,19 @@ def cancel(args: list[str], repo: Path, env: dict[str, str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+def _agent_job(kas: FakeKubeServer, repo: Path, tmp_path: Path) -> tuple[dict[str, str], str]:
+    """The CI job's environment (a GitLab agent's kubeconfig for ``kas``) and its MPIJob's
+    name; that MPIJob is created in the agent's cluster."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
+    }
+    name = mpijob_name(load_config(TRAIN_YAML), from_environment(env, repo))
+    kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
+    return env, name
+
+
 def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
     git_repo: GitRepo, tmp_path: Path
 ) -> None:
@@ -39,13 +52,7 @@ def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
     # The agent's cluster accepts only the gpu-cluster agent's token: reaching it proves the
     # context (and its user) chosen.
     with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(tmp_path),
-            "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
-        }
-        name = mpijob_name(load_config(TRAIN_YAML), from_environment(env, repo))
-        kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
+        env, name = _agent_job(kas, repo, tmp_path)
 
         code, err = cancel([], repo, env)
         assert (code, err) == (
@@ -75,13 +82,7 @@ def test_cancel_also_deletes_the_jobs_whose_time_has_passed(
 ) -> None:
     repo, _ = git_repo({"train.yaml": TRAIN_YAML})
     with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(tmp_path),
-            "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
-        }
-        name = mpijob_name(load_config(TRAIN_YAML), from_environment(env, repo))
-        kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
+        env, _ = _agent_job(kas, repo, tmp_path)
         for other, stamp in (
             ("left-1", "2020-01-01T00:00:00Z"),
             ("running", "2999-01-01T00:00:00Z"),

@@ -381,13 +381,7 @@ def with_log_line(failure: Failure, line: str) -> Failure:
 def operator_failure(event: JSON) -> Failure | None:
     """MPI Operator's MPIJobFailed Warning Event: it could not create a pod or the launcher Job
     (a ResourceQuota, PodSecurity, an admission webhook); v0.8.2 sets no condition for it."""
-    if event.get("reason") != "MPIJobFailed" or event.get("type") != "Warning":
-        return None
-    message = str(event.get("message", "")).strip()
-    return Failure(
-        FailureKind.REFUSED,
-        f"MPI Operator cannot create the job's pods: {message}{quota_fix(message)}",
-    )
+    return _refusal(event, "MPIJobFailed", "MPI Operator cannot create the job's pods")
 
 
 def _listed(words: Sequence[str]) -> str:
@@ -425,13 +419,15 @@ def launcher_job_failure(event: JSON) -> Failure | None:
     """The Job controller's FailedCreate Warning Event on the launcher Job: a ResourceQuota,
     PodSecurity or an admission webhook refused the launcher's pod (controller_utils.go,
     ``Error creating: ...``). Neither the MPIJob nor its status says so."""
-    if event.get("reason") != "FailedCreate" or event.get("type") != "Warning":
+    return _refusal(event, "FailedCreate", "the launcher Job cannot create the launcher's pod")
+
+
+def _refusal(event: JSON, reason: str, what: str) -> Failure | None:
+    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, a quota's fix."""
+    if event.get("reason") != reason or event.get("type") != "Warning":
         return None
     message = str(event.get("message", "")).strip()
-    return Failure(
-        FailureKind.REFUSED,
-        f"the launcher Job cannot create the launcher's pod: {message}{quota_fix(message)}",
-    )
+    return Failure(FailureKind.REFUSED, f"{what}: {message}{quota_fix(message)}")
 
 
 def launcher_job_warning(event: JSON) -> str | None:
