@@ -18,7 +18,8 @@ try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
 except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
-from ci_runner.config.types import TrainConfig
+from ci_runner.config.engine import MAX_DURATION
+from ci_runner.config.types import ContainerResources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import GitError
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
@@ -33,6 +34,8 @@ DISCOVER_HOSTS: Final = "/etc/mpi/discover_hosts.sh"
 POD_LOCATION: Final = RankLocation(code_dir=CODE_DIR, dependency_path="")
 POD_HOSTS: Final = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOVER_HOSTS)
 LABEL_PREFIX: Final = "ci-runner"
+# Added to each pod's own deadline: the launcher Job's creation, pod starts, mpirun's teardown.
+POD_DEADLINE_MARGIN: Final = 600
 # Annotation values are capped so a pathological branch name cannot push the object past the
 # API server's 256 KiB annotation limit.
 MAX_ANNOTATION_CHARS: Final = 4096
@@ -97,13 +100,10 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
             "queue": k8s.queue,
             "priority_class": k8s.priority_class,
         }
-    resource_limits: list[tuple[str, str | int]] = []
-    if config.resources.cpu:
-        resource_limits.append(("cpu", config.resources.cpu))
-    if config.resources.memory:
-        resource_limits.append(("memory", config.resources.memory))
+    worker = container_resources(ContainerResources(config.resources.cpu, config.resources.memory))
     if config.resources.gpu:
-        resource_limits.append(("nvidia.com/gpu", config.resources.gpu))
+        # An extended resource is set as a limit; the API server copies it into the requests.
+        worker["limits"].append(("nvidia.com/gpu", config.resources.gpu))
     return {
         "name": name,
         "namespace": k8s.namespace,
@@ -114,6 +114,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "ttl_seconds_after_finished": k8s.ttl_seconds_after_finished,
         "backoff_limit": k8s.backoff_limit,
         "active_deadline_seconds": plan.deadline_seconds,
+        "pod_deadlines": pod_deadlines(plan.deadline_seconds, config),
         "scheduling": scheduling,
         "image": config.image,
         "service_account": k8s.service_account,
@@ -133,8 +134,41 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "rank_env": plan.rank_environment(POD_LOCATION),
         "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],
         "launcher_args": plan.horovodrun_argv(POD_HOSTS),
-        "resource_limits": resource_limits,
+        "worker_resources": worker,
+        "setup_resources": container_resources(config.resources.setup),
+        "launcher_resources": container_resources(config.resources.launcher),
     }
+
+
+def pod_deadlines(training_deadline: int | None, config: TrainConfig) -> dict[str, int]:
+    """Each pod's own ``activeDeadlineSeconds`` (counted from its start, so not the time it
+    waits for a node), so that no pod outlives its job when the CI job that follows it is killed:
+    the run policy's deadline reaches only the launcher Job, which exists only once every worker
+    is Ready (mpi_job_controller.go). A worker may set up (``setup_timeout``), wait for the
+    launcher's node (``unschedulable_timeout``) and train (the training's deadline, else the 7
+    days a timeout may be at most); the launcher only trains. Both get
+    :data:`POD_DEADLINE_MARGIN` more. ``training_deadline`` is the MPIJob's (the plan's:
+    train.yaml's ``timeout``, else what the CI job's timeout leaves)."""
+    training = training_deadline if training_deadline is not None else MAX_DURATION
+    k8s = config.kubernetes
+    return {
+        "launcher": training + POD_DEADLINE_MARGIN,
+        "worker": k8s.setup_timeout + k8s.unschedulable_timeout + training + POD_DEADLINE_MARGIN,
+    }
+
+
+def container_resources(
+    resources: ContainerResources,
+) -> dict[str, list[tuple[str, str | int]]]:
+    """A container's ``requests`` and ``limits`` (both the same amounts): what a ResourceQuota
+    that counts cpu or memory requires of every container (pkg/quota/v1/evaluator/core/pods.go,
+    ``Constraints``). What is None is left out, for the namespace's LimitRange to fill in."""
+    amounts: list[tuple[str, str | int]] = [
+        (name, value)
+        for name, value in (("cpu", resources.cpu), ("memory", resources.memory))
+        if value is not None
+    ]
+    return {"requests": list(amounts), "limits": list(amounts)}
 
 
 def to_label_value(text: str) -> str:

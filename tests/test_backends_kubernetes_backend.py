@@ -147,7 +147,8 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
     job.worker_oom_killed(1)
     # The worker's end ends the steady run: the MPIJob is listed and watched again.
     cluster.server.wait_for_watches("mpijobs.kubeflow.org")
-    assert cluster.server.count("list", "mpijobs") == 2
+    # (one more, after submission, for the jobs whose ci-runner/delete-after has passed)
+    assert cluster.server.count("list", "mpijobs") == 3
     job.launcher_log("[1]<stderr>:ORTE has lost communication with a remote daemon.")
     job.launcher_exits(1)
     result = cluster.result()
@@ -282,7 +283,11 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
     cluster.server.expire_history()
     cluster.server.drop_watches()
     cluster.server.wait_until(
-        lambda: all(cluster.server.count("list", r) == 2 for r in ("mpijobs", "pods", "events"))
+        # (and one list of MPIJobs, after submission, for those whose time has passed)
+        lambda: all(
+            cluster.server.count("list", r) == n
+            for r, n in (("mpijobs", 3), ("pods", 2), ("events", 2))
+        )
     )
     job.workers_running([1])
     job.launcher_running()
@@ -298,7 +303,9 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
     ]
     assert result.outcome is Outcome.SUCCEEDED
     # First, after 410, once more when the launcher ended (its watch was paused meanwhile),
-    assert cluster.server.count("list", "mpijobs") == 4  # and for kept jobs whose time has passed
+    assert (
+        cluster.server.count("list", "mpijobs") == 4
+    )  # and once for the jobs whose delete-after has passed
     assert cluster.server.count("list", "events") == 2
     assert cluster.server.count("list", "pods") == 3  # first, after 410, the final look
 
@@ -311,7 +318,7 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
         "create secrets": 1,
         "create mpijobs": 1,
         "patch secrets": 1,
-        "list mpijobs": 1,
+        "list mpijobs": 2,  # the job's, and those whose ci-runner/delete-after has passed
         "watch mpijobs": 1,
         "list pods": 1,
         "watch pods": 3,
@@ -324,7 +331,7 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
     # The launcher's end: one list of the MPIJob says Succeeded, no watch needed.
     assert (
         cluster.server.count("list", "mpijobs") == 3
-    )  # and one for kept jobs whose time has passed
+    )  # and once for the jobs whose delete-after has passed
     assert cluster.server.count("watch", "mpijobs") == 1
 
 
@@ -405,7 +412,7 @@ def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
     # The same pods, still steady: the MPIJob was not listed (resumed) for it.
     assert handling.applied == [("pods", SYNC)]
     assert cluster.server.count("list", "pods") == 2
-    assert cluster.server.count("list", "mpijobs") == 1
+    assert cluster.server.count("list", "mpijobs") == 2  # the job's; those whose time has passed
     job.launcher_exits(0)
     result = cluster.result()
     assert result.outcome is Outcome.SUCCEEDED
@@ -418,7 +425,7 @@ def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
     # Listed again only once the launcher ended; never watched again.
     assert (
         cluster.server.count("list", "mpijobs") == 3
-    )  # and one for kept jobs whose time has passed
+    )  # and once for the jobs whose delete-after has passed
     assert cluster.server.count("watch", "mpijobs") == 1
     assert cluster.server.count("list", "events") == 1
 
@@ -509,8 +516,9 @@ def test_job_deleted_by_someone_else(cluster: Cluster) -> None:
     assert result.outcome is Outcome.CANCELLED
     assert result.failure == Failure(FailureKind.CANCELLED, message)
     assert_all_gone(cluster)
-    # Its watch was paused: the garbage collector deleting the pods sent us to list it again.
-    assert cluster.server.count("list", "mpijobs") == 2
+    # Its watch was paused: the garbage collector deleting the pods sent us to list it again
+    # (and once, after submission, for the jobs whose ci-runner/delete-after has passed).
+    assert cluster.server.count("list", "mpijobs") == 3
     assert cluster.server.count("watch", "mpijobs") == 1
 
 

@@ -248,3 +248,46 @@ def test_failure_texts_of_what_the_tracker_decides() -> None:
     assert explain.with_log_line(failed, "fix: set CI_RUNNER_GIT_TOKEN").message == (
         "worker w: init container fetch exited with code 1: fix: set CI_RUNNER_GIT_TOKEN"
     )
+
+
+def test_a_quota_refusal_names_what_to_set_for_each_container() -> None:
+    message = (
+        'launcher pod created failed: pods "j-launcher" is forbidden: failed quota: compute: '
+        "must specify limits.memory for: istio-proxy,launcher; requests.cpu for: fetch-code"
+    )
+    assert explain.quota_fix(message) == (
+        "; fix: the namespace's ResourceQuota counts cpu and memory, so every container must "
+        "declare them: set resources.setup and resources.launcher in train.yaml; ask the "
+        "cluster's administrators for a LimitRange with defaults, or for requests and limits on "
+        "the containers an admission webhook adds (istio-proxy)"
+    )
+    used_up = 'pods "j-worker-0" is forbidden: exceeded quota: gpu, requested: ...'
+    assert explain.quota_fix(used_up) == ""
+
+
+def test_a_disrupted_worker_is_named_with_its_disruption_target_reason() -> None:
+    # sshd exits 0 on SIGTERM: the drained worker ends Succeeded; its condition says why.
+    drained = pod("j-worker-1", "worker", **exited(0, "Completed"))
+    drained["status"]["phase"] = "Succeeded"
+    drained["status"]["conditions"] = [
+        {"type": "Ready", "status": "False"},
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+        },
+    ]
+    pods = {
+        "j-launcher-abcde": pod("j-launcher-abcde", "launcher", **exited(1)),
+        "j-worker-0": pod("j-worker-0", "worker"),
+        "j-worker-1": drained,
+    }
+    assert explain.explain_failed_job(failed_job(), pods) == Failure(
+        FailureKind.WORKER_FAILED,
+        "worker j-worker-1 was stopped by the cluster (EvictionByEvictionAPI: Eviction API: "
+        "evicting); the launcher then failed",
+        pod="j-worker-1",
+    )
+    drained["status"]["conditions"][1]["status"] = "False"
+    assert explain.explain_failed_job(failed_job(), pods).kind is FailureKind.EXIT_CODE

@@ -9,15 +9,19 @@ detected after SETTLE real seconds (nothing sleeps: the run is a thread we wait 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
-from testing.fake_kube.admission import Quota
+from ci_runner.plan.run_plan import JobSecret, secret_name
+from testing.fake_kube.admission import Denial, Quota, pod_security_denial
 from testing.fake_kube.harness import (
     JOB,
     JSON,
@@ -26,8 +30,10 @@ from testing.fake_kube.harness import (
     mpijob_manifest,
     running_cluster,
 )
+from testing.fake_kube.scenarios import JobScenario
 
 SETTLE = 5.0
+ROLE = "training.kubeflow.org/job-role"
 SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
 STOPPED = f"[ci-runner] deleted MPIJob {JOB} and its pods"
 PIP_ERROR = (
@@ -135,6 +141,43 @@ def test_quota_denies_a_worker(cluster: Cluster) -> None:
     )
     assert result.failure == Failure(FailureKind.REFUSED, message)
     assert cluster.log.lines == [SUBMITTED, f"[ci-runner] MPIJob {JOB} failed: {message}", STOPPED]
+    assert leftovers(cluster) == []
+
+
+def test_a_cpu_quota_refuses_containers_that_declare_no_cpu(cluster: Cluster) -> None:
+    quota = Quota("compute", NAMESPACE, {"limits.cpu": "64", "requests.memory": "256Gi"})
+    cluster.server.admission.quotas.append(quota)
+    cluster.start(mpijob_manifest(wait_for_workers=True, setup=True))
+    result = cluster.result(timeout=SETTLE)
+    message = (
+        "MPI Operator cannot create the job's pods: worker pod created failed: "
+        f'pods "{JOB}-worker-0" is forbidden: failed quota: compute: must specify limits.cpu '
+        "for: fetch-code,install-requirements,worker; requests.memory for: fetch-code; fix: the "
+        "namespace's ResourceQuota counts cpu and memory, so every container must declare them: "
+        "set resources.cpu, resources.memory and resources.setup in train.yaml"
+    )
+    assert result.failure == Failure(FailureKind.REFUSED, message)
+    assert leftovers(cluster) == []
+
+
+def test_a_refused_launcher_pod_fails_at_once(cluster: Cluster) -> None:
+    # The Job controller's FailedCreate on the launcher Job (controller_utils.go): the MPIJob
+    # shows nothing, and without reading it the job would wait setup_timeout.
+    refusal = pod_security_denial('privileged (container "launcher" must not set privileged)')
+    launcher_pods = lambda pod: pod["metadata"]["labels"].get(ROLE) == "launcher"  # noqa: E731
+    cluster.server.admission.denials.append(Denial("pods", refusal, applies=launcher_pods))
+    job = cluster.started(mpijob_manifest(wait_for_workers=True))
+    job.workers_running()
+    result = cluster.result(timeout=SETTLE)
+    assert result.failure is not None
+    assert result.failure.kind is FailureKind.REFUSED
+    assert re.fullmatch(
+        r"the launcher Job cannot create the launcher's pod: Error creating: pods "
+        rf'"{JOB}-launcher-[a-z0-9]{{5}}" is forbidden: violates PodSecurity '
+        r'"restricted:latest": privileged '
+        r'\(container "launcher" must not set privileged\)',
+        result.failure.message,
+    ), result.failure.message
     assert leftovers(cluster) == []
 
 
@@ -293,8 +336,56 @@ def test_keep_finished_keeps_the_job_and_a_later_run_deletes_it(tmp_path: Path) 
         cluster.log.wait_for(f"[ci-runner] launcher running (pod {later.launcher_pod})")
         later.launcher_exits(0)
         assert cluster.result().outcome is Outcome.SUCCEEDED
-        assert cluster.log.lines[-2:] == [
-            "[ci-runner] deleted MPIJob train-later, its pods and its Secret",
-            f"[ci-runner] deleted MPIJob {JOB}: kept by an earlier run until its time had passed",
-        ]
+        assert EXPIRED_LINE in cluster.log.lines
+        assert (
+            cluster.log.lines[-1]
+            == "[ci-runner] deleted MPIJob train-later, its pods and its Secret"
+        )
         assert leftovers(cluster) == []
+
+
+EXPIRED_LINE = (
+    f"[ci-runner] deleted MPIJob {JOB}: its time (ci-runner/delete-after) had passed; an earlier "
+    "run kept it, or was stopped before it could delete it"
+)
+
+
+def _with_worker_deadline(manifest: JSON, seconds: int) -> JSON:
+    manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["activeDeadlineSeconds"] = (
+        seconds
+    )
+    return manifest
+
+
+def _succeeds(cluster: Cluster, job: JobScenario) -> None:
+    """``job``'s workers and launcher run, the launcher exits 0: nothing is left."""
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert leftovers(cluster) == []
+
+
+def test_a_job_is_stamped_at_submission_with_when_it_may_be_reaped(cluster: Cluster) -> None:
+    job = cluster.started(_with_worker_deadline(mpijob_manifest(), 9000), unschedulable_timeout=300)
+    until = (cluster.clock.now() + timedelta(seconds=9300)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert job.mpijob["metadata"]["annotations"]["ci-runner/delete-after"] == until
+    _succeeds(cluster, job)
+
+
+def test_the_next_run_deletes_what_a_killed_ci_job_left(cluster: Cluster) -> None:
+    # What a CI job killed during setup leaves: its MPIJob, stamped at submission, and workers.
+    api = KubeApi(cluster.api_client(), NAMESPACE, cluster.clock)
+    secret = JobSecret(secret_name("train-killed"), ("git-token",), {"git-token": "t"})
+    stamp = cluster.clock.now() + timedelta(seconds=3000)
+    submit(api, mpijob_manifest("train-killed"), secret, stamp)
+    cluster.job("train-killed").workers_running()
+    cluster.clock.advance(3600)
+    job = cluster.started()
+    assert cluster.log.lines[:2] == [
+        SUBMITTED,
+        "[ci-runner] deleted MPIJob train-killed: its time (ci-runner/delete-after) had passed; "
+        "an earlier run kept it, or was stopped before it could delete it",
+    ]
+    _succeeds(cluster, job)

@@ -279,3 +279,116 @@ def test_an_mpijobfailed_event_ends_the_job() -> None:
         ),
     )
     assert tracker.decided_here
+
+
+def test_the_launcher_jobs_events() -> None:
+    tracker = JobTracker("j", 2, 600)
+    involved = {"kind": "Job", "name": "j-launcher"}
+    normal = {"type": "Normal", "involvedObject": involved, "reason": "SuccessfulCreate"}
+    warning = {
+        "type": "Warning",
+        "involvedObject": involved,
+        "reason": "FailedToUpdateEndpoint",
+        "message": "no endpoint ",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (normal, warning, warning)), 0) == [
+        "launcher Job: FailedToUpdateEndpoint: no endpoint"
+    ]
+    assert tracker.verdict() is None
+    refused = {
+        "type": "Warning",
+        "involvedObject": involved,
+        "reason": "FailedCreate",
+        "message": 'Error creating: pods "j-launcher-x7k2p" is forbidden: failed quota: compute: '
+        "must specify limits.memory for: launcher",
+    }
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (refused,)), 1) == []
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.REFUSED,
+            "the launcher Job cannot create the launcher's pod: Error creating: pods "
+            '"j-launcher-x7k2p" is forbidden: failed quota: compute: must specify limits.memory '
+            "for: launcher; fix: the namespace's ResourceQuota counts cpu and memory, so every "
+            "container must declare them: set resources.launcher in train.yaml",
+        ),
+    )
+
+
+def _failed_scheduling(pod: str, when: str, uid: str | None = None) -> JSON:
+    involved = {"kind": "Pod", "name": pod, **({"uid": uid} if uid else {})}
+    return {
+        "type": "Warning",
+        "involvedObject": involved,
+        "reason": "FailedScheduling",
+        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+        "lastTimestamp": when,
+    }
+
+
+def test_events_older_than_the_job_never_start_a_timer() -> None:
+    tracker = JobTracker("j", 1, 600, setup_timeout=100_000)
+    created = {**mpijob(), "metadata": {"name": "j", "creationTimestamp": "2026-12-02T10:00:00Z"}}
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (created,)), 0)
+    # A relist (410, an API server restart) replays every Event still kept: one about a pod
+    # that has a node by now, one about an earlier pod of that name, one of an earlier job.
+    scheduled = worker(0)
+    scheduled["metadata"]["uid"] = "uid-now"
+    scheduled["spec"] = {"nodeName": "gpu-1"}
+    tracker.apply(pods(SYNC, scheduled), 0)
+    replayed = (
+        _failed_scheduling("j-worker-0", "2026-12-02T10:00:05Z"),
+        _failed_scheduling("j-worker-0", "2026-12-02T10:00:05Z", uid="uid-before"),
+    )
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, replayed), 10) == []
+    earlier_job = _failed_scheduling("j-worker-1", "2026-12-02T09:10:00Z")
+    assert tracker.apply(WatchUpdate(EVENTS, "ADDED", (earlier_job,)), 10) == []
+    tracker.check_time(10_000)
+    assert tracker.verdict() is None
+    # A new one about a pod not seen yet still counts (the Event may come before its status).
+    fresh = _failed_scheduling("j-worker-1", "2026-12-02T10:00:07+00:00")
+    assert tracker.apply(WatchUpdate(EVENTS, "ADDED", (fresh,)), 20) == [
+        "workers pending: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    ]
+
+
+def _suspended(suspend: bool, labels: JSON | None = None) -> JSON:
+    job = mpijob(("Created", "MPIJobCreated"))
+    job["metadata"]["labels"] = labels or {}
+    job["spec"]["runPolicy"] = {"suspend": suspend}
+    return job
+
+
+def test_a_suspended_job_is_queued_without_a_setup_timer() -> None:
+    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    kueue = {"kueue.x-k8s.io/queue-name": "team-a"}
+    assert tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(True, kueue),)), 0) == [
+        "queued: MPIJob j is suspended (Kueue LocalQueue team-a); it starts when the queue "
+        "admits it (kubernetes.setup_timeout does not run meanwhile)"
+    ]
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(True, kueue),)), 5) == []
+    tracker.check_time(5000)
+    assert tracker.verdict() is None
+    resumed = tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(False, kueue),)), 6000)
+    assert resumed == ["resumed: the queue admitted MPIJob j; setting up"]
+    tracker.apply(pods(SYNC, worker(0), worker(1)), 6000)
+    tracker.check_time(6899)
+    assert tracker.verdict() is None
+    tracker.check_time(6900)
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.kind is FailureKind.SETUP
+
+
+def test_a_suspension_after_the_start_is_a_preemption() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True)), 0)
+    tracker.apply(pods("ADDED", launcher()), 0)
+    suspended = mpijob(("Created", "MPIJobCreated"), ("Suspended", "MPIJobSuspended"))
+    suspended["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "research"}}
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (suspended,)), 10) == [
+        "preempted: MPIJob j was suspended after it started (queue research); its pods are "
+        "deleted and it starts again when the queue resumes it"
+    ]
+    assert tracker.verdict() is None

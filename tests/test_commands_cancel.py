@@ -36,6 +36,19 @@ def cancel(args: list[str], repo: Path, env: dict[str, str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+def _agent_job(kas: FakeKubeServer, repo: Path, tmp_path: Path) -> tuple[dict[str, str], str]:
+    """The CI job's environment (a GitLab agent's kubeconfig for ``kas``) and its MPIJob's
+    name; that MPIJob is created in the agent's cluster."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
+    }
+    name = mpijob_name(load_config(TRAIN_YAML), from_environment(env, repo))
+    kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
+    return env, name
+
+
 def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
     git_repo: GitRepo, tmp_path: Path
 ) -> None:
@@ -43,13 +56,7 @@ def test_cancel_deletes_the_job_through_the_agent_context_it_is_given(
     # The agent's cluster accepts only the gpu-cluster agent's token: reaching it proves the
     # context (and its user) chosen.
     with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(tmp_path),
-            "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
-        }
-        name = mpijob_name(load_config(TRAIN_YAML), from_environment(env, repo))
-        kas.store.create(MPIJOBS, "ml-training", {"metadata": {"name": name}, "spec": {}})
+        env, name = _agent_job(kas, repo, tmp_path)
 
         code, err = cancel([], repo, env)
         assert (code, err) == (
@@ -127,3 +134,30 @@ def test_why_stopped_names_the_limit_and_a_cancel_stays_a_cancel() -> None:
         Outcome.CANCELLED,
         Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
     )
+
+
+def test_cancel_also_deletes_the_jobs_whose_time_has_passed(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML})
+    with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
+        env, _ = _agent_job(kas, repo, tmp_path)
+        for other, stamp in (
+            ("left-1", "2020-01-01T00:00:00Z"),
+            ("running", "2999-01-01T00:00:00Z"),
+        ):
+            metadata = {
+                "name": other,
+                "labels": {"app.kubernetes.io/managed-by": "ci-runner"},
+                "annotations": {"ci-runner/delete-after": stamp},
+            }
+            kas.store.create(MPIJOBS, "ml-training", {"metadata": metadata, "spec": {}})
+
+        code, err = cancel(["--kube-context", "ml/k8s-agents:gpu-cluster"], repo, env)
+        assert code == 0, err
+        assert (
+            "[ci-runner] deleted MPIJob left-1: its time (ci-runner/delete-after) had passed; an "
+            "earlier run kept it, or was stopped before it could delete it"
+        ) in err.splitlines()
+        assert kas.store.find(MPIJOBS, "ml-training", "left-1") is None
+        assert kas.store.find(MPIJOBS, "ml-training", "running") is not None

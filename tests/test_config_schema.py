@@ -17,6 +17,7 @@ from ci_runner.config.engine import Kind, ListOf, MapOf, Record
 from ci_runner.config.reference import EXAMPLE
 from ci_runner.config.schema import SCHEMA, load_config
 from ci_runner.config.types import (
+    ContainerResources,
     DnsConfig,
     Elastic,
     KubernetesOptions,
@@ -159,7 +160,8 @@ image: registry.example.com/ml/horovod:1
 command: [python, train.py, --epochs, 3]
 workers: 3
 slots_per_worker: 2
-resources: {gpu: 2, cpu: 1500m, memory: 16Gi}
+resources:
+  {gpu: 2, cpu: 1500m, memory: 16Gi, setup: {cpu: 2, memory: 3Gi}, launcher: {memory: 256Mi}}
 requirements: ml/requirements.txt
 env: {Z_LAST: "1", A_FIRST: on}
 secrets: [WANDB_API_KEY, HF_TOKEN]
@@ -202,7 +204,13 @@ COMPLETE_CONFIG = TrainConfig(
     command=("python", "train.py", "--epochs", "3"),
     workers=3,
     slots_per_worker=2,
-    resources=Resources(gpu=2, cpu="1500m", memory="16Gi"),
+    resources=Resources(
+        gpu=2,
+        cpu="1500m",
+        memory="16Gi",
+        setup=ContainerResources(cpu="2", memory="3Gi"),
+        launcher=ContainerResources(cpu="500m", memory="256Mi"),
+    ),
     requirements="ml/requirements.txt",
     env=(("A_FIRST", "on"), ("Z_LAST", "1")),
     secrets=("WANDB_API_KEY", "HF_TOKEN"),
@@ -287,7 +295,7 @@ def _records(kind: Kind[object]) -> list[Record[dict[str, object], object]]:
 def test_each_record_states_the_types_of_exactly_its_fields() -> None:
     # The engine trusts each builder's TypedDict to name the record's fields (engine.Record).
     records = _records(SCHEMA)
-    assert len(records) == 9
+    assert len(records) == 11
     for record in records:
         values = get_type_hints(record.build)["values"]
         assert set(get_type_hints(values)) == {spec.key for spec in record.fields}, values
@@ -478,3 +486,16 @@ def test_arbitrary_input_loads_or_fails_with_config_error(data: str | bytes) -> 
         load_config(data)
     except ConfigError as error:
         assert error.lines() and all("\n" not in line for line in error.lines())
+
+
+def test_setup_and_launcher_resources_are_none_or_a_mapping() -> None:
+    assert load_config(BASE + "resources: {setup: none, launcher: none}\n").resources == Resources(
+        setup=ContainerResources(), launcher=ContainerResources()
+    )
+    assert problems(BASE + "resources:\n  setup: nothing\n  launcher: {cpu: 0}\n") == [
+        "train.yaml:5: resources.setup: must be none or a mapping such as {cpu: 500m, memory: "
+        "1Gi}, got the string 'nothing'; fix: write none or a mapping such as {cpu: 500m, "
+        "memory: 1Gi}, e.g. setup: {cpu: 2, memory: 4Gi}",
+        "train.yaml:6: resources.launcher.cpu: must be more than 0, got '0'; fix: request a "
+        "positive amount, e.g. cpu: 500m",
+    ]

@@ -173,10 +173,13 @@ def test_after_script_cancels_a_cancelled_or_timed_out_job(
 def test_the_script_timeout_leaves_after_script_its_time() -> None:
     spec, jobs = load_component({"image": "img:1"})
     variables = jobs["train"]["variables"]
+    # No script timeout unless asked: a default would cut a project's longer job timeout short.
     assert (variables["RUNNER_SCRIPT_TIMEOUT"], variables["RUNNER_AFTER_SCRIPT_TIMEOUT"]) == (
-        "55m",
+        "",
         "5m",
-    )  # 60m together: GitLab's default job timeout
+    )
+    _, jobs = load_component({"image": "img:1", "script_timeout": "55m"})
+    assert jobs["train"]["variables"]["RUNNER_SCRIPT_TIMEOUT"] == "55m"  # + 5m: GitLab's 60m
     assert spec["script_timeout"]["regex"] == spec["after_script_timeout"]["regex"]
     pattern = re.compile(spec["script_timeout"]["regex"])
     assert [bool(pattern.match(t)) for t in ("55m", "2h30m", "90s", "", "1d", "5 m")] == [

@@ -376,6 +376,39 @@ def test_ready_waits_for_sshd_binding_its_port_as_the_container_starts(tmp_path:
 
 # launch.sh
 
+# /proc/net/route of a pod: the cluster's route first, then the default route.
+ROUTE_TABLE = (
+    "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+    "eth0\t0000000A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"
+    "eth0\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
+)
+
+
+def test_launch_names_the_default_route_interface_to_horovodrun(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    env = _fetched(tmp_path, remote)
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "horovodrun").write_text('#!/bin/sh\necho "$*"\n')
+    (fake_bin / "horovodrun").chmod(0o755)
+    routes = tmp_path / "route"
+    routes.write_text(ROUTE_TABLE.replace("eth0\t00000000", "net1\t00000000"))
+    env = {
+        **env,
+        "PATH": f"{fake_bin}{os.pathsep}{env['PATH']}",
+        "CI_RUNNER_ROUTE_TABLE": str(routes),
+    }
+    proc = run_script("launch.sh", env, "horovodrun", "-np", "2", "python3", "train.py")
+    assert (proc.returncode, proc.stdout) == (
+        0,
+        "--network-interfaces net1 -np 2 python3 train.py\n",
+    )
+    # No default route (or another program): the arguments as given; horovodrun discovers.
+    routes.write_text(ROUTE_TABLE.splitlines(keepends=True)[0])
+    proc = run_script("launch.sh", env, "horovodrun", "-np", "2", "python3", "train.py")
+    assert (proc.returncode, proc.stdout) == (0, "-np 2 python3 train.py\n")
+
 
 def test_launch_runs_its_arguments_from_the_code_at_the_sha(
     tmp_path: Path, remote: tuple[str, str, str]
@@ -469,10 +502,19 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     horovodrun = fake_bin / "horovodrun"
-    horovodrun.write_text('#!/bin/sh\necho "horovodrun $*"\nshift 4\nexec "$@"\n')
+    horovodrun.write_text('#!/bin/sh\necho "horovodrun $*"\nshift 6\nexec "$@"\n')
     horovodrun.chmod(0o755)
-    base = {**base, "PATH": f"{fake_bin}{os.pathsep}{base['PATH']}"}
+    routes = tmp_path / "route"
+    routes.write_text(ROUTE_TABLE)
+    base = {
+        **base,
+        "PATH": f"{fake_bin}{os.pathsep}{base['PATH']}",
+        "CI_RUNNER_ROUTE_TABLE": str(routes),
+    }
     entry = _container(launcher, "launcher")
     proc = _run_in_pod([*entry["command"], *entry["args"]], entry, launcher_dir, base)
     assert (proc.returncode, proc.stderr) == (0, "")
-    assert proc.stdout == "horovodrun -np 2 --hostfile /etc/mpi/hostfile python3 train.py\nold\n"
+    assert proc.stdout == (
+        "horovodrun --network-interfaces eth0 -np 2 --hostfile /etc/mpi/hostfile python3 "
+        "train.py\nold\n"
+    )

@@ -26,6 +26,7 @@ from ci_runner.plan.run_plan import build_plan, secret_name
 from ci_runner.render import POD_HOSTS, manifest_yaml, render_mpijob, to_label_value
 from ci_runner.templating import yaml_quote
 from testing.config_cases import BASE, RESERVED, problems
+from testing.fake_kube.admission import QUOTA_VALIDATION_SET, quota_constraints
 from testing.fake_kube.crd import validate_mpijob
 from testing.golden import Golden
 from testing.paths import REPO_ROOT
@@ -210,7 +211,7 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     assert {"name": "pip-cache", "emptyDir": {}} in _specs(
         render_mpijob(build_plan(MINIMAL, LOCAL))
     )[1]["volumes"]
-    assert main["resources"] == {"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}}
+    assert main["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}
 
 
 def test_every_rank_sees_the_environment_contract() -> None:
@@ -281,6 +282,69 @@ def test_run_policy() -> None:
         "activeDeadlineSeconds"
         not in render_mpijob(build_plan(MINIMAL, LOCAL))["spec"]["runPolicy"]
     )
+
+
+CPU_MEMORY_QUOTA = {name: "100" for name in QUOTA_VALIDATION_SET}
+
+
+def test_every_container_declares_what_a_cpu_memory_quota_requires() -> None:
+    # pkg/quota/v1/evaluator/core/pods.go Constraints: init containers count too.
+    for pod in _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))):
+        assert quota_constraints({"spec": pod}, CPU_MEMORY_QUOTA) is None
+    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    setup = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+    assert _container(launcher, "fetch-code")["resources"] == setup
+    assert _container(worker, "fetch-code")["resources"] == setup
+    assert _container(worker, "install-requirements")["resources"] == setup
+    assert _container(launcher, "launcher")["resources"] == {
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+        "limits": {"cpu": "500m", "memory": "1Gi"},
+    }
+    assert _container(worker, "worker")["resources"] == {
+        "requests": {"cpu": "8", "memory": "32Gi"},
+        "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2},
+    }
+
+
+def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
+    config = load_config(
+        "name: minimal\nimage: horovod/horovod:0.28.1\ncommand: python train.py\n"
+        "resources: {cpu: 2, memory: 4Gi, setup: none, launcher: {memory: 256Mi}}\n"
+    )
+    launcher, worker = _specs(render_mpijob(build_plan(config, LOCAL)))
+    assert "resources" not in _container(worker, "fetch-code")
+    assert "resources" not in _container(worker, "install-requirements")
+    assert _container(launcher, "launcher")["resources"] == {
+        "requests": {"cpu": "500m", "memory": "256Mi"},
+        "limits": {"cpu": "500m", "memory": "256Mi"},
+    }
+    assert quota_constraints({"spec": worker}, CPU_MEMORY_QUOTA) == (
+        "must specify cpu for: fetch-code,install-requirements; "
+        "limits.cpu for: fetch-code,install-requirements; "
+        "limits.memory for: fetch-code,install-requirements; "
+        "memory for: fetch-code,install-requirements; "
+        "requests.cpu for: fetch-code,install-requirements; "
+        "requests.memory for: fetch-code,install-requirements"
+    )
+
+
+def test_workers_without_cpu_and_memory_fail_only_a_quota_that_counts_them() -> None:
+    _, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
+    assert quota_constraints({"spec": worker}, {"limits.memory": "64Gi"}) == (
+        "must specify limits.memory for: worker"
+    )
+    assert quota_constraints({"spec": worker}, {"requests.nvidia.com/gpu": "4"}) is None
+
+
+def test_no_pod_outlives_its_job() -> None:
+    # SEED_LIKE: timeout 2h, setup_timeout 30m, unschedulable_timeout 10m (the defaults).
+    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    assert launcher["activeDeadlineSeconds"] == 7200 + 600
+    assert worker["activeDeadlineSeconds"] == 1800 + 600 + 7200 + 600
+    # Without a timeout, the 7 days a timeout may be at most.
+    launcher, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
+    assert launcher["activeDeadlineSeconds"] == 604800 + 600
+    assert worker["activeDeadlineSeconds"] == 1800 + 600 + 604800 + 600
 
 
 def test_gang_scheduling_counts_only_the_workers() -> None:

@@ -43,7 +43,7 @@ def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
-    from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster
+    from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster, expired_line
     from ci_runner.backends.kubernetes.connect import connect_cluster
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.publish import finish, masker_for_report
@@ -67,11 +67,15 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         context=config.kubernetes.context,
         context_flag=args.kube_context,
     )
-    cancel_on_cluster(connection.client, connection.namespace, name, plan.secret.name, clock)
+    expired = cancel_on_cluster(
+        connection.client, connection.namespace, name, plan.secret.name, clock
+    )
 
     outcome, failure = why_stopped(runtime.env, clock.now())
     done = "timed out" if failure.kind is FailureKind.DEADLINE else "cancelled"
     console.status(f"{done}: MPIJob {name} and everything it owned deleted")
+    for other in expired:
+        console.status(expired_line(other))
     result = RunResult(
         outcome=outcome,
         mpijob_name=name,

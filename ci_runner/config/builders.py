@@ -12,6 +12,7 @@ from typing import Final, TypedDict
 
 from ci_runner.config.engine import INVALID, At, Invalid
 from ci_runner.config.types import (
+    ContainerResources,
     DnsConfig,
     Effect,
     Elastic,
@@ -32,6 +33,8 @@ class ResourcesValues(TypedDict, total=False):
     gpu: int
     cpu: str
     memory: str
+    setup: ContainerResources
+    launcher: ContainerResources
 
 
 def build_resources(

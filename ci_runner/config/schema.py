@@ -27,6 +27,7 @@ from ci_runner.config.builders import (
     build_toleration,
     build_train,
 )
+from ci_runner.config.container_resources import NoneOrResources
 from ci_runner.config.engine import (
     Argv,
     At,
@@ -56,6 +57,8 @@ from ci_runner.config.names import (
 from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
 from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
+    LAUNCHER_RESOURCES,
+    SETUP_RESOURCES,
     Effect,
     Goal,
     KubernetesOptions,
@@ -251,8 +254,11 @@ _KUBERNETES: Final = Record(
         Duration(),
         "How long the finished MPIJob (its pods, their logs, its Secret) is kept for inspection "
         "with kubectl; by default ci-runner deletes it as soon as the log is saved. A kept job is "
-        "marked with the annotation `ci-runner/delete-after`; the first `ci-runner train` in the "
-        "namespace after that time deletes it (`ci-runner cancel` deletes it at once).",
+        "marked with the annotation `ci-runner/delete-after`; the first `ci-runner train` or "
+        "`ci-runner cancel` in the namespace after that time deletes it (`ci-runner cancel` of "
+        "its own CI job at once). Every job is stamped so at submission too, "
+        "`unschedulable_timeout` after its workers' deadline (see `timeout`): what a killed CI "
+        "job leaves is deleted the same way.",
         "2h",
         "none: deleted at once",
     ),
@@ -326,9 +332,28 @@ SCHEMA: Final = Record(
             ),
             Field("cpu", Quantity(), "CPU per worker.", "4"),
             Field("memory", Quantity(), "Memory per worker.", "8Gi"),
+            Field(
+                "setup",
+                NoneOrResources(SETUP_RESOURCES, "of each init container"),
+                "What each pod's init containers (fetch-code, install-requirements) request and "
+                "are limited to. A namespace whose ResourceQuota counts cpu or memory refuses a "
+                "pod unless every container declares both; `none` declares nothing, so the "
+                "namespace's LimitRange defaults apply.",
+                "{cpu: 2, memory: 4Gi}",
+                f"`{{cpu: {SETUP_RESOURCES.cpu}, memory: {SETUP_RESOURCES.memory}}}`",
+            ),
+            Field(
+                "launcher",
+                NoneOrResources(LAUNCHER_RESOURCES, "of the launcher"),
+                "What the launcher container (horovodrun) requests and is limited to; `none`: "
+                "the namespace's LimitRange defaults.",
+                "none",
+                f"`{{cpu: {LAUNCHER_RESOURCES.cpu}, memory: {LAUNCHER_RESOURCES.memory}}}`",
+            ),
             build=build_resources,
         ),
-        "What every worker requests and is limited to.",
+        "What every worker requests and is limited to (cpu and memory are both the request and "
+        "the limit), and what ci-runner's own containers get.",
         "{gpu: 1, memory: 8Gi}",
     ),
     Field(
@@ -399,9 +424,13 @@ SCHEMA: Final = Record(
     Field(
         "timeout",
         Duration(),
-        "Longest the job may run (at most 7d). When omitted in a CI job, what the CI job's "
-        "timeout (CI_JOB_TIMEOUT, GitLab 15.7+) leaves, less 5 minutes for the report; "
-        "outside CI, no limit. Longer than the CI job's timeout: a warning.",
+        "Longest the training may run (at most 7d): the launcher Job's activeDeadlineSeconds. "
+        "When omitted in a CI job, what the CI job's timeout (CI_JOB_TIMEOUT, GitLab 15.7+) "
+        "leaves, less 5 minutes for the report; outside CI, no limit. Longer than the CI job's "
+        "timeout: a warning. Each pod also stops at a deadline of its own, counted from its "
+        "start, so that none outlives a killed CI job: the launcher at this limit + 10m, a worker "
+        "at `setup_timeout` + `unschedulable_timeout` + this limit + 10m (7d when there is no "
+        "limit).",
         "2h",
     ),
     Field(

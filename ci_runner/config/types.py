@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 Goal = Literal["min", "max"]
 Operator = Literal["Exists", "Equal"]
@@ -19,12 +19,33 @@ TrackingServer = Literal["mlflow", "gitlab", "off"]
 
 
 @dataclass(frozen=True)
+class ContainerResources:
+    """What one of our own containers requests and is limited to (the same amount for both);
+    None: not set, so the namespace's LimitRange defaults apply."""
+
+    cpu: str | None = None
+    memory: str | None = None
+
+
+# A namespace whose ResourceQuota tracks cpu or memory refuses a pod unless every container,
+# init containers included, declares them (pkg/quota/v1/evaluator/core/pods.go, Constraints).
+# Enough for git and pip (pip unpacks a torch wheel in about 1 GiB) and for horovodrun's mpirun
+# and its ssh clients.
+SETUP_RESOURCES: Final = ContainerResources(cpu="1", memory="2Gi")
+LAUNCHER_RESOURCES: Final = ContainerResources(cpu="500m", memory="1Gi")
+
+
+@dataclass(frozen=True)
 class Resources:
-    """Per-worker resources; ``gpu`` is ``nvidia.com/gpu``, cpu/memory are Kubernetes quantities."""
+    """Per-worker resources; ``gpu`` is ``nvidia.com/gpu``, cpu/memory are Kubernetes quantities.
+    ``setup`` is every init container's (fetch-code, install-requirements), ``launcher`` the
+    launcher container's."""
 
     gpu: int = 0
     cpu: str | None = None
     memory: str | None = None
+    setup: ContainerResources = SETUP_RESOURCES
+    launcher: ContainerResources = LAUNCHER_RESOURCES
 
 
 @dataclass(frozen=True)

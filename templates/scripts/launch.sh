@@ -29,6 +29,24 @@ elif [ "$port" != 22 ]; then
     exit 1
 fi
 
+# horovodrun looks for the network interfaces every host shares by starting a task service on
+# each worker over ssh (8-9 s before mpirun starts). The pods' network is one CNI's, so the
+# launcher's default-route interface is the workers' too: naming it skips that discovery (mpirun
+# then gets -mca btl_tcp_if_include and NCCL_SOCKET_IFNAME for it, as discovery would give).
+iface=""
+if [ "${1:-}" = horovodrun ] && [ -r "${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}" ]; then
+    while read -r name destination rest; do
+        if [ "$destination" = 00000000 ]; then
+            iface="$name"
+            break
+        fi
+    done <"${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}"
+fi
+if [ -n "$iface" ]; then
+    shift
+    set -- horovodrun --network-interfaces "$iface" "$@"
+fi
+
 # The ranks run the requirements' virtualenv (install-requirements.sh made it on every worker):
 # horovodrun gives them the launcher's PATH.
 PATH="$venv/bin:$PATH"

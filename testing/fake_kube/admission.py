@@ -65,6 +65,46 @@ def pod_requests(pod: JSON) -> dict[str, Fraction]:
     return total
 
 
+# pkg/quota/v1/evaluator/core/pods.go validationSet: a quota tracking one of these requires
+# every container, init containers included, to declare it.
+QUOTA_VALIDATION_SET = (
+    "cpu",
+    "memory",
+    "requests.cpu",
+    "requests.memory",
+    "limits.cpu",
+    "limits.memory",
+)
+
+
+def quota_constraints(pod: JSON, hard: dict[str, str]) -> str | None:
+    """pkg/quota/v1/evaluator/core/pods.go Constraints (and enforcePodContainerConstraints,
+    podComputeUsageHelper): ``must specify R for: c1,c2; ...`` naming, resource by resource in
+    sorted order, the containers that leave out what the quota tracks; None when none does.
+    Requests left empty are the limits (pkg/apis/core/v1/defaults.go SetDefaults_Pod runs
+    before admission)."""
+    required = set(hard) & set(QUOTA_VALIDATION_SET)
+    spec = pod.get("spec", {})
+    missing: dict[str, set[str]] = {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        requests = {**limits, **(resources.get("requests") or {})}
+        declared = set()
+        for name in ("cpu", "memory"):
+            if name in requests:
+                declared |= {name, f"requests.{name}"}
+            if name in limits:
+                declared.add(f"limits.{name}")
+        for name in required - declared:
+            missing.setdefault(name, set()).add(container["name"])
+    if not missing:
+        return None
+    return "must specify " + "; ".join(
+        f"{name} for: {','.join(sorted(missing[name]))}" for name in sorted(missing)
+    )
+
+
 @dataclass
 class Quota:
     """A ResourceQuota: ``hard`` like {"requests.nvidia.com/gpu": "2", "pods": "10"}."""
@@ -126,6 +166,14 @@ class Admission:
         name = obj.get("metadata", {}).get("name", "")
         if key == "pods":
             for quota in (q for q in self.quotas if q.namespace == namespace):
+                unmet = quota_constraints(obj, quota.hard)
+                if unmet is not None:
+                    # plugin/resourcequota/controller.go checkQuotas wraps Constraints' error.
+                    raise ApiError(
+                        403,
+                        "Forbidden",
+                        f'pods "{name}" is forbidden: failed quota: {quota.name}: {unmet}',
+                    )
                 requested = quota.usage(obj)
                 used: dict[str, Fraction] = {}
                 for pod in pods:

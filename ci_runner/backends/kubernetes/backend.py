@@ -31,6 +31,7 @@ from ci_runner.backends.kubernetes.cleanup import (
     cancel_job,
     delete_expired,
     delete_pods,
+    expired_line,
     keep_until,
     remove_finished_job,
 )
@@ -100,6 +101,11 @@ class KubernetesBackend:
         self.tracker = JobTracker(
             self.mpijob_name, int(workers), unschedulable_timeout, setup_timeout
         )
+        # The latest the job's pods can run: a worker's own deadline once it has started, after
+        # at most unschedulable_timeout waiting for a node (render.pod_deadlines).
+        worker_deadline = specs.get("Worker", {}).get("template", {}).get("spec", {})
+        deadline = worker_deadline.get("activeDeadlineSeconds")
+        self._lifetime = None if deadline is None else unschedulable_timeout + float(deadline)
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._cancelled = False
         self._watchers: list[Watcher] = []  # the watchers running
@@ -137,13 +143,17 @@ class KubernetesBackend:
     def _run(self) -> Verdict:
         if self._cancelled:
             return Verdict(Outcome.CANCELLED, _cancelled_failure())
-        submission = submit(self.api, self.manifest, self.secret)
+        reap = (
+            None if self._lifetime is None else self.clock.now() + timedelta(seconds=self._lifetime)
+        )
+        submission = submit(self.api, self.manifest, self.secret, reap)
         self._job_uid = submission.uid
         where = f"MPIJob {self.mpijob_name} in namespace {self.api.namespace}"
         if submission.attached:
             self._say(f"attached to {where}: it was already submitted (the CI job restarted)")
         else:
             self._say(f"submitted {where}")
+        self._delete_expired()
         self._start_watchers()
         self._start_log_thread()
         verdict = self._await_verdict()
@@ -212,8 +222,12 @@ class KubernetesBackend:
         else:
             remove_finished_job(self.api, self.mpijob_name, self.secret.name)
             self._say(f"deleted MPIJob {self.mpijob_name}, its pods and its Secret")
-        for name in delete_expired(self.api, self.clock.now()):
-            self._say(f"deleted MPIJob {name}: kept by an earlier run until its time had passed")
+
+    def _delete_expired(self) -> None:
+        """Delete the namespace's jobs whose ``ci-runner/delete-after`` has passed: kept by an
+        earlier run, or left by a CI job killed before it cleaned up."""
+        for name in delete_expired(self.api, self.clock.now(), spare=self.mpijob_name):
+            self._say(expired_line(name))
 
     def _await_verdict(self) -> Verdict | None:
         """Take updates until the job is decided (None: cancelled)."""
@@ -362,6 +376,8 @@ class KubernetesBackend:
         name = str(involved.get("name", ""))
         if involved.get("kind") == "MPIJob":
             return name == self.mpijob_name and involved.get("uid") in (None, "", self._job_uid)
+        if involved.get("kind") == "Job":  # the launcher Job's (the Job controller's FailedCreate)
+            return name == f"{self.mpijob_name}-launcher"
         job = re.escape(self.mpijob_name)
         return involved.get("kind") == "Pod" and bool(
             re.fullmatch(rf"{job}-(worker-\d+|launcher-[a-z0-9]+)", name)

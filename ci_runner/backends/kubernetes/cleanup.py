@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import datetime
 
 from kubernetes.client import ApiClient
 
@@ -17,6 +17,8 @@ from ci_runner.backends.kubernetes.resources import (
     PODS,
     SECRETS,
     Resource,
+    delete_after,
+    delete_after_stamp,
     job_selector,
 )
 from ci_runner.clock import Clock
@@ -24,9 +26,12 @@ from ci_runner.clock import Clock
 
 def cancel_on_cluster(
     client: ApiClient, namespace: str, mpijob_name: str, secret_name: str, clock: Clock
-) -> None:
-    """``ci-runner cancel``: delete the job and all it owns; :class:`ClusterError` if refused."""
-    cancel_job(KubeApi(client, namespace, clock), mpijob_name, secret_name)
+) -> list[str]:
+    """``ci-runner cancel``: delete the job and all it owns, and the jobs of the namespace whose
+    time has passed (:func:`delete_expired`, their names); :class:`ClusterError` if refused."""
+    api = KubeApi(client, namespace, clock)
+    cancel_job(api, mpijob_name, secret_name)
+    return delete_expired(api, clock.now(), spare=mpijob_name)
 
 
 def cancel_job(api: KubeApi, mpijob_name: str, secret_name: str) -> None:
@@ -47,25 +52,32 @@ def remove_finished_job(api: KubeApi, mpijob_name: str, secret_name: str) -> Non
 
 def keep_until(api: KubeApi, mpijob_name: str, until: datetime) -> str:
     """Mark a finished MPIJob to be deleted by the first run after ``until``; the stamp."""
-    stamp = until.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = delete_after_stamp(until)
     api.patch(MPIJOBS, mpijob_name, {"metadata": {"annotations": {DELETE_AFTER: stamp}}})
     return stamp
 
 
-def delete_expired(api: KubeApi, now: datetime) -> list[str]:
-    """Delete the kept MPIJobs whose keeping has ended (those ci-runner marked); their names."""
+def delete_expired(api: KubeApi, now: datetime, spare: str | None = None) -> list[str]:
+    """Delete ci-runner's MPIJobs whose ``ci-runner/delete-after`` time has passed: kept ones
+    whose keeping ended, and those a killed CI job left (stamped at submission with the latest
+    their pods can run); their names. ``spare``: a name not to delete (the job being run)."""
     listing = api.list(MPIJOBS, label_selector=MANAGED_BY_CI_RUNNER)
     expired = []
     for job in listing.get("items", []):
-        stamp = (job.get("metadata", {}).get("annotations") or {}).get(DELETE_AFTER)
-        try:
-            until = datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue  # not kept, or not by us
-        if until <= now:
-            expired.append(str(job["metadata"]["name"]))
+        until = delete_after(job)
+        name = str(job["metadata"]["name"])
+        if until is not None and until <= now and name != spare:
+            expired.append(name)
     _delete(api, MPIJOBS, expired, propagation="Background")
     return expired
+
+
+def expired_line(name: str) -> str:
+    """The status line for a job :func:`delete_expired` deleted."""
+    return (
+        f"deleted MPIJob {name}: its time (ci-runner/delete-after) had passed; an earlier run "
+        "kept it, or was stopped before it could delete it"
+    )
 
 
 def delete_pods(api: KubeApi, names: Iterable[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Final
 
 from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
@@ -38,6 +39,16 @@ RANK_SIGNALLED: Final = re.compile(
     r"signal (?P<signal>\d+)(?: \((?P<name>[^)]*)\))?\."
 )
 SIGKILL: Final = 9
+# pkg/quota/v1/evaluator/core/pods.go Constraints: "must specify R for: c1,c2; R2 for: c3".
+QUOTA_UNDECLARED: Final = re.compile(r"failed quota: [^:]+: must specify (?P<missing>[^\n]+)")
+# Our containers and the train.yaml field that sets each one's cpu and memory.
+CONTAINER_FIELDS: Final = {
+    "worker": ("resources.cpu", "resources.memory"),
+    "fetch-code": ("resources.setup",),
+    "install-requirements": ("resources.setup",),
+    "launcher": ("resources.launcher",),
+}
+FIELD_ORDER: Final = ("resources.cpu", "resources.memory", "resources.setup", "resources.launcher")
 
 
 def role(pod: JSON) -> str:
@@ -225,6 +236,96 @@ def image_pull_failure(pod: JSON) -> Failure | None:
     return None
 
 
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+
+
+def is_suspended(mpijob: JSON) -> bool:
+    """``runPolicy.suspend`` when the spec sets it (a queue such as Kueue creates the job
+    suspended and resumes it on admission), else the operator's Suspended condition."""
+    suspend = mpijob.get("spec", {}).get("runPolicy", {}).get("suspend")
+    if isinstance(suspend, bool):
+        return suspend
+    return condition(mpijob, "Suspended") is not None
+
+
+def _queue(mpijob: JSON) -> str:
+    """ " (Kueue LocalQueue q)" or " (queue q)" from the job's labels or scheduling policy."""
+    metadata = mpijob.get("metadata", {})
+    kueue = (metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if kueue:
+        return f" (Kueue LocalQueue {kueue})"
+    policy = mpijob.get("spec", {}).get("runPolicy", {}).get("schedulingPolicy") or {}
+    return f" (queue {policy['queue']})" if policy.get("queue") else ""
+
+
+def queued_line(mpijob: JSON) -> str:
+    """The status line of a job suspended before it started."""
+    return (
+        f"queued: MPIJob {pod_name(mpijob)} is suspended{_queue(mpijob)}; it starts when the "
+        "queue admits it (kubernetes.setup_timeout does not run meanwhile)"
+    )
+
+
+def preempted_line(mpijob: JSON) -> str:
+    """The status line of a job suspended after it started: preempted by its queue."""
+    return (
+        f"preempted: MPIJob {pod_name(mpijob)} was suspended after it started{_queue(mpijob)}; "
+        "its pods are deleted and it starts again when the queue resumes it"
+    )
+
+
+def resumed_line(mpijob: JSON) -> str:
+    """The status line of a suspended job the queue lets run."""
+    return f"resumed: the queue admitted MPIJob {pod_name(mpijob)}; setting up"
+
+
+def is_scheduled(pod: JSON) -> bool:
+    """The pod has a node: it never becomes unschedulable again."""
+    if pod.get("spec", {}).get("nodeName"):
+        return True
+    if pod.get("status", {}).get("phase") not in (None, "", "Pending"):
+        return True
+    return condition(pod, "PodScheduled") is not None
+
+
+def _moment(text: object) -> datetime | None:
+    """An API timestamp (RFC 3339, ``Z`` or an offset, MicroTime's fraction too)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def event_time(event: JSON) -> datetime | None:
+    """When an Event last happened: its series' last observation, lastTimestamp (core/v1),
+    else eventTime (events.k8s.io writers fill only that)."""
+    series = event.get("series") or {}
+    for text in (
+        series.get("lastObservedTime"),
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+    ):
+        moment = _moment(text)
+        if moment is not None:
+            return moment
+    return None
+
+
+def stale_scheduling_event(event: JSON, pod: JSON | None, mpijob: JSON | None) -> bool:
+    """A FailedScheduling Event older than what we know (a relist replays every Event kept,
+    an hour by default): about a pod that has a node by now or an earlier pod of that name,
+    or from before this MPIJob was created (an earlier job of the same name)."""
+    if pod is not None:
+        uid = event.get("involvedObject", {}).get("uid")
+        if is_scheduled(pod) or (uid and uid != pod.get("metadata", {}).get("uid")):
+            return True
+    created = _moment((mpijob or {}).get("metadata", {}).get("creationTimestamp"))
+    happened = event_time(event)
+    return created is not None and happened is not None and happened < created
+
+
 def unschedulable_message(pod: JSON) -> str | None:
     """The scheduler's reason when the pod cannot be placed on any node."""
     for cond in pod.get("status", {}).get("conditions") or []:
@@ -280,10 +381,60 @@ def with_log_line(failure: Failure, line: str) -> Failure:
 def operator_failure(event: JSON) -> Failure | None:
     """MPI Operator's MPIJobFailed Warning Event: it could not create a pod or the launcher Job
     (a ResourceQuota, PodSecurity, an admission webhook); v0.8.2 sets no condition for it."""
-    if event.get("reason") != "MPIJobFailed" or event.get("type") != "Warning":
+    return _refusal(event, "MPIJobFailed", "MPI Operator cannot create the job's pods")
+
+
+def _listed(words: Sequence[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def quota_fix(message: str) -> str:
+    """The fix for a ResourceQuota's refusal of a pod whose containers do not all declare the
+    cpu/memory the quota counts ("; fix: ..."), naming what to set for each; "" otherwise."""
+    found = QUOTA_UNDECLARED.search(message)
+    if found is None:
+        return ""
+    containers: list[str] = []
+    for part in found["missing"].split("; "):
+        for name in part.partition(" for: ")[2].split(","):
+            if name and name not in containers:
+                containers.append(name)
+    wanted = {field for name in containers for field in CONTAINER_FIELDS.get(name, ())}
+    fields = [field for field in FIELD_ORDER if field in wanted]
+    steps = [f"set {_listed(fields)} in train.yaml"] if fields else []
+    others = [name for name in containers if name not in CONTAINER_FIELDS]
+    if others:
+        steps.append(
+            f"ask the cluster's administrators for a LimitRange with defaults, or for requests "
+            f"and limits on the containers an admission webhook adds ({', '.join(others)})"
+        )
+    return (
+        "; fix: the namespace's ResourceQuota counts cpu and memory, so every container must "
+        f"declare them: {'; '.join(steps)}"
+    )
+
+
+def launcher_job_failure(event: JSON) -> Failure | None:
+    """The Job controller's FailedCreate Warning Event on the launcher Job: a ResourceQuota,
+    PodSecurity or an admission webhook refused the launcher's pod (controller_utils.go,
+    ``Error creating: ...``). Neither the MPIJob nor its status says so."""
+    return _refusal(event, "FailedCreate", "the launcher Job cannot create the launcher's pod")
+
+
+def _refusal(event: JSON, reason: str, what: str) -> Failure | None:
+    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, a quota's fix."""
+    if event.get("reason") != reason or event.get("type") != "Warning":
         return None
     message = str(event.get("message", "")).strip()
-    return Failure(FailureKind.REFUSED, f"MPI Operator cannot create the job's pods: {message}")
+    return Failure(FailureKind.REFUSED, f"{what}: {message}{quota_fix(message)}")
+
+
+def launcher_job_warning(event: JSON) -> str | None:
+    """Another Warning Event of the launcher Job, as a status line; None for a Normal one."""
+    if event.get("type") != "Warning":
+        return None
+    return f"launcher Job: {event.get('reason', '')}: {str(event.get('message', '')).strip()}"
 
 
 def validation_failure(events: Iterable[JSON]) -> Failure | None:
@@ -295,6 +446,23 @@ def validation_failure(events: Iterable[JSON]) -> Failure | None:
                 f"MPI Operator rejected the MPIJob: {event.get('message', '')}",
             )
     return None
+
+
+def disruption(pod: JSON) -> Failure | None:
+    """A worker the cluster stopped (preemption, a drain's eviction, a taint, the kubelet's
+    shutdown), from its DisruptionTarget condition: sshd exits 0 on SIGTERM, so the pod ends
+    Succeeded and only the launcher's failure would show."""
+    cond = condition(pod, "DisruptionTarget")
+    if cond is None:
+        return None
+    reason = str(cond.get("reason") or "DisruptionTarget")
+    message = str(cond.get("message") or "").strip()
+    detail = f"{reason}: {message}" if message else reason
+    return Failure(
+        FailureKind.WORKER_FAILED,
+        f"worker {pod_name(pod)} was stopped by the cluster ({detail}); the launcher then failed",
+        pod=pod_name(pod),
+    )
 
 
 def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
@@ -325,6 +493,10 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
             FailureKind.DEADLINE,
             f"the job ran past its time limit{limit} (activeDeadlineSeconds) and was stopped",
         )
+    for pod in workers:
+        disrupted = disruption(pod)
+        if disrupted is not None:
+            return disrupted
     for pod in workers:
         end = terminated(pod)
         if end and end.get("exitCode", 0) != 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Final, TypeAlias
 
 # A Kubernetes object (or any JSON object) as the API server sends it.
@@ -47,8 +48,25 @@ EVENTS: Final = Resource("", "v1", "events", "Event")
 
 # Every MPIJob ci-runner renders carries this label (render.py).
 MANAGED_BY_CI_RUNNER: Final = "app.kubernetes.io/managed-by=ci-runner"
-# A kept finished MPIJob's end of keeping (RFC 3339 UTC): any later run may delete it then.
+# When any later run (or cancel) in the namespace may delete the MPIJob (RFC 3339 UTC): stamped
+# at submission with the latest its pods can run, and at the end with the end of keep_finished.
 DELETE_AFTER: Final = "ci-runner/delete-after"
+_STAMP_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def delete_after_stamp(until: datetime) -> str:
+    """``until`` as the value of :data:`DELETE_AFTER`."""
+    return until.astimezone(timezone.utc).strftime(_STAMP_FORMAT)
+
+
+def delete_after(mpijob: JSON) -> datetime | None:
+    """The time in ``mpijob``'s :data:`DELETE_AFTER` annotation; None without a readable one."""
+    stamp = (mpijob.get("metadata", {}).get("annotations") or {}).get(DELETE_AFTER)
+    try:
+        return datetime.strptime(str(stamp), _STAMP_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
 
 # MPI Operator v0.8.2 pod labels (pkg/apis/kubeflow/v2beta1/constants.go in kubeflow/mpi-operator).
 JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"

@@ -8,10 +8,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Conflict, KubeError
-from ci_runner.backends.kubernetes.resources import JSON, MPIJOBS, SECRETS
+from ci_runner.backends.kubernetes.resources import (
+    DELETE_AFTER,
+    JSON,
+    MPIJOBS,
+    SECRETS,
+    delete_after_stamp,
+)
 from ci_runner.plan.run_plan import JobSecret
 
 
@@ -29,9 +36,22 @@ class Submission:
         return str(self.mpijob["metadata"]["uid"])
 
 
-def submit(api: KubeApi, manifest: JSON, secret: JobSecret) -> Submission:
-    """Submit ``manifest`` with its Secret, or attach to the job of that name already running."""
+def submit(
+    api: KubeApi, manifest: JSON, secret: JobSecret, delete_after: datetime | None = None
+) -> Submission:
+    """Submit ``manifest`` with its Secret, or attach to the job of that name already running.
+
+    ``delete_after``: when any later run in the namespace may delete the job (stamped on it as
+    ``ci-runner/delete-after``), in case this CI job is killed before it cleans up.
+    """
     mpijob_name = str(manifest["metadata"]["name"])
+    if delete_after is not None:
+        metadata = dict(manifest["metadata"])
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            DELETE_AFTER: delete_after_stamp(delete_after),
+        }
+        manifest = {**manifest, "metadata": metadata}
     _put_secret(api, secret.name, manifest, secret.values())
     try:
         mpijob = api.create(MPIJOBS, manifest)

@@ -57,29 +57,44 @@ class JobTracker:
         self._unschedulable: tuple[str, str] | None = None  # (pod, scheduler message)
         self._failure: Verdict | None = None  # decided on our side: the cluster would wait on
         self._deleted = False
+        self._suspended = False  # by a queue: before the start (queued) or after (preempted)
 
     # -- updates -----------------------------------------------------------------------------
 
     def apply(self, update: WatchUpdate, now: float) -> list[str]:
         """Take one update; the new status lines (without the ``[ci-runner]`` prefix)."""
         if update.resource == MPIJOBS:
-            return self._apply_mpijob(update)
+            return self._apply_mpijob(update, now)
         if update.resource == PODS:
             return self._apply_pods(update, now)
         if update.resource == EVENTS:
             return [line for event in update.objects for line in self._apply_event(event, now)]
         return []
 
-    def _apply_mpijob(self, update: WatchUpdate) -> list[str]:
+    def _apply_mpijob(self, update: WatchUpdate, now: float) -> list[str]:
         mine = [o for o in update.objects if o.get("metadata", {}).get("name") == self.mpijob_name]
         if update.type == "DELETED" or (update.type == SYNC and not mine):
             self._deleted = self.mpijob is not None
             return []
-        if mine:
-            self.mpijob = mine[-1]
-            replicas = self.mpijob.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
-            self.workers = int(replicas.get("replicas", self.workers))
-        return []
+        if not mine:
+            return []
+        self.mpijob = mine[-1]
+        replicas = self.mpijob.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
+        self.workers = int(replicas.get("replicas", self.workers))
+        return self._suspension_lines(self.mpijob, now)
+
+    def _suspension_lines(self, mpijob: JSON, now: float) -> list[str]:
+        """A queue (Kueue, a preemption) suspends the job: no setup timer runs meanwhile."""
+        suspended = explain.is_suspended(mpijob)
+        if suspended == self._suspended:
+            return []
+        self._suspended = suspended
+        if not suspended:
+            self._setup_since = now  # setting up starts once the queue admits the job
+            return [explain.resumed_line(mpijob)]
+        self._setup_since = None
+        started = bool(self._launchers) or (self.workers > 0 and self._ready_said >= self.workers)
+        return [explain.preempted_line(mpijob) if started else explain.queued_line(mpijob)]
 
     def _apply_pods(self, update: WatchUpdate, now: float) -> list[str]:
         if update.type == SYNC:
@@ -173,9 +188,20 @@ class JobTracker:
             if refused and self._failure is None:
                 self._failure = Verdict(Outcome.FAILED, refused)
             return []
+        if involved.get("kind") == "Job":
+            # Only the launcher Job's Events reach us (the backend's filter).
+            refused = explain.launcher_job_failure(event)
+            if refused is not None:
+                if self._failure is None:
+                    self._failure = Verdict(Outcome.FAILED, refused)
+                return []
+            warning = explain.launcher_job_warning(event)
+            return self._once(warning) if warning else []
         if reason == "FailedScheduling" and involved.get("kind") == "Pod":
             name = str(involved.get("name", ""))
             message = str(event.get("message", ""))
+            if explain.stale_scheduling_event(event, self.pods.get(name), self.mpijob):
+                return []
             if self._unschedulable_since is None:
                 # The Event may come before the pod's status says so: the clock starts now.
                 self._unschedulable_since, self._unschedulable = now, (name, message)
@@ -231,6 +257,8 @@ class JobTracker:
     def _check_setup_time(self, now: float) -> None:
         since = self._setup_since
         if since is None or self._launchers or self._unschedulable_since is not None:
+            return
+        if self._suspended:
             return
         if now - since < self.setup_timeout:
             return
