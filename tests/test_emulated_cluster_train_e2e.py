@@ -19,6 +19,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -373,12 +374,26 @@ def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:
     assert_failed(run, message)
 
 
-def test_a_cancelled_job_leaves_no_pod_and_no_process(site: Site) -> None:
+def _runner_at_script_timeout() -> dict[str, str]:
+    """What GitLab Runner gives after_script when RUNNER_SCRIPT_TIMEOUT stopped the script
+    (gitlab-runner common/build.go: executeAfterScript, runtimeStateAndError)."""
+    started = datetime.now(timezone.utc) - timedelta(minutes=55)
+    return {
+        "CI_JOB_STATUS": "timedout",
+        "CI_JOB_TIMEOUT": "3600",
+        "RUNNER_SCRIPT_TIMEOUT": "55m",
+        "RUNNER_AFTER_SCRIPT_TIMEOUT": "5m",
+        "CI_JOB_STARTED_AT": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+@pytest.mark.parametrize("status", ["canceled", "timedout"])
+def test_a_cancelled_or_timed_out_job_leaves_no_pod_and_no_process(site: Site, status: str) -> None:
     # GitLab stops the job's script (SIGTERM may never reach it), then runs after_script, which
-    # calls `ci-runner cancel` with CI_JOB_STATUS=canceled (templates/train.yml).
+    # calls `ci-runner cancel` with CI_JOB_STATUS=canceled or timedout (templates/train.yml).
     config = train_yaml()
     config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
-    job = pipeline(site, "cancel", config)
+    job = pipeline(site, f"stop-{status}", config)
     pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
     deadline = time.monotonic() + 60  # the earlier tests' pods end within their grace period
     while site.cluster.api.list(pods)[0]:
@@ -398,11 +413,15 @@ def test_a_cancelled_job_leaves_no_pod_and_no_process(site: Site) -> None:
     train.wait(10)
     assert set(cleanup.our_processes()) > before  # the pods' sshd, ranks and orted live on
 
-    cancel = job.start("cancel", CI_JOB_STATUS="canceled")
+    after_script = (
+        {"CI_JOB_STATUS": "canceled"} if status == "canceled" else _runner_at_script_timeout()
+    )
+    cancel = job.start("cancel", **after_script)
     output, _ = cancel.communicate(timeout=120)
     assert cancel.returncode == 0, output
     name = job_name([line.rstrip("\n") for line in seen])
-    assert f"[ci-runner] cancelled: MPIJob {name} and everything it owned deleted" in (
+    done = "cancelled" if status == "canceled" else "timed out"
+    assert f"[ci-runner] {done}: MPIJob {name} and everything it owned deleted" in (
         output.splitlines()
     )
     # Deleted means terminating: the kubelet stops each pod within its grace period, then the
@@ -417,5 +436,13 @@ def test_a_cancelled_job_leaves_no_pod_and_no_process(site: Site) -> None:
     ):
         assert time.monotonic() < deadline, (cleanup.inventory(), before)
         time.sleep(0.2)
-    (comment,) = job.notes()
-    assert "Training cancelled" in comment, comment
+    (comment,) = job.notes()  # "Training started", edited
+    if status == "canceled":
+        assert "### 🚫 Training cancelled" in comment, comment
+    else:
+        assert "### ❌ Training failed" in comment, comment
+        reason = (
+            r"\*\*Reason:\*\* `the CI job timed out after 55m(\d+s)? \(RUNNER_SCRIPT_TIMEOUT 55m\)`"
+        )
+        assert re.search(reason, comment), comment
+        assert "Training. Epoch 1," in comment  # the log tail it has
