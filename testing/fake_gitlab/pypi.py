@@ -11,7 +11,7 @@ Routes (gitlabhq lib/api/pypi_packages.rb, the ``projects`` resource):
   PEP 503 normalisation, as app/presenters/packages/pypi/simple_presenter_base.rb and
   simple_package_versions_presenter.rb write it (one ``<a href=".../files/<sha256>/<file>#sha256=
   <sha256>" data-requires-python="...">`` per file); no such package: 404 ``Package Not Found``
-  (request forwarding to pypi.org is off, as a group may set it).
+  (request forwarding to PyPI is off, as a group may set it).
 - ``GET /projects/:id/packages/pypi/files/:sha256/*file_identifier``: the file's bytes.
 
 Authentication (route_setting ``deploy_token_allowed: true, basic_auth_personal_access_token:
