@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,7 +130,7 @@ class RecordingRunner:
         return [c for c in self.calls if "venv" in c or "pip" in c]
 
 
-def plan_for(cfg: TrainConfig, sha: str, opts: LocalOptions, **overrides: str) -> RunPlan:
+def plan_for(cfg: TrainConfig, sha: str, opts: LocalOptions, **overrides: Any) -> RunPlan:
     """The plan ``ci-runner train --local`` builds, from the same environment the ranks get."""
     context = CIContext(sha=sha, project_path=PROJECT)
     return build_plan(cfg, context, opts.environ, read_secrets=True, **overrides)

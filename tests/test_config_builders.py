@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from testing.config_cases import BASE, load_config, problems
+from ci_runner.config.schema import load_config
+from testing.config_cases import BASE, problems
 
 CROSS_FIELD_PROBLEMS = [
     (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import get_type_hints
+from typing import TYPE_CHECKING, get_type_hints
 
 import pytest
 import yaml
@@ -28,6 +28,9 @@ from ci_runner.config.types import (
     TrainConfig,
 )
 from ci_runner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 from testing.config_cases import BASE, minimal, problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -250,9 +253,9 @@ COMPLETE_CONFIG = TrainConfig(
 )
 
 
-def _kept_defaults(instance: object) -> list[str]:
+def _kept_defaults(instance: DataclassInstance) -> list[str]:
     """The fields of a dataclass instance that still hold their defaults."""
-    kept = []
+    kept: list[str] = []
     for field in dataclasses.fields(instance):
         if field.default is not dataclasses.MISSING:
             default = field.default

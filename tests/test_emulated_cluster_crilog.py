@@ -48,11 +48,7 @@ def test_lines_become_f_records_long_lines_p_records_and_a_last_unterminated_lin
     tmp_path: Path,
 ) -> None:
     path = write(tmp_path, [("stdout", b"one\n" + b"x" * 16390 + b"\nlast"), ("stderr", b"err\n")])
-    records = [
-        line.split(" ", 3)
-        for line in path.read_bytes().split(b"\n")[:-1]
-        for line in [line.decode()]
-    ]
+    records = [raw.decode().split(" ", 3) for raw in path.read_bytes().split(b"\n")[:-1]]
     assert [(r[1], r[2], len(r[3])) for r in records] == [
         ("stdout", "F", 3),
         ("stdout", "P", 16384),

@@ -39,7 +39,7 @@ def start(kubeconfig: Path, *flags: str) -> tuple[subprocess.Popen[str], list[st
         text=True,
     )
     assert process.stdout is not None
-    lines = []
+    lines: list[str] = []
     while not lines or lines[-1] != "ready":
         line = process.stdout.readline()
         assert line, f"the emulated cluster ended before ready: {lines}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -53,7 +54,7 @@ def url(fake: FakeGitLab, project: str | int = 42) -> str:
     return f"{fake.url}/api/v4/projects/{project}/packages/pypi"
 
 
-def upload(fake: FakeGitLab, project: str | int = 42, **kwargs: object) -> requests.Response:
+def upload(fake: FakeGitLab, project: str | int = 42, **kwargs: Any) -> requests.Response:
     data = {
         ":action": "file_upload",
         "name": "ci-runner",
@@ -63,7 +64,7 @@ def upload(fake: FakeGitLab, project: str | int = 42, **kwargs: object) -> reque
     }
     return requests.post(
         url(fake, project), data=data, files={"content": (FILE, WHEEL)}, timeout=10, **kwargs
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_the_job_token_uploads_and_the_simple_page_links_the_file(

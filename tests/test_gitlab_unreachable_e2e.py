@@ -113,12 +113,13 @@ def test_gitlab_unreachable_is_one_warning_and_never_the_result(
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert process.stdout is not None and process.stderr is not None
+    stdout, stderr = process.stdout, process.stderr
+    assert stdout is not None and stderr is not None
     stderr_lines: list[str] = []
-    reader = threading.Thread(target=lambda: stderr_lines.extend(process.stderr), daemon=True)
+    reader = threading.Thread(target=lambda: stderr_lines.extend(stderr), daemon=True)
     reader.start()
     first_training = last_training = None
-    for line in process.stdout:
+    for line in stdout:
         if TRAIN_LINE.match(line.rstrip("\n")):
             now = time.monotonic()
             first_training = first_training or now

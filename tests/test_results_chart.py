@@ -474,8 +474,8 @@ def test_any_series_gives_a_well_formed_chart_within_budget(
     if "[" in axis:
         assert len(axis.split("[")[1].split(",")) == length
     else:
-        first, last = (int(v) for v in axis.removeprefix('x-axis "step" ').split(" --> "))
-        assert (first, last) == (min(steps), max(steps))
+        low, high = (int(v) for v in axis.removeprefix('x-axis "step" ').split(" --> "))
+        assert (low, high) == (min(steps), max(steps))
     for line in series_lines:
         assert all(map(math.isfinite, _values(line)))
 

@@ -129,8 +129,8 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     # A second pipeline on the same MR edits the same comment and keeps this run in its history.
     second = pipeline.for_job(5006)
     store = pipeline.cluster.store
-    for key in [key for key in store.objects if key[1] == NAMESPACE]:  # the nodes stay
-        del store.objects[key]
+    for left in [key for key in store.objects if key[1] == NAMESPACE]:  # the nodes stay
+        del store.objects[left]
     process, log, job2 = run_to_the_launcher(second)
     assert job2.name != job.name
     upload_model(second, job2)

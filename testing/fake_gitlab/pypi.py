@@ -175,10 +175,10 @@ class PyPIRegistry:
                 return _Caller("deploy", deploy.project_id, deploy.scopes)
             return self._personal(password)
         if headers.get("deploy-token"):
-            deploy = self._deploy.get(headers["deploy-token"])
-            if deploy is None:
+            found = self._deploy.get(headers["deploy-token"])
+            if found is None:
                 raise _Refused(401, {"message": "401 Unauthorized"})
-            return _Caller("deploy", deploy.project_id, deploy.scopes)
+            return _Caller("deploy", found.project_id, found.scopes)
         if headers.get("private-token"):
             return self._personal(headers["private-token"])
         raise _Refused(401, {"message": "401 Unauthorized"}, {"WWW-Authenticate": REALM})
