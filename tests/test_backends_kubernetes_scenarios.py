@@ -8,7 +8,6 @@ is a thread we wait for, each step waits for the state it needs).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from datetime import timedelta
@@ -21,9 +20,8 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from testing.control_plane import binaries
 from testing.fake_kube.harness import JOB, JSON, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster, ScriptedCluster
+from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
 from testing.scripted_cluster.scenarios import JobScenario
 
 pytestmark = pytest.mark.control_plane
@@ -40,13 +38,7 @@ LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("the scripted cluster needs root (network namespace, cgroup)")
-    if not binaries.built():
-        pytest.skip("no control-plane binaries: run make control-plane")
-    scripted = ScriptedCluster(tmp_path_factory.mktemp("scripted-logs")).start()
-    yield scripted
-    scripted.stop()
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ lets only the API server's kubelet client in, and a stop leaves nothing."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,23 +11,16 @@ from pathlib import Path
 import pytest
 import requests
 
-from testing.control_plane import binaries
 from testing.emulated_cluster import network
 from testing.scripted_cluster import leftovers
-from testing.scripted_cluster.harness import ScriptedCluster
+from testing.scripted_cluster.harness import ScriptedCluster, module_cluster
 
 pytestmark = pytest.mark.control_plane
 
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("the scripted cluster needs root (network namespace, cgroup)")
-    if not binaries.built():
-        pytest.skip("no control-plane binaries: run make control-plane")
-    scripted = ScriptedCluster(tmp_path_factory.mktemp("scripted-logs")).start()
-    yield scripted
-    scripted.stop()
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
 
 
 def test_nodes_register_as_their_own_user_and_hold_a_lease(scripted: ScriptedCluster) -> None:

@@ -9,6 +9,7 @@ scenario of a job (``job(name)``) and what the namespace holds (``leftovers``)."
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes.client
+import pytest
 
 from ci_runner.backends.kubernetes.backend import KubernetesBackend
 from ci_runner.backends.logsink import LogSink
@@ -26,7 +28,7 @@ from ci_runner.console import Console
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from testing.control_plane import accounts
+from testing.control_plane import accounts, binaries
 from testing.emulated_cluster.api import Api, ApiFailure, Informer
 from testing.fake_kube.control_plane.nodes import NodeSpec
 from testing.fake_kube.harness import GIT_TOKEN, JOB, CiLog, mpijob_manifest
@@ -86,6 +88,20 @@ class ScriptedCluster:
             yield cluster
         finally:
             cluster.close()
+
+
+def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
+    """A module fixture's body: the started scripted cluster, stopped after; skips without root
+    or the control-plane binaries."""
+    if os.geteuid() != 0:
+        pytest.skip("the scripted cluster needs root (network namespace, cgroup)")
+    if not binaries.built():
+        pytest.skip("no control-plane binaries: run make control-plane")
+    scripted = ScriptedCluster(state).start()
+    try:
+        yield scripted
+    finally:
+        scripted.stop()
 
 
 def _watching(admin: Api) -> set[str]:
