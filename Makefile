@@ -59,9 +59,9 @@ lint: env
 typecheck: env
 	$(VENV)/bin/mypy
 
-## unit: the fast tests only
+## unit: the fast tests only (no root: neither slow nor on the real control plane)
 unit: env
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not control_plane"
 
 ## bench: what ci-runner costs on top of training, each figure next to its target (bench/README.md)
 # e.g. make bench BENCH_FLAGS=--quick (small sizes, for development)

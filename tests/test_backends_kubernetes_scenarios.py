@@ -1,10 +1,9 @@
 """How a run fails or recovers on a real cluster (pods that fail, never get ready or are refused;
-logs across a dropped stream; what is left behind), played by the faithful fake cluster against
-the real client.
-
-Each scenario is what MPI Operator v0.8.2, the Job controller and the kubelet really do (see
-testing/fake_kube/control_plane/). The client, when right, answers within milliseconds, so a hang is
-detected after SETTLE real seconds (nothing sleeps: the run is a thread we wait for).
+logs across a dropped stream; what is left behind), on the scripted cluster: the real
+kube-apiserver, controllers, scheduler and MPI Operator v0.8.2, with the test playing the nodes'
+part through the scripted kubelet (testing/scripted_cluster/). One control plane per module, a
+namespace per test. A hang is detected after SETTLE real seconds (nothing sleeps blindly: the run
+is a thread we wait for, each step waits for the state it needs).
 """
 
 from __future__ import annotations
@@ -21,20 +20,13 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from testing.fake_kube.admission import Denial, Quota, pod_security_denial
-from testing.fake_kube.harness import (
-    JOB,
-    JSON,
-    NAMESPACE,
-    Cluster,
-    mpijob_manifest,
-    running_cluster,
-)
-from testing.fake_kube.scenarios import JobScenario
+from testing.fake_kube.harness import JOB, JSON, mpijob_manifest
+from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.scenarios import JobScenario
 
-SETTLE = 5.0
-ROLE = "training.kubeflow.org/job-role"
-SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
+pytestmark = pytest.mark.control_plane
+
+SETTLE = 30.0
 STOPPED = f"[ci-runner] deleted MPIJob {JOB} and its pods"
 PIP_ERROR = (
     "ERROR: Could not find a version that satisfies the requirement torch==9.9",
@@ -44,19 +36,25 @@ PIP_ERROR = (
 LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
 
 
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
+
+
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with running_cluster(tmp_path) as cluster:
+def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
+    with scripted.cluster(tmp_path) as cluster:
         yield cluster
 
 
-def leftovers(cluster: Cluster) -> list[tuple[str, str]]:
-    """What the run left in the namespace (Events expire by themselves)."""
-    return sorted(
-        (key, name)
-        for key, namespace, name in cluster.server.store.objects
-        if namespace == NAMESPACE and key != "events"
-    )
+def submitted(cluster: Cluster) -> str:
+    return f"[ci-runner] submitted MPIJob {JOB} in namespace {cluster.namespace}"
+
+
+def leftovers(cluster: Cluster, settle: float = SETTLE) -> list[tuple[str, str]]:
+    """What the run left in the namespace (Events expire by themselves), once the garbage
+    collector has had up to ``settle`` seconds."""
+    return cluster.leftovers(settle)
 
 
 def test_worker_init_container_fails(cluster: Cluster) -> None:
@@ -78,7 +76,7 @@ def test_worker_init_container_fails(cluster: Cluster) -> None:
     assert result.failure.message == message
     assert result.failure.container == "install-requirements"
     assert cluster.log.lines == [
-        SUBMITTED,
+        submitted(cluster),
         "[ci-runner] workers ready 1/2",
         f"[ci-runner] the last lines of container install-requirements in pod {JOB}-worker-1:",
         *PIP_ERROR,
@@ -103,7 +101,11 @@ def test_worker_oom_during_setup(cluster: Cluster) -> None:
         f"worker {JOB}-worker-0: init container install-requirements was OOMKilled "
         "(exit code 137, memory limit 4Gi)"
     )
-    assert cluster.log.lines == [SUBMITTED, f"[ci-runner] MPIJob {JOB} failed: {message}", STOPPED]
+    assert cluster.log.lines == [
+        submitted(cluster),
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        STOPPED,
+    ]
 
 
 def test_worker_never_ready(cluster: Cluster) -> None:
@@ -120,7 +122,7 @@ def test_worker_never_ready(cluster: Cluster) -> None:
         "container worker still running, not Ready"
     )
     assert cluster.log.lines == [
-        SUBMITTED,
+        submitted(cluster),
         "[ci-runner] workers ready 1/2",
         f"[ci-runner] MPIJob {JOB} failed: {message}",
         STOPPED,
@@ -128,8 +130,7 @@ def test_worker_never_ready(cluster: Cluster) -> None:
 
 
 def test_quota_denies_a_worker(cluster: Cluster) -> None:
-    quota = Quota("gpu", NAMESPACE, {"requests.nvidia.com/gpu": "1"})
-    cluster.server.admission.quotas.append(quota)
+    cluster.quota("gpu", {"requests.nvidia.com/gpu": "1"})
     cluster.start(mpijob_manifest(wait_for_workers=True))
     result = cluster.result(timeout=SETTLE)
     assert result.failure is not None
@@ -140,13 +141,16 @@ def test_quota_denies_a_worker(cluster: Cluster) -> None:
         "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1"
     )
     assert result.failure == Failure(FailureKind.REFUSED, message)
-    assert cluster.log.lines == [SUBMITTED, f"[ci-runner] MPIJob {JOB} failed: {message}", STOPPED]
+    assert cluster.log.lines == [
+        submitted(cluster),
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        STOPPED,
+    ]
     assert leftovers(cluster) == []
 
 
 def test_a_cpu_quota_refuses_containers_that_declare_no_cpu(cluster: Cluster) -> None:
-    quota = Quota("compute", NAMESPACE, {"limits.cpu": "64", "requests.memory": "256Gi"})
-    cluster.server.admission.quotas.append(quota)
+    cluster.quota("compute", {"limits.cpu": "64", "requests.memory": "256Gi"})
     cluster.start(mpijob_manifest(wait_for_workers=True, setup=True))
     result = cluster.result(timeout=SETTLE)
     message = (
@@ -163,10 +167,12 @@ def test_a_cpu_quota_refuses_containers_that_declare_no_cpu(cluster: Cluster) ->
 def test_a_refused_launcher_pod_fails_at_once(cluster: Cluster) -> None:
     # The Job controller's FailedCreate on the launcher Job (controller_utils.go): the MPIJob
     # shows nothing, and without reading it the job would wait setup_timeout.
-    refusal = pod_security_denial('privileged (container "launcher" must not set privileged)')
-    launcher_pods = lambda pod: pod["metadata"]["labels"].get(ROLE) == "launcher"  # noqa: E731
-    cluster.server.admission.denials.append(Denial("pods", refusal, applies=launcher_pods))
-    job = cluster.started(mpijob_manifest(wait_for_workers=True))
+    # PodSecurity admission refuses the privileged launcher; the workers pass "baseline".
+    cluster.label_namespace({"pod-security.kubernetes.io/enforce": "baseline"})
+    manifest = mpijob_manifest(wait_for_workers=True)
+    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["securityContext"] = {"privileged": True}
+    job = cluster.started(manifest)
     job.workers_running()
     result = cluster.result(timeout=SETTLE)
     assert result.failure is not None
@@ -174,8 +180,8 @@ def test_a_refused_launcher_pod_fails_at_once(cluster: Cluster) -> None:
     assert re.fullmatch(
         r"the launcher Job cannot create the launcher's pod: Error creating: pods "
         rf'"{JOB}-launcher-[a-z0-9]{{5}}" is forbidden: violates PodSecurity '
-        r'"restricted:latest": privileged '
-        r'\(container "launcher" must not set privileged\)',
+        r'"baseline:latest": privileged '
+        r'\(container "launcher" must not set securityContext\.privileged=true\)',
         result.failure.message,
     ), result.failure.message
     assert leftovers(cluster) == []
@@ -192,7 +198,7 @@ def test_sidecar_in_the_launcher_pod(cluster: Cluster) -> None:
     result = cluster.result(timeout=SETTLE)
     assert result.outcome is Outcome.SUCCEEDED
     assert cluster.log.lines == [
-        f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}",
+        submitted(cluster),
         "[ci-runner] workers ready 1/2",
         "[ci-runner] workers ready 2/2",
         f"[ci-runner] launcher running (pod {job.launcher_pod})",
@@ -202,36 +208,36 @@ def test_sidecar_in_the_launcher_pod(cluster: Cluster) -> None:
     ]
 
 
-def test_zone_offsets_and_out_of_order_lines_across_a_drop(tmp_path: Path) -> None:
-    with running_cluster(tmp_path, zone=timedelta(hours=2)) as cluster:
-        job = cluster.started()
-        job.workers_running()
-        job.launcher_running()
-        job.launcher_log("[0]<stdout>:step 1", at=10_000_000_000)
-        job.launcher_log("[0]<stderr>:warn", stream="stderr", at=9_500_000_000)
-        job.launcher_log_cut("[0]<stdout>:step 2")
-        job.launcher_log("[0]<stdout>:step 3")
-        job.launcher_exits(0)
-        result = cluster.result(timeout=SETTLE)
-        assert result.outcome is Outcome.SUCCEEDED
-        lines = [line for line in cluster.log.lines if not line.startswith("[ci-runner]")]
-        assert lines == [
-            "[0]<stdout>:step 1",
-            "[0]<stderr>:warn",
-            "[0]<stdout>:step 2",
-            "[0]<stdout>:step 3",
-        ]
+def test_zone_offsets_and_out_of_order_lines_across_a_drop(cluster: Cluster) -> None:
+    cluster.kubelet.zones[cluster.namespace] = int(timedelta(hours=2).total_seconds())
+    job = cluster.started()
+    job.workers_running()
+    job.launcher_running()
+    job.launcher_log("[0]<stdout>:step 1", at=10_000_000_000)
+    job.launcher_log("[0]<stderr>:warn", stream="stderr", at=9_500_000_000)
+    job.launcher_log_cut("[0]<stdout>:step 2")
+    job.launcher_log("[0]<stdout>:step 3")
+    job.launcher_exits(0)
+    result = cluster.result(timeout=SETTLE)
+    assert result.outcome is Outcome.SUCCEEDED
+    lines = [line for line in cluster.log.lines if not line.startswith("[ci-runner]")]
+    assert lines == [
+        "[0]<stdout>:step 1",
+        "[0]<stderr>:warn",
+        "[0]<stdout>:step 2",
+        "[0]<stdout>:step 3",
+    ]
 
 
 def test_image_pull_error_that_recovers(cluster: Cluster) -> None:
     job = cluster.started()
-    job.image_pull_fails(f"{JOB}-worker-0", failures=1)
+    pull = job.image_pull_fails(f"{JOB}-worker-0", failures=1)
     retrying = (
         f"[ci-runner] pod {JOB}-worker-0 cannot pull its image yet (ErrImagePull): the kubelet "
         "retries; giving up after 300s"
     )
     cluster.log.wait_for(retrying)
-    cluster.server.advance(10)  # the kubelet pulls again, and succeeds
+    assert pull.done.wait(SETTLE)  # the kubelet pulls again after its back-off, and succeeds
     job.workers_running()
     cluster.log.wait_for("[ci-runner] workers ready 2/2")
     job.launcher_running()
@@ -239,7 +245,7 @@ def test_image_pull_error_that_recovers(cluster: Cluster) -> None:
     job.launcher_exits(0)
     assert cluster.result(timeout=SETTLE).outcome is Outcome.SUCCEEDED
     assert cluster.log.lines == [
-        SUBMITTED,
+        submitted(cluster),
         retrying,
         "[ci-runner] workers ready 1/2",
         "[ci-runner] workers ready 2/2",
@@ -250,14 +256,7 @@ def test_image_pull_error_that_recovers(cluster: Cluster) -> None:
 
 
 def test_launcher_fails_once_under_backoff_limit_then_succeeds(cluster: Cluster) -> None:
-    statuses: list[
-        JSON
-    ] = []  # the MPIJob's, as the operator writes them (it is deleted at the end)
-    cluster.server.store.listeners.append(
-        lambda _event, key, obj: (
-            statuses.append(obj.get("status", {})) if key == "mpijobs.kubeflow.org" else None
-        )
-    )
+    statuses = cluster.mpijob_statuses()  # as the operator writes them (deleted at the end)
     job = cluster.started(mpijob_manifest(backoff_limit=1))
     job.workers_running()
     job.launcher_running()
@@ -266,8 +265,7 @@ def test_launcher_fails_once_under_backoff_limit_then_succeeds(cluster: Cluster)
     job.launcher_log("[0]<stderr>:connection refused")
     cluster.log.wait_for("[0]<stderr>:connection refused")
     job.launcher_exits(1)
-    cluster.server.advance(10)  # the Job controller's back-off, then a new launcher pod
-    second = job.launcher_pod
+    second = job.wait_launcher_replaced(first)  # the Job controller's 10 s back-off first
     assert second != first
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {second})")
@@ -278,7 +276,7 @@ def test_launcher_fails_once_under_backoff_limit_then_succeeds(cluster: Cluster)
     launcher = [status.get("replicaStatuses", {}).get("Launcher") for status in statuses]
     assert {"failed": 1, "succeeded": 1} in launcher
     assert cluster.log.lines == [
-        f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}",
+        submitted(cluster),
         "[ci-runner] workers ready 1/2",
         "[ci-runner] workers ready 2/2",
         f"[ci-runner] launcher running (pod {first})",
@@ -300,48 +298,47 @@ def test_success_leaves_nothing(cluster: Cluster) -> None:
 
 
 def test_create_refused_leaves_no_secret(cluster: Cluster) -> None:
-    cluster.server.forbid("create", "mpijobs")
+    cluster.forbid_mpijob_create()
     cluster.start()
     with pytest.raises(ClusterError, match="403"):
         cluster.result()
     assert leftovers(cluster) == []
 
 
-def test_keep_finished_keeps_the_job_and_a_later_run_deletes_it(tmp_path: Path) -> None:
-    with running_cluster(tmp_path / "first") as cluster:
-        job = cluster.started()
-        assert cluster.backend_under_test is not None
-        cluster.backend_under_test.keep_finished = 7200
-        job.workers_running()
-        job.launcher_running()
-        cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-        job.launcher_exits(0)
-        assert cluster.result().outcome is Outcome.SUCCEEDED
-        until = (cluster.clock.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert cluster.log.lines[-2:] == [
-            f"[ci-runner] MPIJob {JOB} succeeded",
-            f"[ci-runner] keeping MPIJob {JOB} until {until} (kubernetes.keep_finished): the "
-            f"first ci-runner train in namespace {NAMESPACE} after that deletes it; ci-runner "
-            "cancel deletes it now",
-        ]
-        assert job.mpijob["metadata"]["annotations"]["ci-runner/delete-after"] == until
-        assert ("secrets", f"{JOB}-secrets") in leftovers(cluster)
+def test_keep_finished_keeps_the_job_and_a_later_run_deletes_it(cluster: Cluster) -> None:
+    job = cluster.started()
+    assert cluster.backend_under_test is not None
+    cluster.backend_under_test.keep_finished = 7200
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    until = (cluster.clock.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert cluster.log.lines[-2:] == [
+        f"[ci-runner] MPIJob {JOB} succeeded",
+        f"[ci-runner] keeping MPIJob {JOB} until {until} (kubernetes.keep_finished): the "
+        f"first ci-runner train in namespace {cluster.namespace} after that deletes it; "
+        "ci-runner "
+        "cancel deletes it now",
+    ]
+    assert job.mpijob["metadata"]["annotations"]["ci-runner/delete-after"] == until
+    assert ("secrets", f"{JOB}-secrets") in leftovers(cluster, settle=0)
 
-        # A later run of another job, once the time has passed, deletes it.
-        cluster.clock.advance(7200)
-        other = mpijob_manifest("train-later")
-        later = cluster.started(other)
-        later.workers_running()
-        later.launcher_running()
-        cluster.log.wait_for(f"[ci-runner] launcher running (pod {later.launcher_pod})")
-        later.launcher_exits(0)
-        assert cluster.result().outcome is Outcome.SUCCEEDED
-        assert EXPIRED_LINE in cluster.log.lines
-        assert (
-            cluster.log.lines[-1]
-            == "[ci-runner] deleted MPIJob train-later, its pods and its Secret"
-        )
-        assert leftovers(cluster) == []
+    # A later run of another job, once the time has passed, deletes it.
+    cluster.clock.advance(7200)
+    other = mpijob_manifest("train-later")
+    later = cluster.started(other)
+    later.workers_running()
+    later.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {later.launcher_pod})")
+    later.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert EXPIRED_LINE in cluster.log.lines
+    assert (
+        cluster.log.lines[-1] == "[ci-runner] deleted MPIJob train-later, its pods and its Secret"
+    )
+    assert leftovers(cluster) == []
 
 
 EXPIRED_LINE = (
@@ -376,7 +373,7 @@ def test_a_job_is_stamped_at_submission_with_when_it_may_be_reaped(cluster: Clus
 
 def test_the_next_run_deletes_what_a_killed_ci_job_left(cluster: Cluster) -> None:
     # What a CI job killed during setup leaves: its MPIJob, stamped at submission, and workers.
-    api = KubeApi(cluster.api_client(), NAMESPACE, cluster.clock)
+    api = KubeApi(cluster.api_client(), cluster.namespace, cluster.clock)
     secret = JobSecret(secret_name("train-killed"), ("git-token",), {"git-token": "t"})
     stamp = cluster.clock.now() + timedelta(seconds=3000)
     submit(api, mpijob_manifest("train-killed"), secret, stamp)
@@ -384,7 +381,7 @@ def test_the_next_run_deletes_what_a_killed_ci_job_left(cluster: Cluster) -> Non
     cluster.clock.advance(3600)
     job = cluster.started()
     assert cluster.log.lines[:2] == [
-        SUBMITTED,
+        submitted(cluster),
         "[ci-runner] deleted MPIJob train-killed: its time (ci-runner/delete-after) had passed; "
         "an earlier run kept it, or was stopped before it could delete it",
     ]

@@ -1,19 +1,22 @@
-"""Start and stop the real control plane of one emulated-cluster run: etcd on loopback,
-kube-apiserver on the bridge's gateway address, kube-controller-manager, kube-scheduler and
-MPI Operator v0.8.2 (in a network namespace of its own: its health server binds ``:8080`` on
-every interface, hard-wired in ``cmd/mpi-operator/app/server.go``). Every process goes into the
-run's cgroup and every file into its state tmpfs, so the emulated cluster's cleanup removes what a
-killed run left (``testing/emulated_cluster/cleanup.py``)."""
+"""Start and stop the real control plane of one run: etcd on loopback, kube-apiserver on the
+address it is given (the emulated cluster's bridge gateway by default, or loopback for the
+scripted cluster), kube-controller-manager, kube-scheduler and MPI Operator v0.8.2 (in a network
+namespace of its own: its health server binds ``:8080`` on every interface, hard-wired in
+``cmd/mpi-operator/app/server.go``; an :class:`OperatorNetwork` makes that namespace and says how
+the operator reaches kube-apiserver from it). Every process goes into the run's cgroup and every
+file into its state directory, so the owner's cleanup removes what a killed run left
+(``testing/emulated_cluster/cleanup.py``, ``testing/scripted_cluster/leftovers.py``)."""
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 import yaml
@@ -111,15 +114,52 @@ def operator_network_up() -> None:
     network.ip(*inside, "link", "set", "eth0", "up")
 
 
-class ControlPlane:
-    """``start()`` needs the bridge up (kube-apiserver listens on its gateway address);
-    ``stop()`` ends the processes (the caller's cleanup removes netns, files and cgroup)."""
+class OperatorNetwork(Protocol):
+    """The MPI Operator's network namespace: :meth:`up` makes it and gives the URL of
+    kube-apiserver as seen from inside; :meth:`down` removes it."""
 
-    def __init__(self, state: Path, cgroup: Cgroup, bin_dir: Path | None = None) -> None:
+    netns: str
+
+    def up(self, api_url: str) -> str: ...
+
+    def down(self) -> None: ...
+
+
+class BridgeOperatorNetwork:
+    """The emulated cluster's: a veth on the bridge, kube-apiserver at the gateway address."""
+
+    netns = OPERATOR_NETNS
+
+    def up(self, api_url: str) -> str:
+        operator_network_up()
+        return api_url
+
+    def down(self) -> None:
+        network.ip("netns", "del", OPERATOR_NETNS, check=False)
+
+
+class ControlPlane:
+    """``start()`` needs ``address`` to exist (the emulated cluster's bridge up, by default);
+    ``stop()`` ends the processes and removes the operator's network namespace (the caller's
+    cleanup removes files and cgroup)."""
+
+    def __init__(
+        self,
+        state: Path,
+        cgroup: Cgroup,
+        bin_dir: Path | None = None,
+        address: str = marks.GATEWAY,
+        port: int = marks.API_PORT,
+        operator_network: OperatorNetwork | None = None,
+    ) -> None:
+        """``address``:``port``: where kube-apiserver binds and what it advertises."""
         self.state = state
         self.cgroup = cgroup
         self.bin_dir = bin_dir or binaries.bin_dir()
-        self.url = f"https://{marks.GATEWAY}:{marks.API_PORT}"
+        self.address = address
+        self.port = port
+        self.operator_network: OperatorNetwork = operator_network or BridgeOperatorNetwork()
+        self.url = f"https://{address}:{port}"
         self.admin_token = secrets.token_hex(24)
         self.processes: list[Process] = []
         self.pki_dir = state / "pki"
@@ -156,6 +196,9 @@ class ControlPlane:
         etcd_url = self._etcd()
         self._apiserver(etcd_url)
         self._wait_ready()
+        # The CRD before kube-controller-manager: its garbage collector maps owner kinds from
+        # discovery at start (then every 30 s); an MPIJob's orphans wait for that otherwise.
+        self._apply_crd(self.admin_api())
         self._controller_manager()
         self._scheduler()
         self._operator()
@@ -209,7 +252,9 @@ class ControlPlane:
         serving = self.authority.issue(
             "apiserver",
             "kube-apiserver",
-            addresses=(marks.GATEWAY, "127.0.0.1", marks.KUBERNETES_SERVICE_IP),
+            addresses=tuple(
+                dict.fromkeys((self.address, "127.0.0.1", marks.KUBERNETES_SERVICE_IP))
+            ),
             dns_names=(
                 "kubernetes",
                 "kubernetes.default",
@@ -225,14 +270,19 @@ class ControlPlane:
         # token,user,uid,"group1,group2" (the static token file's format)
         tokens.write_text(f'{self.admin_token},emulated-admin,emulated-admin,"system:masters"\n')
         tokens.chmod(0o600)
+        # A loopback advertise address cannot be the "kubernetes" Service's endpoint (Endpoints
+        # validation refuses loopback): no reconciler then; nothing here dials that Service.
+        loopback = ipaddress.ip_address(self.address).is_loopback
+        reconciler = ["--endpoint-reconciler-type=none"] if loopback else []
         self._spawn(
             "kube-apiserver",
             [
                 self._bin("kube-apiserver"),
                 f"--etcd-servers={etcd_url}",
-                f"--bind-address={marks.GATEWAY}",
-                f"--advertise-address={marks.GATEWAY}",
-                f"--secure-port={marks.API_PORT}",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
+                f"--secure-port={self.port}",
+                *reconciler,
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.ca}",
@@ -318,17 +368,17 @@ class ControlPlane:
         # The operator's user: cluster-wide rights (upstream deploys it with a ClusterRole of
         # about that reach: deploy/v2beta1/mpi-operator.yaml).
         pair = self.client_certificate("mpi-operator", ("system:masters",))
+        inside = self.operator_network.up(self.url)
         config = self._write_kubeconfig(
-            "mpi-operator", kubeconfig(self.url, self.ca, cert_user(pair))
+            "mpi-operator", kubeconfig(inside, self.ca, cert_user(pair))
         )
-        operator_network_up()
         self._spawn(
             "mpi-operator",
             [
                 "ip",
                 "netns",
                 "exec",
-                OPERATOR_NETNS,
+                self.operator_network.netns,
                 self._bin("mpi-operator"),
                 f"-kubeConfig={config}",
                 f"-lock-namespace={LOCK_NAMESPACE}",
@@ -378,4 +428,4 @@ class ControlPlane:
         for process in reversed(self.processes):
             cleanup.end(process.popen, 10)
         self.processes = []
-        network.ip("netns", "del", OPERATOR_NETNS, check=False)
+        self.operator_network.down()

@@ -104,6 +104,11 @@ class Api:
         headers = {"Content-Type": "application/merge-patch+json"}
         return self._json("PATCH", path, data=json.dumps(patch), headers=headers)
 
+    def strategic_merge_patch(self, path: str, patch: JSON) -> JSON | None:
+        """A strategic merge patch (lists with a merge key, e.g. conditions, merge by it)."""
+        headers = {"Content-Type": "application/strategic-merge-patch+json"}
+        return self._json("PATCH", path, data=json.dumps(patch), headers=headers)
+
     def delete(self, path: str, body: JSON | None = None) -> JSON | None:
         return self._json("DELETE", path, json=body or {})
 

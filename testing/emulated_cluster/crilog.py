@@ -27,8 +27,9 @@ ROTATE_CHECK_SECONDS = 10.0  # container log manager monitor period
 FOLLOW_CHECK_SECONDS = 1.0  # logs.go logForceCheckPeriod
 
 
-def _zone(seconds: int) -> str:
-    offset = time.localtime(seconds).tm_gmtoff
+def _zone(seconds: int, offset: int | None = None) -> str:
+    if offset is None:
+        offset = time.localtime(seconds).tm_gmtoff
     if offset == 0:
         return "Z"
     sign = "+" if offset > 0 else "-"
@@ -36,12 +37,23 @@ def _zone(seconds: int) -> str:
     return f"{sign}{hours:02d}:{minutes:02d}"
 
 
-def format_nano(nanos: int, fixed: bool = False) -> str:
-    """Go's RFC3339Nano (trailing zeros trimmed) or RFC3339NanoFixed (9 digits), local zone."""
+def format_nano(nanos: int, fixed: bool = False, offset: int | None = None) -> str:
+    """Go's RFC3339Nano (trailing zeros trimmed) or RFC3339NanoFixed (9 digits), in the local
+    zone or at ``offset`` seconds east of UTC."""
     seconds, fraction = divmod(nanos, 1_000_000_000)
-    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(seconds))
+    moment = time.localtime(seconds) if offset is None else time.gmtime(seconds + offset)
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", moment)
     digits = f"{fraction:09d}" if fixed else f"{fraction:09d}".rstrip("0")
-    return f"{whole}{'.' + digits if digits else ''}{_zone(seconds)}"
+    return f"{whole}{'.' + digits if digits else ''}{_zone(seconds, offset)}"
+
+
+def offset_of(text: str) -> int:
+    """The zone offset (seconds east of UTC) of an RFC3339 time: Go's time.Parse keeps it, so
+    the kubelet's timestamps=true output shows the zone the runtime wrote."""
+    if text.endswith("Z"):
+        return 0
+    sign = -1 if text[-6] == "-" else 1
+    return sign * (int(text[-5:-3]) * 3600 + int(text[-2:]) * 60)
 
 
 def parse_nano(text: str) -> int:
@@ -60,10 +72,18 @@ def rotation_stamp() -> str:
 class LogFile:
     """One container instance's log: ``<dir>/<restartCount>.log``, written by stream pumps."""
 
-    def __init__(self, directory: Path, restart_count: int, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        restart_count: int,
+        clock: Callable[[], int],
+        offset: int | None = None,
+    ) -> None:
+        """``offset``: the runtime's zone, seconds east of UTC (the local zone when None)."""
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{restart_count}.log"
         self._clock = clock
+        self._offset = offset
         self._lock = threading.Lock()
         self._file: BinaryIO = open(self.path, "ab")  # noqa: SIM115 (closed in close())
         self._last_check = time.monotonic()
@@ -71,7 +91,7 @@ class LogFile:
         self.closed = False
 
     def record(self, stream: str, text: bytes, partial: bool) -> None:
-        stamp = format_nano(self._clock()).encode()
+        stamp = format_nano(self._clock(), offset=self._offset).encode()
         line = b"%s %s %s %s\n" % (stamp, stream.encode(), b"P" if partial else b"F", text)
         with self._lock:
             self._file.write(line)
@@ -151,19 +171,21 @@ def _tail_start(data: bytes, lines: int) -> int:
     return position + 1 if lines > 0 else len(data)
 
 
-def _parse(line: bytes) -> tuple[int, str, bytes] | None:
-    """logs.go parseCRILog: a P record loses its newline, an F record keeps it."""
+def _parse(line: bytes) -> tuple[int, int, str, bytes] | None:
+    """logs.go parseCRILog: (ns, zone offset, stream, content); a P record loses its
+    newline, an F record keeps it."""
     try:
         stamp, stream, rest = line.split(b" ", 2)
         tag, content = rest.split(b" ", 1) if b" " in rest else (rest.rstrip(b"\n"), b"")
         nanos = parse_nano(stamp.decode())
-    except ValueError:
+        offset = offset_of(stamp.decode())
+    except (ValueError, IndexError):
         return None
     if stream not in (b"stdout", b"stderr"):
         return None
     if tag.split(b":")[0] == b"P" and content.endswith(b"\n"):
         content = content[:-1]
-    return nanos, stream.decode(), content
+    return nanos, offset, stream.decode(), content
 
 
 def read_logs(
@@ -209,11 +231,11 @@ def read_logs(
             record = _parse(line)
             if record is None:
                 continue
-            nanos, _stream, content = record
+            nanos, offset, _stream, content = record
             if nanos < options.since:
                 continue
             if options.timestamps:
-                content = format_nano(nanos, fixed=True).encode() + b" " + content
+                content = format_nano(nanos, fixed=True, offset=offset).encode() + b" " + content
             if remain is not None:
                 content = content[:remain]
                 remain -= len(content)

@@ -1,0 +1,105 @@
+"""One scripted-cluster control plane: :class:`testing.control_plane.run.ControlPlane` on
+127.0.0.1 at a free port, the operator in a loopback-only namespace, every process in a cgroup
+and every file in a temp directory named for this process (:mod:`.names`). ``start()`` first
+removes what killed runs left; ``stop()`` removes everything of this run."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from pathlib import Path
+
+from testing.control_plane.run import ControlPlane, free_port
+from testing.emulated_cluster import cgroups
+from testing.emulated_cluster.api import Api, ApiFailure
+from testing.emulated_cluster.cgroups import Cgroup
+from testing.scripted_cluster import leftovers
+from testing.scripted_cluster.names import RunNames
+from testing.scripted_cluster.operator_netns import LoopbackOperatorNetwork
+
+ADDRESS = "127.0.0.1"
+KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the CN run.py gives --kubelet-client-certificate
+
+
+def _run_cgroup(names: RunNames) -> Cgroup:
+    """``<our cgroup>/ci-runner-scripted-<pid>/control-plane`` in the memory hierarchy (no
+    limit: only to find and kill every process of the run)."""
+    root, v2 = cgroups.hierarchy()
+    path = cgroups.own_cgroup(root, v2) / names.cgroup / "control-plane"
+    path.mkdir(parents=True, exist_ok=True)
+    return Cgroup(path)
+
+
+def _allow_kubelet_client(api: Api) -> None:
+    """The API server's kubelet client may use the kubelet API (the binding kubeadm makes for
+    it: ClusterRole system:kubelet-api-admin), so the kubelet's SubjectAccessReview allows it."""
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "kube-apiserver-kubelet-api-admin"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "system:kubelet-api-admin",
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT}
+        ],
+    }
+    try:
+        api.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+    except ApiFailure as err:
+        if err.code != 409:
+            raise
+
+
+class ScriptedControlPlane:
+    """``with ScriptedControlPlane() as plane:`` a started control plane (``plane.control``)."""
+
+    def __init__(self) -> None:
+        self.names = RunNames.mine()
+        self.control: ControlPlane | None = None
+        self.state: Path | None = None
+        self.start_seconds = 0.0  # wall time of start(), leftovers' removal included
+
+    @property
+    def plane(self) -> ControlPlane:
+        assert self.control is not None, "start() first"
+        return self.control
+
+    def start(self) -> ScriptedControlPlane:
+        began = time.monotonic()
+        leftovers.remove_dead_runs()
+        self.state = self.names.state_dir()
+        port = free_port()
+        self.control = ControlPlane(
+            self.state / "control-plane",
+            _run_cgroup(self.names),
+            address=ADDRESS,
+            port=port,
+            operator_network=LoopbackOperatorNetwork(self.names.operator_netns, port),
+        )
+        try:
+            self.control.start()
+            _allow_kubelet_client(self.control.admin_api())
+            self.control.wait_operator_leads()
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        if self.control is not None:
+            with contextlib.suppress(Exception):
+                self.control.stop()
+        leftovers.remove(self.names.run)
+        if self.state is not None:
+            shutil.rmtree(self.state, ignore_errors=True)
+
+    def __enter__(self) -> ScriptedControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,290 @@
+"""Run the real Kubernetes backend against the scripted cluster and watch what it prints.
+
+:class:`ScriptedCluster` (one per test module: it takes seconds to start) is the control plane
+with three scripted GPU nodes; ``scripted.cluster(tmp_path)`` gives a :class:`Cluster` for one
+test in a namespace of its own: the backend's run on a thread (``start``/``started``), its CI log
+(:class:`CiLog`, waited on line by line), its ManualClock (the backend's own timers), the
+scenario of a job (``job(name)``) and what the namespace holds (``leftovers``)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+
+from ci_runner.backends.kubernetes.backend import KubernetesBackend
+from ci_runner.backends.logsink import LogSink
+from ci_runner.backends.result import RunResult
+from ci_runner.clock import ManualClock
+from ci_runner.console import Console
+from ci_runner.http_policy import RetryPolicy
+from ci_runner.masking import SecretMasker
+from ci_runner.plan.run_plan import JobSecret, secret_name
+from testing.control_plane import accounts, binaries
+from testing.emulated_cluster.api import Api, ApiFailure, Informer
+from testing.fake_kube.control_plane.nodes import NodeSpec
+from testing.fake_kube.harness import GIT_TOKEN, JOB, CiLog, mpijob_manifest
+from testing.scripted_cluster.control import ScriptedControlPlane
+from testing.scripted_cluster.kubelet import ScriptedKubelet
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
+
+JSON = dict[str, Any]
+WAIT = 30.0  # real seconds a test waits for the backend or the control plane
+NODES = [NodeSpec(f"node-{i}") for i in range(1, 4)]
+# What a namespace holds from the start, and what leftovers() therefore ignores.
+BASELINE = {("serviceaccounts", "default"), ("configmaps", "kube-root-ca.crt")}
+KINDS = {
+    "pods": "/api/v1/namespaces/{ns}/pods",
+    "secrets": "/api/v1/namespaces/{ns}/secrets",
+    "configmaps": "/api/v1/namespaces/{ns}/configmaps",
+    "services": "/api/v1/namespaces/{ns}/services",
+    "serviceaccounts": "/api/v1/namespaces/{ns}/serviceaccounts",
+    "jobs.batch": "/apis/batch/v1/namespaces/{ns}/jobs",
+    "mpijobs.kubeflow.org": MPIJOBS,
+    "resourcequotas": "/api/v1/namespaces/{ns}/resourcequotas",
+    "roles": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "rolebindings": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+}
+WATCHED = ("mpijobs", "pods", "events")
+_numbers = itertools.count(1)
+
+
+class ScriptedCluster:
+    """The control plane and the scripted kubelet of one test module."""
+
+    def __init__(self, state: Path) -> None:
+        self.plane = ScriptedControlPlane()
+        self.state = state
+        self.kubelet: ScriptedKubelet | None = None
+
+    def start(self) -> ScriptedCluster:
+        self.plane.start()
+        try:
+            self.kubelet = ScriptedKubelet(self.plane.plane, NODES, self.state).start()
+        except BaseException:
+            self.plane.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.kubelet is not None:
+            self.kubelet.stop()
+        self.plane.stop()
+
+    @contextmanager
+    def cluster(self, tmp_path: Path) -> Iterator[Cluster]:
+        """A :class:`Cluster` in a fresh namespace; the namespace goes at the end."""
+        assert self.kubelet is not None
+        cluster = Cluster(self, self.kubelet, tmp_path, f"ml-{next(_numbers)}")
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+
+
+def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
+    """A module fixture's body: the started scripted cluster, stopped after; skips without root
+    or the control-plane binaries."""
+    if os.geteuid() != 0:
+        pytest.skip("the scripted cluster needs root (network namespace, cgroup)")
+    if not binaries.built():
+        pytest.skip("no control-plane binaries: run make control-plane")
+    scripted = ScriptedCluster(state).start()
+    try:
+        yield scripted
+    finally:
+        scripted.stop()
+
+
+def _watching(admin: Api) -> set[str]:
+    """Resources with a namespaced watch open now (kube-apiserver's
+    apiserver_longrunning_requests; only the backend watches within one namespace)."""
+    open_now: set[str] = set()
+    for line in admin.text("/metrics").splitlines():
+        if not line.startswith("apiserver_longrunning_requests{") or 'verb="WATCH"' not in line:
+            continue
+        labels, value = line.rsplit(" ", 1)
+        if ('scope="namespace"' in labels or 'scope="resource"' in labels) and float(value) > 0:
+            resource = labels.split('resource="', 1)[1].split('"', 1)[0]
+            open_now.add(resource)
+    return open_now
+
+
+class Cluster:
+    """One test's part of the scripted cluster (its namespace ``self.namespace``)."""
+
+    def __init__(
+        self, scripted: ScriptedCluster, kubelet: ScriptedKubelet, tmp_path: Path, namespace: str
+    ) -> None:
+        self.scripted = scripted
+        self.kubelet = kubelet
+        self.plane = scripted.plane.plane
+        self.admin = self.plane.admin_api()
+        self.namespace = namespace
+        self.tmp_path = tmp_path
+        self.log = CiLog()
+        self.clock = ManualClock()
+        self.backend_under_test: KubernetesBackend | None = None
+        self._thread: threading.Thread | None = None
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+        self._informers: list[Informer] = []
+        accounts.create_namespace(self.admin, namespace)
+        accounts.apply_rbac(self.admin, namespace)
+        self._baseline = set(self._objects()) | BASELINE
+        self.token = accounts.account_token(self.admin, namespace)
+
+    def close(self) -> None:
+        backend = self.backend_under_test
+        if self._thread is not None and self._thread.is_alive() and backend:
+            backend.cancel()
+            self._thread.join(timeout=WAIT)
+        for informer in self._informers:
+            informer.stop()
+        with suppress(ApiFailure):
+            self.admin.delete(f"/api/v1/namespaces/{self.namespace}")
+
+    # -- the namespace ----------------------------------------------------------------------
+
+    def _objects(self) -> list[tuple[str, str]]:
+        found = []
+        for key, path in KINDS.items():
+            items, _ = self.admin.list(path.format(ns=self.namespace))
+            found += [(key, str(item["metadata"]["name"])) for item in items]
+        return sorted(found)
+
+    def leftovers(self, settle: float = WAIT) -> list[tuple[str, str]]:
+        """What the run left in the namespace (beside what it held before the test); waits
+        up to ``settle`` seconds for the garbage collector to empty it."""
+        deadline = time.monotonic() + settle
+        while True:
+            left = [o for o in self._objects() if o not in self._baseline]
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.2)
+
+    def label_namespace(self, labels: dict[str, str]) -> None:
+        self.admin.merge_patch(
+            f"/api/v1/namespaces/{self.namespace}", {"metadata": {"labels": labels}}
+        )
+
+    def quota(self, name: str, hard: dict[str, str]) -> None:
+        """A ResourceQuota, once the quota controller has counted it (admission refuses every
+        pod of a namespace whose quota has no status yet)."""
+        path = f"/api/v1/namespaces/{self.namespace}/resourcequotas"
+        body = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name},
+            "spec": {"hard": hard},
+        }
+        self.admin.create(path, body)
+        wait_for(
+            f"ResourceQuota {name} counted",
+            lambda: ((self.admin.get(f"{path}/{name}") or {}).get("status") or {}).get("hard"),
+        )
+        self._baseline.add(("resourcequotas", name))
+
+    def forbid_mpijob_create(self) -> None:
+        """The backend's account may no longer create MPIJobs (its Role without that verb)."""
+        path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{self.namespace}/roles"
+        for role in self.admin.list(path)[0]:
+            for rule in role["rules"]:
+                if "mpijobs" in rule.get("resources", []):
+                    rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+            self.admin.merge_patch(f"{path}/{role['metadata']['name']}", {"rules": role["rules"]})
+
+    def mpijob_statuses(self) -> list[JSON]:
+        """Every status the MPIJobs of the namespace get from now on (a watch of the test's)."""
+        statuses: list[JSON] = []
+        informer = Informer(
+            self.admin,
+            MPIJOBS.format(ns=self.namespace),
+            {},
+            lambda _kind, obj: statuses.append(obj.get("status") or {}),
+            f"statuses-{self.namespace}",
+        ).start()
+        informer.synced.wait(WAIT)
+        self._informers.append(informer)
+        return statuses
+
+    # -- the backend ------------------------------------------------------------------------
+
+    def job(self, name: str = JOB) -> JobScenario:
+        return JobScenario(self.admin, self.kubelet, name, self.namespace)
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        """A client with the examples/rbac.yaml ServiceAccount's token (ci-runner's rights)."""
+        configuration = kubernetes.client.Configuration()
+        configuration.host = self.plane.url
+        configuration.ssl_ca_cert = str(self.plane.ca)
+        configuration.api_key = {"authorization": f"Bearer {self.token}"}
+        return kubernetes.client.ApiClient(configuration)
+
+    def backend(
+        self, manifest: JSON | None = None, unschedulable_timeout: float = 600
+    ) -> KubernetesBackend:
+        sink = LogSink(
+            self.tmp_path / f"train-{time.monotonic_ns()}.log", self.log, SecretMasker([GIT_TOKEN])
+        )
+        manifest = manifest or mpijob_manifest()
+        name = secret_name(manifest["metadata"]["name"])
+        self.backend_under_test = KubernetesBackend(
+            api_client=self.api_client(),
+            namespace=self.namespace,
+            manifest=manifest,
+            secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
+            sink=sink,
+            console=Console(self.log, self.log),
+            clock=self.clock,
+            unschedulable_timeout=unschedulable_timeout,
+            retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
+        )
+        return self.backend_under_test
+
+    def start(self, manifest: JSON | None = None, unschedulable_timeout: float = 600) -> None:
+        """``backend(...).run()`` on a thread."""
+        backend = self.backend(manifest, unschedulable_timeout)
+
+        def run() -> None:
+            try:
+                self._result = backend.run()
+            except BaseException as exc:
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def wait_watching(self) -> None:
+        """Until the backend watches its MPIJob, pods and Events."""
+        wait_for(
+            "the backend watching mpijobs, pods and events",
+            lambda: set(WATCHED) <= _watching(self.admin) or None,
+        )
+
+    def started(
+        self, manifest: JSON | None = None, unschedulable_timeout: float = 600
+    ) -> JobScenario:
+        """Start the backend, wait until it watches; the job's scenario."""
+        self.start(manifest, unschedulable_timeout)
+        self.wait_watching()
+        return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
+
+    def result(self, timeout: float = WAIT) -> RunResult:
+        """Wait for ``run()`` to return; its RunResult (or its exception, raised)."""
+        assert self._thread is not None
+        self._thread.join(timeout=timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"run() did not return; the CI log so far: {self.log.lines}")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result

@@ -1,0 +1,187 @@
+"""The scenario steps on the scripted cluster, with the names and meaning of
+``testing/fake_kube/scenarios.py``'s :class:`JobScenario`: the test plays the nodes' part
+(:mod:`.kubelet`) on the pods the real MPI Operator and Job controller created. Time is real
+here: a step waits (bounded) for what the control plane has to do first, never blindly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from testing.emulated_cluster.api import Api
+from testing.scripted_cluster.kubelet import WAIT, Pull, ScriptedKubelet
+
+JSON = dict[str, Any]
+T = TypeVar("T")
+JOB_NAME = "training.kubeflow.org/job-name"
+JOB_ROLE = "training.kubeflow.org/job-role"
+MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs"
+PULL_NOT_FOUND = (
+    'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
+)
+FOREVER = 10**9
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT) -> T:
+    """``probe()`` until it gives something (polled every 50 ms), or AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found is not None and found is not False:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+class JobScenario:
+    """The nodes' side of one MPIJob, step by step."""
+
+    def __init__(self, admin: Api, kubelet: ScriptedKubelet, name: str, namespace: str) -> None:
+        self.admin = admin
+        self.kubelet = kubelet
+        self.name = name
+        self.namespace = namespace
+        self._launcher = ""
+
+    # -- what exists -------------------------------------------------------------------------
+
+    @property
+    def mpijob(self) -> JSON:
+        found = self.admin.get(MPIJOBS.format(ns=self.namespace) + f"/{self.name}")
+        assert found is not None, f"MPIJob {self.name} is gone"
+        return found
+
+    def _pods(self, role: str | None = None) -> list[JSON]:
+        selector = f"{JOB_NAME}={self.name}" + (f",{JOB_ROLE}={role}" if role else "")
+        pods, _ = self.admin.list(
+            f"/api/v1/namespaces/{self.namespace}/pods", {"labelSelector": selector}
+        )
+        return sorted(pods, key=lambda p: str(p["metadata"]["creationTimestamp"]))
+
+    @property
+    def launcher_pod(self) -> str:
+        """The newest launcher pod's name (random suffix); remembered once it is gone."""
+        pods = self._pods("launcher")
+        if pods:
+            self._launcher = str(pods[-1]["metadata"]["name"])
+        return self._launcher
+
+    def workers(self) -> list[str]:
+        return [p["metadata"]["name"] for p in self._pods("worker")]
+
+    def pods(self) -> list[str]:
+        return [p["metadata"]["name"] for p in self._pods()]
+
+    def _worker(self, index: int) -> str:
+        return f"{self.name}-worker-{index}"
+
+    def _replicas(self) -> int:
+        return int(self.mpijob["spec"]["mpiReplicaSpecs"]["Worker"].get("replicas", 1))
+
+    def _launcher_now(self) -> str:
+        def probe() -> str | None:
+            pods = [
+                p
+                for p in self._pods("launcher")
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and not p["metadata"].get("deletionTimestamp")
+            ]
+            return str(pods[-1]["metadata"]["name"]) if pods else None
+
+        self._launcher = wait_for(f"a running launcher pod of {self.name}", probe)
+        return self._launcher
+
+    def _main(self, pod: str) -> str:
+        return str(self.kubelet.pod(self.namespace, pod)["spec"]["containers"][0]["name"])
+
+    # -- the kubelet -------------------------------------------------------------------------
+
+    def workers_running(self, indexes: Iterable[int] | None = None) -> None:
+        """Workers start (sshd) and are Ready."""
+        chosen = list(indexes) if indexes is not None else list(range(self._replicas()))
+        for index in chosen:
+            self.kubelet.run(self.namespace, self._worker(index))
+
+    def worker_never_ready(self, index: int) -> None:
+        """A worker runs but its readiness probe keeps failing."""
+        self.kubelet.run(self.namespace, self._worker(index), ready=False)
+
+    def worker_init_fails(
+        self, index: int, container: str, code: int, *lines: str, reason: str = "Error"
+    ) -> None:
+        """An init container of a worker logs ``lines`` (stderr) and exits ``code``."""
+        pod = self._worker(index)
+        self.kubelet.init_running(self.namespace, pod, container)
+        if lines:
+            self.kubelet.log(self.namespace, pod, container, lines, stream="stderr")
+        self.kubelet.init_fails(self.namespace, pod, container, code, reason)
+
+    def launcher_running(self) -> None:
+        self.kubelet.run(self.namespace, self._launcher_now())
+
+    def launcher_log(
+        self, *lines: str, same_time: bool = False, stream: str = "stdout", at: int | None = None
+    ) -> None:
+        """The launcher writes ``lines`` (a quarter second apart, or all at the last time)."""
+        pod = self._launcher_now()
+        self.kubelet.log(
+            self.namespace, pod, self._main(pod), lines, stream=stream, at=at, same_time=same_time
+        )
+
+    def launcher_log_unterminated(self, text: str) -> None:
+        """The launcher writes ``text`` with no newline (its last words)."""
+        pod = self._launcher_now()
+        self.kubelet.log(self.namespace, pod, self._main(pod), (text,), partial=True)
+
+    def launcher_log_cut(self, line: str, same_time: bool = False) -> None:
+        """The launcher writes ``line``; open log streams break half-way through it."""
+        pod = self._launcher_now()
+        self.kubelet.log(
+            self.namespace, pod, self._main(pod), (line,), same_time=same_time, cut=True
+        )
+
+    def launcher_exits(self, code: int) -> None:
+        """horovodrun ends with ``code`` (other containers, e.g. a sidecar, then stop with 0)."""
+        pod = self._launcher_now()
+        containers = self.kubelet.pod(self.namespace, pod)["spec"]["containers"]
+        self.kubelet.exits(self.namespace, pod, containers[0]["name"], code)
+        for sidecar in containers[1:]:
+            self.kubelet.exits(self.namespace, pod, sidecar["name"], 0)
+
+    def wait_launcher_replaced(self, previous: str) -> str:
+        """The Job controller's back-off passed and it made a new launcher pod: its name."""
+        return wait_for(
+            f"a launcher pod of {self.name} other than {previous}",
+            lambda: next((n for n in [self.launcher_pod] if n and n != previous), None),
+        )
+
+    def worker_exits(self, index: int, code: int, reason: str = "Error") -> None:
+        pod = self._worker(index)
+        self.kubelet.exits(self.namespace, pod, self._main(pod), code, reason)
+
+    def worker_oom_killed(self, index: int) -> None:
+        self.worker_exits(index, 137, "OOMKilled")
+
+    def image_pull_fails(self, pod: str, failures: int = FOREVER) -> Pull:
+        """The kubelet cannot pull ``pod``'s image (``failures`` times, then it can:
+        ``pull.done`` is set then)."""
+        container = self.kubelet.pod(self.namespace, pod)["spec"]["containers"][0]
+        message = PULL_NOT_FOUND.format(image=container.get("image", ""))
+        return self.kubelet.image_pull_fails(
+            self.namespace, pod, container["name"], failures, message
+        )
+
+    def deadline_exceeded(self) -> None:
+        """The launcher Job's activeDeadlineSeconds passed (short in the manifest: time is
+        real here): the Job controller failed it."""
+
+        def failed() -> bool:
+            job = self.admin.get(
+                f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{self.name}-launcher"
+            )
+            conditions = ((job or {}).get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
+
+        wait_for(f"the launcher Job of {self.name} failed", failed, timeout=WAIT * 2)
