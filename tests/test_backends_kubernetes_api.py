@@ -24,8 +24,8 @@ from ci_runner.backends.kubernetes.resources import MPIJOBS, POD_LOGS, PODS, SEC
 from ci_runner.clock import ManualClock
 from ci_runner.http_policy import KUBERNETES_RETRY, RetryPolicy
 from testing.fake_kube.admission import Denial, webhook_denial
-from testing.fake_kube.harness import mpijob_manifest
 from testing.fake_kube.server import CUT, FakeKubeServer
+from testing.mpijob_manifests import mpijob_manifest
 
 
 @pytest.fixture

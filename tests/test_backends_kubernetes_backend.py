@@ -20,15 +20,9 @@ from ci_runner.context import CIContext
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
-from testing.fake_kube.harness import (
-    JOB,
-    JSON,
-    NAMESPACE,
-    Cluster,
-    mpijob_manifest,
-    running_cluster,
-)
+from testing.fake_kube.harness import Cluster, running_cluster
 from testing.fake_kube.scenarios import INSUFFICIENT_GPU, MPIJOBS, JobScenario
+from testing.mpijob_manifests import JOB, JSON, NAMESPACE, mpijob_manifest
 
 SUBMITTED = f"[ci-runner] submitted MPIJob {JOB} in namespace {NAMESPACE}"
 DELETED = f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret"

@@ -19,9 +19,9 @@ from ci_runner.backends.kubernetes.launcher_log import (
 from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import ManualClock
 from ci_runner.http_policy import KUBERNETES_RETRY
-from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
 from testing.fake_kube.scenarios import JobScenario, MpiOperator
 from testing.fake_kube.server import FakeKubeServer
+from testing.mpijob_manifests import NAMESPACE, mpijob_manifest
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ci_runner.backends.kubernetes.permissions import REQUIRED_PERMISSIONS
 from ci_runner.backends.result import Outcome
-from testing.fake_kube.harness import JOB, NAMESPACE, mpijob_manifest, running_cluster
+from testing.fake_kube.harness import running_cluster
+from testing.mpijob_manifests import JOB, NAMESPACE, mpijob_manifest
 
 
 def required() -> set[tuple[str, str, str]]:

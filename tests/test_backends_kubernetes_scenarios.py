@@ -20,7 +20,7 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from testing.fake_kube.harness import JOB, JSON, mpijob_manifest
+from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
 from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
 from testing.scripted_cluster.scenarios import JobScenario
 

@@ -13,9 +13,9 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
 from testing.fake_kube.scenarios import MpiOperator
 from testing.fake_kube.server import FakeKubeServer
+from testing.mpijob_manifests import NAMESPACE, mpijob_manifest
 
 
 @pytest.fixture

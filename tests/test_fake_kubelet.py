@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from testing.fake_kube.admission import Denial, pod_security_denial, webhook_denial
-from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
 from testing.fake_kube.scenarios import MPIJOBS, JobScenario, MpiOperator
 from testing.fake_kube.server import TOKEN, FakeKubeServer
+from testing.mpijob_manifests import NAMESPACE, mpijob_manifest
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"

@@ -10,9 +10,9 @@ import pytest
 
 from testing.fake_kube import crd
 from testing.fake_kube.admission import Denial, Quota, webhook_denial
-from testing.fake_kube.harness import IMAGE, NAMESPACE, mpijob_manifest
 from testing.fake_kube.scenarios import INSUFFICIENT_GPU, MPIJOBS, JobScenario, MpiOperator
 from testing.fake_kube.server import FakeKubeServer
+from testing.mpijob_manifests import IMAGE, NAMESPACE, mpijob_manifest
 
 JSON = dict[str, Any]
 

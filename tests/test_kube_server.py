@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from testing.fake_kube.harness import NAMESPACE, mpijob_manifest
 from testing.fake_kube.scenarios import MpiOperator
 from testing.fake_kube.server import TOKEN, FakeKubeServer, rfc3339_nano
+from testing.mpijob_manifests import NAMESPACE, mpijob_manifest
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MPIJOBS = f"/apis/kubeflow.org/v2beta1/namespaces/{NAMESPACE}/mpijobs"

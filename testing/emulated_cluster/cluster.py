@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testing import node_objects as nodes
 from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster import cleanup, image, marks, network
 from testing.emulated_cluster.api import Api, Scope
@@ -21,8 +22,7 @@ from testing.emulated_cluster.dns import ClusterDns
 from testing.emulated_cluster.kubelet import Kubelet
 from testing.emulated_cluster.logserver import Tls
 from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext
-from testing.fake_kube.control_plane import nodes
-from testing.fake_kube.control_plane.nodes import NodeSpec
+from testing.node_objects import NodeSpec
 
 JSON = dict[str, Any]
 NOT_READY = "node.kubernetes.io/not-ready"

@@ -27,127 +27,14 @@ from ci_runner.console import Console
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
+from testing.ci_log import CiLog
 from testing.fake_kube.scenarios import JobScenario, MpiOperator
 from testing.fake_kube.server import FakeKubeServer
+from testing.mpijob_manifests import GIT_TOKEN, JOB, NAMESPACE, mpijob_manifest
 
 JSON = dict[str, Any]
-NAMESPACE = "ml"
-JOB = "train-3f2a9c1"
-IMAGE = "registry.example.com/ml/train:3f2a9c1"
-GIT_TOKEN = "glcbt-64-secret-job-token"
 WATCHED = ("mpijobs.kubeflow.org", "pods", "events")
 WAIT = 20.0  # real seconds a test waits for the backend before failing (never reached when green)
-
-
-def mpijob_manifest(
-    name: str = JOB,
-    workers: int = 2,
-    deadline: int | None = None,
-    launcher_replicas: int = 1,
-    clean_pod_policy: str = "Running",
-    wait_for_workers: bool = False,
-    backoff_limit: int = 0,
-    ttl: int | None = None,
-    setup: bool = False,
-    sidecar: bool = False,
-) -> JSON:
-    """A small v2beta1 MPIJob like the one ci-runner renders (launcher + workers).
-
-    ``wait_for_workers``: launcherCreationPolicy WaitForWorkersReady (ci-runner's); ``setup``:
-    the workers' init containers (fetch-code, install-requirements) as ci-runner renders them;
-    ``sidecar``: an injected proxy container in the launcher pod (a service mesh's).
-    """
-    run_policy: JSON = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": backoff_limit}
-    if deadline is not None:
-        run_policy["activeDeadlineSeconds"] = deadline
-    if ttl is not None:
-        run_policy["ttlSecondsAfterFinished"] = ttl
-    env = [
-        {
-            "name": "GIT_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "git-token"}},
-        }
-    ]
-    launcher: JSON = {
-        "name": "launcher",
-        "image": IMAGE,
-        "command": ["horovodrun", "-np", str(workers), "python", "train.py"],
-        "env": env,
-    }
-    worker: JSON = {
-        "name": "worker",
-        "image": IMAGE,
-        "resources": {"limits": {"memory": "4Gi", "nvidia.com/gpu": 1}},
-        "env": env,
-    }
-    launcher_pod: JSON = {"containers": [launcher]}
-    if sidecar:
-        launcher_pod["containers"].append({"name": "istio-proxy", "image": "istio/proxyv2:1.22.0"})
-    worker_pod: JSON = {"containers": [worker]}
-    if setup:
-        worker_pod["initContainers"] = [
-            {"name": "fetch-code", "image": IMAGE, "command": ["/bin/sh", "-c", "git clone"]},
-            {
-                "name": "install-requirements",
-                "image": IMAGE,
-                "command": ["/bin/sh", "-c", "pip install -r requirements.txt"],
-                "resources": {"limits": {"memory": "4Gi"}},
-            },
-        ]
-    spec: JSON = {
-        "slotsPerWorker": 1,
-        "mpiImplementation": "OpenMPI",
-        "runPolicy": run_policy,
-        "mpiReplicaSpecs": {
-            "Launcher": {
-                "replicas": launcher_replicas,
-                "restartPolicy": "Never",
-                "template": {"spec": launcher_pod},
-            },
-            "Worker": {
-                "replicas": workers,
-                "restartPolicy": "Never",
-                "template": {"spec": worker_pod},
-            },
-        },
-    }
-    if wait_for_workers:
-        spec["launcherCreationPolicy"] = "WaitForWorkersReady"
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "ci-runner"}},
-        "spec": spec,
-    }
-
-
-class CiLog:
-    """The CI job's log: every line echoed, in order; tests wait for lines to appear."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self._partial = ""
-        self._cond = threading.Condition()
-
-    def __call__(self, text: str) -> None:
-        with self._cond:
-            *complete, self._partial = (self._partial + text).split("\n")
-            self.lines.extend(complete)
-            self._cond.notify_all()
-
-    def write(self, text: str) -> None:  # a Console's stdout and stderr both
-        self(text)
-
-    def flush(self) -> None:
-        pass
-
-    def wait_for(self, line: str) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: line in self.lines, timeout=WAIT):
-                raise AssertionError(f"never printed {line!r}; the CI log so far: {self.lines}")
-
-    def status_lines(self) -> list[str]:
-        return [line for line in self.lines if line.startswith("[ci-runner]")]
 
 
 class Cluster:

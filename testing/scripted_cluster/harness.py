@@ -28,10 +28,11 @@ from ci_runner.console import Console
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
+from testing.ci_log import CiLog
 from testing.control_plane import accounts, binaries
 from testing.emulated_cluster.api import Api, ApiFailure, Informer
-from testing.fake_kube.control_plane.nodes import NodeSpec
-from testing.fake_kube.harness import GIT_TOKEN, JOB, CiLog, mpijob_manifest
+from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest
+from testing.node_objects import NodeSpec
 from testing.scripted_cluster.control import ScriptedControlPlane
 from testing.scripted_cluster.kubelet import ScriptedKubelet
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for

@@ -26,7 +26,7 @@ from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster.api import Api, ApiFailure, Informer
 from testing.emulated_cluster.crilog import LogFile
 from testing.emulated_cluster.logserver import Tls
-from testing.fake_kube.control_plane.nodes import NodeSpec, node_object
+from testing.node_objects import NodeSpec, node_object
 from testing.scripted_cluster import podstatus
 from testing.scripted_cluster.logs import ContainerLogState, NodeLogServer
 

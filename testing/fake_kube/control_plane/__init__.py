@@ -12,9 +12,9 @@ from testing.fake_kube.control_plane.garbage_collector import GarbageCollector
 from testing.fake_kube.control_plane.job_controller import JobController, TtlController
 from testing.fake_kube.control_plane.kubelet import ScriptedKubelet
 from testing.fake_kube.control_plane.mpi_operator import MpiJobController
-from testing.fake_kube.control_plane.nodes import NodeSpec
 from testing.fake_kube.control_plane.scheduler import Scheduler
 from testing.fake_kube.server import FakeKubeServer
+from testing.node_objects import NodeSpec
 
 __all__ = ["ControlPlane", "NodeSpec", "default_nodes"]
 

@@ -21,9 +21,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from testing.fake_kube.control_plane.client import LocalApi
 from testing.fake_kube.control_plane.cri_log import ContainerLog, Entry
-from testing.fake_kube.control_plane.nodes import NodeSpec, node_object
 from testing.fake_kube.http import QuietServer, abort, chunk, end_chunked, start_chunked
 from testing.fake_kube.server import FakeKubeServer
+from testing.node_objects import NodeSpec, node_object
 
 JSON = dict[str, Any]
 IMAGE_BACKOFF = 10  # pkg/kubelet/kubelet.go backOffPeriod; doubled up to MaxContainerBackOff

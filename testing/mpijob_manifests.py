@@ -1,0 +1,94 @@
+"""Small v2beta1 MPIJobs shaped like the ones ci-runner renders, for tests of the Kubernetes
+backend (on the scripted cluster and on the in-process fake API server), and their names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JSON = dict[str, Any]
+NAMESPACE = "ml"
+JOB = "train-3f2a9c1"
+IMAGE = "registry.example.com/ml/train:3f2a9c1"
+GIT_TOKEN = "glcbt-64-secret-job-token"
+
+
+def mpijob_manifest(
+    name: str = JOB,
+    workers: int = 2,
+    deadline: int | None = None,
+    launcher_replicas: int = 1,
+    clean_pod_policy: str = "Running",
+    wait_for_workers: bool = False,
+    backoff_limit: int = 0,
+    ttl: int | None = None,
+    setup: bool = False,
+    sidecar: bool = False,
+) -> JSON:
+    """A small v2beta1 MPIJob like the one ci-runner renders (launcher + workers).
+
+    ``wait_for_workers``: launcherCreationPolicy WaitForWorkersReady (ci-runner's); ``setup``:
+    the workers' init containers (fetch-code, install-requirements) as ci-runner renders them;
+    ``sidecar``: an injected proxy container in the launcher pod (a service mesh's).
+    """
+    run_policy: JSON = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": backoff_limit}
+    if deadline is not None:
+        run_policy["activeDeadlineSeconds"] = deadline
+    if ttl is not None:
+        run_policy["ttlSecondsAfterFinished"] = ttl
+    env = [
+        {
+            "name": "GIT_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "git-token"}},
+        }
+    ]
+    launcher: JSON = {
+        "name": "launcher",
+        "image": IMAGE,
+        "command": ["horovodrun", "-np", str(workers), "python", "train.py"],
+        "env": env,
+    }
+    worker: JSON = {
+        "name": "worker",
+        "image": IMAGE,
+        "resources": {"limits": {"memory": "4Gi", "nvidia.com/gpu": 1}},
+        "env": env,
+    }
+    launcher_pod: JSON = {"containers": [launcher]}
+    if sidecar:
+        launcher_pod["containers"].append({"name": "istio-proxy", "image": "istio/proxyv2:1.22.0"})
+    worker_pod: JSON = {"containers": [worker]}
+    if setup:
+        worker_pod["initContainers"] = [
+            {"name": "fetch-code", "image": IMAGE, "command": ["/bin/sh", "-c", "git clone"]},
+            {
+                "name": "install-requirements",
+                "image": IMAGE,
+                "command": ["/bin/sh", "-c", "pip install -r requirements.txt"],
+                "resources": {"limits": {"memory": "4Gi"}},
+            },
+        ]
+    spec: JSON = {
+        "slotsPerWorker": 1,
+        "mpiImplementation": "OpenMPI",
+        "runPolicy": run_policy,
+        "mpiReplicaSpecs": {
+            "Launcher": {
+                "replicas": launcher_replicas,
+                "restartPolicy": "Never",
+                "template": {"spec": launcher_pod},
+            },
+            "Worker": {
+                "replicas": workers,
+                "restartPolicy": "Never",
+                "template": {"spec": worker_pod},
+            },
+        },
+    }
+    if wait_for_workers:
+        spec["launcherCreationPolicy"] = "WaitForWorkersReady"
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "ci-runner"}},
+        "spec": spec,
+    }
