@@ -25,8 +25,8 @@ line (the MPIJob created), the seed's when its MPIJob is created; both stop at t
 
 Where ci-runner's time goes (:class:`Phases`, printed per run and as medians): when a watch of the
 pods first showed a worker pod, both workers Ready and the launcher's container running, and when
-this machine's process table (the emulated containers are its processes) first showed ``mpirun``
-and a rank's Python.
+this machine's process table (the emulated containers are its processes) first showed
+``horovodrun``, ``mpirun`` and a rank's Python.
 """
 
 from __future__ import annotations
@@ -66,7 +66,14 @@ PAGE_CACHE = "max-age=600, public"
 FILE_CACHE = "max-age=365000000, immutable, public"
 
 JSON = dict[str, Any]
-PHASES = ("pods created", "workers Ready", "launcher running", "mpirun", "a rank's python")
+PHASES = (
+    "pods created",
+    "workers Ready",
+    "launcher running",
+    "horovodrun",
+    "mpirun",
+    "a rank's python",
+)
 RANK_SCRIPT = b"main_with_horovod.py"
 
 
@@ -110,8 +117,8 @@ class Phases:
             self.seen.setdefault(name, time.perf_counter())
 
     def _pod(self, kind: str, pod: JSON) -> None:
-        if kind == "DELETED":
-            return
+        if kind == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+            return  # the previous run's pods, going
         labels = pod["metadata"].get("labels") or {}
         role = labels.get("training.kubeflow.org/job-role")
         status = pod.get("status") or {}
@@ -139,9 +146,11 @@ class Phases:
                     argv = (proc / "cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
-                if argv and argv[0].endswith(b"mpirun"):
+                if argv[0].endswith(b"mpirun"):
                     self._mark("mpirun")
-                elif argv and b"python" in argv[0] and any(RANK_SCRIPT in a for a in argv[1:]):
+                elif any(a.endswith(b"/horovodrun") for a in argv[:2]):
+                    self._mark("horovodrun")
+                elif len(argv) > 1 and argv[1].endswith(RANK_SCRIPT):
                     self._mark("a rank's python")
 
 
