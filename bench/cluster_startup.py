@@ -12,8 +12,9 @@ with data on its moto S3 and the commit served by ``git daemon`` on its bridge:
 
 The emulated image already holds what the example's own requirements name (scikit-learn and boto3,
 which the stock image lacks), so the benchmark's commit asks for two more libraries the image does
-not have, pandas and matplotlib (about 50 MB of wheels with their dependencies), from a package
-index on the bridge: the wheels are fetched once from this machine's configured index into
+not have, statsmodels and polars (about 50 MB of wheels with their dependencies; pandas and
+matplotlib until the image got them as mlflow's dependencies), from a package index on the
+bridge: the wheels are fetched once from this machine's configured index into
 ``$CI_RUNNER_CACHE/bench-wheelhouse`` and served as PyPI serves them (PEP 503 pages, files
 cacheable for a year). Pods never see this machine's pip configuration.
 
@@ -21,6 +22,11 @@ Each figure is the median over rounds that run the three variants back to back; 
 decide are the medians of the per-round ratios. ci-runner's clock starts at its ``submitted``
 line (the MPIJob created), the seed's when its MPIJob is created; both stop at the first
 ``Training. Epoch N, MSE loss`` line of the launcher's log.
+
+Where ci-runner's time goes (:class:`Phases`, printed per run and as medians): when a watch of the
+pods first showed a worker pod, both workers Ready and the launcher's container running, and when
+this machine's process table (the emulated containers are its processes) first showed
+``horovodrun``, ``mpirun`` and a rank's Python.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from bench.fixture import EXAMPLE
 NAME = "6 cluster first step"
 FIRST_STEP = re.compile(r"Training\. Epoch \d+, MSE loss: ")
 SUBMITTED = "[ci-runner] submitted "
-EXTRA_REQUIREMENTS = ("pandas", "matplotlib")
+EXTRA_REQUIREMENTS = ("statsmodels", "polars")
 INDEX_PORT = 9200
 SEED_SLEEP = "1m"
 RUN_TIMEOUT = 900.0
@@ -60,6 +66,92 @@ PAGE_CACHE = "max-age=600, public"
 FILE_CACHE = "max-age=365000000, immutable, public"
 
 JSON = dict[str, Any]
+PHASES = (
+    "pods created",
+    "workers Ready",
+    "launcher running",
+    "horovodrun",
+    "mpirun",
+    "a rank's python",
+)
+RANK_SCRIPT = b"main_with_horovod.py"
+
+
+class Phases:
+    """Seconds from a run's start to each of :data:`PHASES`, seen from a watch of the pods and a
+    scan of this machine's processes every 50 ms."""
+
+    def __init__(self, cluster: Any, namespace: str) -> None:
+        from testing.emulated_cluster.api import Informer
+
+        self.seen: dict[str, float] = {}
+        self._ready: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._informer = Informer(
+            cluster.api, f"/api/v1/namespaces/{namespace}/pods", {}, self._pod, "bench-phases"
+        )
+        self._scanner = threading.Thread(target=self._scan, name="bench-procs", daemon=True)
+
+    def __enter__(self) -> Phases:
+        self._informer.start()
+        self._scanner.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._informer.stop()
+        self._scanner.join()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.seen.clear()
+            self._ready.clear()
+
+    def since(self, start: float) -> dict[str, float]:
+        with self._lock:
+            return {name: self.seen[name] - start for name in PHASES if name in self.seen}
+
+    def _mark(self, name: str) -> None:
+        with self._lock:
+            self.seen.setdefault(name, time.perf_counter())
+
+    def _pod(self, kind: str, pod: JSON) -> None:
+        if kind == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+            return  # the previous run's pods, going
+        labels = pod["metadata"].get("labels") or {}
+        role = labels.get("training.kubeflow.org/job-role")
+        status = pod.get("status") or {}
+        if role == "worker":
+            self._mark("pods created")
+            ready = any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in status.get("conditions") or []
+            )
+            if ready:
+                self._ready.add(pod["metadata"]["name"])
+            if len(self._ready) >= 2:
+                self._mark("workers Ready")
+        elif role == "launcher":
+            running = status.get("containerStatuses") or []
+            if any("running" in (c.get("state") or {}) for c in running):
+                self._mark("launcher running")
+
+    def _scan(self) -> None:
+        while not self._stop.wait(0.05):
+            for proc in Path("/proc").iterdir():
+                if not proc.name.isdigit():
+                    continue
+                try:
+                    argv = (proc / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if argv[0].endswith(b"mpirun"):
+                    self._mark("mpirun")
+                elif any(a.endswith(b"/horovodrun") for a in argv[:2]):
+                    self._mark("horovodrun")
+                elif len(argv) > 1 and argv[1].endswith(RANK_SCRIPT):
+                    self._mark("a rank's python")
 
 
 def why_not_here() -> str | None:
@@ -202,6 +294,7 @@ class Site:
         self.pip_env = {"PIP_CONFIG_FILE": "/dev/null", "PIP_INDEX_URL": index_url}
         self.pip_env["PIP_TRUSTED_HOST"] = host  # plain HTTP on the bridge; pip caches it then
         self.runs = 0
+        self.phases: list[dict[str, float]] = []
         shutil.copytree(
             REPO / EXAMPLE, self.repo / EXAMPLE, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -248,10 +341,13 @@ class Site:
     def claim(self, name: str) -> None:
         self.cluster.bound_claim(name, ["ReadWriteMany"])
 
-    def ci_runner(self, kubeconfig: Path) -> tuple[float, float]:
-        """(seconds from `submitted` to the first loss line, seconds from the command's start)."""
+    def ci_runner(self, kubeconfig: Path, phases: Phases) -> tuple[float, float]:
+        """(seconds from `submitted` to the first loss line, seconds from the command's start);
+        prints when each of :data:`PHASES` came after `submitted` and keeps it in
+        ``self.phases``."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "PIP_"))}
         env |= self.aws | {"KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO)}
+        phases.reset()
         started = time.perf_counter()
         proc = subprocess.Popen(
             [sys.executable, "-m", "ci_runner", "train"],
@@ -276,6 +372,10 @@ class Site:
         if code != 0 or submitted is None or first is None:
             tail = "".join(lines[-40:])
             raise RuntimeError(f"ci-runner train exited with {code}:\n{tail}")
+        after = phases.since(started + submitted)
+        after["first step"] = first - submitted
+        self.phases.append(after)
+        say("  after `submitted`: " + ", ".join(f"{k} {v:.2f} s" for k, v in after.items()))
         self.wait_no_pods()
         return first - submitted, first
 
@@ -370,6 +470,12 @@ def run(quick: bool) -> list[Row]:
     from testing.emulated_cluster.harness import NAMESPACE, emulated
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    present = _already_in_image()
+    if present:
+        raise RuntimeError(
+            f"the emulated image already has {', '.join(present)}: pip would install nothing; "
+            "fix: EXTRA_REQUIREMENTS must name libraries the image lacks"
+        )
     house = wheelhouse()
     rounds = 1 if quick else 3
     s3_url = f"http://{marks.GATEWAY}:{marks.S3_PORT}"
@@ -388,6 +494,7 @@ def run(quick: bool) -> list[Row]:
             emulated(nodes=2) as cluster,
             s3_and_git(work / "served", aws),
             package_index(house, marks.GATEWAY) as index_url,
+            Phases(cluster, NAMESPACE) as phases,
         ):
             site = Site(cluster, work, index_url, aws)
             kubeconfig = work / "kubeconfig"
@@ -397,10 +504,10 @@ def run(quick: bool) -> list[Row]:
                 claim = f"pip-cache-{i}"
                 site.claim(claim)
                 site.commit(claim)
-                times["cold"].append(site.ci_runner(kubeconfig)[0])
+                times["cold"].append(site.ci_runner(kubeconfig, phases)[0])
                 cached.append(_files(marks.STATE_ROOT / "claims" / NAMESPACE / claim))
                 site.commit(claim)
-                warm, from_start = site.ci_runner(kubeconfig)
+                warm, from_start = site.ci_runner(kubeconfig, phases)
                 times["warm"].append(warm)
                 whole.append(from_start)
                 times["seed"].append(site.seed())
@@ -411,7 +518,26 @@ def run(quick: bool) -> list[Row]:
         NAME, "  pip cache the cold run left in the claim", f"{files} files, {size / 1e6:.0f} MB"
     )
     rows = _rows(times, whole)
-    return [*rows[:2], cache, *rows[2:]]
+    steps = [
+        Row(NAME, f"  after `submitted`: {name}", spread([run[name] for run in site.phases]))
+        for name in (*PHASES, "first step")
+        if all(name in run for run in site.phases)
+    ]
+    return [*rows[:2], cache, *rows[2:3], *steps, *rows[3:]]
+
+
+def _already_in_image() -> list[str]:
+    """Which of EXTRA_REQUIREMENTS the emulated image's Python (this virtualenv's) has."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    present = []
+    for name in EXTRA_REQUIREMENTS:
+        try:
+            version(name)
+        except PackageNotFoundError:
+            continue
+        present.append(name)
+    return present
 
 
 def _files(root: Path) -> tuple[int, int]:

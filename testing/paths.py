@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -11,3 +12,11 @@ GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
 SEED_LOG = TEST_DATA / "seed" / "horovod-on-kubernetes.log"
 FAKE_HOROVODRUN = Path(__file__).resolve().with_name("fake_horovodrun.py")
 EXAMPLE = "examples/simple_ml"
+
+
+def cache_dir() -> Path:
+    """ci-runner's cache (``$CI_RUNNER_CACHE``), where ``make`` leaves what tests read."""
+    found = os.environ.get("CI_RUNNER_CACHE")
+    if found:
+        return Path(found)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ci-runner"

@@ -26,6 +26,7 @@ from testing.control_plane import accounts, binaries
 from testing.control_plane.run import StartFailed
 from testing.emulated_cluster import marks
 from testing.emulated_cluster.cluster import Busy, MachineSide, NodeShape
+from testing.emulated_cluster.image import STOCK_PYTHON_IMAGE
 from testing.emulated_cluster.node import DEFAULT_IMAGE
 
 TOOLS = {  # command -> Debian package
@@ -68,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME",
-        help=f"an image name the nodes have besides {DEFAULT_IMAGE} (repeatable); any other "
-        "name fails to pull",
+        help=f"an image name the nodes have besides {DEFAULT_IMAGE} (repeatable; "
+        f"{STOCK_PYTHON_IMAGE} is the one with the stock image's Python); any other name fails "
+        "to pull",
     )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:

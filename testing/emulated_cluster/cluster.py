@@ -21,8 +21,9 @@ from testing.emulated_cluster.cgroups import Cgroup, run_root
 from testing.emulated_cluster.dns import ClusterDns
 from testing.emulated_cluster.kubelet import Kubelet
 from testing.emulated_cluster.logserver import Tls
-from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext
+from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext, normalized
 from testing.node_objects import NodeSpec
+from testing.paths import cache_dir
 
 JSON = dict[str, Any]
 NOT_READY = "node.kubernetes.io/not-ready"
@@ -102,7 +103,8 @@ class MachineSide:
         cluster_domain: str = marks.CLUSTER_DOMAIN,
         images: frozenset[str] = frozenset({DEFAULT_IMAGE}),
     ) -> None:
-        """``images``: the image names the nodes have (each runs the emulated image)."""
+        """``images``: the image names the nodes have (each runs the emulated image, but
+        :data:`image.STOCK_PYTHON_IMAGE` runs its variant)."""
         self.scope = Scope(None)  # kubelets and DNS watch every namespace
         self.control: ControlPlane | None = None
         self.shapes = nodes
@@ -157,6 +159,13 @@ class MachineSide:
         ).start()
         system = Cgroup(self.cgroup.path / "system").create(None)
         layer = image.build(marks.STATE_ROOT / "image", self.venv)
+        variants = {
+            normalized(name): image.build_named(
+                name, marks.STATE_ROOT / f"image-{i}", self.venv, cache_dir()
+            )
+            for i, name in enumerate(sorted(self.images))
+            if name == image.STOCK_PYTHON_IMAGE
+        }
         self.dns = ClusterDns(
             self.api,
             self.scope,
@@ -184,6 +193,7 @@ class MachineSide:
                 cluster_domain=self.cluster_domain,
                 resolv_conf=resolv.read_text() if resolv.exists() else None,
                 images=self.images,
+                variants=variants,
                 attach_api=self.api,
             )
             node = node_object(shape, ip, marks.KUBELET_PORT)

@@ -173,10 +173,11 @@ def phase_is(*phases: str) -> Callable[[JSON], bool]:
 
 
 @contextmanager
-def emulated(nodes: int = 2) -> Iterator[Emulated]:
-    """The emulated cluster with ``nodes`` nodes and the namespace :data:`NAMESPACE`."""
+def emulated(nodes: int = 2, images: frozenset[str] = frozenset({IMAGE})) -> Iterator[Emulated]:
+    """The emulated cluster with ``nodes`` nodes (which have ``images``) and the namespace
+    :data:`NAMESPACE`."""
     shapes = [NodeShape(f"node-{i + 1}") for i in range(nodes)]
-    side = MachineSide(shapes).start()
+    side = MachineSide(shapes, images=images).start()
     recorder: Informer | None = None
     try:
         accounts.create_namespace(side.api, NAMESPACE)

@@ -3,6 +3,7 @@ across its restarts (:class:`Slot`), with the image names the node has."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,10 +48,17 @@ class NodeContext:
     cluster_dns: list[str]
     cluster_domain: str
     resolv_conf: str | None
-    images: frozenset[str] = frozenset({DEFAULT_IMAGE})  # what "pulls" (all look the same)
+    images: frozenset[str] = frozenset({DEFAULT_IMAGE})  # what "pulls"
+    # The normalized names whose layer is not ``image`` (image.STOCK_PYTHON_IMAGE's).
+    variants: Mapping[str, Image] = field(default_factory=dict)
     # The attach/detach controller's view (kube-controller-manager's, cluster-wide): a node's
     # own user may list only the pods bound to it.
     attach_api: Api | None = None
+
+
+def image_for(ctx: NodeContext, name: str) -> Image:
+    """The layer a container of image ``name`` runs."""
+    return ctx.variants.get(normalized(name), ctx.image)
 
 
 def rfc3339(moment: float) -> str:

@@ -24,7 +24,7 @@ from testing.emulated_cluster.cgroups import Cgroup
 from testing.emulated_cluster.container import ContainerProcess, Exit, Sandbox
 from testing.emulated_cluster.crilog import LogFile
 from testing.emulated_cluster.image import CMD, ENV, WORKDIR
-from testing.emulated_cluster.node import NodeContext, Slot, normalized, rfc3339
+from testing.emulated_cluster.node import NodeContext, Slot, image_for, normalized, rfc3339
 from testing.emulated_cluster.probes import ProbeState
 
 JSON = dict[str, Any]
@@ -316,7 +316,7 @@ class PodWorker:
         process = ContainerProcess(
             self.dir / "containers" / instance,
             self.sandbox,
-            self.ctx.image,
+            image_for(self.ctx, image),
             cgroup,
             log,
             argv,
