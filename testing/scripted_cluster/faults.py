@@ -224,6 +224,9 @@ class FaultProxy:
         """Break every open watch half-way through an event."""
         with self.cond:
             streams = [s for s, r in self._streams.items() if r.verb == "watch"]
+            for stream in streams:  # gone now, not once their threads notice
+                del self._streams[stream]
+            self.cond.notify_all()
         for stream in streams:
             stream.drop(_HALF_EVENT)
 

@@ -143,6 +143,10 @@ class ScriptedKubelet:
         self.zones: dict[str, int] = {}  # namespace -> the runtime's zone offset (seconds)
         self.pulls: dict[str, Pull] = {}  # by pod uid
         self.statuses: dict[str, JSON] = {}  # by pod uid: the last status written
+        # While set, pods being deleted keep running (their containers take the grace period)
+        # until end_terminating().
+        self.hold_terminating = False
+        self._terminating: dict[str, JSON] = {}  # by uid, held
         self._seen: set[str] = set()
         self._pod_ips = 0
         self._stamp = 0  # ns of the next log record
@@ -189,6 +193,33 @@ class ScriptedKubelet:
                     with contextlib.suppress(ApiFailure):
                         self._first_status(pod)
             if meta.get("deletionTimestamp"):
+                if self.hold_terminating:
+                    self._terminating[meta["uid"]] = pod
+                    return
+                with contextlib.suppress(ApiFailure, requests.RequestException):
+                    self._kill(pod)
+
+    def wait_terminating(self, namespace: str, names: list[str]) -> None:
+        """Until each of ``names`` is being deleted and held (``hold_terminating``)."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            with self.lock:
+                held = {
+                    (p["metadata"]["namespace"], p["metadata"]["name"])
+                    for p in self._terminating.values()
+                }
+            if {(namespace, name) for name in names} <= held:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{names} not all being deleted: {sorted(held)}")
+            time.sleep(0.05)
+
+    def end_terminating(self) -> None:
+        """The grace period of every held pod ends: their containers are killed, they go."""
+        with self.lock:
+            self.hold_terminating = False
+            held, self._terminating = list(self._terminating.values()), {}
+            for pod in held:
                 with contextlib.suppress(ApiFailure, requests.RequestException):
                     self._kill(pod)
 
