@@ -1,4 +1,9 @@
-"""LauncherLogStream: the launcher's log into the LogSink, once, whatever the connection does."""
+"""LauncherLogStream: the launcher's log into the LogSink, once, whatever the connection does.
+
+The pure parts here; the streams on the scripted cluster (marker ``control_plane``): the real
+kube-apiserver proxying ``pods/log`` to the scripted kubelet, which breaks streams mid-line when
+told (kube-apiserver then ends its answer cleanly, as it does when a kubelet's stream breaks).
+"""
 
 from __future__ import annotations
 
@@ -6,48 +11,74 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import kubernetes.client
 import pytest
 
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Forbidden
 from ci_runner.backends.kubernetes.launcher_log import (
+    CleanEnd,
     LauncherLogStream,
+    after_clean_end,
     parse_timestamp,
     since_time,
 )
 from ci_runner.backends.logsink import LogSink
-from ci_runner.clock import ManualClock
+from ci_runner.clock import Clock, ManualClock
 from ci_runner.http_policy import KUBERNETES_RETRY
-from testing.fake_kube.scenarios import JobScenario, MpiOperator
-from testing.fake_kube.server import FakeKubeServer
-from testing.mpijob_manifests import NAMESPACE, mpijob_manifest
+from testing.mpijob_manifests import mpijob_manifest
+from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
+
+on_the_control_plane = pytest.mark.control_plane
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
 
 
 @pytest.fixture
-def server() -> Iterator[FakeKubeServer]:
-    with FakeKubeServer() as server:
-        yield server
+def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
+    with scripted.cluster(tmp_path) as cluster:
+        yield cluster
 
 
-def launcher(server: FakeKubeServer) -> JobScenario:
-    job = MpiOperator(server).job("train-1", NAMESPACE)
-    server.store.create("mpijobs.kubeflow.org", NAMESPACE, mpijob_manifest("train-1"))
+def launcher(cluster: Cluster) -> JobScenario:
+    """An MPIJob (submitted by the test, not the backend) whose launcher pod exists."""
+    cluster.admin.create(MPIJOBS.format(ns=cluster.namespace), mpijob_manifest("train-1"))
+    job = cluster.job("train-1")
+    job.launcher_created()
     return job
 
 
 def follower(
-    server: FakeKubeServer, job: JobScenario, tmp_path: Path
+    cluster: Cluster, job: JobScenario, tmp_path: Path, clock: Clock | None = None
 ) -> tuple[LauncherLogStream, list[str]]:
     echoed: list[str] = []
-    api = KubeApi(
-        kubernetes.client.ApiClient(server.configuration()),
-        NAMESPACE,
-        ManualClock(),
-        KUBERNETES_RETRY,
-    )
+    api = KubeApi(cluster.api_client(), cluster.namespace, clock or ManualClock(), KUBERNETES_RETRY)
     sink = LogSink(tmp_path / "log.txt", echoed.append)
     return LauncherLogStream(api, job.launcher_pod, sink), echoed
+
+
+def following(cluster: Cluster, requests: int) -> None:
+    """Until the follower's ``requests``-th log request is being streamed."""
+    cluster.api.wait_until(
+        lambda: (
+            cluster.api.count("get", "pods/log") == requests
+            and cluster.api.open_streams("get", "pods/log") == 1
+        )
+    )
+
+
+def in_background(log: LauncherLogStream) -> threading.Thread:
+    thread = threading.Thread(target=log.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def ended(thread: threading.Thread) -> None:
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the follower did not end"
 
 
 def test_parse_timestamp_reads_rfc3339_with_any_fraction() -> None:
@@ -67,94 +98,145 @@ def test_since_time_is_the_whole_second() -> None:
     assert since_time(nanos) == "2026-03-04T05:06:07Z"
 
 
-def test_follows_to_the_end_of_the_container(server: FakeKubeServer, tmp_path: Path) -> None:
-    job = launcher(server)
+def test_a_clean_end_is_the_end_only_once_the_container_is_known_to_have_ended() -> None:
+    # kube-apiserver ends pods/log cleanly when the kubelet's stream breaks.
+    assert after_clean_end(b"", ended=False, opened_after_end=False) is CleanEnd.RECONNECT
+    assert after_clean_end(b"[0]<std", ended=False, opened_after_end=False) is CleanEnd.RECONNECT
+    assert after_clean_end(b"", ended=True, opened_after_end=False) is CleanEnd.COMPLETE
+    # It ended meanwhile: half a record may be a break, not its last words; ask once more.
+    assert after_clean_end(b"[0]<std", ended=True, opened_after_end=False) is CleanEnd.CONFIRM
+    assert after_clean_end(b"last words", ended=True, opened_after_end=True) is CleanEnd.COMPLETE
+    assert after_clean_end(b"", ended=True, opened_after_end=True) is CleanEnd.COMPLETE
+
+
+@on_the_control_plane
+def test_follows_to_the_end_of_the_container(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
     job.workers_running()
     job.launcher_running()
     job.launcher_log("one", "two")
     job.launcher_exits(0)
-    log, echoed = follower(server, job, tmp_path)
+    log, echoed = follower(cluster, job, tmp_path)
     log.run()
     assert echoed == ["one\n", "two\n"]
     assert log.reconnects == 0
 
 
-def test_every_drop_resumes_exactly_where_it_was(server: FakeKubeServer, tmp_path: Path) -> None:
-    job = launcher(server)
+@on_the_control_plane
+def test_every_drop_resumes_exactly_where_it_was(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
     job.launcher_running()
+    log, echoed = follower(cluster, job, tmp_path)
+    thread = in_background(log)
+    following(cluster, 1)
     job.launcher_log("a")
     job.launcher_log_cut("b", same_time=True)
+    following(cluster, 2)
     job.launcher_log("c", "d", same_time=True)
     job.launcher_log_cut("e", same_time=True)
+    following(cluster, 3)
     job.launcher_log_cut("f")
+    following(cluster, 4)
     job.launcher_log("g")
     job.launcher_exits(0)
-    log, echoed = follower(server, job, tmp_path)
-    log.run()
+    ended(thread)
     assert echoed == [f"{c}\n" for c in "abcdefg"]
     assert log.reconnects == 3
 
 
-def test_a_last_line_without_newline_is_kept(server: FakeKubeServer, tmp_path: Path) -> None:
-    job = launcher(server)
+@on_the_control_plane
+def test_a_last_line_without_newline_is_kept(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
     job.launcher_running()
     job.launcher_log("one")
     job.launcher_log_unterminated("last words")
     job.launcher_exits(1)
-    log, echoed = follower(server, job, tmp_path)
+    log, echoed = follower(cluster, job, tmp_path)
     log.run()
     log.sink.close()
     assert echoed == ["one\n", "last words\n"]
+    # The container had ended when the stream ended mid-record: one more request said it was
+    # its last words, not a break.
+    assert cluster.api.count("get", "pods/log") == 2
 
 
-def test_a_deleted_pod_ends_the_log(server: FakeKubeServer, tmp_path: Path) -> None:
-    job = launcher(server)
+@on_the_control_plane
+def test_a_line_cut_as_the_container_ends_is_read_whole(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
+    job.launcher_running()
+    log, echoed = follower(cluster, job, tmp_path)
+    ends_meanwhile = threading.Event()
+
+    def container_ended() -> bool:
+        # The launcher wrote on and ended between the break and the follower's look.
+        job.launcher_log("[0]<stdout>:step 3")
+        job.launcher_exits(0)
+        ends_meanwhile.set()
+        return True
+
+    log._container_ended = container_ended  # type: ignore[method-assign]
+    thread = in_background(log)
+    following(cluster, 1)
+    job.launcher_log("[0]<stdout>:step 1")
+    job.launcher_log_cut("[0]<stdout>:step 2")
+    ended(thread)
+    assert ends_meanwhile.is_set()
+    assert echoed == ["[0]<stdout>:step 1\n", "[0]<stdout>:step 2\n", "[0]<stdout>:step 3\n"]
+
+
+@on_the_control_plane
+def test_a_deleted_pod_ends_the_log(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
     job.launcher_running()
     job.launcher_log("one")
-    log, echoed = follower(server, job, tmp_path)
-    thread = threading.Thread(target=log.run, daemon=True)
-    thread.start()
-    server.wait_until(lambda: job.kubelet.open_streams == 1)
-    server.store.delete("pods", NAMESPACE, job.launcher_pod)
-    thread.join(timeout=20)
-    assert not thread.is_alive()
+    log, echoed = follower(cluster, job, tmp_path)
+    thread = in_background(log)
+    following(cluster, 1)
+    cluster.admin.delete(f"/api/v1/namespaces/{cluster.namespace}/pods/{job.launcher_pod}")
+    ended(thread)
     log.sink.flush()
     assert echoed == ["one\n"]
 
 
-def test_a_refused_log_is_an_error(server: FakeKubeServer, tmp_path: Path) -> None:
-    job = launcher(server)
+@on_the_control_plane
+def test_a_refused_log_is_an_error(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
     job.launcher_running()
-    server.forbid("get", "pods/log")
-    log, _ = follower(server, job, tmp_path)
+    cluster.forbid("get", "pods/log")
+    log, _ = follower(cluster, job, tmp_path)
     with pytest.raises(Forbidden):
         log.run()
 
 
-def test_a_container_not_started_yet_is_waited_for(server: FakeKubeServer, tmp_path: Path) -> None:
-    job = launcher(server)
-    log, echoed = follower(server, job, tmp_path)
+@on_the_control_plane
+def test_a_container_not_started_yet_is_waited_for(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
 
-    # The first request gets 400 "waiting to start"; then the launcher starts and finishes.
-    def start_later() -> None:
-        server.wait_until(lambda: len(job.kubelet.refused) >= 1)
-        job.launcher_running()
-        job.launcher_log("hello")
-        job.launcher_exits(0)
+    class StartingWhileAway(ManualClock):
+        """The first request got 400 "waiting to start"; then the launcher starts and ends."""
 
-    thread = threading.Thread(target=start_later, daemon=True)
-    thread.start()
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if len(self.sleeps) == 1:
+                job.launcher_running()
+                job.launcher_log("hello")
+                job.launcher_exits(0)
+
+    log, echoed = follower(cluster, job, tmp_path, StartingWhileAway())
     log.run()
-    thread.join(timeout=20)
     assert echoed == ["hello\n"]
     assert log.reconnects >= 1
+    refused = [text for node in cluster.kubelet.nodes.values() for text in node.logs.refused]
+    assert (
+        f'container "launcher" in pod "{job.launcher_pod}" is waiting to start: ContainerCreating'
+        in refused
+    )
 
 
-def test_a_rotation_during_a_drop_is_said_once(server: FakeKubeServer, tmp_path: Path) -> None:
-    job = launcher(server)
+@on_the_control_plane
+def test_a_rotation_during_a_drop_is_said_once(cluster: Cluster, tmp_path: Path) -> None:
+    job = launcher(cluster)
     job.launcher_running()
-    job.launcher_log("a")
-    job.launcher_log_cut("b")
 
     class RotatingWhileAway(ManualClock):
         """The kubelet rotates the file (and "c" is written) while the stream is down."""
@@ -166,13 +248,14 @@ def test_a_rotation_during_a_drop_is_said_once(server: FakeKubeServer, tmp_path:
                 job.launcher_log("c")
                 job.launcher_exits(0)
 
-    client = kubernetes.client.ApiClient(server.configuration())
-    api = KubeApi(client, NAMESPACE, RotatingWhileAway(), KUBERNETES_RETRY)
-    echoed: list[str] = []
+    log, echoed = follower(cluster, job, tmp_path, RotatingWhileAway())
     warnings: list[str] = []
-    log = LauncherLogStream(api, job.launcher_pod, LogSink(tmp_path / "log.txt", echoed.append))
     log.warn = warnings.append
-    log.run()
+    thread = in_background(log)
+    following(cluster, 1)
+    job.launcher_log("a")
+    job.launcher_log_cut("b")
+    ended(thread)
     assert echoed == ["a\n", "c\n"]
     assert warnings == [
         "the launcher's log file was rotated while its stream was down: "
@@ -180,17 +263,21 @@ def test_a_rotation_during_a_drop_is_said_once(server: FakeKubeServer, tmp_path:
     ]
 
 
+@on_the_control_plane
 def test_a_line_stamped_before_the_one_it_follows_survives_a_drop(
-    server: FakeKubeServer, tmp_path: Path
+    cluster: Cluster, tmp_path: Path
 ) -> None:
-    job = launcher(server)
+    job = launcher(cluster)
     job.launcher_running()
+    log, echoed = follower(cluster, job, tmp_path)
+    thread = in_background(log)
+    following(cluster, 1)
     job.launcher_log("out 1", at=10_000_000_000)
     job.launcher_log("err 1", stream="stderr", at=9_500_000_000)
     job.launcher_log_cut("out 2", same_time=True)
+    following(cluster, 2)
     job.launcher_log("out 3")
     job.launcher_exits(0)
-    log, echoed = follower(server, job, tmp_path)
-    log.run()
+    ended(thread)
     assert echoed == ["out 1\n", "err 1\n", "out 2\n", "out 3\n"]
     assert log.reconnects == 1

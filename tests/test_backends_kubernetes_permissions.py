@@ -1,13 +1,26 @@
-"""REQUIRED_PERMISSIONS is exactly what the backend asks of the API server."""
+"""REQUIRED_PERMISSIONS is exactly what the backend asks of the API server: every request the
+backend makes on the scripted cluster (counted by the fault proxy in front of the real
+kube-apiserver) is covered, and every permission is used."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from ci_runner.backends.kubernetes.permissions import REQUIRED_PERMISSIONS
 from ci_runner.backends.result import Outcome
-from testing.fake_kube.harness import running_cluster
-from testing.mpijob_manifests import JOB, NAMESPACE, mpijob_manifest
+from testing.mpijob_manifests import JOB, mpijob_manifest
+from testing.scripted_cluster.harness import ScriptedCluster, module_cluster
+from testing.scripted_cluster.scenarios import MPIJOBS
+
+pytestmark = pytest.mark.control_plane
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
 
 
 def required() -> set[tuple[str, str, str]]:
@@ -16,10 +29,12 @@ def required() -> set[tuple[str, str, str]]:
     }
 
 
-def test_every_request_is_covered_and_every_permission_used(tmp_path: Path) -> None:
+def test_every_request_is_covered_and_every_permission_used(
+    scripted: ScriptedCluster, tmp_path: Path
+) -> None:
     used: set[tuple[str, str, str]] = set()
     # A whole run: submit, follow, log, finish, stop the workers the operator left running.
-    with running_cluster(tmp_path / "a") as cluster:
+    with scripted.cluster(tmp_path / "a") as cluster:
         job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
         job.workers_running()
         job.launcher_running()
@@ -29,15 +44,15 @@ def test_every_request_is_covered_and_every_permission_used(tmp_path: Path) -> N
         assert cluster.backend_under_test is not None
         cluster.backend_under_test.keep_finished = 3600  # marked to be kept: a patch
         assert cluster.result().outcome is Outcome.SUCCEEDED
-        used |= cluster.server.verbs_used()
+        used |= cluster.api.verbs_used()
     # Attach to a job already there, then cancel it.
-    with running_cluster(tmp_path / "b") as cluster:
-        store = cluster.server.store
-        store.create("secrets", NAMESPACE, {"metadata": {"name": f"{JOB}-secrets"}})
-        store.create("mpijobs.kubeflow.org", NAMESPACE, mpijob_manifest())
+    with scripted.cluster(tmp_path / "b") as cluster:
+        secrets = f"/api/v1/namespaces/{cluster.namespace}/secrets"
+        cluster.admin.create(secrets, {"metadata": {"name": f"{JOB}-secrets"}})
+        cluster.admin.create(MPIJOBS.format(ns=cluster.namespace), mpijob_manifest())
         cluster.started()
         assert cluster.backend_under_test is not None
         cluster.backend_under_test.cancel()
         assert cluster.result().outcome is Outcome.CANCELLED
-        used |= cluster.server.verbs_used()
+        used |= cluster.api.verbs_used()
     assert used == required()

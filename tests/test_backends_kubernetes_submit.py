@@ -1,10 +1,11 @@
-"""submit: Secret, then MPIJob, then the Secret owned by the MPIJob; attach when it exists."""
+"""submit: Secret, then MPIJob, then the Secret owned by the MPIJob; attach when it exists. On
+the scripted cluster (the real kube-apiserver, garbage collector and MPI Operator v0.8.2)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
-import kubernetes.client
 import pytest
 
 from ci_runner.backends.kubernetes.api import KubeApi
@@ -13,39 +14,50 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
-from testing.fake_kube.scenarios import MpiOperator
-from testing.fake_kube.server import FakeKubeServer
-from testing.mpijob_manifests import NAMESPACE, mpijob_manifest
+from testing.mpijob_manifests import JSON, mpijob_manifest
+from testing.scripted_cluster.harness import KINDS, Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.scenarios import wait_for
+
+pytestmark = pytest.mark.control_plane
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
 
 
 @pytest.fixture
-def server() -> Iterator[FakeKubeServer]:
-    with FakeKubeServer() as server:
-        MpiOperator(server)
-        yield server
+def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
+    with scripted.cluster(tmp_path) as cluster:
+        yield cluster
 
 
 def git_secret(job: str, data: dict[str, str]) -> JobSecret:
     return JobSecret(secret_name(job), tuple(data), data)
 
 
-def make_api(server: FakeKubeServer) -> KubeApi:
-    return KubeApi(kubernetes.client.ApiClient(server.configuration()), NAMESPACE, ManualClock())
+def make_api(cluster: Cluster) -> KubeApi:
+    return KubeApi(cluster.api_client(), cluster.namespace, ManualClock())
 
 
-def test_secret_then_job_then_owner_reference(server: FakeKubeServer) -> None:
+def secret(cluster: Cluster, name: str) -> JSON | None:
+    return cluster.admin.get(f"/api/v1/namespaces/{cluster.namespace}/secrets/{name}")
+
+
+def test_secret_then_job_then_owner_reference(cluster: Cluster) -> None:
     submission = submit(
-        make_api(server), mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"})
+        make_api(cluster), mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"})
     )
     assert not submission.attached
     assert submission.name == "j1"
-    order = [(r.verb, r.resource) for r in server.requests]
+    order = [(r.verb, r.resource) for r in cluster.api.requests]
     assert order == [("create", "secrets"), ("create", "mpijobs"), ("patch", "secrets")]
-    secret = server.store.get("secrets", NAMESPACE, secret_name("j1"))
-    assert secret["data"] == {"git-token": "dG9rLTEyMzQ="}
-    assert "stringData" not in secret
-    assert secret["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "ci-runner"}
-    assert secret["metadata"]["ownerReferences"] == [
+    found = secret(cluster, secret_name("j1"))
+    assert found is not None
+    assert found["data"] == {"git-token": "dG9rLTEyMzQ="}
+    assert "stringData" not in found
+    assert found["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "ci-runner"}
+    assert found["metadata"]["ownerReferences"] == [
         {
             "apiVersion": "kubeflow.org/v2beta1",
             "kind": "MPIJob",
@@ -54,60 +66,65 @@ def test_secret_then_job_then_owner_reference(server: FakeKubeServer) -> None:
         }
     ]
     # The garbage collector deletes the Secret with the job.
-    server.store.delete("mpijobs.kubeflow.org", NAMESPACE, "j1")
-    assert server.store.find("secrets", NAMESPACE, secret_name("j1")) is None
+    cluster.admin.delete(KINDS["mpijobs.kubeflow.org"].format(ns=cluster.namespace) + "/j1")
+    wait_for("the Secret gone with its MPIJob", lambda: secret(cluster, secret_name("j1")) is None)
 
 
-def test_a_restarted_ci_job_attaches_and_refreshes_the_secret(server: FakeKubeServer) -> None:
-    api = make_api(server)
+def test_a_restarted_ci_job_attaches_and_refreshes_the_secret(cluster: Cluster) -> None:
+    api = make_api(cluster)
     first = submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "old-token"}))
     again = submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "new-token"}))
     assert again.attached
     assert again.uid == first.uid
-    secret = server.store.get("secrets", NAMESPACE, secret_name("j1"))
-    assert secret["data"] == {"git-token": "bmV3LXRva2Vu"}
-    assert [ref["uid"] for ref in secret["metadata"]["ownerReferences"]] == [first.uid]
+    found = secret(cluster, secret_name("j1"))
+    assert found is not None
+    assert found["data"] == {"git-token": "bmV3LXRva2Vu"}
+    assert [ref["uid"] for ref in found["metadata"]["ownerReferences"]] == [first.uid]
 
 
-def test_cancel_deletes_everything_and_is_idempotent(server: FakeKubeServer) -> None:
-    api = make_api(server)
+def test_cancel_deletes_everything_and_is_idempotent(cluster: Cluster) -> None:
+    api = make_api(cluster)
     submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"}))
     submit(api, mpijob_manifest("j2"), git_secret("j2", {"git-token": "tok-1234"}))
+    # The operator made both jobs' objects (j2's launcher Job last of them).
+    for job in ("j1", "j2"):
+        cluster.job(job).launcher_created()
     cancel_job(api, "j1", secret_name("j1"))
     cancel_job(api, "j1", secret_name("j1"))
-    names = {
-        key: sorted(o["metadata"]["name"] for o in server.store.list(key, NAMESPACE)[0])
-        for key in (
-            "pods",
-            "secrets",
-            "configmaps",
-            "services",
-            "jobs.batch",
-            "mpijobs.kubeflow.org",
-        )
-    }
+
+    def j1_gone() -> dict[str, list[str]] | None:
+        names = {
+            kind: sorted(name for key, name in cluster.leftovers(settle=0) if key == kind)
+            for kind in KINDS
+        }
+        left = [n for kind in names.values() for n in kind if not n.startswith("j2")]
+        return None if left else names
+
+    names = wait_for("j1's objects gone", j1_gone)
     assert names["mpijobs.kubeflow.org"] == ["j2"]
     assert names["secrets"] == ["j2-secrets", "j2-ssh"]
     assert names["configmaps"] == ["j2-config"]
     assert names["services"] == ["j2"]
     assert names["jobs.batch"] == ["j2-launcher"]
-    assert [n for n in names["pods"] if not n.startswith("j2-")] == []
-    deletes = [r.param("propagationPolicy") for r in server.requests if r.verb == "delete"]
-    assert deletes  # the policy travels in the body, not the query
-    mpijob_deletes = [r for r in server.requests if r.verb == "delete" and r.resource == "mpijobs"]
+    deletes = [r for r in cluster.api.requests if r.verb == "delete"]
+    # the propagation policy travels in the body, not the query
+    assert [r.param("propagationPolicy") for r in deletes] == [None] * len(deletes)
+    mpijob_deletes = [r for r in deletes if r.resource == "mpijobs"]
     assert len(mpijob_deletes) == 2
 
 
-def test_cancel_of_a_job_that_never_was(server: FakeKubeServer) -> None:
-    cancel_job(make_api(server), "nothing", secret_name("nothing"))
-    assert server.count("delete", "secrets") == 1
+def test_cancel_of_a_job_that_never_was(cluster: Cluster) -> None:
+    cancel_job(make_api(cluster), "nothing", secret_name("nothing"))
+    assert cluster.api.count("delete", "secrets") == 1
 
 
-def test_cancel_on_cluster_refused_is_one_line(server: FakeKubeServer) -> None:
-    server.forbid("delete", "mpijobs")
-    client = kubernetes.client.ApiClient(server.configuration())
+def test_cancel_on_cluster_refused_is_one_line(cluster: Cluster) -> None:
+    cluster.forbid("delete", "mpijobs")
     with pytest.raises(ClusterError) as caught:
-        cancel_on_cluster(client, NAMESPACE, "j1", secret_name("j1"), ManualClock())
+        cancel_on_cluster(
+            cluster.api_client(), cluster.namespace, "j1", secret_name("j1"), ManualClock()
+        )
     assert str(caught.value).startswith(
-        "Kubernetes refused to delete mpijobs.kubeflow.org in namespace ml (403 Forbidden: "
+        f"Kubernetes refused to delete mpijobs.kubeflow.org in namespace {cluster.namespace} "
+        "(403 Forbidden: "
     )

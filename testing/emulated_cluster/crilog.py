@@ -101,8 +101,15 @@ class LogFile:
                 self._rotate_if_needed()
 
     def _rotate_if_needed(self) -> None:
-        if self._file.tell() <= MAX_SIZE:
-            return
+        if self._file.tell() > MAX_SIZE:
+            self._rotate()
+
+    def rotate(self) -> None:
+        """Rotate now, whatever the size (as the kubelet's log manager does past its limit)."""
+        with self._lock:
+            self._rotate()
+
+    def _rotate(self) -> None:
         self._file.close()
         os.rename(self.path, f"{self.path}.{rotation_stamp()}")
         self._file = open(self.path, "ab")  # noqa: SIM115

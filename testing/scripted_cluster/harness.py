@@ -4,7 +4,9 @@
 with three scripted GPU nodes; ``scripted.cluster(tmp_path)`` gives a :class:`Cluster` for one
 test in a namespace of its own: the backend's run on a thread (``start``/``started``), its CI log
 (:class:`CiLog`, waited on line by line), its ManualClock (the backend's own timers), the
-scenario of a job (``job(name)``) and what the namespace holds (``leftovers``)."""
+scenario of a job (``job(name)``) and what the namespace holds (``leftovers``). The backend talks
+to kube-apiserver through the test's :class:`~testing.scripted_cluster.faults.FaultProxy`
+(``cluster.api``): it counts the backend's requests and watches and injects faults."""
 
 from __future__ import annotations
 
@@ -30,10 +32,11 @@ from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.ci_log import CiLog
 from testing.control_plane import accounts, binaries
-from testing.emulated_cluster.api import Api, ApiFailure, Informer
+from testing.emulated_cluster.api import ApiFailure, Informer
 from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest
 from testing.node_objects import NodeSpec
 from testing.scripted_cluster.control import ScriptedControlPlane
+from testing.scripted_cluster.faults import FaultProxy
 from testing.scripted_cluster.kubelet import ScriptedKubelet
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
 
@@ -105,20 +108,6 @@ def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
         scripted.stop()
 
 
-def _watching(admin: Api) -> set[str]:
-    """Resources with a namespaced watch open now (kube-apiserver's
-    apiserver_longrunning_requests; only the backend watches within one namespace)."""
-    open_now: set[str] = set()
-    for line in admin.text("/metrics").splitlines():
-        if not line.startswith("apiserver_longrunning_requests{") or 'verb="WATCH"' not in line:
-            continue
-        labels, value = line.rsplit(" ", 1)
-        if ('scope="namespace"' in labels or 'scope="resource"' in labels) and float(value) > 0:
-            resource = labels.split('resource="', 1)[1].split('"', 1)[0]
-            open_now.add(resource)
-    return open_now
-
-
 class Cluster:
     """One test's part of the scripted cluster (its namespace ``self.namespace``)."""
 
@@ -142,12 +131,14 @@ class Cluster:
         accounts.apply_rbac(self.admin, namespace)
         self._baseline = set(self._objects()) | BASELINE
         self.token = accounts.account_token(self.admin, namespace)
+        self.api = FaultProxy(self.plane.url, self.plane.ca).start()
 
     def close(self) -> None:
         backend = self.backend_under_test
         if self._thread is not None and self._thread.is_alive() and backend:
             backend.cancel()
             self._thread.join(timeout=WAIT)
+        self.api.stop()
         for informer in self._informers:
             informer.stop()
         with suppress(ApiFailure):
@@ -194,14 +185,20 @@ class Cluster:
         )
         self._baseline.add(("resourcequotas", name))
 
-    def forbid_mpijob_create(self) -> None:
-        """The backend's account may no longer create MPIJobs (its Role without that verb)."""
+    def forbid(self, verb: str, resource: str) -> None:
+        """The backend's account may no longer ``verb`` ``resource`` ("mpijobs", "pods/log"):
+        its Role without that verb (RBAC then refuses it with its own text)."""
         path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{self.namespace}/roles"
         for role in self.admin.list(path)[0]:
             for rule in role["rules"]:
-                if "mpijobs" in rule.get("resources", []):
-                    rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+                if resource in rule.get("resources", []):
+                    rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+            role["rules"] = [rule for rule in role["rules"] if rule["verbs"]]
             self.admin.merge_patch(f"{path}/{role['metadata']['name']}", {"rules": role["rules"]})
+
+    def forbid_mpijob_create(self) -> None:
+        """The backend's account may no longer create MPIJobs."""
+        self.forbid("create", "mpijobs")
 
     def mpijob_statuses(self) -> list[JSON]:
         """Every status the MPIJobs of the namespace get from now on (a watch of the test's)."""
@@ -222,16 +219,19 @@ class Cluster:
     def job(self, name: str = JOB) -> JobScenario:
         return JobScenario(self.admin, self.kubelet, name, self.namespace)
 
-    def api_client(self) -> kubernetes.client.ApiClient:
-        """A client with the examples/rbac.yaml ServiceAccount's token (ci-runner's rights)."""
+    def api_client(self, token: str | None = None) -> kubernetes.client.ApiClient:
+        """A client through ``self.api`` with the examples/rbac.yaml ServiceAccount's token
+        (ci-runner's rights), or ``token``."""
         configuration = kubernetes.client.Configuration()
-        configuration.host = self.plane.url
-        configuration.ssl_ca_cert = str(self.plane.ca)
-        configuration.api_key = {"authorization": f"Bearer {self.token}"}
+        configuration.host = self.api.url
+        configuration.api_key = {"authorization": f"Bearer {token or self.token}"}
         return kubernetes.client.ApiClient(configuration)
 
     def backend(
-        self, manifest: JSON | None = None, unschedulable_timeout: float = 600
+        self,
+        manifest: JSON | None = None,
+        unschedulable_timeout: float = 600,
+        token: str | None = None,
     ) -> KubernetesBackend:
         sink = LogSink(
             self.tmp_path / f"train-{time.monotonic_ns()}.log", self.log, SecretMasker([GIT_TOKEN])
@@ -239,7 +239,7 @@ class Cluster:
         manifest = manifest or mpijob_manifest()
         name = secret_name(manifest["metadata"]["name"])
         self.backend_under_test = KubernetesBackend(
-            api_client=self.api_client(),
+            api_client=self.api_client(token),
             namespace=self.namespace,
             manifest=manifest,
             secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
@@ -251,9 +251,14 @@ class Cluster:
         )
         return self.backend_under_test
 
-    def start(self, manifest: JSON | None = None, unschedulable_timeout: float = 600) -> None:
+    def start(
+        self,
+        manifest: JSON | None = None,
+        unschedulable_timeout: float = 600,
+        token: str | None = None,
+    ) -> None:
         """``backend(...).run()`` on a thread."""
-        backend = self.backend(manifest, unschedulable_timeout)
+        backend = self.backend(manifest, unschedulable_timeout, token)
 
         def run() -> None:
             try:
@@ -266,10 +271,16 @@ class Cluster:
 
     def wait_watching(self) -> None:
         """Until the backend watches its MPIJob, pods and Events."""
-        wait_for(
-            "the backend watching mpijobs, pods and events",
-            lambda: set(WATCHED) <= _watching(self.admin) or None,
-        )
+        self.api.wait_until(lambda: set(WATCHED) <= self.api.watching())
+
+    def watched(self) -> list[str]:
+        """The backend's resources with a watch open now."""
+        watching = self.api.watching()
+        return [resource for resource in WATCHED if resource in watching]
+
+    def wait_watching_pods_alone(self) -> None:
+        """Until the backend watches only the pods (the job runs steadily)."""
+        self.api.wait_until(lambda: self.watched() == ["pods"])
 
     def started(
         self, manifest: JSON | None = None, unschedulable_timeout: float = 600
@@ -289,3 +300,10 @@ class Cluster:
             raise self._error
         assert self._result is not None
         return self._result
+
+    def error(self, timeout: float = WAIT) -> BaseException:
+        """Wait for ``run()`` to raise; the exception."""
+        assert self._thread is not None
+        self._thread.join(timeout=timeout)
+        assert self._error is not None, f"run() did not raise: {self._result}"
+        return self._error

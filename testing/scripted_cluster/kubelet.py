@@ -12,6 +12,7 @@ test says; every status goes through ``pods/<name>/status`` as a strategic merge
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import time
 from collections.abc import Iterator
@@ -99,7 +100,13 @@ class Node:
         self.logs.stop()
 
     def find(self, namespace: str, name: str) -> JSON | None:
-        return self.informer.known.get(f"{namespace}/{name}")
+        """The pod with the status this kubelet last wrote (it knows its containers' states
+        before the API server's watch tells anyone, its own informer included)."""
+        pod = self.informer.known.get(f"{namespace}/{name}")
+        if pod is None:
+            return None
+        written = self.kubelet.statuses.get(pod["metadata"]["uid"])
+        return pod if written is None else {**pod, "status": written}
 
     def _renew_once(self) -> None:
         path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -135,6 +142,11 @@ class ScriptedKubelet:
         self.logs: dict[tuple[str, str, int], Log] = {}
         self.zones: dict[str, int] = {}  # namespace -> the runtime's zone offset (seconds)
         self.pulls: dict[str, Pull] = {}  # by pod uid
+        self.statuses: dict[str, JSON] = {}  # by pod uid: the last status written
+        # While set, pods being deleted keep running (their containers take the grace period)
+        # until end_terminating().
+        self.hold_terminating = False
+        self._terminating: dict[str, JSON] = {}  # by uid, held
         self._seen: set[str] = set()
         self._pod_ips = 0
         self._stamp = 0  # ns of the next log record
@@ -181,6 +193,33 @@ class ScriptedKubelet:
                     with contextlib.suppress(ApiFailure):
                         self._first_status(pod)
             if meta.get("deletionTimestamp"):
+                if self.hold_terminating:
+                    self._terminating[meta["uid"]] = pod
+                    return
+                with contextlib.suppress(ApiFailure, requests.RequestException):
+                    self._kill(pod)
+
+    def wait_terminating(self, namespace: str, names: list[str]) -> None:
+        """Until each of ``names`` is being deleted and held (``hold_terminating``)."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            with self.lock:
+                held = {
+                    (p["metadata"]["namespace"], p["metadata"]["name"])
+                    for p in self._terminating.values()
+                }
+            if {(namespace, name) for name in names} <= held:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{names} not all being deleted: {sorted(held)}")
+            time.sleep(0.05)
+
+    def end_terminating(self) -> None:
+        """The grace period of every held pod ends: their containers are killed, they go."""
+        with self.lock:
+            self.hold_terminating = False
+            held, self._terminating = list(self._terminating.values()), {}
+            for pod in held:
                 with contextlib.suppress(ApiFailure, requests.RequestException):
                     self._kill(pod)
 
@@ -440,6 +479,12 @@ class ScriptedKubelet:
                     log.state.cuts.append((line.encode() + b"\n", streams))
                 log.file.record(stream, line.encode(), partial=partial and last)
 
+    def rotate_log(self, namespace: str, name: str, container: str) -> None:
+        """The kubelet rotates ``container``'s current log file."""
+        with self._holding(namespace, name) as pod:
+            restart = int(self._entry(pod["status"], container).get("restartCount", 0))
+            self._open_log(pod, container, restart).file.rotate()
+
     def log_state(self, uid: str, container: str, restart: int) -> ContainerLogState | None:
         found = self.logs.get((uid, container, restart))
         return found.state if found else None
@@ -480,6 +525,7 @@ class ScriptedKubelet:
             f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
             podstatus.status_patch(status),
         )
+        self.statuses[meta["uid"]] = copy.deepcopy(status)
 
     def _event(
         self, pod: JSON, kind: str, reason: str, message: str, field_path: str | None = None

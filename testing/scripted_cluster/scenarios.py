@@ -118,6 +118,10 @@ class JobScenario:
             self.kubelet.log(self.namespace, pod, container, lines, stream="stderr")
         self.kubelet.init_fails(self.namespace, pod, container, code, reason)
 
+    def launcher_created(self) -> str:
+        """The launcher pod, once the Job controller made it (not yet running): its name."""
+        return self._launcher_now()
+
     def launcher_running(self) -> None:
         self.kubelet.run(self.namespace, self._launcher_now())
 
@@ -141,6 +145,11 @@ class JobScenario:
         self.kubelet.log(
             self.namespace, pod, self._main(pod), (line,), same_time=same_time, cut=True
         )
+
+    def rotate_launcher_log(self) -> None:
+        """The kubelet rotates the launcher's log file."""
+        pod = self._launcher_now()
+        self.kubelet.rotate_log(self.namespace, pod, self._main(pod))
 
     def launcher_exits(self, code: int) -> None:
         """horovodrun ends with ``code`` (other containers, e.g. a sidecar, then stop with 0)."""

@@ -8,10 +8,16 @@ already passed on: the kubelet sends the lines of the current file stamped at or
 ``sinceTime`` in file order, so they begin with the ones we passed on that are stamped so. When
 they do not (the file was rotated while we were away), lines may be lost: we say so once.
 A partial line cut by the drop is dropped and comes again, whole. The timestamps are stripped.
+
+kube-apiserver ends ``pods/log`` cleanly (its terminating chunk) when the kubelet's stream
+breaks, so a clean end is not the end of the log: while the container runs it is a drop, and
+once it has terminated a clean end that leaves half a record is checked by one more connection,
+opened now that the container is known to be done (:func:`after_clean_end`).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from collections import deque
 from collections.abc import Callable
@@ -62,6 +68,29 @@ def since_time(nanos: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class CleanEnd(enum.Enum):
+    """What a cleanly ended connection means for the log."""
+
+    COMPLETE = "complete"  # the whole log was read: pass on what is left, stop
+    RECONNECT = "reconnect"  # a drop: reconnect after the back-off, hold the unterminated rest
+    CONFIRM = "confirm"  # reconnect at once to learn whether the rest is the last words
+
+
+def after_clean_end(unterminated: bytes, ended: bool, opened_after_end: bool) -> CleanEnd:
+    """A connection ended cleanly leaving ``unterminated`` (bytes after the last newline).
+
+    ``opened_after_end``: it was opened once the container was known to have terminated (it
+    then held the whole file); ``ended``: the container has terminated now. A container that
+    still runs means a drop. One that ended meanwhile may have written more after the break:
+    half a record then is not its last words until a connection opened after the end says so.
+    """
+    if opened_after_end:
+        return CleanEnd.COMPLETE
+    if not ended:
+        return CleanEnd.RECONNECT
+    return CleanEnd.CONFIRM if unterminated else CleanEnd.COMPLETE
+
+
 class LauncherLogStream(StreamReader):
     """Follows one container's log to its end, feeding ``sink``; ``warn`` hears of possible loss."""
 
@@ -87,6 +116,7 @@ class LauncherLogStream(StreamReader):
         self._again: deque[tuple[int, bytes]] = deque()  # still expected on this connection
         self._warned = False
         self._opened = False  # the current connection was established
+        self._after_end = False  # the current connection was opened after the container ended
 
     def run(self) -> None:
         """Follow until the container has ended (or :meth:`stop`); raises :class:`KubeError`."""
@@ -129,14 +159,19 @@ class LauncherLogStream(StreamReader):
                     self._line(line)
         if self._stopped.is_set():
             return True
-        # A clean end: the container finished, or the server ended the request early.
-        if not self._container_ended():
+        # A clean end: the container finished, or the stream broke (kube-apiserver ends it
+        # cleanly then too).
+        ended = self._after_end or self._container_ended()
+        verdict = after_clean_end(pending, ended, self._after_end)
+        if verdict is CleanEnd.COMPLETE:
+            if pending:
+                self._line(pending, newline=False)
+            return True
+        if verdict is CleanEnd.RECONNECT:
             self.api.clock.sleep(self.api.retry.base_delay)
-            self.reconnects += 1
-            return False
-        if pending:
-            self._line(pending, newline=False)
-        return True
+        self._after_end = verdict is CleanEnd.CONFIRM
+        self.reconnects += 1
+        return False
 
     def _line(self, raw: bytes, newline: bool = True) -> None:
         stamp, _, content = raw.partition(b" ")

@@ -1,0 +1,426 @@
+"""Faults at the API: a reverse proxy on 127.0.0.1 (plain HTTP) in front of the scripted
+cluster's kube-apiserver (HTTPS, checked against the run's CA). The backend's client talks to
+it; every request goes on to kube-apiserver with its own credentials, and every answer comes
+back as it was sent: a chunked answer (a watch, a followed log) chunk by chunk as it arrives.
+
+What a test can make happen (each on the next matching requests, or now):
+
+- :meth:`FaultProxy.fail_next`: answer with 500 or 429 (with ``Retry-After``) or 410 as
+  kube-apiserver words them (``Status`` bodies), without forwarding; or :data:`CUT`: forward,
+  then break kube-apiserver's answer off half-way through its body.
+- :meth:`FaultProxy.drop_watches`: break every open watch half-way through an event (as a
+  connection lost between a client and the server does).
+- :meth:`FaultProxy.expire_watches`: the next watches get what kube-apiserver sends a watch
+  whose resourceVersion is too old: 200, one ERROR event with a 410 ``Expired`` Status, the end
+  (``staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go``: "too old resource
+  version").
+
+What a test can see: :attr:`FaultProxy.requests` (verb and resource as RBAC names them),
+:meth:`~FaultProxy.count`, :meth:`~FaultProxy.open_watches` (a client hanging up closes its
+watch here and at kube-apiserver at once), :meth:`~FaultProxy.verbs_used`, and
+:meth:`~FaultProxy.wait_until` (woken by every request and every watch opened or closed)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import re
+import socket
+import ssl
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+JSON = dict[str, Any]
+CUT = -1  # fail_next's code for "forward, then break the answer off half-way"
+WAIT = 30.0
+_ROUTE = re.compile(
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
+# Not forwarded either way (RFC 9110 7.6.1), or set by us for the body we send.
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "te", "trailer"}
+_REASONS = {500: "InternalError", 429: "TooManyRequests", 410: "Expired"}
+_HALF_EVENT = b'{"type":"MODIFIED","object":{"kind":"'
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request as RBAC sees it (``resource`` with its subresource: ``pods/log``)."""
+
+    verb: str
+    group: str
+    resource: str
+    name: str | None
+    namespace: str
+    query: tuple[tuple[str, str], ...] = ()
+
+    def param(self, key: str) -> str | None:
+        return dict(self.query).get(key)
+
+
+@dataclass
+class _Fault:
+    code: int
+    times: int
+    retry_after: int | None
+    verb: str | None
+    resource: str | None
+
+    def applies(self, request: Request) -> bool:
+        return (
+            self.times > 0
+            and self.verb in (None, request.verb)
+            and self.resource in (None, request.resource)
+        )
+
+
+def request_of(method: str, target: str) -> Request | None:
+    """The verb, group, resource, name and namespace of an API request (None: not a resource,
+    e.g. ``/version``); verbs as ``staging/.../endpoints/request/requestinfo.go`` names them."""
+    url = urlsplit(target)
+    route = _ROUTE.match(url.path)
+    if route is None:
+        return None
+    query = dict(parse_qsl(url.query))
+    name, sub = route["name"], route["sub"]
+    if method == "GET":
+        verb = "get" if name else ("watch" if query.get("watch") in ("true", "1") else "list")
+    else:
+        verb = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}[method]
+    resource = f"{route['plural']}/{sub}" if sub else route["plural"]
+    return Request(
+        verb, route["group"] or "", resource, name, route["ns"] or "", tuple(sorted(query.items()))
+    )
+
+
+def status(code: int, message: str, reason: str | None = None) -> JSON:
+    """A ``Status`` body as kube-apiserver writes it."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason or _REASONS.get(code, "InternalError"),
+        "code": code,
+    }
+
+
+class _Stream:
+    """One chunked answer being passed on: writes and a drop from another thread serialised."""
+
+    def __init__(self, handler: BaseHTTPRequestHandler, upstream: socket.socket | None) -> None:
+        self.handler = handler
+        self.upstream = upstream
+        self.lock = threading.Lock()
+        self.ended = False
+
+    def send(self, data: bytes) -> bool:
+        with self.lock:
+            if self.ended:
+                return False
+            try:
+                self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.handler.wfile.flush()
+            except OSError:
+                self._end()
+                return False
+            return True
+
+    def finish(self) -> None:
+        with self.lock:
+            if not self.ended:
+                self.ended = True
+                with contextlib.suppress(OSError):
+                    self.handler.wfile.write(b"0\r\n\r\n")
+                    self.handler.wfile.flush()
+
+    def drop(self, last_words: bytes = b"") -> None:
+        """Break the answer (after ``last_words``, an unterminated chunk of them)."""
+        with self.lock:
+            if self.ended:
+                return
+            if last_words:
+                with contextlib.suppress(OSError):
+                    self.handler.wfile.write(b"%x\r\n%s" % (len(last_words) * 2, last_words))
+                    self.handler.wfile.flush()
+            self._end()
+
+    def _end(self) -> None:
+        self.ended = True
+        self.handler.close_connection = True
+        for sock in (self.handler.connection, self.upstream):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+class FaultProxy:
+    """``with FaultProxy(url, ca) as proxy:`` the proxy to kube-apiserver at ``url``; clients
+    use ``proxy.url``."""
+
+    def __init__(self, upstream: str, ca: Path) -> None:
+        parts = urlsplit(upstream)
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or 443
+        self._tls = ssl.create_default_context(cafile=str(ca))
+        self.requests: list[Request] = []
+        self.cond = threading.Condition()
+        self._faults: list[_Fault] = []
+        self._expire: list[_Fault] = []
+        self._streams: dict[_Stream, Request] = {}  # open chunked answers
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.drop_watches()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        code: int,
+        times: int = 1,
+        retry_after: int | None = None,
+        verb: str | None = None,
+        resource: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests with ``code`` (500, 429, 410) or, for
+        :data:`CUT`, forward them and break the answer off half-way through its body."""
+        with self.cond:
+            self._faults.append(_Fault(code, times, retry_after, verb, resource))
+
+    def expire_watches(self, times: int = 1, resource: str | None = None) -> None:
+        """The next ``times`` watches (of ``resource``) are told their resourceVersion is too
+        old: an ERROR event with a 410 Expired Status, then the end of the answer."""
+        with self.cond:
+            self._expire.append(_Fault(410, times, None, "watch", resource))
+
+    def drop_watches(self) -> None:
+        """Break every open watch half-way through an event."""
+        with self.cond:
+            streams = [s for s, r in self._streams.items() if r.verb == "watch"]
+            for stream in streams:  # gone now, not once their threads notice
+                del self._streams[stream]
+            self.cond.notify_all()
+        for stream in streams:
+            stream.drop(_HALF_EVENT)
+
+    # -- what was asked ----------------------------------------------------------------------
+
+    def count(self, verb: str, resource: str) -> int:
+        """How many ``verb`` requests on ``resource`` ("pods", "pods/log", "mpijobs") came."""
+        with self.cond:
+            return sum(1 for r in self.requests if r.verb == verb and r.resource == resource)
+
+    def counts(self) -> dict[str, int]:
+        """``{"verb resource": how many}`` of every request so far."""
+        with self.cond:
+            return dict(Counter(f"{r.verb} {r.resource}" for r in self.requests))
+
+    def open_streams(self, verb: str, resource: str) -> int:
+        """How many ``verb`` answers on ``resource`` are being streamed now (``"watch",
+        "pods"``, ``"get", "pods/log"``)."""
+        with self.cond:
+            return sum(
+                1 for r in self._streams.values() if (r.verb, r.resource) == (verb, resource)
+            )
+
+    def watching(self) -> set[str]:
+        """The resources with a watch open now."""
+        with self.cond:
+            return {r.resource for r in self._streams.values() if r.verb == "watch"}
+
+    def verbs_used(self) -> set[tuple[str, str, str]]:
+        """(apiGroup, resource, verb) of every request: what RBAC must allow."""
+        with self.cond:
+            return {(r.group, r.resource, r.verb) for r in self.requests}
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
+        """Until ``predicate()`` holds (checked at every request and watch opened or ended)."""
+        with self.cond:
+            if not self.cond.wait_for(predicate, timeout=timeout):
+                raise AssertionError(
+                    f"the API never reached the expected state; requests: {self.counts()}, "
+                    f"watching: {sorted(self.watching())}"
+                )
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def handle(self) -> None:
+                with contextlib.suppress(ConnectionError, OSError):
+                    super().handle()
+
+            def do_GET(self) -> None:
+                proxy._serve(self)
+
+            do_POST = do_PATCH = do_PUT = do_DELETE = do_GET
+
+        return Handler
+
+    def _take(self, faults: list[_Fault], request: Request | None) -> _Fault | None:
+        if request is None:
+            return None
+        with self.cond:
+            for fault in faults:
+                if fault.applies(request):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        request = request_of(handler.command, handler.path)
+        if request is not None:
+            with self.cond:
+                self.requests.append(request)
+                self.cond.notify_all()
+        fault = self._take(self._faults, request)
+        if fault is not None and fault.code != CUT:
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
+            self._send_json(
+                handler, fault.code, status(fault.code, f"injected {fault.code}"), headers
+            )
+            return
+        assert request is not None or fault is None
+        if request is not None and request.verb == "watch":
+            expired = self._take(self._expire, request)
+            if expired is not None:
+                self._send_expired(handler, request)
+                return
+        self._forward(handler, body, request, cut=fault is not None)
+
+    @staticmethod
+    def _send_json(
+        handler: BaseHTTPRequestHandler, code: int, body: JSON, headers: dict[str, str]
+    ) -> None:
+        data = json.dumps(body).encode()
+        handler.send_response(code)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        for key, value in headers.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _send_expired(self, handler: BaseHTTPRequestHandler, request: Request) -> None:
+        version = request.param("resourceVersion") or "0"
+        oldest = int(version) + 1 if version.isdigit() else 1
+        event = {
+            "type": "ERROR",
+            "object": status(410, f"too old resource version: {version} ({oldest})", "Expired"),
+        }
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        stream = _Stream(handler, None)
+        stream.send(json.dumps(event).encode() + b"\n")
+        stream.finish()
+
+    def _forward(
+        self, handler: BaseHTTPRequestHandler, body: bytes, request: Request | None, cut: bool
+    ) -> None:
+        upstream = http.client.HTTPSConnection(
+            self._host, self._port, context=self._tls, timeout=None
+        )
+        try:
+            headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP}
+            headers["Content-Length"] = str(len(body))
+            upstream.request(handler.command, handler.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            handler.send_response(answer.status, answer.reason)
+            for key, value in answer.getheaders():
+                if key.lower() not in _HOP:
+                    handler.send_header(key, value)
+            if answer.getheader("Transfer-Encoding", "").lower() != "chunked":
+                data = answer.read()
+                handler.send_header("Content-Length", str(len(data)))
+                handler.end_headers()
+                if cut:
+                    handler.wfile.write(data[: len(data) // 2])
+                    handler.wfile.flush()
+                    _Stream(handler, upstream.sock)._end()
+                    return
+                handler.wfile.write(data)
+                return
+            handler.send_header("Transfer-Encoding", "chunked")
+            handler.end_headers()
+            self._pass_chunks(handler, upstream, answer, request, cut)
+        finally:
+            upstream.close()
+
+    def _pass_chunks(
+        self,
+        handler: BaseHTTPRequestHandler,
+        upstream: http.client.HTTPSConnection,
+        answer: http.client.HTTPResponse,
+        request: Request | None,
+        cut: bool,
+    ) -> None:
+        stream = _Stream(handler, upstream.sock)
+        if request is not None:
+            with self.cond:
+                self._streams[stream] = request
+                self.cond.notify_all()
+        # The client sends nothing more on this connection: anything readable is its end.
+        threading.Thread(target=self._until_client_leaves, args=(stream,), daemon=True).start()
+        try:
+            while True:
+                try:
+                    data = answer.read1(64 * 1024)
+                except (OSError, http.client.HTTPException, ValueError):
+                    stream.drop()
+                    return
+                if not data:
+                    stream.finish()
+                    return
+                if cut:
+                    stream.drop(data[: max(len(data) // 2, 1)])
+                    return
+                if not stream.send(data):
+                    return
+        finally:
+            with self.cond:
+                self._streams.pop(stream, None)
+                self.cond.notify_all()
+
+    @staticmethod
+    def _until_client_leaves(stream: _Stream) -> None:
+        with contextlib.suppress(OSError):
+            stream.handler.connection.recv(1, socket.MSG_PEEK)
+        stream.drop()
