@@ -234,6 +234,34 @@ class ScriptedKubelet:
         meta = current["metadata"]
         self._node(current).api.delete_pod_now(meta["namespace"], meta["name"], meta["uid"])
 
+    # -- what a test makes the nodes do -----------------------------------------------------
+
+    def set_allocatable(
+        self,
+        node: str,
+        cpu: str | None = None,
+        memory: str | None = None,
+        gpus: int | None = None,
+        pods: int | None = None,
+    ) -> None:
+        """The node reports other allocatable resources (a device plugin registers more GPUs,
+        a pod elsewhere ends): the node's own status patch (capacity too), which the scheduler
+        reacts to by trying its unschedulable pods again. What is None stays."""
+        changes = {
+            key: value
+            for key, value in (
+                ("cpu", cpu),
+                ("memory", memory),
+                ("nvidia.com/gpu", None if gpus is None else str(gpus)),
+                ("pods", None if pods is None else str(pods)),
+            )
+            if value is not None
+        }
+        status = {"capacity": changes, "allocatable": changes}
+        self.nodes[node].api.strategic_merge_patch(
+            f"/api/v1/nodes/{node}/status", {"status": status}
+        )
+
     # -- what a test makes the containers do ------------------------------------------------
 
     def pod(self, namespace: str, name: str) -> JSON:

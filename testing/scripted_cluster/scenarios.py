@@ -104,6 +104,19 @@ class JobScenario:
         for index in chosen:
             self.kubelet.run(self.namespace, self._worker(index))
 
+    def workers_unschedulable(self) -> str:
+        """Until the real scheduler found no node for any worker (PodScheduled False,
+        Unschedulable; its FailedScheduling Events recorded): its message."""
+
+        def probe() -> str | None:
+            pods = self._pods("worker")
+            messages = [_unschedulable(p) for p in pods]
+            if len(pods) < self._replicas() or not all(messages):
+                return None
+            return messages[0]
+
+        return wait_for(f"every worker of {self.name} unschedulable", probe)
+
     def worker_never_ready(self, index: int) -> None:
         """A worker runs but its readiness probe keeps failing."""
         self.kubelet.run(self.namespace, self._worker(index), ready=False)
@@ -185,3 +198,10 @@ class JobScenario:
             return any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
 
         wait_for(f"the launcher Job of {self.name} failed", failed, timeout=WAIT * 2)
+
+
+def _unschedulable(pod: JSON) -> str | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "PodScheduled" and cond.get("reason") == "Unschedulable":
+            return str(cond.get("message", ""))
+    return None
