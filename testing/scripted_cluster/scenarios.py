@@ -177,6 +177,24 @@ class JobScenario:
     def worker_oom_killed(self, index: int) -> None:
         self.worker_exits(index, 137, "OOMKilled")
 
+    def worker_evicted(self, index: int) -> None:
+        """An administrator (a drain) evicts a worker through the Eviction API (policy/v1):
+        kube-apiserver adds its DisruptionTarget condition and deletes it; the kubelet then stops
+        it (sshd exits 0: the pod ends Succeeded) and the pod goes."""
+        pod = self.kubelet.pod(self.namespace, self._worker(index))
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}/eviction"
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod["metadata"]["name"], "namespace": self.namespace},
+        }
+        self.admin.create(path, body)
+        uid = pod["metadata"]["uid"]
+        wait_for(
+            f"evicted worker {pod['metadata']['name']} gone",
+            lambda: all(p["metadata"]["uid"] != uid for p in self._pods("worker")),
+        )
+
     def image_pull_fails(self, pod: str, failures: int = FOREVER) -> Pull:
         """The kubelet cannot pull ``pod``'s image (``failures`` times, then it can:
         ``pull.done`` is set then)."""
