@@ -194,6 +194,13 @@ def _gpus(manifest: JSON, gpus: int) -> JSON:
     return manifest
 
 
+# kube-scheduler 1.35's text for a worker no node can hold (5 GPUs; each node has 4).
+UNSCHEDULABLE = (
+    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+    "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+)
+
+
 @pytest.fixture
 def room(cluster: Cluster) -> Iterator[None]:
     """node-1 gets back its 4 GPUs after the test (the nodes are the module's)."""
@@ -222,10 +229,7 @@ def test_workers_unschedulable_until_a_node_has_room(cluster: Cluster, room: Non
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
-    assert message == (
-        "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, "
-        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
-    )
+    assert message == UNSCHEDULABLE
     assert cluster.log.lines == [
         submitted(cluster),
         pending,
@@ -234,6 +238,23 @@ def test_workers_unschedulable_until_a_node_has_room(cluster: Cluster, room: Non
         f"[ci-runner] launcher running (pod {job.launcher_pod})",
         *succeeded(),
     ]
+
+
+def test_workers_unschedulable_past_the_timeout_fail_the_job(cluster: Cluster) -> None:
+    job = cluster.started(_gpus(mpijob_manifest(), 5), unschedulable_timeout=600)
+    message = job.workers_unschedulable()
+    cluster.log.wait_for(f"[ci-runner] workers pending: {message}")
+    cluster.clock.advance(600)
+    result = cluster.result()
+    failure = f"pod {JOB}-worker-0 stayed unschedulable for 600s: {UNSCHEDULABLE}"
+    assert result.failure == Failure(FailureKind.UNSCHEDULABLE, failure, pod=f"{JOB}-worker-0")
+    assert cluster.log.lines == [
+        submitted(cluster),
+        f"[ci-runner] workers pending: {UNSCHEDULABLE}",
+        f"[ci-runner] MPIJob {JOB} failed: {failure}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []
 
 
 def test_a_retried_ci_job_ignores_the_failed_scheduling_events_its_listing_replays(
