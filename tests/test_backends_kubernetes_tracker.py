@@ -357,6 +357,63 @@ def test_events_older_than_the_job_never_start_a_timer() -> None:
     ]
 
 
+def test_failed_scheduling_listed_before_the_pods_waits_for_them() -> None:
+    # A retried CI job attaches: its Events listing may come before its pods listing, with the
+    # scheduler's FailedScheduling of workers that have had a node for a while.
+    tracker = JobTracker("j", 1, 600, setup_timeout=100_000)
+    replayed = _failed_scheduling("j-worker-0", "2026-12-02T10:00:05Z")
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (replayed,)), 0) == []
+    scheduled = worker(0, ready=True)
+    scheduled["spec"] = {"nodeName": "gpu-1"}
+    assert tracker.apply(pods(SYNC, scheduled), 0) == ["workers ready 1/1"]
+    tracker.check_time(10_000)
+    assert tracker.verdict() is None
+    # Listed before a pods listing that shows the worker still waiting: it counts then.
+    tracker = JobTracker("j", 1, 600, setup_timeout=100_000)
+    assert tracker.apply(WatchUpdate(EVENTS, SYNC, (replayed,)), 0) == []
+    assert tracker.apply(pods(SYNC, worker(0)), 5) == [
+        "workers pending: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    ]
+    tracker.check_time(605)
+    assert tracker.verdict() is not None
+
+
+def test_a_worker_replaced_after_its_eviction_still_explains_the_failure() -> None:
+    # MPI Operator v0.8.2 creates a missing worker at once: the evicted pod's name comes back.
+    tracker = JobTracker("j", 2, 600)
+    evicted = worker(1, ready=True)
+    evicted["metadata"]["uid"] = "uid-evicted"
+    tracker.apply(pods(SYNC, worker(0, ready=True), evicted, launcher()), 0)
+    evicted = {**evicted, "status": {**evicted["status"], "phase": "Succeeded"}}
+    evicted["status"]["conditions"] = [
+        {"type": "Ready", "status": "False"},
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+        },
+    ]
+    tracker.apply(pods("MODIFIED", evicted), 1)
+    tracker.apply(pods("DELETED", evicted), 2)
+    replacement = worker(1)
+    replacement["metadata"]["uid"] = "uid-new"
+    tracker.apply(pods("ADDED", replacement), 3)
+    tracker.apply(pods("MODIFIED", launcher(exit_code=1)), 4)
+    tracker.apply(
+        WatchUpdate(MPIJOBS, "MODIFIED", (mpijob(("Failed", "BackoffLimitExceeded")),)), 5
+    )
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.WORKER_FAILED,
+            "worker j-worker-1 was stopped by the cluster (EvictionByEvictionAPI: Eviction API: "
+            "evicting); the launcher then failed",
+            pod="j-worker-1",
+        ),
+    )
+
+
 def _suspended(suspend: bool, labels: JSON | None = None) -> JSON:
     job = mpijob(("Created", "MPIJobCreated"))
     job["metadata"]["labels"] = labels or {}

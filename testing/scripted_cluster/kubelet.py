@@ -4,10 +4,10 @@ Each node registers its Node as ``system:node:<name>`` (group ``system:nodes``, 
 authorizer and NodeRestriction apply), renews its Lease, watches the pods the real scheduler
 bound to it and serves their logs (:mod:`.logs`). On its own it does what a kubelet does without
 being told: a new pod's first status (Pending, containers waiting), and a pod being deleted has
-its containers stopped (143 if running) and is deleted with grace 0 (``status_manager.go``
-canBeDeleted). What the containers do (start, turn Ready or not, log, exit, fail to pull) the
-test says; every status goes through ``pods/<name>/status`` as a strategic merge patch
-(:mod:`.podstatus`)."""
+its containers stopped (sshd exits 0 on SIGTERM, other processes 143) and is deleted with grace 0
+(``status_manager.go`` canBeDeleted). What the containers do (start, turn Ready or not, log,
+exit, fail to pull) the test says; every status goes through ``pods/<name>/status`` as a
+strategic merge patch (:mod:`.podstatus`)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,18 @@ LEASE_SECONDS = 40  # --node-lease-duration-seconds default; renewed every quart
 PULL_BACKOFF = 1.0
 MAX_PULL_BACKOFF = 300.0
 WAIT = 30.0  # real seconds a step waits for the control plane before failing
+
+
+def sigterm_exit(container: JSON) -> int:
+    """The exit code of ``container``'s process on the kubelet's SIGTERM: 0 for sshd (its
+    handler exits cleanly: the ``/usr/sbin/sshd -De`` MPI Operator injects into a worker without
+    a command, or ci-runner's sshd.sh, ``sh -c SCRIPT sshd``, which execs it), else 143 (killed
+    by the signal)."""
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    runs_sshd = argv[0].endswith("/sshd") or (
+        argv[:2] == ["/bin/sh", "-c"] and argv[3:4] == ["sshd"]
+    )
+    return 0 if runs_sshd else 143
 
 
 @dataclass
@@ -258,13 +270,12 @@ class ScriptedKubelet:
             state = entry.get("state") or {}
             if "terminated" in state:
                 continue
+            code, why = 137, "Error"  # never ran: ContainerStatusUnknown's code
             if "running" in state:
                 self._event(current, "Normal", "Killing", f"Stopping container {entry['name']}")
-            entry["state"] = {
-                "terminated": self._terminated(
-                    current, 143 if "running" in state else 137, "Error", state
-                )
-            }
+                code = sigterm_exit(self._spec(current, entry["name"]))
+                why = "Completed" if code == 0 else "Error"
+            entry["state"] = {"terminated": self._terminated(current, code, why, state)}
             entry["ready"], entry["started"] = False, False
             self._end_log(current, entry["name"], int(entry.get("restartCount", 0)))
             changed = True
@@ -272,6 +283,34 @@ class ScriptedKubelet:
             self._write(current, status)
         meta = current["metadata"]
         self._node(current).api.delete_pod_now(meta["namespace"], meta["name"], meta["uid"])
+
+    # -- what a test makes the nodes do -----------------------------------------------------
+
+    def set_allocatable(
+        self,
+        node: str,
+        cpu: str | None = None,
+        memory: str | None = None,
+        gpus: int | None = None,
+        pods: int | None = None,
+    ) -> None:
+        """The node reports other allocatable resources (a device plugin registers more GPUs,
+        a pod elsewhere ends): the node's own status patch (capacity too), which the scheduler
+        reacts to by trying its unschedulable pods again. What is None stays."""
+        changes = {
+            key: value
+            for key, value in (
+                ("cpu", cpu),
+                ("memory", memory),
+                ("nvidia.com/gpu", None if gpus is None else str(gpus)),
+                ("pods", None if pods is None else str(pods)),
+            )
+            if value is not None
+        }
+        status = {"capacity": changes, "allocatable": changes}
+        self.nodes[node].api.strategic_merge_patch(
+            f"/api/v1/nodes/{node}/status", {"status": status}
+        )
 
     # -- what a test makes the containers do ------------------------------------------------
 
@@ -508,10 +547,17 @@ class ScriptedKubelet:
     # -- the API ----------------------------------------------------------------------------
 
     def _get(self, pod: JSON) -> JSON | None:
+        """The pod now, as its node reads it; None once gone or replaced by a new pod of that
+        name, which the Node authorizer refuses to show a node it is not bound to (403)."""
         meta = pod["metadata"]
-        found = self._node(pod).api.get(
-            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-        )
+        try:
+            found = self._node(pod).api.get(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            )
+        except ApiFailure as err:
+            if err.code != 403:
+                raise
+            return None
         if found is None or found["metadata"]["uid"] != meta["uid"]:
             return None
         return found

@@ -104,6 +104,19 @@ class JobScenario:
         for index in chosen:
             self.kubelet.run(self.namespace, self._worker(index))
 
+    def workers_unschedulable(self) -> str:
+        """Until the real scheduler found no node for any worker (PodScheduled False,
+        Unschedulable; its FailedScheduling Events recorded): its message."""
+
+        def probe() -> str | None:
+            pods = self._pods("worker")
+            messages = [_unschedulable(p) for p in pods]
+            if len(pods) < self._replicas() or not all(messages):
+                return None
+            return messages[0]
+
+        return wait_for(f"every worker of {self.name} unschedulable", probe)
+
     def worker_never_ready(self, index: int) -> None:
         """A worker runs but its readiness probe keeps failing."""
         self.kubelet.run(self.namespace, self._worker(index), ready=False)
@@ -173,6 +186,24 @@ class JobScenario:
     def worker_oom_killed(self, index: int) -> None:
         self.worker_exits(index, 137, "OOMKilled")
 
+    def worker_evicted(self, index: int) -> None:
+        """An administrator (a drain) evicts a worker through the Eviction API (policy/v1):
+        kube-apiserver adds its DisruptionTarget condition and deletes it; the kubelet then stops
+        it (sshd exits 0: the pod ends Succeeded) and the pod goes."""
+        pod = self.kubelet.pod(self.namespace, self._worker(index))
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}/eviction"
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod["metadata"]["name"], "namespace": self.namespace},
+        }
+        self.admin.create(path, body)
+        uid = pod["metadata"]["uid"]
+        wait_for(
+            f"evicted worker {pod['metadata']['name']} gone",
+            lambda: all(p["metadata"]["uid"] != uid for p in self._pods("worker")),
+        )
+
     def image_pull_fails(self, pod: str, failures: int = FOREVER) -> Pull:
         """The kubelet cannot pull ``pod``'s image (``failures`` times, then it can:
         ``pull.done`` is set then)."""
@@ -194,3 +225,10 @@ class JobScenario:
             return any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
 
         wait_for(f"the launcher Job of {self.name} failed", failed, timeout=WAIT * 2)
+
+
+def _unschedulable(pod: JSON) -> str | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "PodScheduled" and cond.get("reason") == "Unschedulable":
+            return str(cond.get("message", ""))
+    return None

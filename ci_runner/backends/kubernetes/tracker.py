@@ -50,6 +50,13 @@ class JobTracker:
         self.mpijob: JSON | None = None
         self.pods: dict[str, JSON] = {}  # pods that exist now
         self.last_seen: dict[str, JSON] = {}  # every pod's last state, deleted ones too
+        # The last state of pods a new pod of the same name replaced (by uid): the operator
+        # recreates an evicted worker at once, and the evicted one says why the job failed.
+        self._replaced: dict[str, JSON] = {}
+        # FailedScheduling Events listed before the pods were: judged once the pods are known
+        # (a retried CI job's listing replays those of pods that have a node by now).
+        self._pods_listed = False
+        self._early_scheduling: list[JSON] = []
         self._said: set[str] = set()
         self._ready_said = 0
         self._launchers: list[str] = []  # launcher pods whose container started, oldest first
@@ -101,6 +108,9 @@ class JobTracker:
             self.pods = {}
         for pod in update.objects:
             name = explain.pod_name(pod)
+            earlier = self.last_seen.get(name, {}).get("metadata", {}).get("uid")
+            if earlier and earlier != pod.get("metadata", {}).get("uid"):
+                self._replaced[str(earlier)] = self.last_seen[name]
             self.last_seen[name] = pod
             if update.type == "DELETED":
                 self.pods.pop(name, None)
@@ -117,6 +127,10 @@ class JobTracker:
         lines += self._ready_lines()
         lines += [line for pod in pods for line in self._launcher_lines(pod)]
         self._track_unschedulable(now)
+        if update.type == SYNC and not self._pods_listed:
+            self._pods_listed = True
+            early, self._early_scheduling = self._early_scheduling, []
+            lines += [line for event in early for line in self._apply_event(event, now)]
         return lines
 
     def _check_image_pull(self, pod: JSON, now: float) -> list[str]:
@@ -198,6 +212,9 @@ class JobTracker:
             warning = explain.launcher_job_warning(event)
             return self._once(warning) if warning else []
         if reason == "FailedScheduling" and involved.get("kind") == "Pod":
+            if not self._pods_listed:
+                self._early_scheduling.append(event)
+                return []
             name = str(involved.get("name", ""))
             message = str(event.get("message", ""))
             if explain.stale_scheduling_event(event, self.pods.get(name), self.mpijob):
@@ -291,7 +308,8 @@ class JobTracker:
         if explain.condition(job, "Succeeded"):
             return Verdict(Outcome.SUCCEEDED)
         if explain.condition(job, "Failed"):
-            return Verdict(Outcome.FAILED, explain.explain_failed_job(job, self.last_seen))
+            pods = {**self._replaced, **self.last_seen}
+            return Verdict(Outcome.FAILED, explain.explain_failed_job(job, pods))
         if self._failure is not None:
             return self._failure
         if self._deleted:

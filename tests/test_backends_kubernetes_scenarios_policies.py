@@ -1,0 +1,443 @@
+"""What a shared cluster's policies do to a run, on the scripted cluster (the real kube-apiserver,
+controllers, scheduler and MPI Operator v0.8.2; the test plays the nodes' part): ResourceQuotas
+(cpu/memory, pod counts) on the MPIJob ci-runner renders, a job created suspended by a queue and
+one suspended after it started, a worker evicted through the Eviction API, and a retried CI job
+that attaches to a job whose workers were unschedulable for a while (the FailedScheduling Events
+its listing replays). Each asserts the exact lines ci-runner prints (issue 24).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.submit import submit
+from ci_runner.backends.result import Failure, FailureKind, Outcome
+from ci_runner.config.types import ContainerResources, Resources
+from ci_runner.plan.run_plan import JobSecret, build_plan, secret_name
+from ci_runner.render import render_mpijob
+from testing.emulated_cluster.api import Informer
+from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
+from testing.plan_cases import CONFIG, CONTEXT
+from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
+
+pytestmark = pytest.mark.control_plane
+
+SETTLE = 30.0
+NONE = ContainerResources()
+# A namespace's quota on every cpu/memory resource (shared ML namespaces have one).
+COMPUTE = {
+    "requests.cpu": "16",
+    "requests.memory": "64Gi",
+    "limits.cpu": "16",
+    "limits.memory": "64Gi",
+}
+QUEUE = "kueue.x-k8s.io/queue-name"
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
+
+
+@pytest.fixture
+def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
+    with scripted.cluster(tmp_path) as cluster:
+        yield cluster
+
+
+def rendered(
+    setup: ContainerResources | None = None, launcher: ContainerResources | None = None
+) -> JSON:
+    """The MPIJob ci-runner renders for the plan tests' train.yaml with ``resources.cpu: 2`` and
+    ``resources.memory: 4Gi`` (and ``resources.setup`` / ``resources.launcher`` when given)."""
+    resources = Resources(cpu="2", memory="4Gi")
+    if setup is not None:
+        resources = replace(resources, setup=setup)
+    if launcher is not None:
+        resources = replace(resources, launcher=launcher)
+    return render_mpijob(build_plan(replace(CONFIG, resources=resources), CONTEXT))
+
+
+def submitted(cluster: Cluster, name: str = JOB) -> str:
+    return f"[ci-runner] submitted MPIJob {name} in namespace {cluster.namespace}"
+
+
+def refused_launcher(failure: Failure | None, name: str) -> str:
+    """The launcher pod the Job controller tried to create (its name has a random suffix)."""
+    assert failure is not None
+    found = re.search(rf'pods "({re.escape(name)}-launcher-[a-z0-9]{{5}})"', failure.message)
+    assert found, failure.message
+    return found[1]
+
+
+def succeeded(name: str = JOB) -> list[str]:
+    return [
+        f"[ci-runner] MPIJob {name} succeeded",
+        f"[ci-runner] deleted MPIJob {name}, its pods and its Secret",
+    ]
+
+
+# -- quotas ----------------------------------------------------------------------------------
+
+
+def test_a_compute_quota_refuses_setup_containers_rendered_without_resources(
+    cluster: Cluster,
+) -> None:
+    cluster.quota("compute", COMPUTE)
+    manifest = rendered(setup=NONE, launcher=NONE)
+    name = manifest["metadata"]["name"]
+    cluster.start(manifest)
+    result = cluster.result(timeout=SETTLE)
+    setup = "fetch-code,install-requirements"
+    message = (
+        "MPI Operator cannot create the job's pods: worker pod created failed: "
+        f'pods "{name}-worker-0" is forbidden: failed quota: compute: must specify limits.cpu '
+        f"for: {setup}; limits.memory for: {setup}; requests.cpu for: {setup}; requests.memory "
+        f"for: {setup}; fix: the namespace's ResourceQuota counts cpu and memory, so every "
+        "container must declare them: set resources.setup in train.yaml"
+    )
+    assert result.failure == Failure(FailureKind.REFUSED, message), result.failure
+    assert cluster.log.lines == [
+        submitted(cluster, name),
+        f"[ci-runner] MPIJob {name} failed: {message}",
+        f"[ci-runner] deleted MPIJob {name} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_compute_quota_refuses_a_launcher_rendered_without_resources(cluster: Cluster) -> None:
+    cluster.quota("compute", COMPUTE)
+    manifest = rendered(launcher=NONE)
+    name = manifest["metadata"]["name"]
+    job = cluster.started(manifest)
+    job.workers_running()
+    result = cluster.result(timeout=SETTLE)
+    launcher = refused_launcher(result.failure, name)
+    resources = ["limits.cpu", "limits.memory", "requests.cpu", "requests.memory"]
+    message = (
+        "the launcher Job cannot create the launcher's pod: Error creating: "
+        f'pods "{launcher}" is forbidden: failed quota: compute: must specify '
+        + "; ".join(f"{r} for: launcher" for r in resources)
+        + "; fix: the namespace's ResourceQuota counts cpu and memory, so every container must "
+        "declare them: set resources.launcher in train.yaml"
+    )
+    assert result.failure == Failure(FailureKind.REFUSED, message)
+    assert cluster.log.lines == [
+        submitted(cluster, name),
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] MPIJob {name} failed: {message}",
+        f"[ci-runner] deleted MPIJob {name} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_compute_quota_admits_the_default_rendering_and_it_trains(cluster: Cluster) -> None:
+    cluster.quota("compute", COMPUTE)
+    manifest = rendered()
+    name = manifest["metadata"]["name"]
+    job = cluster.started(manifest)
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result(timeout=SETTLE).outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [
+        submitted(cluster, name),
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {job.launcher_pod})",
+        *succeeded(name),
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_pod_count_quota_that_leaves_no_room_for_the_launcher_fails_at_once(
+    cluster: Cluster,
+) -> None:
+    cluster.quota("pods", {"pods": "2"})
+    job = cluster.started(mpijob_manifest(wait_for_workers=True))
+    job.workers_running()
+    result = cluster.result(timeout=SETTLE)  # the ManualClock never moved: no setup_timeout
+    launcher = refused_launcher(result.failure, JOB)
+    message = (
+        "the launcher Job cannot create the launcher's pod: Error creating: "
+        f'pods "{launcher}" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, '
+        "limited: pods=2"
+    )
+    assert result.failure == Failure(FailureKind.REFUSED, message)
+    assert cluster.log.lines == [
+        submitted(cluster),
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+# -- unschedulable workers, and a retried CI job's listing -------------------------------------
+
+
+def _gpus(manifest: JSON, gpus: int) -> JSON:
+    """``manifest`` with workers that each need ``gpus`` GPUs (a node has 4)."""
+    worker = manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["resources"]["limits"]["nvidia.com/gpu"] = gpus
+    return manifest
+
+
+# kube-scheduler 1.35's text for a worker no node can hold (5 GPUs; each node has 4).
+UNSCHEDULABLE = (
+    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+    "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+)
+
+
+@pytest.fixture
+def room(cluster: Cluster) -> Iterator[None]:
+    """node-1 gets back its 4 GPUs after the test (the nodes are the module's)."""
+    yield
+    cluster.kubelet.set_allocatable("node-1", gpus=4)
+
+
+def _failed_scheduling(cluster: Cluster, pod: str) -> list[JSON]:
+    events, _ = cluster.admin.list(
+        f"/api/v1/namespaces/{cluster.namespace}/events",
+        {"fieldSelector": f"involvedObject.name={pod},reason=FailedScheduling"},
+    )
+    return events
+
+
+def test_workers_unschedulable_until_a_node_has_room(cluster: Cluster, room: None) -> None:
+    job = cluster.started(_gpus(mpijob_manifest(), 5), unschedulable_timeout=600)
+    message = job.workers_unschedulable()
+    pending = f"[ci-runner] workers pending: {message}"
+    cluster.log.wait_for(pending)
+    cluster.kubelet.set_allocatable("node-1", gpus=10)  # the scheduler tries again: both fit
+    job.workers_running()
+    cluster.log.wait_for("[ci-runner] workers ready 2/2")
+    cluster.clock.advance(900)  # past the unschedulable timeout (not setup_timeout's 1800 s)
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert message == UNSCHEDULABLE
+    assert cluster.log.lines == [
+        submitted(cluster),
+        pending,
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {job.launcher_pod})",
+        *succeeded(),
+    ]
+
+
+def test_workers_unschedulable_past_the_timeout_fail_the_job(cluster: Cluster) -> None:
+    job = cluster.started(_gpus(mpijob_manifest(), 5), unschedulable_timeout=600)
+    message = job.workers_unschedulable()
+    cluster.log.wait_for(f"[ci-runner] workers pending: {message}")
+    cluster.clock.advance(600)
+    result = cluster.result()
+    failure = f"pod {JOB}-worker-0 stayed unschedulable for 600s: {UNSCHEDULABLE}"
+    assert result.failure == Failure(FailureKind.UNSCHEDULABLE, failure, pod=f"{JOB}-worker-0")
+    assert cluster.log.lines == [
+        submitted(cluster),
+        f"[ci-runner] workers pending: {UNSCHEDULABLE}",
+        f"[ci-runner] MPIJob {JOB} failed: {failure}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_retried_ci_job_ignores_the_failed_scheduling_events_its_listing_replays(
+    cluster: Cluster, room: None
+) -> None:
+    # The first CI job submitted the job and was killed while its workers waited for a node.
+    manifest = _gpus(mpijob_manifest(), 5)
+    api = KubeApi(cluster.api_client(), cluster.namespace, cluster.clock)
+    submit(api, manifest, JobSecret(secret_name(JOB), ("git-token",), {"git-token": "t"}), None)
+    job = cluster.job()
+    job.workers_unschedulable()
+    cluster.kubelet.set_allocatable("node-1", gpus=10)
+    job.workers_running()
+    assert _failed_scheduling(cluster, f"{JOB}-worker-0")  # what the retry's listing brings
+    # The retried CI job attaches; its Events listing has the scheduler's old FailedScheduling.
+    job = cluster.started(manifest, unschedulable_timeout=600)
+    cluster.log.wait_for("[ci-runner] workers ready 2/2")
+    cluster.clock.advance(900)  # an unschedulable timer started by those would fail the job
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)  # the pod updates that follow run the timers with the clock moved
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [
+        f"[ci-runner] attached to MPIJob {JOB} in namespace {cluster.namespace}: it was already "
+        "submitted (the CI job restarted)",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {job.launcher_pod})",
+        *succeeded(),
+    ]
+
+
+# -- queues: suspended before the start, and after it ----------------------------------------
+
+
+def _queued(manifest: JSON, suspend: bool) -> JSON:
+    manifest["metadata"]["labels"][QUEUE] = "team-a"
+    manifest["spec"]["runPolicy"]["suspend"] = suspend
+    return manifest
+
+
+def _suspend(cluster: Cluster, suspend: bool) -> None:
+    """What the queue's controller does: the MPIJob's runPolicy.suspend."""
+    cluster.admin.merge_patch(
+        MPIJOBS.format(ns=cluster.namespace) + f"/{JOB}",
+        {"spec": {"runPolicy": {"suspend": suspend}}},
+    )
+
+
+QUEUED = (
+    f"[ci-runner] queued: MPIJob {JOB} is suspended (Kueue LocalQueue team-a); it starts when "
+    "the queue admits it (kubernetes.setup_timeout does not run meanwhile)"
+)
+PREEMPTED = (
+    f"[ci-runner] preempted: MPIJob {JOB} was suspended after it started (Kueue LocalQueue "
+    "team-a); its pods are deleted and it starts again when the queue resumes it"
+)
+RESUMED = f"[ci-runner] resumed: the queue admitted MPIJob {JOB}; setting up"
+
+
+def _runs_to_success(cluster: Cluster, job: JobScenario) -> str:
+    job.workers_running()
+    job.launcher_running()
+    launcher = job.launcher_pod
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {launcher})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    return launcher
+
+
+def test_a_job_a_queue_created_suspended_waits_without_the_setup_timer(cluster: Cluster) -> None:
+    job = cluster.started(_queued(mpijob_manifest(wait_for_workers=True), suspend=True))
+    cluster.log.wait_for(QUEUED)
+    assert job.pods() == []  # the operator creates nothing for a suspended job
+    cluster.clock.advance(2 * 1800)  # twice kubernetes.setup_timeout
+    # An update of the job, taken (and the timers run) before the resumption that follows it.
+    cluster.admin.merge_patch(
+        MPIJOBS.format(ns=cluster.namespace) + f"/{JOB}",
+        {"metadata": {"annotations": {"kueue.x-k8s.io/workload": "mpijob-train-3f2a9c1"}}},
+    )
+    _suspend(cluster, False)
+    cluster.log.wait_for(RESUMED)
+    launcher = _runs_to_success(cluster, job)
+    assert cluster.log.lines == [
+        submitted(cluster),
+        QUEUED,
+        RESUMED,
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {launcher})",
+        *succeeded(),
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_job_suspended_after_it_started_is_preempted_then_resumed(cluster: Cluster) -> None:
+    job = cluster.started(_queued(mpijob_manifest(wait_for_workers=True), suspend=False))
+    job.workers_running()
+    job.launcher_running()
+    first = job.launcher_pod
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {first})")
+    _suspend(cluster, True)
+    cluster.log.wait_for(PREEMPTED)
+    wait_for("the preempted job's pods gone", lambda: job.pods() == [])
+    cluster.clock.advance(2 * 1800)
+    _suspend(cluster, False)
+    cluster.log.wait_for(RESUMED)
+    second = _runs_to_success(cluster, job)
+    assert second != first
+    assert cluster.log.lines == [
+        submitted(cluster),
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {first})",
+        PREEMPTED,
+        RESUMED,
+        f"[ci-runner] launcher running (pod {second})",
+        *succeeded(),
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+# -- disruptions -----------------------------------------------------------------------------
+
+
+def test_a_worker_evicted_through_the_eviction_api_is_named(cluster: Cluster) -> None:
+    statuses = cluster.mpijob_statuses()
+    job = cluster.started()
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    worker = job.kubelet.pod(cluster.namespace, f"{JOB}-worker-1")
+    with _pod_states(cluster, worker["metadata"]["uid"]) as states:
+        job.worker_evicted(1)
+    evicted = states[-1:]
+    job.launcher_log(CLOSED)
+    job.launcher_exits(1)
+    result = cluster.result()
+    message = (
+        f"worker {JOB}-worker-1 was stopped by the cluster (EvictionByEvictionAPI: Eviction API: "
+        "evicting); the launcher then failed"
+    )
+    assert result.failure == Failure(FailureKind.WORKER_FAILED, message, pod=f"{JOB}-worker-1")
+    assert cluster.log.lines == [
+        submitted(cluster),
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {job.launcher_pod})",
+        CLOSED,
+        f"[ci-runner] MPIJob {JOB} failed: {message}",
+        f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret",
+    ]
+    # What the cluster did: the evicted worker ended Succeeded with the condition kept, and
+    # the operator made a new worker-1 at once; the job failed only through the launcher.
+    assert [(p["status"]["phase"], _disruption(p)) for p in evicted] == [
+        ("Succeeded", ("EvictionByEvictionAPI", "Eviction API: evicting"))
+    ]
+    assert statuses[-1]["replicaStatuses"] == {"Launcher": {"failed": 1}, "Worker": {}}
+    assert cluster.leftovers(SETTLE) == []
+
+
+@contextmanager
+def _pod_states(cluster: Cluster, uid: str) -> Iterator[list[JSON]]:
+    """Every state the pod ``uid`` goes through meanwhile (a watch of the test's)."""
+    states: list[JSON] = []
+
+    def seen(_kind: str, pod: JSON) -> None:
+        if pod["metadata"]["uid"] == uid:
+            states.append(pod)
+
+    path = f"/api/v1/namespaces/{cluster.namespace}/pods"
+    informer = Informer(cluster.admin, path, {}, seen, f"evicted-{cluster.namespace}").start()
+    try:
+        assert informer.synced.wait(SETTLE)
+        yield states
+    finally:
+        informer.stop()
+
+
+CLOSED = f"[1]<stderr>:Connection to {JOB}-worker-1 closed by remote host."
+
+
+def _disruption(pod: JSON) -> tuple[str, str] | None:
+    for cond in pod["status"].get("conditions") or []:
+        if cond["type"] == "DisruptionTarget" and cond["status"] == "True":
+            return cond["reason"], cond["message"]
+    return None
