@@ -48,7 +48,9 @@ def missing_rights() -> list[str]:
     return missing
 
 
-def verdict(missing: list[str], env: Mapping[str, str]) -> tuple[str, str] | None:
+def verdict(
+    missing: list[str], env: Mapping[str, str], what: str = "the emulated cluster"
+) -> tuple[str, str] | None:
     """None when nothing is missing, else ("skip" or "fail", the reason): fail where
     :data:`REQUIRE_VARIABLE` says the rights are given, as in the CI job that runs these tests."""
     if not missing:
@@ -56,7 +58,7 @@ def verdict(missing: list[str], env: Mapping[str, str]) -> tuple[str, str] | Non
     lacking = ", ".join(missing)
     if env.get(REQUIRE_VARIABLE) == "1":
         return "fail", (
-            f"the emulated cluster needs {lacking}, which this job lacks, and "
+            f"{what} needs {lacking}, which this job lacks, and "
             f"{REQUIRE_VARIABLE}=1 says it has them: run it on a privileged runner as root"
         )
-    return "skip", f"the emulated cluster needs {lacking} (a privileged runner, as root)"
+    return "skip", f"{what} needs {lacking} (a privileged runner, as root)"

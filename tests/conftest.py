@@ -24,6 +24,8 @@ from testing.git import run_git
 from testing.golden import UPDATE_OPTION, Golden
 from testing.paths import EXAMPLE, FAKE_HOROVODRUN, GOLDEN_DIR, REPO_ROOT
 from testing.rights import missing_rights, verdict
+from testing.scripted_cluster.harness import Cluster as ScriptedTestCluster
+from testing.scripted_cluster.harness import ScriptedCluster, module_cluster
 
 EMULATED_CLUSTER_MODULES = "tests.test_emulated_cluster_"
 
@@ -193,3 +195,16 @@ def pipeline(
     repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print('hi')\n"})
     with mr_pipeline(tmp_path, repo, sha) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
+    """The scripted cluster of a test module (the real control plane, started once a module)."""
+    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
+
+
+@pytest.fixture
+def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[ScriptedTestCluster]:
+    """One test's namespace of the module's scripted cluster."""
+    with scripted.cluster(tmp_path) as cluster:
+        yield cluster

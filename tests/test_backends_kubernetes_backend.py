@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,24 +23,13 @@ from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.harness import Cluster
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
 
 pytestmark = pytest.mark.control_plane
 
 DELETED = f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret"
 LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
-
-
-@pytest.fixture
-def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
-    with scripted.cluster(tmp_path) as cluster:
-        yield cluster
 
 
 def submitted(cluster: Cluster) -> str:

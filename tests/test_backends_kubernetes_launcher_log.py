@@ -8,7 +8,6 @@ told (kube-apiserver then ends its answer cleanly, as it does when a kubelet's s
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,21 +25,10 @@ from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import Clock, ManualClock
 from ci_runner.http_policy import KUBERNETES_RETRY
 from testing.mpijob_manifests import mpijob_manifest
-from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.harness import Cluster
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
 
 on_the_control_plane = pytest.mark.control_plane
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
-
-
-@pytest.fixture
-def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
-    with scripted.cluster(tmp_path) as cluster:
-        yield cluster
 
 
 def launcher(cluster: Cluster) -> JobScenario:

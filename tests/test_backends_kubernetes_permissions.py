@@ -4,7 +4,6 @@ kube-apiserver) is covered, and every permission is used."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,15 +11,10 @@ import pytest
 from ci_runner.backends.kubernetes.permissions import REQUIRED_PERMISSIONS
 from ci_runner.backends.result import Outcome
 from testing.mpijob_manifests import JOB, mpijob_manifest
-from testing.scripted_cluster.harness import ScriptedCluster, module_cluster
+from testing.scripted_cluster.harness import ScriptedCluster
 from testing.scripted_cluster.scenarios import MPIJOBS
 
 pytestmark = pytest.mark.control_plane
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
 
 
 def required() -> set[tuple[str, str, str]]:

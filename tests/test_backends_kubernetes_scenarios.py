@@ -9,9 +9,7 @@ is a thread we wait for, each step waits for the state it needs).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +19,7 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.harness import Cluster
 from testing.scripted_cluster.scenarios import JobScenario
 
 pytestmark = pytest.mark.control_plane
@@ -34,17 +32,6 @@ PIP_ERROR = (
     "fix: check requirements.txt",
 )
 LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
-
-
-@pytest.fixture
-def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
-    with scripted.cluster(tmp_path) as cluster:
-        yield cluster
 
 
 def submitted(cluster: Cluster) -> str:

@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,7 @@ from ci_runner.render import render_mpijob
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
 from testing.plan_cases import CONFIG, CONTEXT
-from testing.scripted_cluster.harness import Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.harness import Cluster
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
 
 pytestmark = pytest.mark.control_plane
@@ -40,17 +39,6 @@ COMPUTE = {
     "limits.memory": "64Gi",
 }
 QUEUE = "kueue.x-k8s.io/queue-name"
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
-
-
-@pytest.fixture
-def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
-    with scripted.cluster(tmp_path) as cluster:
-        yield cluster
 
 
 def rendered(

@@ -3,9 +3,6 @@ the scripted cluster (the real kube-apiserver, garbage collector and MPI Operato
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from ci_runner.backends.kubernetes.api import KubeApi
@@ -15,21 +12,10 @@ from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.mpijob_manifests import JSON, mpijob_manifest
-from testing.scripted_cluster.harness import KINDS, Cluster, ScriptedCluster, module_cluster
+from testing.scripted_cluster.harness import KINDS, Cluster
 from testing.scripted_cluster.scenarios import wait_for
 
 pytestmark = pytest.mark.control_plane
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
-
-
-@pytest.fixture
-def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
-    with scripted.cluster(tmp_path) as cluster:
-        yield cluster
 
 
 def git_secret(job: str, data: dict[str, str]) -> JobSecret:

@@ -35,6 +35,7 @@ from testing.control_plane import accounts, binaries
 from testing.emulated_cluster.api import ApiFailure, Informer
 from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest
 from testing.node_objects import NodeSpec
+from testing.rights import verdict
 from testing.scripted_cluster.control import ScriptedControlPlane
 from testing.scripted_cluster.faults import FaultProxy
 from testing.scripted_cluster.kubelet import ScriptedKubelet
@@ -95,12 +96,16 @@ class ScriptedCluster:
 
 
 def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
-    """A module fixture's body: the started scripted cluster, stopped after; skips without root
-    or the control-plane binaries."""
-    if os.geteuid() != 0:
-        pytest.skip("the scripted cluster needs root (network namespace, cgroup)")
+    """A module fixture's body: the started scripted cluster, stopped after. Without root or the
+    control-plane binaries it skips, or fails where ``CI_RUNNER_REQUIRE_CLUSTER_RIGHTS=1`` (.ci/run)
+    says they are there (:func:`testing.rights.verdict`)."""
+    missing = [] if os.geteuid() == 0 else ["root (a network namespace and a cgroup)"]
     if not binaries.built():
-        pytest.skip("no control-plane binaries: run make control-plane")
+        missing.append("the control-plane binaries (make control-plane)")
+    outcome = verdict(missing, os.environ, "the scripted cluster")
+    if outcome is not None:
+        action, reason = outcome
+        (pytest.fail if action == "fail" else pytest.skip)(reason)
     scripted = ScriptedCluster(state).start()
     try:
         yield scripted
