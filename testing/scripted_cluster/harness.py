@@ -130,6 +130,7 @@ class Cluster:
         self.plane = scripted.plane.plane
         self.admin = self.plane.admin_api()
         self.namespace = namespace
+        self.api_url = self.plane.url  # where the backend's client goes (e.g. a counting proxy)
         self.tmp_path = tmp_path
         self.log = CiLog()
         self.clock = ManualClock()
@@ -225,7 +226,7 @@ class Cluster:
     def api_client(self) -> kubernetes.client.ApiClient:
         """A client with the examples/rbac.yaml ServiceAccount's token (ci-runner's rights)."""
         configuration = kubernetes.client.Configuration()
-        configuration.host = self.plane.url
+        configuration.host = self.api_url
         configuration.ssl_ca_cert = str(self.plane.ca)
         configuration.api_key = {"authorization": f"Bearer {self.token}"}
         return kubernetes.client.ApiClient(configuration)
