@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import ssl
 import threading
@@ -168,12 +169,19 @@ class ApiProxy:
                 handler.send_header("Content-Length", length)
             handler.send_header("Connection", "close")
             handler.end_headers()
+            ended = threading.Event()
             if verb == "watch":
                 with self.lock:
                     self._streams[key] = (resource, upstream)
                     self.open_watches[resource] += 1
                     self.lock.notify_all()
-            self._stream(answer, handler, chunked=length is None)
+                threading.Thread(
+                    target=_end_on_hangup, args=(handler.connection, upstream, ended), daemon=True
+                ).start()
+            try:
+                self._stream(answer, handler, chunked=length is None)
+            finally:
+                ended.set()
         except (OSError, http.client.HTTPException):
             pass  # a cut watch, or the client hung up: the connection ends here
         finally:
@@ -207,6 +215,22 @@ class ApiProxy:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
+
+
+def _end_on_hangup(
+    client: socket.socket, upstream: http.client.HTTPSConnection, ended: threading.Event
+) -> None:
+    """Cut ``upstream`` once the client hangs up (a client that stops watching closes its
+    connection; an idle watch would otherwise never notice, having nothing to write)."""
+    while not ended.is_set():
+        with suppress(OSError, ValueError):
+            readable, _, _ = select.select([client], [], [], 0.2)
+            if readable and client.recv(1, socket.MSG_PEEK) == b"":
+                if upstream.sock is not None:
+                    upstream.sock.shutdown(socket.SHUT_RDWR)
+                return
+        if client.fileno() < 0:
+            return
 
 
 def kas_credentials(
