@@ -8,7 +8,8 @@ benchmarks and ``make demo-cluster`` share. Nothing here imports from ``tests/``
 - :mod:`testing.mermaid`: the real Mermaid in headless Chromium;
 - :mod:`testing.paths`, :mod:`testing.git`, :mod:`testing.golden`: files, git, golden files.
 - helpers several test modules share: :mod:`testing.agent_kubeconfig` (the GitLab agent's
-  KUBECONFIG), :mod:`testing.mr_pipeline` (an MR pipeline's CI job and its services),
+  KUBECONFIG), :mod:`testing.mr_pipeline` (an MR pipeline's CI job and its services, the
+  scripted cluster among them),
   :mod:`testing.local_training` (the example through real horovodrun),
   :mod:`testing.gitlab_ci_local`, :mod:`testing.metric_specs`, :mod:`testing.comment_shape` (a
   comment's Markdown structure).

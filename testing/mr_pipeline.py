@@ -1,6 +1,8 @@
-"""A GitLab merge-request pipeline's CI job for ``ci-runner train``: its CI variables, and the
-services it talks to over real HTTP: the fake GitLab (testing/fake_gitlab/), the fake Kubernetes
-API with MPI Operator behaviour (testing/fake_kube/) and a moto S3 server."""
+"""A GitLab merge-request pipeline's CI job for ``ci-runner train``: its CI variables
+(``testing/fake_gitlab/ci_variables.job_variables``), and the services it talks to over real
+HTTP: the fake GitLab (testing/fake_gitlab/), the scripted cluster's real kube-apiserver,
+controllers and MPI Operator (testing/scripted_cluster/: one namespace of it, reached with the
+token of the ServiceAccount examples/rbac.yaml binds) and a moto S3 server."""
 
 from __future__ import annotations
 
@@ -18,15 +20,15 @@ import boto3
 import yaml
 from moto.server import ThreadedMotoServer
 
+from testing.control_plane import accounts
+from testing.fake_gitlab.ci_variables import job_variables
 from testing.fake_gitlab.model import MergeRequest, User
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import FakeGitLab
-from testing.fake_kube.scenarios import MPIJOBS, JobScenario, MpiOperator
-from testing.fake_kube.server import TOKEN as CLUSTER_TOKEN
-from testing.fake_kube.server import FakeKubeServer
 from testing.paths import REPO_ROOT
+from testing.scripted_cluster.harness import Cluster
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
 
-NAMESPACE = "ml"
 GITLAB_TOKEN = "glpat-e2e-CANARY-51f0c2"
 JOB_TOKEN = "glcbt-64-e2e-CANARY-job-token"
 AWS_SECRET = "e2e-CANARY-aws-secret-key"
@@ -44,7 +46,7 @@ metrics:
     pattern: 'Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-0-9.e]+), Worker: (?P<rank>\d+)'
     goal: min
 kubernetes:
-  namespace: ml
+  namespace: {namespace}
 """
 LOG = [
     "[0]<stdout>:Training. Epoch 0, MSE loss: 1338.4868140452961, Worker: 0",
@@ -53,6 +55,11 @@ LOG = [
     "[1]<stdout>:Training. Epoch 1, MSE loss: 934.2259948853756, Worker: 1",
 ]
 MODEL = b"a trained model"
+
+
+def train_yaml(namespace: str) -> str:
+    """The MR's train.yaml, training in ``namespace``."""
+    return TRAIN_YAML.replace("{namespace}", namespace)
 
 
 class CiLog:
@@ -95,17 +102,18 @@ class Pipeline:
     project: FakeProject
     mr: MergeRequest
     bot: User
-    cluster: FakeKubeServer
-    operator: MpiOperator
+    cluster: Cluster
     s3_endpoint: str
+
+    @property
+    def namespace(self) -> str:
+        return self.cluster.namespace
 
     def for_job(self, job_id: int) -> Pipeline:
         """The same MR pipeline, another CI job (a re-run or a later pipeline)."""
         env = {
             **self.env,
-            "CI_JOB_ID": str(job_id),
-            "CI_JOB_URL": f"{self.env['CI_PROJECT_URL']}/-/jobs/{job_id}",
-            "CI_PIPELINE_ID": str(job_id + 1000),
+            **ci_job(self.gitlab, self.project, self.mr, self.sha, job_id, job_id + 1000),
         }
         return Pipeline(**{**self.__dict__, "env": env})
 
@@ -121,16 +129,20 @@ class Pipeline:
         assert process.stdout is not None
         return process, CiLog(process.stdout)
 
-    def submitted_job(self) -> JobScenario:
-        """The MPIJob ci-runner created, once it exists."""
-        store = self.cluster.store
-        with store.cond:
-            found = store.cond.wait_for(
-                lambda: any(k == MPIJOBS for k, _, _ in store.objects), timeout=WAIT
+    def submitted_job(self, log: CiLog | None = None, timeout: float = WAIT) -> JobScenario:
+        """The MPIJob ci-runner created, once it exists (``log``: shown if it never does)."""
+        path = MPIJOBS.format(ns=self.namespace)
+        try:
+            name = wait_for(
+                "an MPIJob submitted",
+                lambda: next(
+                    (j["metadata"]["name"] for j in self.cluster.admin.list(path)[0]), None
+                ),
+                timeout,
             )
-            assert found, "no MPIJob was submitted"
-            name = next(n for k, _, n in store.objects if k == MPIJOBS)
-        return self.operator.job(name, NAMESPACE)
+        except AssertionError as err:
+            raise AssertionError(f"{err}; the CI log so far: {log.lines if log else '?'}") from None
+        return self.cluster.job(str(name))
 
     def notes(self) -> list[str]:
         return [note.body for note in self.mr.notes]
@@ -139,11 +151,32 @@ class Pipeline:
         return self.repo / "ci-runner-out"
 
 
+def ci_job(
+    gitlab: FakeGitLab,
+    project: FakeProject,
+    mr: MergeRequest,
+    sha: str,
+    job_id: int,
+    pipeline_id: int,
+) -> dict[str, str]:
+    """The predefined variables of CI job ``job_id`` of ``mr``'s pipeline ``pipeline_id``."""
+    return job_variables(
+        gitlab.url,
+        project,
+        source="merge_request_event",
+        sha=sha,
+        job_id=job_id,
+        pipeline_id=pipeline_id,
+        mr=mr,
+    )
+
+
 @contextmanager
-def mr_pipeline(tmp_path: Path, repo: Path, sha: str) -> Iterator[Pipeline]:
+def mr_pipeline(tmp_path: Path, repo: Path, sha: str, cluster: Cluster) -> Iterator[Pipeline]:
     """The CI job of an MR pipeline at ``sha`` of ``repo``, with the fake GitLab (the MR, the bot,
-    the main branch's baseline), the fake Kubernetes API and an S3 bucket ``models`` running."""
-    with FakeGitLab() as gitlab, FakeKubeServer() as cluster:
+    the main branch's baseline), ``cluster``'s namespace (examples/rbac.yaml's ServiceAccount in
+    KUBECONFIG) and an S3 bucket ``models`` running."""
+    with FakeGitLab() as gitlab:
         s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         s3.start()
         try:
@@ -165,45 +198,17 @@ def mr_pipeline(tmp_path: Path, repo: Path, sha: str) -> Iterator[Pipeline]:
                 json.dumps(baseline).encode(),
             )
             kubeconfig = tmp_path / "kubeconfig"
-            kubeconfig.write_text(
-                yaml.safe_dump(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Config",
-                        "clusters": [{"name": "fake", "cluster": {"server": cluster.url}}],
-                        "users": [{"name": "ci", "user": {"token": CLUSTER_TOKEN}}],
-                        "contexts": [
-                            {"name": "fake", "context": {"cluster": "fake", "user": "ci"}}
-                        ],
-                        "current-context": "fake",
-                    }
-                )
+            config = accounts.kubeconfig(
+                cluster.plane.url, cluster.plane.ca, cluster.token, cluster.namespace
             )
-            project_url = f"{gitlab.url}/group/proj"
+            kubeconfig.write_text(yaml.safe_dump(config))
             env = {
                 "PATH": os.environ["PATH"],
                 "HOME": str(tmp_path),
                 "PYTHONPATH": str(REPO_ROOT),
-                "CI": "true",
-                "GITLAB_CI": "true",
-                "CI_SERVER_URL": gitlab.url,
-                "CI_PROJECT_ID": str(project.id),
-                "CI_PROJECT_PATH": "group/proj",
-                "CI_PROJECT_URL": project_url,
+                **ci_job(gitlab, project, mr, sha, 5005, 1001),
                 "CI_REPOSITORY_URL": f"https://gitlab-ci-token:{JOB_TOKEN}@gitlab.example.com/group/proj.git",
-                "CI_COMMIT_SHA": sha,
-                "CI_COMMIT_REF_NAME": "faster",
-                "CI_DEFAULT_BRANCH": "main",
-                "CI_PIPELINE_ID": "1001",
-                "CI_PIPELINE_SOURCE": "merge_request_event",
-                "CI_JOB_ID": "5005",
-                "CI_JOB_NAME": "train",
-                "CI_JOB_URL": f"{project_url}/-/jobs/5005",
                 "CI_JOB_TOKEN": JOB_TOKEN,
-                "CI_MERGE_REQUEST_IID": "7",
-                "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-                "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
-                "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
                 "CI_RUNNER_GITLAB_TOKEN": GITLAB_TOKEN,
                 "KUBECONFIG": str(kubeconfig),
                 "AWS_ACCESS_KEY_ID": "e2e-access-key",
@@ -219,9 +224,7 @@ def mr_pipeline(tmp_path: Path, repo: Path, sha: str) -> Iterator[Pipeline]:
                 region_name="us-east-1",
             )
             client.create_bucket(Bucket="models")
-            yield Pipeline(
-                repo, sha, env, gitlab, project, mr, bot, cluster, MpiOperator(cluster), s3_endpoint
-            )
+            yield Pipeline(repo, sha, env, gitlab, project, mr, bot, cluster, s3_endpoint)
         finally:
             s3.stop()
 

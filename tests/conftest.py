@@ -24,13 +24,13 @@ from testing.git import run_git
 from testing.golden import UPDATE_OPTION, Golden
 from testing.paths import EXAMPLE, FAKE_HOROVODRUN, GOLDEN_DIR, REPO_ROOT
 from testing.rights import missing_rights, verdict
-from testing.scripted_cluster.harness import Cluster as ScriptedTestCluster
-from testing.scripted_cluster.harness import ScriptedCluster, module_cluster
 
 EMULATED_CLUSTER_MODULES = "tests.test_emulated_cluster_"
 
 if TYPE_CHECKING:
     from testing.mr_pipeline import Pipeline
+    from testing.scripted_cluster.harness import Cluster as ScriptedTestCluster
+    from testing.scripted_cluster.harness import ScriptedCluster
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -183,24 +183,33 @@ def example_project(tmp_path: Path) -> Path:
     return repo
 
 
-@pytest.fixture
-def pipeline(
-    tmp_path: Path, git_repo: Callable[[dict[str, str]], tuple[Path, str]]
-) -> Iterator[Pipeline]:
-    """An MR pipeline's CI job for ``ci-runner train`` on a repository holding
-    testing/mr_pipeline.py's train.yaml, its GitLab, cluster and S3 running."""
-    # Imported here: moto and boto3 take half a second, and most test runs need neither.
-    from testing.mr_pipeline import TRAIN_YAML, mr_pipeline
-
-    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print('hi')\n"})
-    with mr_pipeline(tmp_path, repo, sha) as running:
-        yield running
-
-
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
-    """The scripted cluster of a test module (the real control plane, started once a module)."""
+    """The scripted cluster of a test module (testing/scripted_cluster/: the real control plane;
+    skips without root or its binaries); ``scripted.cluster(tmp_path)`` gives a test its
+    namespace."""
+    from testing.scripted_cluster.harness import module_cluster
+
     yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
+
+
+@pytest.fixture
+def pipeline(
+    tmp_path: Path,
+    git_repo: Callable[[dict[str, str]], tuple[Path, str]],
+    scripted: ScriptedCluster,
+) -> Iterator[Pipeline]:
+    """An MR pipeline's CI job for ``ci-runner train`` on a repository holding
+    testing/mr_pipeline.py's train.yaml, its GitLab, S3 and a namespace of the module's scripted
+    cluster running."""
+    # Imported here: moto and boto3 take half a second, and most test runs need neither.
+    from testing.mr_pipeline import mr_pipeline, train_yaml
+
+    with scripted.cluster(tmp_path) as cluster:
+        files = {"train.yaml": train_yaml(cluster.namespace), "train.py": "print('hi')\n"}
+        repo, sha = git_repo(files)
+        with mr_pipeline(tmp_path, repo, sha, cluster) as running:
+            yield running
 
 
 @pytest.fixture

@@ -1,5 +1,11 @@
 """``ci-runner cancel`` through ``cli.main``: it reaches the cluster the way ``train`` does, the
-GitLab agent's context included."""
+GitLab agent's context included.
+
+The agent's cluster is the in-process fake API server (testing/fake_kube/server.py) with no
+controllers: cancel only lists and deletes, so these stay fast and rootless in ``make unit``; the
+fake answering only the ``ci:12:<job token>`` of the gpu-cluster agent stands for the agent server
+routing by token. The same path on the real control plane, through a KAS-like proxy, is
+tests/test_train_e2e.py's agent test."""
 
 from __future__ import annotations
 

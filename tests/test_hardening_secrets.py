@@ -3,10 +3,11 @@
 Every variable of ``ci_runner.masking.SECRET_VARIABLES`` and a masked CI variable listed in
 train.yaml's ``secrets`` get a distinctive value containing ``CANARY``. Training code prints them
 (whole, on stderr too, and packed into a line long enough that the pipe delivers it in several
-reads), ci-runner runs locally and on the fake cluster in a merge-request pipeline that posts to
-the fake GitLab, and then the CI log (stdout and stderr of ``cli.main``), the saved log,
-report.md, metrics.json, metrics.txt, the comments GitLab received, the MPIJob and every error
-message and crash log are searched: none may hold a canary, or any part of one.
+reads), ci-runner runs locally and on the scripted cluster (the real control plane, as
+examples/rbac.yaml's ServiceAccount) in a merge-request pipeline that posts to the fake GitLab,
+and then the CI log (stdout and stderr of ``cli.main``), the saved log, report.md, metrics.json,
+metrics.txt, the comments GitLab received, the MPIJob and every error message and crash log are
+searched: none may hold a canary, or any part of one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import pytest
@@ -33,10 +34,10 @@ from ci_runner.commands import train
 from ci_runner.masking import MASK, SECRET_VARIABLES
 from testing.fake_gitlab.retry_waits import record_retry_sleeps
 from testing.fake_gitlab.server import FakeGitLab
-from testing.fake_kube.admission import Denial, webhook_denial
-from testing.fake_kube.scenarios import MpiOperator
-from testing.fake_kube.server import FakeKubeServer
 from testing.git import run_git
+
+if TYPE_CHECKING:
+    from testing.scripted_cluster.harness import Cluster, ScriptedCluster
 
 GitRepo = Callable[..., tuple[Path, str]]
 
@@ -386,30 +387,26 @@ def test_rendered_manifest_names_secrets_only(git_repo: GitRepo, tmp_path: Path)
 
 
 # ---------------------------------------------------------------------------------------------
-# The cluster: `ci-runner train` against the fake kube-apiserver and MPI Operator.
+# The cluster: `ci-runner train` against the scripted cluster's kube-apiserver, controllers and
+# MPI Operator (testing/scripted_cluster/), as the ServiceAccount examples/rbac.yaml binds.
 
-NAMESPACE = "ml"
 WAIT = 30.0
 
 
-def kubeconfig(path: Path, server: FakeKubeServer) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-                "users": [{"name": "ci", "user": {"token": server.token}}],
-                "contexts": [
-                    {
-                        "name": "fake",
-                        "context": {"cluster": "fake", "user": "ci", "namespace": NAMESPACE},
-                    }
-                ],
-                "current-context": "fake",
-            }
-        )
+@pytest.fixture
+def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
+    with scripted.cluster(tmp_path) as cluster:
+        yield cluster
+
+
+def kubeconfig(path: Path, cluster: Cluster) -> Path:
+    """KUBECONFIG with the ServiceAccount's token, its context in the test's namespace."""
+    from testing.control_plane import accounts
+
+    config = accounts.kubeconfig(
+        cluster.plane.url, cluster.plane.ca, cluster.token, cluster.namespace
     )
+    path.write_text(yaml.safe_dump(config))
     return path
 
 
@@ -423,55 +420,54 @@ def wait_until(condition: Callable[[], Any], what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def in_thread(
+    argv: list[str], repo: Path, env: dict[str, str], crash: Path | None = None
+) -> tuple[threading.Thread, list[int], io.StringIO, io.StringIO]:
+    """``cli.main(argv)`` on a thread: the thread, its exit code (once it ends), stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    codes: list[int] = []
+
+    def run() -> None:
+        codes.append(cli.main(argv, env=env, cwd=repo, stdout=out, stderr=err, crash_dir=crash))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, codes, out, err
+
+
 @pytest.mark.slow
+@pytest.mark.control_plane
 def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
-    git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab, chunks: list[str]
+    git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab, chunks: list[str], cluster: Cluster
 ) -> None:
     repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": train_py()})
-    with FakeKubeServer() as server:
-        operator = MpiOperator(server)
-        env = {
-            **ci_environment(tmp_path, gitlab, sha),
-            "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", server)),
-        }
-        out, err = io.StringIO(), io.StringIO()
-        crash = tmp_path / "crash"
-        codes: list[int] = []
-
-        def run() -> None:
-            codes.append(
-                cli.main(
-                    ["train", "--output-dir", "ci"],
-                    env=env,
-                    cwd=repo,
-                    stdout=out,
-                    stderr=err,
-                    crash_dir=crash,
-                )
-            )
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        jobs = wait_until(
-            lambda: server.store.list("mpijobs.kubeflow.org", NAMESPACE)[0], "the MPIJob"
-        )
-        name = jobs[0]["metadata"]["name"]
-        server.wait_for_watches("mpijobs.kubeflow.org", "pods", "events")
-        job = operator.job(name, NAMESPACE)
-        job.workers_running()
-        job.launcher_running()
-        wait_until(lambda: f"launcher running (pod {job.launcher_pod})" in err.getvalue(), "launch")
-        job.launcher_log(*[f"[0]<stdout>:leak {value}" for value in SECRET_VALUES])
-        job.launcher_log("[0]<stdout>:loss 2 step 0", "[0]<stdout>:loss 1 step 1")
-        for value in SECRET_VALUES:  # the log stream breaks half-way through a secret
-            job.launcher_log_cut(f"[1]<stderr>:{value}{value}")
-        job.launcher_log_unterminated(f"[0]<stdout>:last words {SECRET_VALUES[0]}")
-        submitted = server.store.get("mpijobs.kubeflow.org", NAMESPACE, name)
-        secrets, _ = server.store.list("secrets", NAMESPACE)
-        job.launcher_exits(1)
-        thread.join(timeout=WAIT)
-        assert not thread.is_alive(), err.getvalue()
-        assert server.store.list("secrets", NAMESPACE)[0] == []  # deleted with the job
+    env = {
+        **ci_environment(tmp_path, gitlab, sha),
+        "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", cluster)),
+    }
+    crash = tmp_path / "crash"
+    mpijobs = f"/apis/kubeflow.org/v2beta1/namespaces/{cluster.namespace}/mpijobs"
+    secrets_path = f"/api/v1/namespaces/{cluster.namespace}/secrets"
+    thread, codes, out, err = in_thread(["train", "--output-dir", "ci"], repo, env, crash)
+    jobs = wait_until(lambda: cluster.admin.list(mpijobs)[0], "the MPIJob")
+    name = jobs[0]["metadata"]["name"]
+    cluster.wait_watching()
+    job = cluster.job(name)
+    job.workers_running()
+    job.launcher_running()
+    wait_until(lambda: f"launcher running (pod {job.launcher_pod})" in err.getvalue(), "launch")
+    job.launcher_log(*[f"[0]<stdout>:leak {value}" for value in SECRET_VALUES])
+    job.launcher_log("[0]<stdout>:loss 2 step 0", "[0]<stdout>:loss 1 step 1")
+    for value in SECRET_VALUES:  # the log stream breaks half-way through a secret
+        job.launcher_log_cut(f"[1]<stderr>:{value}{value}")
+    job.launcher_log_unterminated(f"[0]<stdout>:last words {SECRET_VALUES[0]}")
+    submitted = cluster.admin.get(f"{mpijobs}/{name}")
+    secrets, _ = cluster.admin.list(secrets_path)
+    job.launcher_exits(1)
+    thread.join(timeout=WAIT)
+    assert not thread.is_alive(), err.getvalue()
+    # Deleted with the job (the garbage collector follows the MPIJob's deletion).
+    wait_until(lambda: cluster.admin.list(secrets_path)[0] == [], "the Secret deleted")
 
     assert codes == [1], err.getvalue()
     # The Secret holds the values; the MPIJob only its name and keys.
@@ -537,37 +533,29 @@ def test_pip_output_leaks_no_secret(
 
 
 @pytest.mark.slow
+@pytest.mark.control_plane
 def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
-    git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab
+    git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab, cluster: Cluster
 ) -> None:
+    from testing.scripted_cluster.webhook import PodDenyingWebhook
+
     repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print(1)\n"})
     leaked = CANARIES["WANDB_API_KEY"]
-    with FakeKubeServer() as server:
-        MpiOperator(server)
-        # An admission webhook refusing the worker pods, quoting a value back.
-        refusal = webhook_denial("policy.example.com", f"policy refused WANDB_API_KEY={leaked}")
-        server.admission.denials.append(Denial("pods", refusal))
-        env = {
-            **ci_environment(tmp_path, gitlab, sha),
-            "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", server)),
-        }
-        out, err = io.StringIO(), io.StringIO()
-        codes: list[int] = []
-
-        def run() -> None:
-            codes.append(
-                cli.main(["train", "--output-dir", "ci"], env=env, cwd=repo, stdout=out, stderr=err)
-            )
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        try:
-            thread.join(timeout=WAIT)
-            assert not thread.is_alive(), err.getvalue()
-        finally:
-            server.reject_credentials()  # a run still waiting ends on the 401 of its next watch
-            server.drop_watches()
-            thread.join(timeout=WAIT)
+    env = {
+        **ci_environment(tmp_path, gitlab, sha),
+        "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", cluster)),
+    }
+    # An admission webhook refusing the worker pods, quoting a value back.
+    with PodDenyingWebhook(
+        cluster.plane,
+        cluster.admin,
+        cluster.namespace,
+        "policy.example.com",
+        f"policy refused WANDB_API_KEY={leaked}",
+    ):
+        thread, codes, out, err = in_thread(["train", "--output-dir", "ci"], repo, env)
+        thread.join(timeout=WAIT)
+    assert not thread.is_alive(), err.getvalue()
 
     assert codes == [1], err.getvalue()
     reason = (
@@ -583,6 +571,7 @@ def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
     outputs.add_files(repo / "ci")
     outputs.add_gitlab(gitlab)
     outputs.assert_no_canary()
+    assert cluster.leftovers() == []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The component's train job executed by gitlab-ci-local with the shell executor, `ci-runner` on
-PATH, against the fake GitLab and the fake cluster of testing/mr_pipeline.py: the job trains,
+PATH, against the fake GitLab and the scripted cluster (the real control plane) of
+testing/mr_pipeline.py: the job trains,
 comments on its merge request, and on failure runs `after_script` (which cancels nothing: only a
 cancelled job deletes its MPIJob there)."""
 
@@ -14,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testing.fake_kube.scenarios import MPIJOBS, JobScenario
 from testing.git import run_git
 from testing.gitlab_ci_local import gitlab_ci_local
-from testing.mr_pipeline import LOG, NAMESPACE, CiLog, Pipeline, upload_model
+from testing.mr_pipeline import LOG, CiLog, Pipeline, upload_model
 from testing.paths import REPO_ROOT
+from testing.scripted_cluster.scenarios import JobScenario
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.control_plane]
 START_WAIT = 120.0  # real seconds for gitlab-ci-local to start the job (never reached when green)
 BIN = Path(sys.executable).parent
 # gitlab-ci-local sets these itself; the job must see the pipeline's.
@@ -52,7 +53,8 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
     run_git(["commit", "-q", "-m", "CI"], repo)
     args = [str(gitlab_ci_local()), "--force-shell-executor", "train"]
     for name, value in pipe.env.items():
-        if name not in ("PATH", "HOME", "PYTHONPATH"):
+        # CI_JOB_STATUS is the runner's to set: "failed" in a failed job's after_script.
+        if name not in ("PATH", "HOME", "PYTHONPATH", "CI_JOB_STATUS"):
             args += ["--variable", f"{name}={value}"]
     env = {
         **os.environ,
@@ -68,22 +70,10 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
     return process, CiLog(process.stdout, prefix="train > ", timeout=120)
 
 
-def submitted_job(pipe: Pipeline, log: CiLog) -> JobScenario:
-    """The MPIJob the job created (gitlab-ci-local takes seconds to start a job)."""
-    store = pipe.cluster.store
-    with store.cond:
-        found = store.cond.wait_for(
-            lambda: any(k == MPIJOBS for k, _, _ in store.objects), timeout=START_WAIT
-        )
-        assert found, f"no MPIJob was submitted; the log so far: {log.lines}"
-        name = next(n for k, _, n in store.objects if k == MPIJOBS)
-    return pipe.operator.job(name, NAMESPACE)
-
-
 def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog, JobScenario]:
     process, log = start_job(pipe)
-    job = submitted_job(pipe, log)
-    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {NAMESPACE}")
+    job = pipe.submitted_job(log, timeout=START_WAIT)  # gitlab-ci-local takes seconds to start
+    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {pipe.namespace}")
     job.workers_running()
     log.wait_for("[ci-runner] workers ready 2/2")
     job.launcher_running()

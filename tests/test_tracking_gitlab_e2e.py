@@ -233,6 +233,8 @@ def test_cancel_ends_the_run_train_started_killed_with_the_saved_metrics(
                                                      "url": "https://page"}))  # fmt: skip
     (out / "train.log").write_text("[0]<stdout>:loss 3 step 0\n[1]<stdout>:loss 5 step 0\n")
 
+    # The agent's cluster: the in-process fake API server, no controllers (cancel finds no
+    # MPIJob to delete here; only the run's end is under test).
     with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
         env["KUBECONFIG"] = str(gitlab_kubeconfig(tmp_path, kas.url))
         args = ["cancel", "--output-dir", "ci", "--kube-context", "ml/k8s-agents:gpu-cluster"]

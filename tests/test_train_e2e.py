@@ -1,8 +1,9 @@
 """`ci-runner train` as a GitLab merge-request pipeline runs it, end to end.
 
 A real ``ci-runner`` process with an MR pipeline's CI variables, in a local git repository, talks
-over real HTTP to the fake GitLab, the fake Kubernetes API and S3 (testing/mr_pipeline.py). The
-test plays the cluster's part: workers start, the launcher logs, the launcher exits.
+over real HTTP to the fake GitLab, S3 and the scripted cluster's real kube-apiserver, controllers
+and MPI Operator (testing/mr_pipeline.py), as the ServiceAccount examples/rbac.yaml binds. The
+test plays the nodes' part: workers start, the launcher logs, the launcher exits.
 """
 
 from __future__ import annotations
@@ -19,29 +20,30 @@ import requests
 from ci_runner.cli import main
 from testing.agent_kubeconfig import CONTEXTS, gitlab_kubeconfig
 from testing.agent_kubeconfig import JOB_TOKEN as AGENT_JOB_TOKEN
-from testing.fake_kube.scenarios import JobScenario
-from testing.fake_kube.server import Store
 from testing.mr_pipeline import (
     AWS_SECRET,
     GITLAB_TOKEN,
     JOB_TOKEN,
     LOG,
     MODEL,
-    NAMESPACE,
     WAIT,
     CiLog,
     Pipeline,
     upload_model,
 )
+from testing.scripted_cluster.api_proxy import ApiProxy, kas_credentials
+from testing.scripted_cluster.harness import KINDS
+from testing.scripted_cluster.scenarios import JobScenario
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.control_plane]
+SEEN_KINDS = [*(k for k in KINDS if k != "secrets"), "events"]
 
 
 def run_to_the_launcher(pipeline: Pipeline) -> tuple[subprocess.Popen[str], CiLog, JobScenario]:
     """Start `ci-runner train`; the workers and the launcher come up and the launcher logs."""
     process, log = pipeline.start_train()
-    job = pipeline.submitted_job()
-    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {NAMESPACE}")
+    job = pipeline.submitted_job(log)
+    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {pipeline.namespace}")
     (started,) = pipeline.notes()
     assert "Training started" in started, started
     assert job.name in started
@@ -60,20 +62,31 @@ def finished(process: subprocess.Popen[str], log: CiLog) -> int:
     return code
 
 
-def leftovers(store: Store) -> list[tuple[str, str, str]]:
-    """What a run left in the namespace (Events go by themselves, after kube-apiserver's
-    --event-ttl, 1 h by default)."""
-    return [key for key in store.objects if key[1] == NAMESPACE and key[0] != "events"]
+def leftovers(pipeline: Pipeline, settle: float = WAIT) -> list[tuple[str, str]]:
+    """What a run left in the namespace, once the garbage collector has had up to ``settle``
+    seconds (Events go by themselves, after kube-apiserver's --event-ttl, 1 h by default)."""
+    return pipeline.cluster.leftovers(settle)
 
 
-def assert_no_secret_anywhere(pipeline: Pipeline, log: CiLog) -> None:
+def namespace_objects(pipeline: Pipeline) -> list[dict[str, object]]:
+    """Every object of the namespace but its Secrets (what anyone with list rights sees)."""
+    paths = {**KINDS, "events": "/api/v1/namespaces/{ns}/events"}
+    found: list[dict[str, object]] = []
+    for kind in SEEN_KINDS:
+        found += pipeline.cluster.admin.list(paths[kind].format(ns=pipeline.namespace))[0]
+    return found
+
+
+def assert_no_secret_anywhere(
+    pipeline: Pipeline, log: CiLog, seen: list[dict[str, object]]
+) -> None:
+    """No secret in the CI log, the comments, the output files, or the namespace's objects
+    (``seen`` while the job ran, and what is there now)."""
     outputs = [
         "\n".join(log.lines),
         *pipeline.notes(),
         *(p.read_text() for p in pipeline.output_dir().iterdir()),
-        json.dumps(
-            [obj for obj in pipeline.cluster.store.objects.values() if obj["kind"] != "Secret"]
-        ),
+        json.dumps(seen + namespace_objects(pipeline)),
     ]
     for secret in (GITLAB_TOKEN, JOB_TOKEN, AWS_SECRET):
         assert not [text for text in outputs if secret in text], secret
@@ -83,8 +96,12 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     process, log, job = run_to_the_launcher(pipeline)
     key = upload_model(pipeline, job)
     # Manifests name the Secret; its values live only in the Secret, which the MPIJob owns.
-    secret = pipeline.cluster.store.get("secrets", NAMESPACE, f"{job.name}-secrets")
+    secret = pipeline.cluster.admin.get(
+        f"/api/v1/namespaces/{pipeline.namespace}/secrets/{job.name}-secrets"
+    )
+    assert secret is not None
     assert secret["metadata"]["ownerReferences"][0]["name"] == job.name
+    seen = namespace_objects(pipeline)
     job.launcher_exits(0)
 
     assert finished(process, log) == 0, "\n".join(log.lines)
@@ -121,16 +138,12 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     assert json.loads((out / "metrics.json").read_text())["metrics"]["train_loss"]["final"] == (
         pytest.approx(934.8792437337936)
     )
-    assert_no_secret_anywhere(pipeline, log)
+    assert_no_secret_anywhere(pipeline, log, seen)
     # The log saved, nothing of the run is left in the namespace (Events expire by themselves).
-    store = pipeline.cluster.store
-    assert [key for key in store.objects if key[1] == NAMESPACE and key[0] != "events"] == []
+    assert leftovers(pipeline) == []
 
     # A second pipeline on the same MR edits the same comment and keeps this run in its history.
     second = pipeline.for_job(5006)
-    store = pipeline.cluster.store
-    for left in [key for key in store.objects if key[1] == NAMESPACE]:  # the nodes stay
-        del store.objects[left]
     process, log, job2 = run_to_the_launcher(second)
     assert job2.name != job.name
     upload_model(second, job2)
@@ -142,12 +155,18 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
 
 
 def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
-    pipeline: Pipeline, tmp_path: Path
+    pipeline: Pipeline, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """GitLab injects a kubeconfig with a context per authorized agent and none current; the
-    cluster here answers only the gpu-cluster agent's token, as KAS routes by token."""
-    kubeconfig = gitlab_kubeconfig(tmp_path, pipeline.cluster.url)
-    pipeline.cluster.accepted_token = f"ci:12:{AGENT_JOB_TOKEN}"
+    agent server here (testing/scripted_cluster/api_proxy.py) lets only the gpu-cluster agent's
+    token through, as KAS routes by token, and calls kube-apiserver as that agent's
+    ServiceAccount (examples/rbac.yaml's)."""
+    cluster = pipeline.cluster
+    kas = ApiProxy(
+        cluster.plane.url, cluster.plane.ca, kas_credentials(12, AGENT_JOB_TOKEN, cluster.token)
+    ).start()
+    request.addfinalizer(kas.stop)
+    kubeconfig = gitlab_kubeconfig(tmp_path, kas.url)
     agent = Pipeline(
         **{**pipeline.__dict__, "env": {**pipeline.env, "KUBECONFIG": str(kubeconfig)}}
     )
@@ -159,7 +178,8 @@ def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
         f"{CONTEXTS}; fix: choose one with the CI/CD variable KUBE_CONTEXT, --kube-context or "
         "kubernetes.context in train.yaml, e.g. KUBE_CONTEXT=ml/k8s-agents:cpu-cluster"
     )
-    assert leftovers(pipeline.cluster.store) == []
+    assert leftovers(pipeline, settle=0) == []
+    assert kas.requests == []  # it stopped before it reached the cluster
 
     chosen = Pipeline(
         **{**agent.__dict__, "env": {**agent.env, "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster"}}
@@ -169,11 +189,13 @@ def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
     job.launcher_exits(0)
     assert finished(process, log) == 0, "\n".join(log.lines)
     assert f"[ci-runner] MPIJob {job.name} succeeded" in log.lines
+    assert kas.requests and kas.refused == 0  # every request came through the agent
 
 
 def test_failed_run_exits_1_and_says_why_in_the_comment(pipeline: Pipeline) -> None:
     process, log, job = run_to_the_launcher(pipeline)
     launcher = job.launcher_pod
+    seen = namespace_objects(pipeline)
     job.launcher_log("[1]<stderr>:ValueError: bad batch")
     job.launcher_exits(1)
 
@@ -186,7 +208,7 @@ def test_failed_run_exits_1_and_says_why_in_the_comment(pipeline: Pipeline) -> N
     assert f"**Reason:** `{reason}`" in comment
     assert "[1]<stderr>:ValueError: bad batch" in comment  # the log tail
     assert "Model and outputs" not in comment
-    assert_no_secret_anywhere(pipeline, log)
+    assert_no_secret_anywhere(pipeline, log, seen)
 
 
 def test_cancelled_run_leaves_nothing_in_the_cluster(pipeline: Pipeline) -> None:
@@ -210,8 +232,7 @@ def test_cancelled_run_leaves_nothing_in_the_cluster(pipeline: Pipeline) -> None
     assert f"[ci-runner] cancelled: MPIJob {job.name} and everything it owned deleted" in (
         stderr.getvalue().splitlines()
     )
-    store = pipeline.cluster.store
-    assert leftovers(store) == []
+    assert leftovers(pipeline) == []
     (comment,) = pipeline.notes()
     assert "Training cancelled" in comment
     assert LOG[-1] in comment  # the tail of the log `train` had saved
@@ -236,7 +257,7 @@ def test_fork_merge_request_is_refused_before_anything_runs(pipeline: Pipeline) 
         "component input allow_fork_merge_requests: true, or push its branch to group/proj and "
         "open the merge request from there\n"
     )
-    assert leftovers(pipeline.cluster.store) == []
+    assert leftovers(pipeline, settle=0) == []
     assert pipeline.notes() == []
 
 
@@ -261,7 +282,7 @@ def test_fork_merge_request_pipeline_in_the_fork_says_so(pipeline: Pipeline) -> 
         "request's Pipelines tab (it runs in group/proj) with the component input "
         "allow_fork_merge_requests: true\n"
     )
-    assert leftovers(pipeline.cluster.store) == []  # nothing was submitted
+    assert leftovers(pipeline, settle=0) == []  # nothing was submitted
 
 
 def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:
@@ -271,8 +292,8 @@ def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:
     )
     del manual.env["CI_MERGE_REQUEST_IID"]
     process, log = manual.start_train()
-    job = manual.submitted_job()
-    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {NAMESPACE}")
+    job = manual.submitted_job(log)
+    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {manual.namespace}")
     process.kill()
     finished(process, log)
 
@@ -294,5 +315,5 @@ def test_invalid_override_is_one_line_and_submits_nothing(pipeline: Pipeline) ->
         "ci-runner: error: CI_RUNNER_WORKERS: must be a whole number, got 'lots'; fix: set "
         "CI_RUNNER_WORKERS to a number from 1 to 512, e.g. 2\n"
     )
-    assert leftovers(pipeline.cluster.store) == []
+    assert leftovers(pipeline, settle=0) == []
     assert pipeline.notes() == []
