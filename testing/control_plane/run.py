@@ -18,7 +18,7 @@ from typing import Any
 import requests
 import yaml
 
-from testing.control_plane import accounts, binaries, pki
+from testing.control_plane import accounts, binaries, pki, rbac
 from testing.emulated_cluster import cleanup, marks, network
 from testing.emulated_cluster.api import Api, ApiFailure
 from testing.emulated_cluster.cgroups import Cgroup
@@ -156,6 +156,7 @@ class ControlPlane:
         etcd_url = self._etcd()
         self._apiserver(etcd_url)
         self._wait_ready()
+        rbac.grant_kubelet_client(self.admin_api())  # pods/log: the kubelets ask the API
         self._controller_manager()
         self._scheduler()
         self._operator()
@@ -315,9 +316,8 @@ class ControlPlane:
         api = self.admin_api()
         accounts.create_namespace(api, LOCK_NAMESPACE, wait_for_account=False)
         self._apply_crd(api)
-        # The operator's user: cluster-wide rights (upstream deploys it with a ClusterRole of
-        # about that reach: deploy/v2beta1/mpi-operator.yaml).
-        pair = self.client_certificate("mpi-operator", ("system:masters",))
+        rbac.grant_operator(api)  # upstream's ClusterRole, bound to the operator's own user
+        pair = self.client_certificate(rbac.OPERATOR_USER)
         config = self._write_kubeconfig(
             "mpi-operator", kubeconfig(self.url, self.ca, cert_user(pair))
         )
