@@ -392,3 +392,31 @@ def test_a_suspension_after_the_start_is_a_preemption() -> None:
         "deleted and it starts again when the queue resumes it"
     ]
     assert tracker.verdict() is None
+
+
+def test_a_disrupted_worker_is_named_after_the_operator_replaced_its_pod() -> None:
+    # Eviction: the API server adds DisruptionTarget and deletes the pod; sshd exits 0, mpirun
+    # fails, and MPI Operator v0.8.2 creates a new pod of the same name (getOrCreateWorker).
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True)), 0)
+    evicted = worker(1, ready=True)
+    evicted["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+        }
+    )
+    tracker.apply(pods("MODIFIED", evicted), 1)
+    tracker.apply(pods("DELETED", evicted), 2)
+    tracker.apply(pods("ADDED", worker(1)), 3)
+    tracker.apply(pods("ADDED", launcher(exit_code=255)), 4)
+    failed = mpijob(("Created", "MPIJobCreated"), ("Failed", "MPIJobFailed"))
+    tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (failed,)), 5)
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.message == (
+        "worker j-worker-1 was stopped by the cluster (EvictionByEvictionAPI: Eviction API: "
+        "evicting); the launcher then failed"
+    )

@@ -50,6 +50,9 @@ class JobTracker:
         self.mpijob: JSON | None = None
         self.pods: dict[str, JSON] = {}  # pods that exist now
         self.last_seen: dict[str, JSON] = {}  # every pod's last state, deleted ones too
+        # A pod the cluster stopped (DisruptionTarget), kept when MPI Operator v0.8.2 creates a
+        # new pod of that name in its place (getOrCreateWorker): the old one is why the job failed.
+        self.disrupted: dict[str, JSON] = {}
         self._said: set[str] = set()
         self._ready_said = 0
         self._launchers: list[str] = []  # launcher pods whose container started, oldest first
@@ -102,6 +105,8 @@ class JobTracker:
         for pod in update.objects:
             name = explain.pod_name(pod)
             self.last_seen[name] = pod
+            if explain.condition(pod, "DisruptionTarget") is not None:
+                self.disrupted[name] = pod
             if update.type == "DELETED":
                 self.pods.pop(name, None)
             else:
@@ -291,7 +296,8 @@ class JobTracker:
         if explain.condition(job, "Succeeded"):
             return Verdict(Outcome.SUCCEEDED)
         if explain.condition(job, "Failed"):
-            return Verdict(Outcome.FAILED, explain.explain_failed_job(job, self.last_seen))
+            seen = {**self.last_seen, **self.disrupted}
+            return Verdict(Outcome.FAILED, explain.explain_failed_job(job, seen))
         if self._failure is not None:
             return self._failure
         if self._deleted:
