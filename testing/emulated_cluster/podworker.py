@@ -547,8 +547,9 @@ class PodWorker:
         }
         # Explicit nulls, as the two-way patch of PatchPodStatus has for fields that went away: a
         # strategic merge keeps any field of a condition the patch does not mention.
-        condition["reason"], condition["message"] = (reason, message) if not ok and reason else (
-            None, None)  # fmt: skip
+        said = not ok and bool(reason)
+        condition["reason"] = reason if said else None
+        condition["message"] = message if said else None
         return condition
 
     def _container_status(self, slot: Slot) -> JSON:
