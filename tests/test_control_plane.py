@@ -126,3 +126,40 @@ def test_the_rbac_example_may_not_list_nodes_or_create_pods(cluster: Emulated) -
         f'pods is forbidden: User "{user}" cannot create resource "pods" in API group "" '
         f'in the namespace "{NAMESPACE}"'
     )
+
+
+def may(cluster: Emulated, user: str, attributes: dict[str, str]) -> bool:
+    """A SubjectAccessReview's answer for ``user`` (no groups but system:authenticated)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": ["system:authenticated"],
+            "resourceAttributes": attributes,
+        },
+    }
+    answer = cluster.api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    assert answer is not None
+    return bool(answer["status"].get("allowed"))
+
+
+def test_the_mpi_operator_has_upstreams_cluster_role_and_no_more(cluster: Emulated) -> None:
+    # testing/control_plane/rbac.py: deploy/v2beta1/mpi-operator.yaml's ClusterRole at v0.8.2.
+    checks = [
+        ("create", "", "pods", "", "any"),
+        ("update", "kubeflow.org", "mpijobs", "status", "any"),
+        ("create", "batch", "jobs", "", "any"),
+        ("delete", "", "secrets", "", "any"),
+        ("list", "", "nodes", "", ""),
+        ("create", "rbac.authorization.k8s.io", "roles", "", "any"),
+    ]
+    answers = [
+        may(
+            cluster,
+            "mpi-operator",
+            {"verb": v, "group": g, "resource": r, "subresource": s, "namespace": n},
+        )
+        for v, g, r, s, n in checks
+    ]
+    assert answers == [True, True, True, False, False, False]

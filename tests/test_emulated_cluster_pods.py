@@ -683,3 +683,105 @@ def test_a_sub_path_that_leads_out_of_its_volume_is_refused(cluster: Emulated) -
     assert main_status(waiting)["state"]["waiting"]["message"] == (
         'failed to prepare subPath for volumeMount "data" of container "main"'
     )
+
+
+def test_the_kubelet_lets_in_only_clients_a_subject_access_review_allows(
+    cluster: Emulated,
+) -> None:
+    cluster.create(
+        "pods",
+        pod("guarded", "node-1", [container("main", "sh", "-c", "echo secret-ish; sleep 60")]),
+    )
+    cluster.wait_pod("guarded", phase_is("Running"))
+    path = "/containerLogs/ml/guarded/main"
+    stranger = cluster.kubelet_client("a-stranger", allowed=False)
+    refused = cluster.kubelet_get(1, path, client=stranger)
+    assert (refused.status_code, refused.text) == (
+        403,
+        "Forbidden (user=a-stranger, verb=get, resource=nodes, subresource(s)=[proxy])\n",
+    )
+    anonymous = requests.Session()
+    anonymous.trust_env = False
+    assert cluster.side.control is not None
+    anonymous.verify = str(cluster.side.control.ca)
+    nobody = cluster.kubelet_get(1, path, client=anonymous)
+    assert (nobody.status_code, nobody.text) == (401, "Unauthorized")
+    # kube-apiserver's pods/log reaches the kubelet as its kubelet client, which may.
+    deadline = time.time() + 10
+    while (log := cluster.api.text("/api/v1/namespaces/ml/pods/guarded/log")) == "":
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert log == "secret-ish\n"
+    cluster.api.delete("/api/v1/namespaces/ml/pods/guarded", {"gracePeriodSeconds": 0})
+    cluster.wait_gone("guarded")
+
+
+def test_an_eviction_stops_the_pod_and_its_final_status_keeps_disruption_target(
+    cluster: Emulated,
+) -> None:
+    polite = "trap 'echo got TERM; exit 0' TERM; while :; do sleep 0.1; done"
+    cluster.create(
+        "pods",
+        pod(
+            "evicted",
+            "node-2",
+            [container("main", "sh", "-c", polite)],
+            terminationGracePeriodSeconds=5,
+        ),
+    )
+    cluster.wait_pod("evicted", phase_is("Running"))
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "evicted", "namespace": NAMESPACE},
+    }
+    cluster.api.create(f"/api/v1/namespaces/{NAMESPACE}/pods/evicted/eviction", eviction)
+    cluster.wait_gone("evicted")
+    final = cluster.history("evicted")[-1]
+    disruption = [
+        (c["status"], c.get("reason"), c.get("message"))
+        for c in final["status"]["conditions"]
+        if c["type"] == "DisruptionTarget"
+    ]
+    assert disruption == [("True", "EvictionByEvictionAPI", "Eviction API: evicting")]
+    assert final["status"]["phase"] == "Succeeded"
+    assert main_status(final)["state"]["terminated"]["exitCode"] == 0
+    assert ("Killing", "Stopping container main") in cluster.events("evicted")
+    # The kubelet's conditions were written after the API server's, and merged with it.
+    assert condition(final, "Ready") == "False"
+    ready = next(c for c in final["status"]["conditions"] if c["type"] == "Ready")
+    assert ready.get("reason") == "PodCompleted"
+
+
+def test_a_pod_past_its_active_deadline_ends_failed_with_deadline_exceeded(
+    cluster: Emulated,
+) -> None:
+    cluster.create(
+        "pods",
+        pod(
+            "deadline",
+            "node-1",
+            [container("main", "sleep", "600")],
+            activeDeadlineSeconds=2,
+            terminationGracePeriodSeconds=1,
+            restartPolicy="Never",
+        ),
+    )
+    started = time.time()
+    ended = cluster.wait_pod("deadline", phase_is("Failed"))
+    assert 2 <= time.time() - started < 10
+    status = ended["status"]
+    assert (status["reason"], status["message"]) == (
+        "DeadlineExceeded",
+        "Pod was active on the node longer than the specified deadline",
+    )
+    assert main_status(ended)["state"]["terminated"]["exitCode"] == 137  # sleep ignores TERM
+    assert (
+        "DeadlineExceeded",
+        "Pod was active on the node longer than the specified deadline",
+    ) in cluster.events("deadline")
+    # Ended, not deleted: the pod stays until someone deletes it.
+    time.sleep(1)
+    assert cluster.pod("deadline") is not None
+    cluster.api.delete("/api/v1/namespaces/ml/pods/deadline", {"gracePeriodSeconds": 0})
+    cluster.wait_gone("deadline")

@@ -27,6 +27,7 @@ import pytest
 import requests
 import yaml
 
+from testing.control_plane import accounts
 from testing.control_plane.run import OPERATOR_NETNS
 from testing.emulated_cluster import cleanup, marks, network
 from testing.emulated_cluster.demo import GIT_PORT, s3_and_git
@@ -37,6 +38,7 @@ from testing.git import run_git
 from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
+JSON = dict[str, Any]
 GITLAB_TOKEN = "glpat-emulated-CANARY-7c1d"
 AWS_KEY = "emulated-access-key"
 AWS_SECRET = "emulated-CANARY-aws-secret"
@@ -44,6 +46,14 @@ S3 = f"http://{marks.GATEWAY}:{marks.S3_PORT}"
 EXAMPLE = REPO_ROOT / "examples" / "simple_ml"
 TRAIN_LOSS = (
     r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"
+)
+
+MARGIN = 20  # the killed-CI-job test's pod deadline margin, seconds
+# `python -m ci_runner CMD` with render.POD_DEADLINE_MARGIN set first (argv[1] is the command).
+MARGIN_SHIM = (
+    "import runpy, sys; import ci_runner.render as render; "
+    "render.POD_DEADLINE_MARGIN = {margin}; sys.argv[0] = 'ci-runner'; "
+    "runpy.run_module('ci_runner', run_name='__main__')"
 )
 
 
@@ -91,7 +101,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         s3_and_git(repos, _aws_env()),
     ):
         yield Site(cluster, gitlab, repos, home)
-    assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
+    # Taken by stop() before it let the machine go (another run may start right after).
+    assert cluster.side.left_behind is not None
+    assert cluster.side.left_behind == {key: [] for key in cluster.side.left_behind}
 
 
 def _aws_env() -> dict[str, str]:
@@ -119,14 +131,20 @@ class Pipeline:
     env: dict[str, str]
     mr: Any
     sha: str
+    # The pods' deadline margin (render.POD_DEADLINE_MARGIN, 10 minutes) in ci-runner's process,
+    # for a test that waits for the deadline itself; None: the real one.
+    margin: int | None = None
 
     def notes(self) -> list[str]:
         return [note.body for note in self.mr.notes]
 
     def start(self, command: str, **env: str) -> subprocess.Popen[str]:
         """`ci-runner <command>` as the job's script runs it, output and errors in one stream."""
+        argv = [sys.executable, "-m", "ci_runner", command]
+        if self.margin is not None:
+            argv = [sys.executable, "-c", MARGIN_SHIM.format(margin=self.margin), command]
         return subprocess.Popen(
-            [sys.executable, "-m", "ci_runner", command],
+            argv,
             cwd=self.repo,
             env={**self.env, **env},
             stdout=subprocess.PIPE,
@@ -136,10 +154,14 @@ class Pipeline:
 
 
 def pipeline(
-    site: Site, name: str, config: dict[str, object], files: dict[str, bytes] | None = None
+    site: Site,
+    name: str,
+    config: dict[str, object],
+    files: dict[str, bytes] | None = None,
+    namespace: str = NAMESPACE,
 ) -> Pipeline:
     """Commit the example with ``config`` (and ``files``) as project ``group/<name>``, with an MR
-    whose pipeline's job is about to run."""
+    whose pipeline's job is about to run in ``namespace``."""
     repo = site.home / name
     shutil.copytree(EXAMPLE, repo / "examples" / "simple_ml")
     (repo / "train.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -159,7 +181,7 @@ def pipeline(
     mr = gitlab.add_merge_request(project, 7, sha=sha, source_branch="faster")
     kubeconfig = site.home / f"{name}.kubeconfig"
     # Only what examples/rbac.yaml grants: the Role is all ci-runner needs.
-    kubeconfig.write_text(yaml.safe_dump(site.cluster.ci_runner_kubeconfig(NAMESPACE)))
+    kubeconfig.write_text(yaml.safe_dump(site.cluster.ci_runner_kubeconfig(namespace)))
     project_url = f"{gitlab.url}/group/{name}"
     env = {
         "PATH": os.environ["PATH"],
@@ -193,10 +215,14 @@ def pipeline(
 
 
 def train(
-    site: Site, name: str, config: dict[str, object], files: dict[str, bytes] | None = None
+    site: Site,
+    name: str,
+    config: dict[str, object],
+    files: dict[str, bytes] | None = None,
+    namespace: str = NAMESPACE,
 ) -> Run:
     """`ci-runner train` as the job of an MR pipeline for ``config`` (see :func:`pipeline`)."""
-    job = pipeline(site, name, config, files)
+    job = pipeline(site, name, config, files, namespace)
     train = job.start("train")
     output, _ = train.communicate(timeout=600)
     notes = job.notes()
@@ -453,6 +479,9 @@ def test_a_cancelled_or_timed_out_job_leaves_no_pod_and_no_process(site: Site, s
         assert time.monotonic() < deadline, site.cluster.api.list(pods)[0]
         time.sleep(0.2)
     before = set(cleanup.our_processes())  # the cluster's own: control plane, dnsmasq
+    # The 10 minutes the pods get beyond the job's own timeouts (render.pod_deadlines; its
+    # value is tests/test_render.py's) shrink to 20 s here, so that the test waits a minute.
+    job.margin = MARGIN
     train = job.start("train")
     assert train.stdout is not None
     seen = []
@@ -499,3 +528,243 @@ def test_a_cancelled_or_timed_out_job_leaves_no_pod_and_no_process(site: Site, s
         )
         assert re.search(reason, comment), comment
         assert "Training. Epoch 1," in comment  # the log tail it has
+
+
+# Issue 24 on the real control plane: quotas, disruptions, a killed CI job.
+
+QUOTA = {"requests.cpu": "8", "requests.memory": "16Gi", "limits.cpu": "8", "limits.memory": "16Gi"}
+JOB_KINDS = {
+    "mpijobs": "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs",
+    "pods": "/api/v1/namespaces/{ns}/pods",
+    "services": "/api/v1/namespaces/{ns}/services",
+    "configmaps": "/api/v1/namespaces/{ns}/configmaps",
+    "secrets": "/api/v1/namespaces/{ns}/secrets",
+    "jobs": "/apis/batch/v1/namespaces/{ns}/jobs",
+}
+
+
+def quota_namespace(site: Site, namespace: str, defaults: dict[str, str] | None = None) -> None:
+    """``namespace`` with a ResourceQuota on cpu and memory requests and limits, and with
+    ``defaults`` a LimitRange that gives every container them as its default request and limit."""
+    api = site.cluster.api
+    accounts.create_namespace(api, namespace)
+    base = f"/api/v1/namespaces/{namespace}"
+    if defaults is not None:
+        limits = {"type": "Container", "default": defaults, "defaultRequest": defaults}
+        limit_range = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults"}}
+        api.create(f"{base}/limitranges", {**limit_range, "spec": {"limits": [limits]}})
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute"}}
+    api.create(f"{base}/resourcequotas", {**quota, "spec": {"hard": QUOTA}})
+    # Quota admission refuses every pod until the resourcequota controller has written its usage.
+    deadline = time.monotonic() + 30
+    while not ((api.get(f"{base}/resourcequotas/compute") or {}).get("status") or {}).get("hard"):
+        assert time.monotonic() < deadline, "the ResourceQuota never got its status"
+        time.sleep(0.2)
+
+
+def left_of(site: Site, namespace: str, job: str) -> dict[str, list[str]]:
+    """What of the MPIJob ``job`` is in ``namespace``: every object named after it, by kind."""
+    left = {}
+    for kind, path in JOB_KINDS.items():
+        items, _ = site.cluster.api.list(path.format(ns=namespace))
+        left[kind] = [i["metadata"]["name"] for i in items if i["metadata"]["name"].startswith(job)]
+    return left
+
+
+NOTHING: dict[str, list[str]] = {kind: [] for kind in JOB_KINDS}
+
+
+def summary(run: Run) -> str:
+    """The `training ...: job ...` line of the summary (exactly one)."""
+    (line,) = [line for line in run.log if line.startswith("[ci-runner] training ")]
+    return line
+
+
+def quota_run(
+    site: Site, namespace: str, resources: dict[str, object], defaults: dict[str, str] | None
+) -> tuple[Run, str]:
+    """`ci-runner train` of project ``group/<namespace>`` with train.yaml's ``resources`` in a
+    new namespace of that name with the quota (:func:`quota_namespace`); the run, its MPIJob."""
+    quota_namespace(site, namespace, defaults)
+    config = train_yaml(namespace=namespace)
+    config["resources"] = resources
+    run = train(site, namespace, config, namespace=namespace)
+    return run, job_name(run.log)
+
+
+def assert_nothing_left(site: Site, namespace: str, job: str) -> None:
+    """Within a minute (the garbage collector's time), nothing of ``job`` in ``namespace``."""
+    deadline = time.monotonic() + 60
+    while left_of(site, namespace, job) != NOTHING:
+        assert time.monotonic() < deadline, left_of(site, namespace, job)
+        time.sleep(0.5)
+
+
+def test_a_namespace_with_a_cpu_and_memory_quota_trains_the_example(site: Site) -> None:
+    # Workers have no default (the user says what training needs); setup and launcher do.
+    run, job = quota_run(site, "quota", {"cpu": "500m", "memory": "2Gi"}, None)
+    assert_trained(run, "quota")
+    assert re.fullmatch(rf"\[ci-runner\] training succeeded in \d+s: job {job}", summary(run))
+    assert_nothing_left(site, "quota", job)
+
+
+def test_resources_none_trains_on_a_limit_ranges_defaults_in_a_quota_namespace(
+    site: Site,
+) -> None:
+    defaults = {"cpu": "500m", "memory": "2Gi"}
+    run, job = quota_run(site, "limits", {"setup": "none", "launcher": "none"}, defaults)
+    assert_trained(run, "limits")
+    assert re.fullmatch(rf"\[ci-runner\] training succeeded in \d+s: job {job}", summary(run))
+
+
+def test_resources_none_in_a_quota_namespace_without_defaults_is_refused_in_one_line(
+    site: Site,
+) -> None:
+    run, job = quota_run(site, "nodefaults", {"setup": "none", "launcher": "none"}, None)
+    message = failure_line(run)
+    containers = "fetch-code,install-requirements,worker"
+    missing = "; ".join(
+        f"{field} for: {containers}"
+        for field in ("limits.cpu", "limits.memory", "requests.cpu", "requests.memory")
+    )
+    assert re.fullmatch(
+        re.escape("MPI Operator cannot create the job's pods: worker pod created failed: ")
+        + rf'pods "{job}-worker-[01]" is forbidden: '
+        + re.escape(
+            f"failed quota: compute: must specify {missing}; fix: the namespace's ResourceQuota "
+            "counts cpu and memory, so every container must declare them: set resources.cpu, "
+            "resources.memory and resources.setup in train.yaml"
+        ),
+        message,
+    ), message
+    assert_failed(run, message)
+    assert_nothing_left(site, "nodefaults", job)
+
+
+def test_an_evicted_worker_is_named_with_its_disruption_target(site: Site) -> None:
+    config = train_yaml()
+    config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
+    job = pipeline(site, "evict", config)
+    # The 10 minutes the pods get beyond the job's own timeouts (render.pod_deadlines; its
+    # value is tests/test_render.py's) shrink to 20 s here, so that the test waits a minute.
+    job.margin = MARGIN
+    train = job.start("train")
+    assert train.stdout is not None
+    seen = []
+    for line in train.stdout:
+        seen.append(line.rstrip("\n"))
+        if "Training. Epoch 1," in line:
+            break
+    else:
+        raise AssertionError("\n".join(seen))
+    name = job_name(seen)
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": f"{name}-worker-1", "namespace": NAMESPACE},
+    }
+    site.cluster.api.create(
+        f"/api/v1/namespaces/{NAMESPACE}/pods/{name}-worker-1/eviction", eviction
+    )
+    rest, _ = train.communicate(timeout=300)
+    notes = job.notes()
+    run = Run(train.returncode, seen + rest.splitlines(), notes[-1] if notes else "", job.sha)
+    message = failure_line(run)
+    assert message == (
+        f"worker {name}-worker-1 was stopped by the cluster (EvictionByEvictionAPI: Eviction "
+        "API: evicting); the launcher then failed"
+    ), "\n".join(run.log)
+    assert_failed(run, message)
+
+
+# A build backend of the commit's own whose wheel build never ends: install-requirements runs as
+# long as the test wants, with no index (PIP_NO_INDEX) and nothing to install in its isolation.
+SLOW_PACKAGE = {
+    "requirements.txt": b"-r examples/simple_ml/requirements.txt\n./libs/slowpkg\n",
+    "libs/slowpkg/pyproject.toml": (
+        b'[build-system]\nrequires = []\nbuild-backend = "slow_backend"\nbackend-path = ["."]\n'
+        b'\n[project]\nname = "slowpkg"\nversion = "1.0"\n'
+    ),
+    "libs/slowpkg/slow_backend.py": (
+        b"import time\n\n\ndef get_requires_for_build_wheel(config_settings=None):\n"
+        b"    return []\n\n\ndef build_wheel(wheel_directory, config_settings=None, "
+        b"metadata_directory=None):\n    time.sleep(3600)\n"
+    ),
+}
+
+
+def test_a_ci_job_killed_during_setup_leaves_no_running_pod_and_the_next_run_reaps_it(
+    site: Site,
+) -> None:
+    config = train_yaml(namespace="killed", setup_timeout="5s", unschedulable_timeout="5s")
+    config["timeout"] = "10s"
+    config["requirements"] = "requirements.txt"
+    accounts.create_namespace(site.cluster.api, "killed")
+    job = pipeline(site, "killed", config, SLOW_PACKAGE, namespace="killed")
+    # The 10 minutes the pods get beyond the job's own timeouts (render.pod_deadlines; its
+    # value is tests/test_render.py's) shrink to 20 s here, so that the test waits a minute.
+    job.margin = MARGIN
+    train = job.start("train")
+    assert train.stdout is not None
+    seen = []
+    for line in train.stdout:
+        seen.append(line.rstrip("\n"))
+        if line.startswith("[ci-runner] submitted MPIJob "):
+            break
+    else:
+        raise AssertionError("\n".join(seen))
+    name = job_name(seen)
+    pods = "/api/v1/namespaces/killed/pods"
+
+    def installing() -> list[JSON]:
+        return [
+            pod
+            for pod in site.cluster.api.list(pods)[0]
+            if any(
+                s["name"] == "install-requirements" and "running" in s["state"]
+                for s in pod["status"].get("initContainerStatuses") or []
+            )
+        ]
+
+    deadline = time.monotonic() + 120
+    while not installing():
+        assert time.monotonic() < deadline, site.cluster.api.list(pods)[0]
+        time.sleep(0.2)
+    train.kill()  # SIGKILL: no cancel, no after_script
+    train.wait(10)
+    worker = installing()[0]
+    bound = worker["spec"]["activeDeadlineSeconds"]
+    # render.pod_deadlines: setup_timeout + unschedulable_timeout + timeout + the margin
+    assert bound == 5 + 5 + 10 + MARGIN
+    started = datetime.strptime(worker["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=timezone.utc
+    )
+    grace = 30  # the worker's terminationGracePeriodSeconds (the default)
+    until = started + timedelta(seconds=bound + grace + 15)
+    while any(
+        p["status"].get("phase") not in ("Succeeded", "Failed")
+        for p in site.cluster.api.list(pods)[0]
+    ):
+        assert datetime.now(timezone.utc) < until, site.cluster.api.list(pods)[0]
+        time.sleep(1)
+    assert datetime.now(timezone.utc) >= started + timedelta(seconds=bound)
+    ended = site.cluster.api.get(f"{pods}/{worker['metadata']['name']}")
+    assert ended is not None
+    assert (ended["status"]["phase"], ended["status"]["reason"]) == ("Failed", "DeadlineExceeded")
+    assert left_of(site, "killed", name)["mpijobs"] == [name]
+
+    # The next run in the namespace, once the MPIJob's stamp has passed, deletes all of it.
+    mpijob = site.cluster.api.get(f"/apis/kubeflow.org/v2beta1/namespaces/killed/mpijobs/{name}")
+    assert mpijob is not None
+    stamp = mpijob["metadata"]["annotations"]["ci-runner/delete-after"]
+    after = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    time.sleep(max(0.0, (after - datetime.now(timezone.utc)).total_seconds()) + 1)
+    reaper = pipeline(site, "reaper", train_yaml(namespace="killed"), namespace="killed")
+    cancel = reaper.start("cancel", CI_JOB_STATUS="canceled")
+    output, _ = cancel.communicate(timeout=120)
+    assert cancel.returncode == 0, output
+    assert (
+        f"[ci-runner] deleted MPIJob {name}: its time (ci-runner/delete-after) had passed; an "
+        "earlier run kept it, or was stopped before it could delete it"
+    ) in output.splitlines(), output
+    assert_nothing_left(site, "killed", name)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import requests
 import yaml
 
-from testing.control_plane import accounts, binaries, pki
+from testing.control_plane import accounts, binaries, pki, rbac
 from testing.emulated_cluster import cleanup, marks, network
 from testing.emulated_cluster.api import Api, ApiFailure
 from testing.emulated_cluster.cgroups import Cgroup
@@ -199,6 +199,7 @@ class ControlPlane:
         # The CRD before kube-controller-manager: its garbage collector maps owner kinds from
         # discovery at start (then every 30 s); an MPIJob's orphans wait for that otherwise.
         self._apply_crd(self.admin_api())
+        rbac.grant_kubelet_client(self.admin_api())  # pods/log: the kubelets ask the API
         self._controller_manager()
         self._scheduler()
         self._operator()
@@ -365,9 +366,8 @@ class ControlPlane:
         api = self.admin_api()
         accounts.create_namespace(api, LOCK_NAMESPACE, wait_for_account=False)
         self._apply_crd(api)
-        # The operator's user: cluster-wide rights (upstream deploys it with a ClusterRole of
-        # about that reach: deploy/v2beta1/mpi-operator.yaml).
-        pair = self.client_certificate("mpi-operator", ("system:masters",))
+        rbac.grant_operator(api)  # upstream's ClusterRole, bound to the operator's own user
+        pair = self.client_certificate(rbac.OPERATOR_USER)
         inside = self.operator_network.up(self.url)
         config = self._write_kubeconfig(
             "mpi-operator", kubeconfig(inside, self.ca, cert_user(pair))

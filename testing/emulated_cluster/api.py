@@ -146,9 +146,15 @@ class Api:
     def pod_path(self, namespace: str, name: str, sub: str = "") -> str:
         return f"/api/v1/namespaces/{namespace}/pods/{name}" + (f"/{sub}" if sub else "")
 
-    def patch_pod_status(self, namespace: str, name: str, status: JSON) -> JSON | None:
-        """Status only through the status subresource, as a kubelet writes it."""
-        return self.merge_patch(self.pod_path(namespace, name, "status"), {"status": status})
+    def patch_pod_status(self, namespace: str, name: str, uid: str, status: JSON) -> JSON | None:
+        """Status only through the status subresource, as the kubelet's status manager writes it
+        (``pkg/kubelet/status/status_manager.go`` syncPod, ``pkg/util/pod/pod.go``
+        PatchPodStatus): a strategic merge patch with the pod's uid as a precondition. Conditions
+        merge by ``type``, so those the API server or a controller added (``DisruptionTarget``
+        from the Eviction API, ``PreemptionByScheduler`` from the scheduler) stay, as
+        mergePodStatus keeps every condition the kubelet does not own."""
+        patch = {"metadata": {"uid": uid}, "status": status}
+        return self.strategic_merge_patch(self.pod_path(namespace, name, "status"), patch)
 
     def delete_pod_now(self, namespace: str, name: str, uid: str) -> None:
         """The kubelet's last word on a pod: delete with grace 0, for this uid only."""

@@ -116,6 +116,9 @@ class MachineSide:
         self.cgroup: Cgroup | None = None
         self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
         self._lock: int | None = None
+        # What stop() found left after its cleanup, taken while it still held the machine: once
+        # it lets go, the next run waiting for the lock makes its own.
+        self.left_behind: dict[str, list[str]] | None = None
 
     @property
     def api(self) -> Api:
@@ -228,6 +231,7 @@ class MachineSide:
             self.control.stop()
             self.control = None
         cleanup.remove_everything()
+        self.left_behind = cleanup.inventory()
         if self._lock is not None:
             marks.LOCK.unlink(missing_ok=True)
             os.close(self._lock)

@@ -11,7 +11,7 @@ from typing import Any
 
 import requests
 
-from testing.control_plane import accounts
+from testing.control_plane import accounts, rbac
 from testing.emulated_cluster import marks
 from testing.emulated_cluster.api import Api, Informer
 from testing.emulated_cluster.cluster import MachineSide, NodeShape
@@ -29,19 +29,32 @@ class Emulated:
     seen: list[tuple[str, JSON]] = field(default_factory=list)  # every pod event, in order
     _kubelet_client: requests.Session | None = None
 
-    def kubelet_get(self, node: int, path: str, **kwargs: Any) -> requests.Response:
-        """GET ``path`` of node ``node``'s kubelet (1-based) over HTTPS, as the API server's
-        log proxy asks it (a client certificate of the cluster's CA)."""
+    def kubelet_client(self, user: str, allowed: bool) -> requests.Session:
+        """A session with a client certificate of the cluster's CA for ``user``, given the
+        rights of kube-apiserver's kubelet client when ``allowed``."""
         control = self.side.control
         assert control is not None
-        if self._kubelet_client is None:
-            pair = control.client_certificate("kubelet-test-client")
-            self._kubelet_client = requests.Session()
-            self._kubelet_client.trust_env = False
-            self._kubelet_client.verify = str(control.ca)
-            self._kubelet_client.cert = (str(pair.cert), str(pair.key))
+        if allowed:
+            rbac.grant_kubelet_client(self.api, user)
+        pair = control.client_certificate(user)
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = str(control.ca)
+        session.cert = (str(pair.cert), str(pair.key))
+        return session
+
+    def kubelet_get(
+        self, node: int, path: str, client: requests.Session | None = None, **kwargs: Any
+    ) -> requests.Response:
+        """GET ``path`` of node ``node``'s kubelet (1-based) over HTTPS, as the API server's
+        log proxy asks it (a client certificate of the cluster's CA with its rights), or as
+        ``client``."""
+        if client is None:
+            if self._kubelet_client is None:
+                self._kubelet_client = self.kubelet_client("kubelet-test-client", allowed=True)
+            client = self._kubelet_client
         url = f"https://{marks.NODE_ADDRESSES[node - 1]}:{marks.KUBELET_PORT}{path}"
-        return self._kubelet_client.get(url, timeout=kwargs.pop("timeout", 10), **kwargs)
+        return client.get(url, timeout=kwargs.pop("timeout", 10), **kwargs)
 
     def bound_claim(self, name: str, modes: list[str], size: str = "2Gi") -> None:
         """A PersistentVolumeClaim and a PersistentVolume reserved for it (``claimRef``), which

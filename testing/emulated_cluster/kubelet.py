@@ -1,7 +1,8 @@
 """An emulated node's kubelet, a node agent of kube-apiserver as ``system:node:<name>``:
 registers its Node, renews its Lease in ``kube-node-lease`` (``pkg/kubelet/nodelease``), watches
 the pods the scheduler bound to it (``fieldSelector=spec.nodeName=<node>``), runs each in a
-:class:`PodWorker` and serves ``/containerLogs`` over HTTPS for the API server's ``pods/log``."""
+:class:`PodWorker` and serves ``/containerLogs`` over HTTPS for the API server's ``pods/log`` to
+the clients a SubjectAccessReview allows (:mod:`.kubeletauth`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import requests
 
-from testing.emulated_cluster import marks
+from testing.emulated_cluster import kubeletauth, marks
 from testing.emulated_cluster.api import ApiFailure, Informer, Scope
 from testing.emulated_cluster.logserver import LogServer, Tls
 from testing.emulated_cluster.node import NodeContext
@@ -48,7 +49,7 @@ class Kubelet:
             self._on_pod,
             f"kubelet-{ctx.node}",
         )
-        self.logs = LogServer(ctx.node_ip, port, self.find, tls)
+        self.logs = LogServer(ctx.node_ip, port, self.find, tls, self._authorize)
 
     def start(self) -> Kubelet:
         self.logs.start()
@@ -99,6 +100,9 @@ class Kubelet:
             # A failed renewal: the next one tries again, as nodelease does.
             with contextlib.suppress(ApiFailure, requests.RequestException):
                 self._renew_once()
+
+    def _authorize(self, user: kubeletauth.User, method: str, path: str) -> None:
+        kubeletauth.authorize(self.ctx.api, self.ctx.node, user, method, path)
 
     def find(self, namespace: str, name: str) -> PodWorker | None:
         with self._lock:

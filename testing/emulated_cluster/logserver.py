@@ -1,6 +1,7 @@
 """The kubelet's ``/containerLogs/<ns>/<pod>/<container>`` endpoint (``pkg/kubelet/server/
 server.go`` getContainerLogs, ``kubelet_pods.go`` GetKubeletContainerLogs and
-validateContainerLogStatus), served from the CRI log files of :mod:`.crilog`."""
+validateContainerLogStatus), served from the CRI log files of :mod:`.crilog` to clients that
+:mod:`.kubeletauth` lets in."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from testing.emulated_cluster import kubeletauth
 from testing.emulated_cluster.crilog import LogOptions, parse_nano, read_logs
 
 if TYPE_CHECKING:
@@ -55,7 +57,9 @@ def options_from_query(query: dict[str, str], now_ns: int) -> LogOptions:
 @dataclass(frozen=True)
 class Tls:
     """The kubelet's serving certificate and the CA its clients' certificates must chain to
-    (kube-apiserver's ``--kubelet-client-certificate``): the kubelet's x509 authentication."""
+    (kube-apiserver's ``--kubelet-client-certificate``): the kubelet's x509 authentication. A
+    client without a certificate gets through the handshake and is answered 401, as the kubelet
+    does (its TLS asks for a certificate and verifies one if given)."""
 
     cert: Path
     key: Path
@@ -65,17 +69,27 @@ class Tls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cert, self.key)
         context.load_verify_locations(self.client_ca)
-        context.verify_mode = ssl.CERT_REQUIRED
+        context.verify_mode = ssl.CERT_OPTIONAL
         return context
 
 
+Authorize = Callable[[kubeletauth.User, str, str], None]  # user, method, path; raises Refused
+
+
 class LogServer:
-    """An HTTPS server on the node's InternalIP; ``find(ns, pod)`` gives the pod's worker."""
+    """An HTTPS server on the node's InternalIP; ``find(ns, pod)`` gives the pod's worker,
+    ``authorize`` lets a request in or raises :class:`kubeletauth.Refused`."""
 
     def __init__(
-        self, address: str, port: int, find: Callable[[str, str], PodWorker | None], tls: Tls
+        self,
+        address: str,
+        port: int,
+        find: Callable[[str, str], PodWorker | None],
+        tls: Tls,
+        authorize: Authorize,
     ) -> None:
         self.find = find
+        self.authorize = authorize
         self._httpd = ThreadingHTTPServer((address, port), self._handler())
         # The handshake on the handler's thread (first read), not in accept on the serving one.
         self._httpd.socket = tls.context().wrap_socket(
@@ -118,6 +132,13 @@ class LogServer:
         parts = [unquote(p) for p in url.path.split("/")[1:]]
         query = dict(parse_qsl(url.query))
         try:
+            connection = handler.connection
+            assert isinstance(connection, ssl.SSLSocket)
+            try:
+                user = kubeletauth.user_of(connection.getpeercert())
+                self.authorize(user, handler.command, url.path)
+            except kubeletauth.Refused as err:
+                raise LogRequestError(err.code, str(err)) from err
             if len(parts) != 4 or parts[0] != "containerLogs":
                 raise LogRequestError(404, "404 page not found")
             _, namespace, pod, container = parts

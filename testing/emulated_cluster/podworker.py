@@ -3,7 +3,11 @@ kubelet-managed files), init containers in order, containers with restartPolicy 
 probes, status through the status subresource, graceful deletion.
 
 Rules from kubernetes/kubernetes ``pkg/kubelet`` (kubelet_pods.go getPhase and
-generateAPIPodStatus, kuberuntime_container.go, pod_workers.go), cited by function."""
+generateAPIPodStatus, kuberuntime_container.go, pod_workers.go, active_deadline.go), cited by
+function. Of the ``DisruptionTarget`` conditions, the kubelet itself adds only
+``TerminationByKubelet`` (node-pressure eviction, graceful node shutdown, preemption for a critical
+pod): an emulated node does none of them, so it adds none; those the API server (Eviction API),
+the scheduler or a controller add stay, through the strategic merge of the status patch."""
 
 from __future__ import annotations
 
@@ -31,6 +35,9 @@ JSON = dict[str, Any]
 TICK = 0.05
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0  # kubelet's crash loop back-off
 DEFAULT_GRACE = 30  # spec.terminationGracePeriodSeconds default
+# active_deadline.go: the reason and message of a pod past spec.activeDeadlineSeconds.
+DEADLINE_REASON = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
 
 class PodWorker:
@@ -61,6 +68,7 @@ class PodWorker:
         self.start_time = time.time()
         self.transitions: dict[str, tuple[str, float]] = {}
         self.grace: float | None = None  # set once the API object has a deletionTimestamp
+        self.evicted: tuple[str, str] | None = None  # (reason, message): the kubelet ends it
         self.deleted = threading.Event()  # the API object is gone
         self.wake = threading.Event()
         self._last_status: JSON | None = None
@@ -130,7 +138,7 @@ class PodWorker:
         except Exception:  # the kubelet logs and carries on with other pods
             traceback.print_exc()
         finally:
-            self._stop_all(0.0 if self.deleted.is_set() else (self.grace or 0.0))
+            self._stop_all(0.0 if self.deleted.is_set() else self._grace_to_stop())
             self._teardown_sandbox()
             if not self.deleted.is_set():
                 self.post_status()
@@ -147,7 +155,23 @@ class PodWorker:
                     traceback.print_exc()
 
     def _stopping(self) -> bool:
-        return self.grace is not None
+        return self.grace is not None or self.evicted is not None
+
+    def _grace_to_stop(self) -> float:
+        """pod_workers.go calculateEffectiveGracePeriod: the deletion's grace period, else (a pod
+        the kubelet ends itself) the spec's."""
+        if self.grace is not None:
+            return self.grace
+        return self._grace_of_pod() if self.evicted is not None else 0.0
+
+    def _check_deadline(self, now: float) -> None:
+        """active_deadline.go ShouldEvict: once ``spec.activeDeadlineSeconds`` have passed since
+        the status's startTime, the pod ends Failed with reason DeadlineExceeded (its containers
+        stopped with the pod's grace period) and a Normal event says so."""
+        deadline = self.pod["spec"].get("activeDeadlineSeconds")
+        if self.evicted is None and deadline is not None and now - self.start_time >= deadline:
+            self.event("Normal", DEADLINE_REASON, DEADLINE_MESSAGE)
+            self.evicted = (DEADLINE_REASON, DEADLINE_MESSAGE)
 
     def _prepare(self) -> bool:
         """Volumes, then the sandbox; retried until they succeed or the pod goes away."""
@@ -163,6 +187,7 @@ class PodWorker:
                 )
                 self.warn_once(reason, str(err), component)
                 self._sleep(1.0)
+                self._check_deadline(time.time())
         if self._stopping():
             return False
         self._sandbox_up()
@@ -200,6 +225,9 @@ class PodWorker:
     def _loop(self) -> None:
         while not self._stopping():
             now = time.time()
+            self._check_deadline(now)
+            if self._stopping():
+                return
             if not self._step_init(now):
                 return
             if all(s.done and s.succeeded() for s in self.init_slots):
@@ -477,6 +505,13 @@ class PodWorker:
 
     def compute_phase(self) -> str:
         """kubelet_pods.go getPhase (1.27+: a pod being deleted ends Failed or Succeeded)."""
+        # generateAPIPodStatus: an evicted pod is Failed; the status manager writes it once
+        # nothing runs.
+        if self.evicted is not None and all(s.process is None for s in self.containers()):
+            return "Failed"
+        return self._phase_before_eviction()
+
+    def _phase_before_eviction(self) -> str:
         if any(s.done and not s.succeeded() for s in self.init_slots):
             return "Failed"
         if not all(s.done and s.succeeded() for s in self.init_slots):
@@ -510,8 +545,11 @@ class PodWorker:
             "lastProbeTime": None,
             "lastTransitionTime": rfc3339(self.transitions[kind][1]),
         }
-        if not ok and reason:
-            condition["reason"], condition["message"] = reason, message
+        # Explicit nulls, as the two-way patch of PatchPodStatus has for fields that went away: a
+        # strategic merge keeps any field of a condition the patch does not mention.
+        said = not ok and bool(reason)
+        condition["reason"] = reason if said else None
+        condition["message"] = message if said else None
         return condition
 
     def _container_status(self, slot: Slot) -> JSON:
@@ -568,11 +606,13 @@ class PodWorker:
             status["initContainerStatuses"] = [self._container_status(s) for s in self.init_slots]
         if self.ip is not None and (self.sandbox is not None or terminal):
             status["podIP"], status["podIPs"] = self.ip, [{"ip": self.ip}]
+        if self.evicted is not None and terminal:
+            status["reason"], status["message"] = self.evicted
         comparable = {**status, "conditions": [{**c, "lastTransitionTime": ""} for c in conditions]}
         if comparable == self._last_status or self.deleted.is_set():
             return
         self._last_status = comparable
         try:
-            self.ctx.api.patch_pod_status(self.namespace, self.name, status)
+            self.ctx.api.patch_pod_status(self.namespace, self.name, self.uid, status)
         except (ApiFailure, OSError):
             self._last_status = None  # try again on the next tick

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from testing.control_plane.run import ControlPlane, free_port
 from testing.emulated_cluster import cgroups
-from testing.emulated_cluster.api import Api, ApiFailure
 from testing.emulated_cluster.cgroups import Cgroup
 from testing.scripted_cluster import leftovers
 from testing.scripted_cluster.names import RunNames
@@ -29,29 +28,6 @@ def _run_cgroup(names: RunNames) -> Cgroup:
     path = cgroups.own_cgroup(root, v2) / names.cgroup / "control-plane"
     path.mkdir(parents=True, exist_ok=True)
     return Cgroup(path)
-
-
-def _allow_kubelet_client(api: Api) -> None:
-    """The API server's kubelet client may use the kubelet API (the binding kubeadm makes for
-    it: ClusterRole system:kubelet-api-admin), so the kubelet's SubjectAccessReview allows it."""
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": "kube-apiserver-kubelet-api-admin"},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": "system:kubelet-api-admin",
-        },
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT}
-        ],
-    }
-    try:
-        api.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
-    except ApiFailure as err:
-        if err.code != 409:
-            raise
 
 
 class ScriptedControlPlane:
@@ -82,7 +58,6 @@ class ScriptedControlPlane:
         )
         try:
             self.control.start()
-            _allow_kubelet_client(self.control.admin_api())
             self.control.wait_operator_leads()
         except BaseException:
             self.stop()
