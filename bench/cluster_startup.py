@@ -24,9 +24,10 @@ line (the MPIJob created), the seed's when its MPIJob is created; both stop at t
 ``Training. Epoch N, MSE loss`` line of the launcher's log.
 
 Where ci-runner's time goes (:class:`Phases`, printed per run and as medians): when a watch of the
-pods first showed a worker pod, both workers Ready and the launcher's container running, and when
-this machine's process table (the emulated containers are its processes) first showed
-``horovodrun``, ``mpirun`` and a rank's Python.
+pods first showed a worker pod, both workers Ready, the launcher's pod and its container running,
+and when this machine's process table (the emulated containers are its processes) first showed
+``horovodrun`` (an elastic job's launcher; a fixed-size job's runs ``mpirun``), ``mpirun`` and a
+rank's Python.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ JSON = dict[str, Any]
 PHASES = (
     "pods created",
     "workers Ready",
+    "launcher pod created",
     "launcher running",
     "horovodrun",
     "mpirun",
@@ -133,6 +135,7 @@ class Phases:
             if len(self._ready) >= 2:
                 self._mark("workers Ready")
         elif role == "launcher":
+            self._mark("launcher pod created")
             running = status.get("containerStatuses") or []
             if any("running" in (c.get("state") or {}) for c in running):
                 self._mark("launcher running")

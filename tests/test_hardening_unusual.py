@@ -30,7 +30,7 @@ from ci_runner.errors import ConfigError
 from ci_runner.masking import MASK, SecretMasker
 from ci_runner.plan.mpijob_name import DNS_1035_LABEL
 from ci_runner.plan.run_plan import build_plan
-from ci_runner.render import POD_HOSTS, render_mpijob
+from ci_runner.render import render_mpijob
 from ci_runner.results.metrics import parse_log_file
 from ci_runner.results.metrics_file import summary_to_json
 from ci_runner.results.report import ReportInput
@@ -272,7 +272,10 @@ def test_sizes_render_accepted_manifests_whose_names_fit(
     spec = manifest["spec"]
     assert spec["slotsPerWorker"] == slots
     assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == workers
-    assert plan.horovodrun_argv(POD_HOSTS)[:3] == ["horovodrun", "-np", str(ranks)]
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    args = launcher["args"]  # mpirun, or horovodrun for an elastic job
+    assert args[0] == ("horovodrun" if "elastic" in extra else "mpirun")
+    assert args[args.index("-np") + 1] == str(ranks)
     assert config.ranks == ranks
 
 

@@ -410,6 +410,50 @@ def test_launch_names_the_default_route_interface_to_horovodrun(
     assert (proc.returncode, proc.stdout) == (0, "-np 2 python3 train.py\n")
 
 
+def _fake_mpirun(tmp_path: Path) -> Path:
+    """A directory whose ``mpirun`` prints its arguments, one a line."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir(exist_ok=True)
+    (fake_bin / "mpirun").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (fake_bin / "mpirun").chmod(0o755)
+    return fake_bin
+
+
+def test_launch_gives_mpirun_the_interface_and_every_variable_by_name(
+    tmp_path: Path, remote: tuple[str, str, str]
+) -> None:
+    env = _fetched(tmp_path, remote)
+    routes = tmp_path / "route"
+    routes.write_text(ROUTE_TABLE.replace("eth0\t00000000", "net1\t00000000"))
+    env = {
+        **env,
+        "PATH": f"{_fake_mpirun(tmp_path)}{os.pathsep}{env['PATH']}",
+        "CI_RUNNER_ROUTE_TABLE": str(routes),
+        "A_SECRET": "hunter2\nLINE=two",  # a value with a line break is still one name
+        "OLDPWD": "/",
+        "BASH_FUNC_f%%": "() { :; }",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "NVIDIA_CUDA_VISIBLE_DEVICES": "0",
+        "HOROVOD_SECRET_KEY": "k",  # horovodrun's exclusions
+    }
+    rendered = ["-np", "2", "--hostfile", "/etc/mpi/hostfile", "python3", "-c", "print(1)"]
+    proc = run_script("launch.sh", env, "mpirun", *rendered)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    passed = sorted(
+        {*env, "PATH", "PWD"}
+        - {"OLDPWD", "BASH_FUNC_f%%", "CUDA_VISIBLE_DEVICES"}
+        - {"NVIDIA_CUDA_VISIBLE_DEVICES", "HOROVOD_SECRET_KEY"}
+    )
+    names = [arg for name in passed for arg in ("-x", name)]
+    interface = ["-mca", "btl_tcp_if_include", "net1", "-x", "NCCL_SOCKET_IFNAME=net1"]
+    assert proc.stdout.splitlines() == [*interface, *names, *rendered]
+    assert "hunter2" not in proc.stdout
+    # No default route: mpirun picks the interfaces itself, every variable still passed.
+    routes.write_text(ROUTE_TABLE.splitlines(keepends=True)[0])
+    proc = run_script("launch.sh", env, "mpirun", *rendered)
+    assert proc.stdout.splitlines() == [*names, *rendered]
+
+
 def test_launch_runs_its_arguments_from_the_code_at_the_sha(
     tmp_path: Path, remote: tuple[str, str, str]
 ) -> None:
@@ -501,9 +545,13 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     assert _run_in_pod(fetch["command"], fetch, launcher_dir, base).returncode == 0
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
-    horovodrun = fake_bin / "horovodrun"
-    horovodrun.write_text('#!/bin/sh\necho "horovodrun $*"\nshift 6\nexec "$@"\n')
-    horovodrun.chmod(0o755)
+    mpirun = fake_bin / "mpirun"
+    # mpirun's options end at the job's command (python3 here): print them, run the command.
+    mpirun.write_text(
+        '#!/bin/sh\nwhile [ "$1" != python3 ]; do opts="$opts $1"; shift; done\n'
+        'echo "mpirun$opts" | sed "s/ -x [^ ]*//g"\nexec "$@"\n'
+    )
+    mpirun.chmod(0o755)
     routes = tmp_path / "route"
     routes.write_text(ROUTE_TABLE)
     base = {
@@ -515,6 +563,6 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     proc = _run_in_pod([*entry["command"], *entry["args"]], entry, launcher_dir, base)
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == (
-        "horovodrun --network-interfaces eth0 -np 2 --hostfile /etc/mpi/hostfile python3 "
-        "train.py\nold\n"
+        "mpirun -mca btl_tcp_if_include eth0 --allow-run-as-root --tag-output -np 2 --hostfile "
+        "/etc/mpi/hostfile -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib\nold\n"
     )

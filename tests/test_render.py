@@ -235,21 +235,24 @@ def test_every_rank_sees_the_environment_contract() -> None:
     assert _env(_container(worker, "worker")) == expected
 
 
-def test_launcher_runs_horovodrun_from_the_code_directory() -> None:
+def test_launcher_runs_mpirun_from_the_code_directory() -> None:
     launcher, _ = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
     main = _container(launcher, "launcher")
+    # What horovodrun 0.28.1 would run (runner/mpi_run.py); launch.sh adds the interface and -x.
     assert main["args"] == [
-        "horovodrun",
-        "-np",
-        "4",
-        "--hostfile",
-        "/etc/mpi/hostfile",
-        "python",
-        "main_with_horovod.py",
-        "--epochs",
-        "20",
+        *("mpirun", "--allow-run-as-root", "--tag-output", "-np", "4"),
+        *("--hostfile", "/etc/mpi/hostfile", "-bind-to", "none", "-map-by", "slot"),
+        *("-mca", "pml", "ob1", "-mca", "btl", "^openib"),
+        *("python", "main_with_horovod.py", "--epochs", "20"),
     ]
     assert 'cd "$code_dir"' in main["command"][2]
+
+
+def test_an_elastic_launcher_runs_horovodrun() -> None:
+    launcher, _ = _specs(render_mpijob(build_plan(ELASTIC, MR_PIPELINE)))
+    assert _container(launcher, "launcher")["args"][0] == "horovodrun"
+    with pytest.raises(ValueError, match="elastic driver"):
+        build_plan(ELASTIC, MR_PIPELINE).mpirun_argv(POD_HOSTS)
 
 
 def test_elastic_launcher_discovers_hosts() -> None:

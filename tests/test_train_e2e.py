@@ -300,7 +300,7 @@ def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:
     specs = job.mpijob["spec"]["mpiReplicaSpecs"]
     assert specs["Worker"]["replicas"] == 3
     launcher_args = specs["Launcher"]["template"]["spec"]["containers"][0]["args"]
-    assert launcher_args[:3] == ["horovodrun", "-np", "3"]
+    assert launcher_args[:5] == ["mpirun", "--allow-run-as-root", "--tag-output", "-np", "3"]
     assert launcher_args[-4:] == ["python", "train.py", "--epochs", "2"]
 
 

@@ -345,7 +345,7 @@ SCHEMA: Final = Record(
             Field(
                 "launcher",
                 NoneOrResources(LAUNCHER_RESOURCES, "of the launcher"),
-                "What the launcher container (horovodrun) requests and is limited to; `none`: "
+                "What the launcher container (mpirun) requests and is limited to; `none`: "
                 "the namespace's LimitRange defaults.",
                 "none",
                 f"`{{cpu: {LAUNCHER_RESOURCES.cpu}, memory: {LAUNCHER_RESOURCES.memory}}}`",

@@ -29,6 +29,12 @@ GIT_PASSWORD_KEY: Final = "GIT_PASSWORD"
 # The rank variables whose values depend on where the ranks run (PATH only exists locally:
 # on Kubernetes it is the image's).
 LOCATION_DEPENDENT: Final = frozenset({"CI_RUNNER_CODE_DIR", "PYTHONPATH", "PATH"})
+# What horovodrun 0.28.1 gives OpenMPI's mpirun (runner/mpi_run.py: basic_args, _NO_BINDING_ARGS,
+# _OMPI_FLAGS): rank-tagged output lines ([1,0]<stdout>:), one rank per slot, no core binding,
+# TCP between the ranks.
+MPIRUN_OUTPUT: Final = ("--allow-run-as-root", "--tag-output")
+MPIRUN_PLACEMENT: Final = ("-bind-to", "none", "-map-by", "slot")
+MPIRUN_TRANSPORT: Final = ("-mca", "pml", "ob1", "-mca", "btl", "^openib")
 
 
 def secret_name(job: str) -> str:
@@ -160,6 +166,17 @@ class RunPlan:
         else:
             argv += hosts.fixed
         return [*argv, *hosts.controller, *config.command]
+
+    def mpirun_argv(self, hosts: Hosts) -> list[str]:
+        """OpenMPI's ``mpirun`` for every rank of a fixed-size job on ``hosts``, then the job's
+        command: the command horovodrun (0.28.1, ``runner/mpi_run.py``) would run, without its
+        checks before it (as Horovod's docs start the ranks under the MPI Operator). Where it runs
+        adds what depends on the pod: the interface and each variable to pass (launch.sh)."""
+        if self.config.elastic:
+            raise ValueError("an elastic job needs horovodrun's elastic driver")
+        ranks = ["-np", str(self.config.ranks), *hosts.fixed]
+        options = [*MPIRUN_OUTPUT, *ranks, *MPIRUN_PLACEMENT, *MPIRUN_TRANSPORT]
+        return ["mpirun", *options, *self.config.command]
 
 
 def build_plan(

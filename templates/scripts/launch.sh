@@ -1,6 +1,6 @@
 #!/bin/sh
-# The launcher's entry point: run its arguments (horovodrun ...) from the code of the pinned commit,
-# which the launcher's fetch-code init container checked out.
+# The launcher's entry point: run its arguments (mpirun ..., or horovodrun ... for an elastic job)
+# from the code of the pinned commit, which the launcher's fetch-code init container checked out.
 set -eu
 code_dir="${CI_RUNNER_CODE_DIR:-/ci-runner/code}"
 venv="${CI_RUNNER_VENV:-/ci-runner/venv}"
@@ -29,12 +29,11 @@ elif [ "$port" != 22 ]; then
     exit 1
 fi
 
-# horovodrun looks for the network interfaces every host shares by starting a task service on
-# each worker over ssh (8-9 s before mpirun starts). The pods' network is one CNI's, so the
-# launcher's default-route interface is the workers' too: naming it skips that discovery (mpirun
-# then gets -mca btl_tcp_if_include and NCCL_SOCKET_IFNAME for it, as discovery would give).
+# The pods' network is one CNI's, so the launcher's default-route interface is the workers' too.
+# horovodrun would otherwise find the interfaces every host shares by starting a task service on
+# each worker over ssh (8-9 s before mpirun starts).
 iface=""
-if [ "${1:-}" = horovodrun ] && [ -r "${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}" ]; then
+if [ -r "${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}" ]; then
     while read -r name destination rest; do
         if [ "$destination" = 00000000 ]; then
             iface="$name"
@@ -42,14 +41,47 @@ if [ "${1:-}" = horovodrun ] && [ -r "${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}"
         fi
     done <"${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}"
 fi
-if [ -n "$iface" ]; then
+if [ "${1:-}" = horovodrun ] && [ -n "$iface" ]; then
     shift
     set -- horovodrun --network-interfaces "$iface" "$@"
 fi
 
 # The ranks run the requirements' virtualenv (install-requirements.sh made it on every worker):
-# horovodrun gives them the launcher's PATH.
+# mpirun (or horovodrun) gives them the launcher's PATH.
 PATH="$venv/bin:$PATH"
 export PATH
 cd "$code_dir"
+
+# mpirun (a fixed-size job) gets what horovodrun would add (runner/mpi_run.py): the interface for
+# MPI's TCP and NCCL, and -x NAME for each exported variable but those horovodrun leaves out
+# (common/util/env.py), so that every rank sees the launcher's environment (a rank on a worker
+# never sees the worker container's). Names only: mpirun reads the values, none is on a command
+# line. They go before mpirun's other options, which end at the job's command.
+if [ "${1:-}" = mpirun ]; then
+    shift
+    count=$#
+    if [ -n "$iface" ]; then
+        set -- "$@" -mca btl_tcp_if_include "$iface" -x "NCCL_SOCKET_IFNAME=$iface"
+    fi
+    names="$(awk 'BEGIN {
+        for (name in ENVIRON)
+            if (name !~ /^(BASH_FUNC_|OLDPWD|HOROVOD_SECRET_KEY)/ && name !~ /CUDA_VISIBLE_DEVICES/)
+                print name
+    }' | LC_ALL=C sort)"
+    set -f # one word a line, no globbing
+    old_ifs="$IFS"
+    IFS="
+"
+    for name in $names; do
+        set -- "$@" -x "$name"
+    done
+    IFS="$old_ifs"
+    set +f
+    while [ "$count" -gt 0 ]; do # the rendered options and the command after the added ones
+        set -- "$@" "$1"
+        shift
+        count=$((count - 1))
+    done
+    set -- mpirun "$@"
+fi
 exec "$@"
