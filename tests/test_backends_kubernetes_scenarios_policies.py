@@ -1,7 +1,7 @@
 """What a shared cluster's policies do to a run, on the scripted cluster (the real kube-apiserver,
 controllers, scheduler and MPI Operator v0.8.2; the test plays the nodes' part): ResourceQuotas
-(cpu/memory, pod counts) on the MPIJob ci-runner renders, a job created suspended by a queue and
-one suspended after it started, a worker evicted through the Eviction API, and a retried CI job
+(cpu/memory, GPUs, pod counts) on the MPIJob ci-runner renders, a job created suspended by a queue
+and one suspended after it started, a worker evicted through the Eviction API, and a retried CI job
 that attaches to a job whose workers were unschedulable for a while (the FailedScheduling Events
 its listing replays). Each asserts the exact lines ci-runner prints (issue 24).
 """
@@ -145,6 +145,41 @@ def test_a_compute_quota_admits_the_default_rendering_and_it_trains(cluster: Clu
         f"[ci-runner] launcher running (pod {job.launcher_pod})",
         *succeeded(name),
     ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_memory_limit_quota_refuses_workers_that_declare_no_memory(cluster: Cluster) -> None:
+    cluster.quota("memory", {"limits.memory": "64Gi"})
+    manifest = render_mpijob(build_plan(replace(CONFIG, resources=Resources()), CONTEXT))
+    name = manifest["metadata"]["name"]
+    cluster.start(manifest)
+    result = cluster.result(timeout=SETTLE)
+    message = (
+        "MPI Operator cannot create the job's pods: worker pod created failed: "
+        f'pods "{name}-worker-0" is forbidden: failed quota: memory: must specify limits.memory '
+        "for: worker; fix: the namespace's ResourceQuota counts cpu and memory, so every "
+        "container must declare them: set resources.cpu and resources.memory in train.yaml"
+    )
+    assert result.failure == Failure(FailureKind.REFUSED, message), result.failure
+    assert cluster.log.lines == [
+        submitted(cluster, name),
+        f"[ci-runner] MPIJob {name} failed: {message}",
+        f"[ci-runner] deleted MPIJob {name} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_gpu_quota_admits_workers_that_declare_no_cpu_or_memory(cluster: Cluster) -> None:
+    cluster.quota("gpus", {"requests.nvidia.com/gpu": "4"})
+    manifest = render_mpijob(build_plan(replace(CONFIG, resources=Resources()), CONTEXT))
+    name = manifest["metadata"]["name"]
+    job = cluster.started(manifest)
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result(timeout=SETTLE).outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines[-2:] == succeeded(name)
     assert cluster.leftovers(SETTLE) == []
 
 

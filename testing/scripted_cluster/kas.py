@@ -1,5 +1,5 @@
 """The GitLab agent server (KAS) in front of the scripted cluster, as a CI job reaches it: a
-:class:`~testing.scripted_cluster.faults.FaultProxy` whose credentials are :func:`kas_credentials`."""
+:class:`~testing.scripted_cluster.faults.FaultProxy` with :func:`kas_credentials`."""
 
 from __future__ import annotations
 
