@@ -28,11 +28,16 @@ def post(server: FakeKubeServer, path: str, body: dict[str, object]) -> requests
 
 def test_invalid_against_the_crd_is_422_and_duplicate_is_409(server: FakeKubeServer) -> None:
     bad = mpijob_manifest("j")
-    bad["spec"]["mpiImplementation"] = "LAM"
+    bad["spec"]["slotsPerWorker"] = "two"
+    bad["spec"]["unknownField"] = 1  # not refused: kube-apiserver prunes it
     answer = post(server, MPIJOBS, bad)
     assert answer.status_code == 422
     assert answer.json()["reason"] == "Invalid"
-    assert answer.json()["message"].startswith('MPIJob.kubeflow.org "j" is invalid: ')
+    # The text kube-apiserver 1.35 answers (tests/test_backends_kubernetes_backend.py, real).
+    assert answer.json()["message"] == (
+        'MPIJob.kubeflow.org "j" is invalid: spec.slotsPerWorker: Invalid value: "string": '
+        'spec.slotsPerWorker in body must be of type integer: "string"'
+    )
     assert post(server, MPIJOBS, mpijob_manifest("j")).status_code == 201
     again = post(server, MPIJOBS, mpijob_manifest("j"))
     assert again.status_code == 409

@@ -266,7 +266,7 @@ class FakeKubeServer:
                     Request(verb, group, resource, name, namespace, tuple(sorted(query.items())))
                 )
                 self.store.cond.notify_all()
-            self._authorize(handler, verb, group, resource, namespace)
+            self._authorize(handler, verb, group, resource, name, namespace)
             fault = self._take_fault(verb, resource)
             if fault is not None and fault.code == CUT:
                 send_cut(handler)
@@ -287,20 +287,37 @@ class FakeKubeServer:
             send_json(handler, err.code, err.status(), err.headers)
 
     def _authorize(
-        self, handler: BaseHTTPRequestHandler, verb: str, group: str, resource: str, ns: str
+        self,
+        handler: BaseHTTPRequestHandler,
+        verb: str,
+        group: str,
+        resource: str,
+        name: str | None,
+        ns: str,
     ) -> None:
         if handler.headers.get("Authorization") != f"Bearer {self.accepted_token}":
             raise ApiError(401, "Unauthorized", "Unauthorized")
         if (verb, resource) in self.forbidden:
-            # staging/.../authorization/authorizerfactory: the RBAC denial's text.
-            plural, _, sub = resource.partition("/")
-            what = f'resource "{plural}"' + (f' in subresource "{sub}"' if sub else "")
             raise ApiError(
-                403,
-                "Forbidden",
-                f'{resource} is forbidden: User "{self.user}" cannot {verb} {what} '
-                f'in API group "{group}" in the namespace "{ns}"',
+                403, "Forbidden", self._forbidden_message(verb, group, resource, name, ns)
             )
+
+    def _forbidden_message(
+        self, verb: str, group: str, resource: str, name: str | None, ns: str
+    ) -> str:
+        """RBAC's denial as kube-apiserver words it: apierrors.NewForbidden of the group and
+        resource (``mpijobs.kubeflow.org``, ``pods``) and the name if any
+        (staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go), the reason from
+        forbiddenMessage (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/
+        errors.go: the resource with its subresource, ``pods/log``)."""
+        plural = resource.partition("/")[0]
+        qualified = f"{plural}.{group}" if group else plural
+        what = f'{qualified} "{name}"' if name else qualified
+        where = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+        return (
+            f'{what} is forbidden: User "{self.user}" cannot {verb} resource "{resource}" '
+            f'in API group "{group}" {where}'
+        )
 
     def _handle(
         self,
