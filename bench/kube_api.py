@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bench.common import INFO, Row, check, median, say, spread
@@ -85,6 +86,11 @@ def _open(proxy: FaultProxy) -> list[str]:
     return sorted(key for key in proxy.watching() if key in WATCHED)
 
 
+def _back(proxy: FaultProxy, watches: int, resources: set[str]) -> bool:
+    """``watches`` watches were asked for in all, and each of ``resources`` is watched again."""
+    return proxy.count("watch") >= watches and resources <= proxy.watching()
+
+
 def _succeeded(cluster: Cluster, name: str) -> bool:
     """The MPIJob has its Succeeded condition (set by the operator), or is gone already (the
     backend saw it first and deleted it)."""
@@ -115,12 +121,7 @@ def _play(cluster: Cluster, proxy: FaultProxy, drop_all: bool) -> Reading:
         proxy.end_watches(None if drop_all else watched[drops % len(watched)])
         drops += 1
         expected = watches + (len(watched) if drop_all else 1)
-        _wait(
-            lambda n=expected, keys=watched: (
-                proxy.count("watch") >= n and all(k in proxy.watching() for k in keys)
-            ),
-            "the watches to come back",
-        )
+        proxy.wait_until(partial(_back, proxy, expected, set(watched)))
     cluster.clock.advance(60)
     exited = time.perf_counter()
     job.launcher_exits(0)

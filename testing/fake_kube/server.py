@@ -390,12 +390,13 @@ class FakeKubeServer:
         key: str,
         namespace: str,
         name: str,
-        body: JSON,
+        body: Any,
         sub: str | None,
         patch: str,
     ) -> JSON:
-        """PATCH (JSON merge) or PUT; ``status`` writes change only status, main-resource writes
-        keep it (pkg/registry/core/pod/strategy.go PrepareForUpdate and its status twin)."""
+        """PATCH (JSON merge; a list: JSON patch) or PUT; ``status`` writes change only status,
+        main-resource writes keep it (pkg/registry/core/pod/strategy.go PrepareForUpdate and its
+        status twin)."""
         store = self.store
 
         def change(obj: JSON) -> None:
