@@ -9,6 +9,7 @@ its listing replays). Each asserts the exact lines ci-runner prints (issue 24).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -434,24 +435,34 @@ def test_a_worker_evicted_through_the_eviction_api_is_named(cluster: Cluster) ->
     assert [(p["status"]["phase"], _disruption(p)) for p in evicted] == [
         ("Succeeded", ("EvictionByEvictionAPI", "Eviction API: evicting"))
     ]
-    assert statuses[-1]["replicaStatuses"] == {"Launcher": {"failed": 1}, "Worker": {}}
+    # The test's watch of the MPIJob may lag the backend's: wait for it to deliver that status.
+    final = {"Launcher": {"failed": 1}, "Worker": {}}
+    wait_for(
+        "the MPIJob's last status", lambda: statuses and statuses[-1]["replicaStatuses"] == final
+    )
     assert cluster.leftovers(SETTLE) == []
 
 
 @contextmanager
 def _pod_states(cluster: Cluster, uid: str) -> Iterator[list[JSON]]:
-    """Every state the pod ``uid`` goes through meanwhile (a watch of the test's)."""
+    """Every state the pod ``uid`` goes through meanwhile, to its deletion (a watch of the
+    test's; the block's end waits for the watch to deliver the DELETED event, which may come
+    after a listing saw the pod gone)."""
     states: list[JSON] = []
+    deleted = threading.Event()
 
-    def seen(_kind: str, pod: JSON) -> None:
+    def seen(kind: str, pod: JSON) -> None:
         if pod["metadata"]["uid"] == uid:
             states.append(pod)
+            if kind == "DELETED":
+                deleted.set()
 
     path = f"/api/v1/namespaces/{cluster.namespace}/pods"
     informer = Informer(cluster.admin, path, {}, seen, f"evicted-{cluster.namespace}").start()
     try:
         assert informer.synced.wait(SETTLE)
         yield states
+        assert deleted.wait(SETTLE), f"the watch never saw pod {uid} deleted: {len(states)} states"
     finally:
         informer.stop()
 
