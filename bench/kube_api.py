@@ -3,12 +3,13 @@
 The real :class:`~ci_runner.backends.kubernetes.backend.KubernetesBackend` against the scripted
 cluster (``testing/scripted_cluster``: the real kube-apiserver, controllers, scheduler and MPI
 Operator v0.8.2, the bench playing the nodes' part), as examples/rbac.yaml's ServiceAccount,
-through a proxy that counts every request (``testing/scripted_cluster/api_proxy.py``) and can cut
-open watches. A one-hour job in simulated time (the backend's
+through the cluster's proxy that counts every request and can end open watches
+(``testing/scripted_cluster/faults.py``). A one-hour job in simulated time (the backend's
 :class:`~ci_runner.clock.ManualClock` is moved on, nothing sleeps an hour): workers and launcher
 start, the launcher logs a loss line a minute, and every five minutes a watch is dropped, then the
-launcher succeeds. Two readings of "a watch dropped": one open watch (in turn), and every open watch
-at once (what a real API server does when each watch asks for ``timeoutSeconds=300``, as ours do).
+launcher succeeds. Two readings of "a watch dropped" (ended as kube-apiserver ends one at its
+``timeoutSeconds``): one open watch (in turn), and every open watch at once (what a real API server
+does when each watch asks for ``timeoutSeconds=300``, as ours do).
 While the job runs steadily the backend watches its pods alone (the MPIJob watch paused, the Events
 watch stopped for good), so in that hour both readings drop the pods watch; when the launcher ends,
 the backend lists the MPIJob once and sees Succeeded.
@@ -21,18 +22,18 @@ beside it).
 
 from __future__ import annotations
 
-import collections
 import os
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bench.common import INFO, Row, check, median, say, spread
 from ci_runner.backends.result import Outcome
 from testing.control_plane import binaries
-from testing.scripted_cluster.api_proxy import ApiProxy, passing
+from testing.scripted_cluster.faults import FaultProxy
 from testing.scripted_cluster.harness import Cluster, ScriptedCluster
 from testing.scripted_cluster.scenarios import MPIJOBS
 
@@ -76,17 +77,18 @@ class Reading:
 
 def one_job(scripted: ScriptedCluster, work: Path, drop_all: bool) -> Reading:
     """One simulated hour's job in a namespace of ``scripted``."""
-    with (
-        scripted.cluster(work) as cluster,
-        ApiProxy(cluster.plane.url, cluster.plane.ca, passing) as proxy,
-    ):
-        cluster.api_url = proxy.url
-        return _play(cluster, proxy, drop_all)
+    with scripted.cluster(work) as cluster:
+        return _play(cluster, cluster.api, drop_all)
 
 
-def _open(proxy: ApiProxy) -> list[str]:
+def _open(proxy: FaultProxy) -> list[str]:
     """The watched resources with a watch open now."""
-    return [key for key in proxy.watching() if key in WATCHED]
+    return sorted(key for key in proxy.watching() if key in WATCHED)
+
+
+def _back(proxy: FaultProxy, watches: int, resources: set[str]) -> bool:
+    """``watches`` watches were asked for in all, and each of ``resources`` is watched again."""
+    return proxy.count("watch") >= watches and resources <= proxy.watching()
 
 
 def _succeeded(cluster: Cluster, name: str) -> bool:
@@ -99,15 +101,13 @@ def _succeeded(cluster: Cluster, name: str) -> bool:
     )
 
 
-def _play(cluster: Cluster, proxy: ApiProxy, drop_all: bool) -> Reading:
+def _play(cluster: Cluster, proxy: FaultProxy, drop_all: bool) -> Reading:
     job = cluster.started()
     job.workers_running()
     job.launcher_running()
     job.launcher_log("[0]<stdout>:Training. Epoch 0, MSE loss: 1338.4, Worker: 0")
     cluster.log.wait_for("[0]<stdout>:Training. Epoch 0, MSE loss: 1338.4, Worker: 0")
-    _wait(
-        lambda: _open(proxy) == ["pods"], f"the backend to watch its pods alone ({proxy.watching})"
-    )
+    _wait(lambda: _open(proxy) == ["pods"], "the backend to watch its pods alone")
     drops = 0
     for minute in range(1, JOB_SECONDS // 60):
         cluster.clock.advance(60)
@@ -118,18 +118,10 @@ def _play(cluster: Cluster, proxy: ApiProxy, drop_all: bool) -> Reading:
             continue
         watches = proxy.count("watch")
         watched = _open(proxy)
-        if drop_all:
-            proxy.drop_watches()
-        else:
-            proxy.drop_watches(watched[drops % len(watched)])
+        proxy.end_watches(None if drop_all else watched[drops % len(watched)])
         drops += 1
         expected = watches + (len(watched) if drop_all else 1)
-        _wait(
-            lambda n=expected, keys=watched: (
-                proxy.count("watch") >= n and all(k in proxy.watching() for k in keys)
-            ),
-            "the watches to come back",
-        )
+        proxy.wait_until(partial(_back, proxy, expected, set(watched)))
     cluster.clock.advance(60)
     exited = time.perf_counter()
     job.launcher_exits(0)
@@ -139,8 +131,8 @@ def _play(cluster: Cluster, proxy: ApiProxy, drop_all: bool) -> Reading:
     exit_seconds = time.perf_counter() - succeeded
     if result.outcome is not Outcome.SUCCEEDED:
         raise RuntimeError(f"the job ended {result.outcome.value}: {result.failure}")
-    kinds = collections.Counter(f"{r.verb} {r.resource}" for r in proxy.requests)
-    return Reading(len(proxy.requests), exit_seconds, succeeded - exited, dict(kinds), drops)
+    kinds = proxy.counts()
+    return Reading(sum(kinds.values()), exit_seconds, succeeded - exited, kinds, drops)
 
 
 def run(quick: bool) -> list[Row]:

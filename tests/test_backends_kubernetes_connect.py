@@ -300,8 +300,8 @@ def test_a_403_through_the_agent_names_the_context_and_ci_access(
         api.create(MPIJOBS, {"metadata": {"name": "j"}})
     assert str(caught.value) == (
         "Kubernetes refused to create mpijobs.kubeflow.org in namespace ml-training through the "
-        "GitLab agent context ml/k8s-agents:gpu-cluster (403 Forbidden: mpijobs is "
-        'forbidden: User "gitlab:ci_job:1074499489" cannot create resource "mpijobs" in API '
+        "GitLab agent context ml/k8s-agents:gpu-cluster (403 Forbidden: mpijobs.kubeflow.org "
+        'is forbidden: User "gitlab:ci_job:1074499489" cannot create resource "mpijobs" in API '
         'group "kubeflow.org" in the namespace "ml-training"); fix: the agent\'s ci_access must '
         "list this project (or its group) with access to namespace ml-training, and the "
         "identity it impersonates (access_as) needs the RBAC rule "

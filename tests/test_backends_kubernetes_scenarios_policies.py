@@ -1,7 +1,7 @@
 """What a shared cluster's policies do to a run, on the scripted cluster (the real kube-apiserver,
 controllers, scheduler and MPI Operator v0.8.2; the test plays the nodes' part): ResourceQuotas
-(cpu/memory, pod counts) on the MPIJob ci-runner renders, a job created suspended by a queue and
-one suspended after it started, a worker evicted through the Eviction API, and a retried CI job
+(cpu/memory, GPUs, pod counts) on the MPIJob ci-runner renders, a job created suspended by a queue
+and one suspended after it started, a worker evicted through the Eviction API, and a retried CI job
 that attaches to a job whose workers were unschedulable for a while (the FailedScheduling Events
 its listing replays). Each asserts the exact lines ci-runner prints (issue 24).
 """
@@ -9,6 +9,7 @@ its listing replays). Each asserts the exact lines ci-runner prints (issue 24).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -80,17 +81,27 @@ def test_a_compute_quota_refuses_setup_containers_rendered_without_resources(
     cluster: Cluster,
 ) -> None:
     cluster.quota("compute", COMPUTE)
-    manifest = rendered(setup=NONE, launcher=NONE)
+    setup = "fetch-code,install-requirements"
+    workers_refused(
+        cluster,
+        rendered(setup=NONE, launcher=NONE),
+        f"compute: must specify limits.cpu for: {setup}; limits.memory for: {setup}; "
+        f"requests.cpu for: {setup}; requests.memory for: {setup}",
+        "resources.setup",
+    )
+
+
+def workers_refused(cluster: Cluster, manifest: JSON, quota: str, fix: str) -> None:
+    """Run ``manifest``: the operator's worker pod is refused by the quota (``NAME: must
+    specify ...``); ci-runner says so, naming ``fix``, and leaves nothing."""
     name = manifest["metadata"]["name"]
     cluster.start(manifest)
     result = cluster.result(timeout=SETTLE)
-    setup = "fetch-code,install-requirements"
     message = (
         "MPI Operator cannot create the job's pods: worker pod created failed: "
-        f'pods "{name}-worker-0" is forbidden: failed quota: compute: must specify limits.cpu '
-        f"for: {setup}; limits.memory for: {setup}; requests.cpu for: {setup}; requests.memory "
-        f"for: {setup}; fix: the namespace's ResourceQuota counts cpu and memory, so every "
-        "container must declare them: set resources.setup in train.yaml"
+        f'pods "{name}-worker-0" is forbidden: failed quota: {quota}; fix: the namespace\'s '
+        "ResourceQuota counts cpu and memory, so every container must declare them: set "
+        f"{fix} in train.yaml"
     )
     assert result.failure == Failure(FailureKind.REFUSED, message), result.failure
     assert cluster.log.lines == [
@@ -130,7 +141,11 @@ def test_a_compute_quota_refuses_a_launcher_rendered_without_resources(cluster: 
 
 def test_a_compute_quota_admits_the_default_rendering_and_it_trains(cluster: Cluster) -> None:
     cluster.quota("compute", COMPUTE)
-    manifest = rendered()
+    trains(cluster, rendered())
+
+
+def trains(cluster: Cluster, manifest: JSON) -> None:
+    """Run ``manifest`` to the launcher's exit 0: it succeeds and leaves nothing."""
     name = manifest["metadata"]["name"]
     job = cluster.started(manifest)
     job.workers_running()
@@ -146,6 +161,21 @@ def test_a_compute_quota_admits_the_default_rendering_and_it_trains(cluster: Clu
         *succeeded(name),
     ]
     assert cluster.leftovers(SETTLE) == []
+
+
+def test_a_memory_limit_quota_refuses_workers_that_declare_no_memory(cluster: Cluster) -> None:
+    cluster.quota("memory", {"limits.memory": "64Gi"})
+    workers_refused(
+        cluster,
+        render_mpijob(build_plan(replace(CONFIG, resources=Resources()), CONTEXT)),
+        "memory: must specify limits.memory for: worker",
+        "resources.cpu and resources.memory",
+    )
+
+
+def test_a_gpu_quota_admits_workers_that_declare_no_cpu_or_memory(cluster: Cluster) -> None:
+    cluster.quota("gpus", {"requests.nvidia.com/gpu": "4"})
+    trains(cluster, render_mpijob(build_plan(replace(CONFIG, resources=Resources()), CONTEXT)))
 
 
 def test_a_pod_count_quota_that_leaves_no_room_for_the_launcher_fails_at_once(
@@ -399,24 +429,34 @@ def test_a_worker_evicted_through_the_eviction_api_is_named(cluster: Cluster) ->
     assert [(p["status"]["phase"], _disruption(p)) for p in evicted] == [
         ("Succeeded", ("EvictionByEvictionAPI", "Eviction API: evicting"))
     ]
-    assert statuses[-1]["replicaStatuses"] == {"Launcher": {"failed": 1}, "Worker": {}}
+    # The test's watch of the MPIJob may lag the backend's: wait for it to deliver that status.
+    final = {"Launcher": {"failed": 1}, "Worker": {}}
+    wait_for(
+        "the MPIJob's last status", lambda: statuses and statuses[-1]["replicaStatuses"] == final
+    )
     assert cluster.leftovers(SETTLE) == []
 
 
 @contextmanager
 def _pod_states(cluster: Cluster, uid: str) -> Iterator[list[JSON]]:
-    """Every state the pod ``uid`` goes through meanwhile (a watch of the test's)."""
+    """Every state the pod ``uid`` goes through meanwhile, to its deletion (a watch of the
+    test's; the block's end waits for the watch to deliver the DELETED event, which may come
+    after a listing saw the pod gone)."""
     states: list[JSON] = []
+    deleted = threading.Event()
 
-    def seen(_kind: str, pod: JSON) -> None:
+    def seen(kind: str, pod: JSON) -> None:
         if pod["metadata"]["uid"] == uid:
             states.append(pod)
+            if kind == "DELETED":
+                deleted.set()
 
     path = f"/api/v1/namespaces/{cluster.namespace}/pods"
     informer = Informer(cluster.admin, path, {}, seen, f"evicted-{cluster.namespace}").start()
     try:
         assert informer.synced.wait(SETTLE)
         yield states
+        assert deleted.wait(SETTLE), f"the watch never saw pod {uid} deleted: {len(states)} states"
     finally:
         informer.stop()
 

@@ -116,7 +116,7 @@ def test_a_timed_out_job_is_deleted_and_reported_timed_out_with_its_log_tail(
         assert f"[ci-runner] timed out: MPIJob {name} and everything it owned deleted" in (
             err.splitlines()
         )
-        assert kas.store.find(MPIJOBS, "ml-training", name)["metadata"]["deletionTimestamp"]
+        assert kas.store.get(MPIJOBS, "ml-training", name)["metadata"]["deletionTimestamp"]
     report = (repo / "out" / "report.md").read_text()
     assert report.splitlines()[:2] == ["<!-- ci-runner:toy -->", "### ❌ Training failed: `toy`"]
     reason = r"\*\*Reason:\*\* `the CI job timed out after 55m[23]s \(RUNNER_SCRIPT_TIMEOUT 55m\)`"

@@ -1,6 +1,6 @@
-"""An MPIJob submitted to the emulated cluster runs for real: MPI Operator v0.8.2 of
-``testing/fake_kube/control_plane/`` creates its objects, the scheduler binds the pods to the
-emulated nodes, their kubelets run them, and the launcher's log comes through the API server's
+"""An MPIJob submitted to the emulated cluster runs for real: the real MPI Operator v0.8.2 and
+Job controller create its objects, kube-scheduler binds the pods to the emulated nodes, their
+kubelets run them, and the launcher's log comes through the API server's
 ``pods/log`` proxy (slow: real sshd, ssh and mpirun in pods).
 
 An upstream-shaped worker (no command, so the operator's ``/usr/sbin/sshd -De``,

@@ -400,11 +400,12 @@ def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
 
 
 def kubeconfig(path: Path, cluster: Cluster) -> Path:
-    """KUBECONFIG with the ServiceAccount's token, its context in the test's namespace."""
+    """KUBECONFIG with the ServiceAccount's token, its context in the test's namespace, through
+    the test's proxy (``cluster.api``: what ``wait_watching`` sees)."""
     from testing.control_plane import accounts
 
     config = accounts.kubeconfig(
-        cluster.plane.url, cluster.plane.ca, cluster.token, cluster.namespace
+        cluster.api.url, cluster.plane.ca, cluster.token, cluster.namespace
     )
     path.write_text(yaml.safe_dump(config))
     return path

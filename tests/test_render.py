@@ -26,7 +26,6 @@ from ci_runner.plan.run_plan import build_plan, secret_name
 from ci_runner.render import POD_HOSTS, manifest_yaml, render_mpijob, to_label_value
 from ci_runner.templating import yaml_quote
 from testing.config_cases import BASE, RESERVED, problems
-from testing.fake_kube.admission import QUOTA_VALIDATION_SET, quota_constraints
 from testing.fake_kube.crd import validate_mpijob
 from testing.golden import Golden
 from testing.paths import REPO_ROOT
@@ -287,13 +286,9 @@ def test_run_policy() -> None:
     )
 
 
-CPU_MEMORY_QUOTA = {name: "100" for name in QUOTA_VALIDATION_SET}
-
-
-def test_every_container_declares_what_a_cpu_memory_quota_requires() -> None:
-    # pkg/quota/v1/evaluator/core/pods.go Constraints: init containers count too.
-    for pod in _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))):
-        assert quota_constraints({"spec": pod}, CPU_MEMORY_QUOTA) is None
+def test_every_container_declares_cpu_and_memory() -> None:
+    # What a cpu/memory ResourceQuota requires of every container, init containers included
+    # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py).
     launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
     setup = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
     assert _container(launcher, "fetch-code")["resources"] == setup
@@ -321,22 +316,6 @@ def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
         "requests": {"cpu": "500m", "memory": "256Mi"},
         "limits": {"cpu": "500m", "memory": "256Mi"},
     }
-    assert quota_constraints({"spec": worker}, CPU_MEMORY_QUOTA) == (
-        "must specify cpu for: fetch-code,install-requirements; "
-        "limits.cpu for: fetch-code,install-requirements; "
-        "limits.memory for: fetch-code,install-requirements; "
-        "memory for: fetch-code,install-requirements; "
-        "requests.cpu for: fetch-code,install-requirements; "
-        "requests.memory for: fetch-code,install-requirements"
-    )
-
-
-def test_workers_without_cpu_and_memory_fail_only_a_quota_that_counts_them() -> None:
-    _, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
-    assert quota_constraints({"spec": worker}, {"limits.memory": "64Gi"}) == (
-        "must specify limits.memory for: worker"
-    )
-    assert quota_constraints({"spec": worker}, {"requests.nvidia.com/gpu": "4"}) is None
 
 
 def test_no_pod_outlives_its_job() -> None:

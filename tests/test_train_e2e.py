@@ -31,8 +31,9 @@ from testing.mr_pipeline import (
     Pipeline,
     upload_model,
 )
-from testing.scripted_cluster.api_proxy import ApiProxy, kas_credentials
+from testing.scripted_cluster.faults import FaultProxy
 from testing.scripted_cluster.harness import KINDS
+from testing.scripted_cluster.kas import kas_credentials
 from testing.scripted_cluster.scenarios import JobScenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.control_plane]
@@ -158,11 +159,11 @@ def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
     pipeline: Pipeline, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """GitLab injects a kubeconfig with a context per authorized agent and none current; the
-    agent server here (testing/scripted_cluster/api_proxy.py) lets only the gpu-cluster agent's
+    agent server here (testing/scripted_cluster/kas.py) lets only the gpu-cluster agent's
     token through, as KAS routes by token, and calls kube-apiserver as that agent's
     ServiceAccount (examples/rbac.yaml's)."""
     cluster = pipeline.cluster
-    kas = ApiProxy(
+    kas = FaultProxy(
         cluster.plane.url, cluster.plane.ca, kas_credentials(12, AGENT_JOB_TOKEN, cluster.token)
     ).start()
     request.addfinalizer(kas.stop)

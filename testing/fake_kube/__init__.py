@@ -1,4 +1,5 @@
-"""An in-process Kubernetes API server and control plane, for the unit tests of ci-runner's
-Kubernetes client that must run fast and without root: HTTP handling, retries, watches, 403s and
-the scenarios the scripted kubelet plays. What a real cluster does is tested on the real control
-plane (:mod:`testing.control_plane`) under the emulated cluster."""
+"""An in-process fake of kube-apiserver (no controllers), for the unit tests of ci-runner's
+Kubernetes client that must run fast and without root (``make unit``): connecting, HTTP handling
+and retries, watches, 401/403/409/422 answers. What a cluster does is tested on the real control
+plane (:mod:`testing.control_plane`): the scripted cluster (:mod:`testing.scripted_cluster`) and
+the emulated cluster (:mod:`testing.emulated_cluster`)."""

@@ -45,6 +45,11 @@ def validate_mpijob(manifest: Any, crd_path: Path = CRD_PATH) -> list[str]:
     return errors + list(_object_rules(manifest)) + list(_controller_rules(manifest))
 
 
+def schema_errors(manifest: Any, crd_path: Path = CRD_PATH) -> list[Any]:
+    """The CRD schema's violations in ``manifest`` (jsonschema errors; unknown fields too)."""
+    return list(_validator(str(crd_path)).iter_errors(manifest))
+
+
 @functools.cache
 def _validator(crd_path: str) -> Any:
     crd = yaml.safe_load(Path(crd_path).read_text(encoding="utf-8"))

@@ -1,20 +1,24 @@
 """A fake kube-apiserver on loopback that the real ``kubernetes`` client talks to over real HTTP.
 
+What it is for: the unit tests of ci-runner's Kubernetes client that must run fast and without
+root (``make unit``): connecting (kubeconfigs, the GitLab agent's contexts), HTTP handling and
+retries, watches and their faults, the API's error answers (tests/test_backends_kubernetes_api.py,
+_connect.py, _watching.py, tests/test_commands_cancel.py). No controller, scheduler or kubelet
+runs here: everything a cluster does is tested on the real control plane, the scripted cluster
+(``testing/scripted_cluster``) and the emulated one (``testing/emulated_cluster``).
+
 Only a store with the Kubernetes API (``testing/fake_kube/store.py``): get / list / watch / create /
 update / patch / delete for pods, secrets, configmaps, services, events, nodes, batch Jobs and
-kubeflow.org MPIJobs, the ``status`` and ``binding`` subresources, and ``pods/{name}/log``
-proxied to the kubelet of the pod's node (``/containerLogs`` at the Node's InternalIP and
-kubelet port). Errors are ``Status`` bodies with the API server's texts (404, 409, 410, 422, 401,
-403); pod creates go through admission (ResourceQuota, injected PodSecurity/webhook denials,
-``admission.py``). Watches stream chunked JSON events, end at ``timeoutSeconds`` of
-control-plane time and get a BOOKMARK each minute when they allow them (:meth:`advance` moves that
-time). Controllers (``control_plane/``) are clients of this API through :meth:`handle`.
+kubeflow.org MPIJobs, and the ``status`` subresource. Errors are ``Status`` bodies with
+kube-apiserver's texts (404, 409, 410, 422, 401, 403; the upstream file beside each rule);
+creates go through admission (injected webhook denials, ``admission.py``). Watches stream
+chunked JSON events and get the store's BOOKMARKs when they allow them.
 
 Faults on demand: :meth:`FakeKubeServer.fail_next` (bursts of 5xx, 429 with Retry-After),
 :meth:`~FakeKubeServer.drop_watches` (cut every open watch mid-event),
 :meth:`~FakeKubeServer.expire_history` (reconnects get 410 Gone), :meth:`~FakeKubeServer.forbid`
 (RBAC 403), :meth:`~FakeKubeServer.reject_credentials` (401), :attr:`~FakeKubeServer.admission`
-(quota and admission 403s). Tests synchronise through :meth:`~FakeKubeServer.wait_for_watches`,
+(webhook 403s). Tests synchronise through :meth:`~FakeKubeServer.wait_for_watches`,
 :meth:`~FakeKubeServer.wait_until` and :meth:`~FakeKubeServer.count`;
 :meth:`~FakeKubeServer.verbs_used` is what RBAC must allow.
 
@@ -34,11 +38,11 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import kubernetes.client
 
-from testing.fake_kube.admission import Admission, log_container, validate_create
+from testing.fake_kube.admission import Admission, validate_create
 from testing.fake_kube.http import (
     Fault,
     QuietServer,
@@ -47,7 +51,6 @@ from testing.fake_kube.http import (
     chunk,
     client_gone,
     end_chunked,
-    relay,
     send_cut,
     send_json,
     start_chunked,
@@ -84,14 +87,13 @@ JSON = dict[str, Any]
 TOKEN = "fake-cluster-token"
 CUT = -1  # fail_next(CUT): answer 200 but drop the connection half-way through the body
 CLIENT_CHECK_SECONDS = 0.05  # how often an idle stream looks whether its client has hung up
-BOOKMARK_EVERY = 60  # staging/.../storage/cacher/cacher.go: bookmarks about once a minute
 STATUS_SUBRESOURCE = ("pods", "jobs.batch", "mpijobs.kubeflow.org", "nodes")
 
 
 ROUTE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
     r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?"
-    r"(?:/(?P<sub>log|status|binding))?$"
+    r"(?:/(?P<sub>status))?$"
 )
 
 
@@ -107,8 +109,6 @@ class FakeKubeServer:
         self.faults: list[Fault] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, resource)
         self.user = "system:serviceaccount:ci:gitlab-runner"
-        self.tickers: list[Callable[[], None]] = []  # time-based rules, run by advance()
-        self.on_stop: list[Callable[[], None]] = []  # parts of the cluster to stop with it
         self._drops = 0  # bumped by drop_watches()
         self.open_watches: dict[str, int] = {}  # kind key -> watches waiting for events
         self._stopping = False
@@ -142,8 +142,6 @@ class FakeKubeServer:
         with self.store.cond:
             self._stopping = True
             self.store.cond.notify_all()
-        for stop in self.on_stop:
-            stop()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -152,24 +150,6 @@ class FakeKubeServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    # -- time --------------------------------------------------------------------------------
-
-    def advance(self, seconds: float, step: float = 1.0) -> None:
-        """Move control-plane time: bookmarks, watch timeouts and every controller's timers."""
-        store = self.store
-        remaining = seconds
-        while remaining > 0:
-            with store.batch():
-                moved = min(step, remaining)
-                before = store.now
-                store.now += moved
-                remaining -= moved
-                if int(store.now // BOOKMARK_EVERY) > int(before // BOOKMARK_EVERY):
-                    store.bookmark()
-                for tick in list(self.tickers):
-                    tick()
-                store.cond.notify_all()
 
     # -- faults ------------------------------------------------------------------------------
 
@@ -286,7 +266,7 @@ class FakeKubeServer:
                     Request(verb, group, resource, name, namespace, tuple(sorted(query.items())))
                 )
                 self.store.cond.notify_all()
-            self._authorize(handler, verb, group, resource, namespace)
+            self._authorize(handler, verb, group, resource, name, namespace)
             fault = self._take_fault(verb, resource)
             if fault is not None and fault.code == CUT:
                 send_cut(handler)
@@ -298,33 +278,48 @@ class FakeKubeServer:
             body = json.loads(raw) if raw else {}
             content = handler.headers.get("Content-Type") or ""
             patch = "strategic" if "strategic-merge-patch" in content else "merge"
-            if sub == "log":
-                self._serve_log(handler, namespace, name or "", query)
-            elif verb == "watch":
+            if verb == "watch":
                 self._serve_watch(handler, key, namespace, query)
             else:
-                answer = self.handle(verb, key, namespace, name, body, query, sub, patch)
+                answer = self._handle(verb, key, namespace, name, body, query, sub, patch)
                 send_json(handler, *answer)
         except ApiError as err:
             send_json(handler, err.code, err.status(), err.headers)
 
     def _authorize(
-        self, handler: BaseHTTPRequestHandler, verb: str, group: str, resource: str, ns: str
+        self,
+        handler: BaseHTTPRequestHandler,
+        verb: str,
+        group: str,
+        resource: str,
+        name: str | None,
+        ns: str,
     ) -> None:
         if handler.headers.get("Authorization") != f"Bearer {self.accepted_token}":
             raise ApiError(401, "Unauthorized", "Unauthorized")
         if (verb, resource) in self.forbidden:
-            # staging/.../authorization/authorizerfactory: the RBAC denial's text.
-            plural, _, sub = resource.partition("/")
-            what = f'resource "{plural}"' + (f' in subresource "{sub}"' if sub else "")
             raise ApiError(
-                403,
-                "Forbidden",
-                f'{resource} is forbidden: User "{self.user}" cannot {verb} {what} '
-                f'in API group "{group}" in the namespace "{ns}"',
+                403, "Forbidden", self._forbidden_message(verb, group, resource, name, ns)
             )
 
-    def handle(
+    def _forbidden_message(
+        self, verb: str, group: str, resource: str, name: str | None, ns: str
+    ) -> str:
+        """RBAC's denial as kube-apiserver words it: apierrors.NewForbidden of the group and
+        resource (``mpijobs.kubeflow.org``, ``pods``) and the name if any
+        (staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go), the reason from
+        forbiddenMessage (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/
+        errors.go: the resource with its subresource, ``pods/log``)."""
+        plural = resource.partition("/")[0]
+        qualified = f"{plural}.{group}" if group else plural
+        what = f'{qualified} "{name}"' if name else qualified
+        where = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+        return (
+            f'{what} is forbidden: User "{self.user}" cannot {verb} resource "{resource}" '
+            f'in API group "{group}" {where}'
+        )
+
+    def _handle(
         self,
         verb: str,
         key: str,
@@ -335,8 +330,8 @@ class FakeKubeServer:
         sub: str | None = None,
         patch: str = "merge",
     ) -> tuple[int, JSON]:
-        """One API call (no authentication, no faults): what controllers in-process use.
-        ``patch``: "merge" (RFC 7386) or "strategic"; a list body is a JSON patch."""
+        """One API call, authenticated and past its faults. ``patch``: "merge" (RFC 7386) or
+        "strategic"; a list body is a JSON patch."""
         store, body, query = self.store, body or {}, query or {}
         kind = KINDS[key]
         if verb == "get":
@@ -351,14 +346,12 @@ class FakeKubeServer:
                 "metadata": {"resourceVersion": str(rv)},
                 "items": items,
             }
-        if sub == "binding":
-            return 201, self._bind(namespace, name or "", body)
         if verb == "create":
-            with store.batch():
+            with store.cond:
                 if key == "mpijobs.kubeflow.org":
                     validate_create(body)
                 if key != "events":
-                    self._admit(key, namespace, body)
+                    self._admit(key, body)
                 return 201, store.create(key, namespace, body)
         if verb in ("patch", "update"):
             return 200, self._write(verb, key, namespace, name or "", body, sub, patch)
@@ -383,14 +376,13 @@ class FakeKubeServer:
             }
         raise ApiError(405, "MethodNotAllowed", f"{verb} is not supported by this fake")
 
-    def _admit(self, key: str, namespace: str, obj: JSON) -> None:
+    def _admit(self, key: str, obj: JSON) -> None:
         """Admission sees the generated name (registry/store.go Create: BeforeCreate first)."""
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(self.store.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in "12345")
             meta["name"] = f"{meta['generateName']}{suffix}"
-        pods, _ = self.store.list("pods", namespace) if key == "pods" else ([], 0)
-        self.admission.check(key, namespace, obj, pods)
+        self.admission.check(key, obj)
 
     def _write(
         self,
@@ -398,12 +390,13 @@ class FakeKubeServer:
         key: str,
         namespace: str,
         name: str,
-        body: JSON,
+        body: Any,
         sub: str | None,
         patch: str,
     ) -> JSON:
-        """PATCH (JSON merge) or PUT; ``status`` writes change only status, main-resource writes
-        keep it (pkg/registry/core/pod/strategy.go PrepareForUpdate and its status twin)."""
+        """PATCH (JSON merge; a list: JSON patch) or PUT; ``status`` writes change only status,
+        main-resource writes keep it (pkg/registry/core/pod/strategy.go PrepareForUpdate and its
+        status twin)."""
         store = self.store
 
         def change(obj: JSON) -> None:
@@ -446,46 +439,6 @@ class FakeKubeServer:
 
         return store.update(key, namespace, name, change)
 
-    def _bind(self, namespace: str, name: str, binding: JSON) -> JSON:
-        """pkg/registry/core/pod/storage/storage.go assignPod: set nodeName once, PodScheduled."""
-        node = binding.get("target", {}).get("name", "")
-
-        def assign(pod: JSON) -> None:
-            if pod["spec"].get("nodeName"):
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
-                    f'already assigned to node "{pod["spec"]["nodeName"]}"',
-                )
-            if pod["metadata"].get("deletionTimestamp"):
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
-                    "being deleted, cannot be assigned to a host",
-                )
-            pod["spec"]["nodeName"] = node
-            status = pod.setdefault("status", {})
-            conditions = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-            conditions.append(
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastTransitionTime": self.store.timestamp(),
-                }
-            )
-            status["conditions"] = conditions
-
-        self.store.update("pods", namespace, name, assign)
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }
-
     # -- streams -----------------------------------------------------------------------------
 
     def _serve_watch(
@@ -527,24 +480,15 @@ class FakeKubeServer:
         store = self.store
         bookmarks = query.get("allowWatchBookmarks") == "true"
         labels, fields = query.get("labelSelector"), query.get("fieldSelector")
-        timeout = query.get("timeoutSeconds")
-        with store.cond:
-            # apiserver/pkg/endpoints/handlers/watch.go: the watch ends after timeoutSeconds.
-            ends = store.now + int(timeout) if timeout else None
         while True:
             with store.cond:
-                while not (
-                    len(store.history) > position
-                    or self._drops != drops
-                    or self._stopping
-                    or (ends is not None and store.now >= ends)
-                ):
+                while not (len(store.history) > position or self._drops != drops or self._stopping):
                     store.cond.wait(timeout=CLIENT_CHECK_SECONDS)
                     if client_gone(handler):
                         return  # as the API server ends a watch whose client hung up
                 new, position = store.history[position:], len(store.history)
                 dropped = self._drops != drops
-                over = self._stopping or (ends is not None and store.now >= ends)
+                over = self._stopping
             for rv, hkey, hns, event, obj in new:
                 if event == "BOOKMARK":
                     if bookmarks and rv > since:
@@ -563,31 +507,3 @@ class FakeKubeServer:
             if over:
                 end_chunked(handler)
                 return
-
-    def _serve_log(
-        self, handler: BaseHTTPRequestHandler, namespace: str, pod: str, query: JSON
-    ) -> None:
-        """pkg/registry/core/pod/rest/log.go + strategy.go LogLocation: resolve the container,
-        then stream from ``/containerLogs`` of the kubelet on the pod's node."""
-        obj = self.store.get("pods", namespace, pod)
-        container = log_container(obj, query.get("container"))
-        node_name = obj.get("spec", {}).get("nodeName")
-        if not node_name:
-            # LogLocation: a pod not yet assigned to a host has no location: an empty log.
-            start_chunked(handler, "text/plain")
-            end_chunked(handler)
-            return
-        node = self.store.get("nodes", "", node_name)
-        address = next(
-            a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"
-        )
-        port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
-        forwarded = {k: v for k, v in query.items() if k != "container"}
-        path = f"/containerLogs/{namespace}/{pod}/{container}"
-        if forwarded:
-            path += "?" + urlencode(forwarded)
-        error = relay(address, port, path, handler, CLIENT_CHECK_SECONDS)
-        if error is not None:
-            code, text = error
-            reason = {400: "BadRequest", 404: "NotFound"}.get(code, "InternalError")
-            raise ApiError(code, reason, text.strip())

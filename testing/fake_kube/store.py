@@ -4,12 +4,11 @@
 ``create`` / ``update`` / ``delete`` follow kube-apiserver's registry (cited beside each rule):
 generated names, 409 texts (``object is being deleted: ...``), graceful deletion of pods
 (``deletionTimestamp`` first, the object goes only when the kubelet deletes it with grace 0) and
-finalizers (``foregroundDeletion`` / ``orphan`` set from the propagation policy, handled by the
-garbage collector). Controllers react to every change through :attr:`Store.listeners`, called
-after the outermost operation (or :meth:`Store.batch`) ends, so a test step and the reactions it
-causes are seen by watchers as one.
+finalizers (``foregroundDeletion`` / ``orphan`` set from the propagation policy; no garbage
+collector works them off here, so such an object stays terminating, as on a cluster whose
+controller manager is down).
 
-Time on the control plane is :attr:`Store.now` (seconds after :data:`EPOCH`), moved by tests.
+Timestamps are :attr:`Store.now` (seconds after :data:`EPOCH`), which nothing moves.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ import copy
 import random
 import re
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -31,7 +29,6 @@ EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
-Listener = Callable[[str, str, JSON], None]  # (event type, kind key, object)
 
 
 @dataclass(frozen=True)
@@ -241,43 +238,15 @@ class Store:
     def __init__(self, seed: int = 7) -> None:
         self.cond = threading.Condition()
         self.rv = 1
-        self.now = 0.0  # control-plane seconds after EPOCH; tests move it (FakeKubeServer.advance)
+        self.now = 0.0  # seconds after EPOCH: the time of every timestamp the store writes
         self.objects: dict[tuple[str, str, str], JSON] = {}
         # (resourceVersion, kind key, namespace, event type, object)
         self.history: list[tuple[int, str, str, str, JSON]] = []
         self.compacted = 0  # a watch from below this resourceVersion gets 410 Gone
-        self.listeners: list[Listener] = []
         self.rng = random.Random(seed)
         self._uids = 0
-        self._depth = 0
-        self._pending: list[tuple[str, str, JSON]] = []
-        self._draining = False
 
     # Every method below takes ``cond`` (it is reentrant).
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Changes made inside reach the controllers when the outermost batch ends."""
-        with self.cond:
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._drain()
-
-    def _drain(self) -> None:
-        if self._draining:
-            return
-        self._draining = True
-        try:
-            while self._pending:
-                event, key, obj = self._pending.pop(0)
-                for listener in list(self.listeners):
-                    listener(event, key, copy.deepcopy(obj))
-        finally:
-            self._draining = False
 
     def timestamp(self) -> str:
         return rfc3339(self.now)
@@ -285,7 +254,6 @@ class Store:
     def _record(self, key: str, event: str, obj: JSON) -> None:
         namespace = obj["metadata"].get("namespace", "")
         self.history.append((self.rv, key, namespace, event, copy.deepcopy(obj)))
-        self._pending.append((event, key, copy.deepcopy(obj)))
         self.cond.notify_all()
 
     def _bump(self, obj: JSON) -> None:
@@ -324,7 +292,7 @@ class Store:
 
     def create(self, key: str, namespace: str, obj: JSON) -> JSON:
         kind = KINDS[key]
-        with self.batch():
+        with self.cond:
             obj = copy.deepcopy(obj)
             meta = obj.setdefault("metadata", {})
             namespace = namespace if kind.namespaced else ""
@@ -363,7 +331,7 @@ class Store:
 
     def update(self, key: str, namespace: str, name: str, change: Callable[[JSON], None]) -> JSON:
         """Apply ``change`` to the stored object (a MODIFIED event when it changed)."""
-        with self.batch():
+        with self.cond:
             stored = self.objects.get((key, namespace, name))
             if stored is None:
                 raise not_found(key, name)
@@ -399,7 +367,7 @@ class Store:
         grace: int | None = None,
     ) -> JSON:
         """DELETE as the API serves it; the object, which may still exist (terminating)."""
-        with self.batch():
+        with self.cond:
             stored = self.objects.get((key, namespace, name))
             if stored is None:
                 raise not_found(key, name)

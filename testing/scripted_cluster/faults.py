@@ -1,21 +1,27 @@
 """Faults at the API: a reverse proxy on 127.0.0.1 (plain HTTP) in front of the scripted
 cluster's kube-apiserver (HTTPS, checked against the run's CA). The backend's client talks to
-it; every request goes on to kube-apiserver with its own credentials, and every answer comes
-back as it was sent: a chunked answer (a watch, a followed log) chunk by chunk as it arrives.
+it; every request goes on to kube-apiserver with the token ``credentials(token)`` gives for the
+client's (its own by default; None: the proxy answers 401 as kube-apiserver words it, e.g. the
+GitLab agent server of :mod:`testing.scripted_cluster.kas` refusing a token), and every answer
+comes back as it was sent: a chunked answer (a watch, a followed log) chunk by chunk as it
+arrives.
 
 What a test can make happen (each on the next matching requests, or now):
 
 - :meth:`FaultProxy.fail_next`: answer with 500 or 429 (with ``Retry-After``) or 410 as
   kube-apiserver words them (``Status`` bodies), without forwarding; or :data:`CUT`: forward,
   then break kube-apiserver's answer off half-way through its body.
-- :meth:`FaultProxy.drop_watches`: break every open watch half-way through an event (as a
-  connection lost between a client and the server does).
+- :meth:`FaultProxy.drop_watches`: break every open watch (of a resource) half-way through an
+  event (as a connection lost between a client and the server does).
+- :meth:`FaultProxy.end_watches`: end every open watch (of a resource) cleanly, as kube-apiserver
+  ends one at its ``timeoutSeconds``.
 - :meth:`FaultProxy.expire_watches`: the next watches get what kube-apiserver sends a watch
   whose resourceVersion is too old: 200, one ERROR event with a 410 ``Expired`` Status, the end
   (``staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go``: "too old resource
   version").
 
 What a test can see: :attr:`FaultProxy.requests` (verb and resource as RBAC names them),
+:attr:`~FaultProxy.refused` (answered 401 here),
 :meth:`~FaultProxy.count`, :meth:`~FaultProxy.open_watches` (a client hanging up closes its
 watch here and at kube-apiserver at once), :meth:`~FaultProxy.verbs_used`, and
 :meth:`~FaultProxy.wait_until` (woken by every request and every watch opened or closed)."""
@@ -46,7 +52,8 @@ _ROUTE = re.compile(
 )
 # Not forwarded either way (RFC 9110 7.6.1), or set by us for the body we send.
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "te", "trailer"}
-_REASONS = {500: "InternalError", 429: "TooManyRequests", 410: "Expired"}
+_REPLACED = _HOP | {"authorization"}
+_REASONS = {500: "InternalError", 429: "TooManyRequests", 410: "Expired", 401: "Unauthorized"}
 _HALF_EVENT = b'{"type":"MODIFIED","object":{"kind":"'
 
 
@@ -92,12 +99,19 @@ def request_of(method: str, target: str) -> Request | None:
     name, sub = route["name"], route["sub"]
     if method == "GET":
         verb = "get" if name else ("watch" if query.get("watch") in ("true", "1") else "list")
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
     else:
-        verb = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}[method]
+        verb = {"POST": "create", "PATCH": "patch", "PUT": "update"}[method]
     resource = f"{route['plural']}/{sub}" if sub else route["plural"]
     return Request(
         verb, route["group"] or "", resource, name, route["ns"] or "", tuple(sorted(query.items()))
     )
+
+
+def passing(token: str) -> str | None:
+    """The default credentials: the client's own token (or none: ``""``) goes on."""
+    return token
 
 
 def status(code: int, message: str, reason: str | None = None) -> JSON:
@@ -135,12 +149,16 @@ class _Stream:
             return True
 
     def finish(self) -> None:
+        """End the answer cleanly (its last chunk), and the one from upstream with it."""
         with self.lock:
             if not self.ended:
                 self.ended = True
                 with contextlib.suppress(OSError):
                     self.handler.wfile.write(b"0\r\n\r\n")
                     self.handler.wfile.flush()
+                if self.upstream is not None:
+                    with contextlib.suppress(OSError):
+                        self.upstream.shutdown(socket.SHUT_RDWR)
 
     def drop(self, last_words: bytes = b"") -> None:
         """Break the answer (after ``last_words``, an unterminated chunk of them)."""
@@ -164,14 +182,19 @@ class _Stream:
 
 class FaultProxy:
     """``with FaultProxy(url, ca) as proxy:`` the proxy to kube-apiserver at ``url``; clients
-    use ``proxy.url``."""
+    use ``proxy.url``. ``credentials`` maps a client's bearer token to the one forwarded (None:
+    401); by default the client's own goes on."""
 
-    def __init__(self, upstream: str, ca: Path) -> None:
+    def __init__(
+        self, upstream: str, ca: Path, credentials: Callable[[str], str | None] = passing
+    ) -> None:
         parts = urlsplit(upstream)
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or 443
         self._tls = ssl.create_default_context(cafile=str(ca))
+        self._credentials = credentials
         self.requests: list[Request] = []
+        self.refused = 0  # requests answered 401 (no token, or one ``credentials`` refused)
         self.cond = threading.Condition()
         self._faults: list[_Fault] = []
         self._expire: list[_Fault] = []
@@ -220,22 +243,38 @@ class FaultProxy:
         with self.cond:
             self._expire.append(_Fault(410, times, None, "watch", resource))
 
-    def drop_watches(self) -> None:
-        """Break every open watch half-way through an event."""
+    def drop_watches(self, resource: str | None = None) -> None:
+        """Break every open watch (of ``resource``) half-way through an event."""
+        for stream in self._take_watches(resource):
+            stream.drop(_HALF_EVENT)
+
+    def end_watches(self, resource: str | None = None) -> None:
+        """End every open watch (of ``resource``) cleanly, as kube-apiserver does at the
+        watch's ``timeoutSeconds``."""
+        for stream in self._take_watches(resource):
+            stream.finish()
+
+    def _take_watches(self, resource: str | None) -> list[_Stream]:
         with self.cond:
-            streams = [s for s, r in self._streams.items() if r.verb == "watch"]
+            streams = [
+                s
+                for s, r in self._streams.items()
+                if r.verb == "watch" and resource in (None, r.resource)
+            ]
             for stream in streams:  # gone now, not once their threads notice
                 del self._streams[stream]
             self.cond.notify_all()
-        for stream in streams:
-            stream.drop(_HALF_EVENT)
+        return streams
 
     # -- what was asked ----------------------------------------------------------------------
 
-    def count(self, verb: str, resource: str) -> int:
-        """How many ``verb`` requests on ``resource`` ("pods", "pods/log", "mpijobs") came."""
+    def count(self, verb: str, resource: str | None = None) -> int:
+        """How many ``verb`` requests on ``resource`` ("pods", "pods/log", "mpijobs"; None: on
+        any) came."""
         with self.cond:
-            return sum(1 for r in self.requests if r.verb == verb and r.resource == resource)
+            return sum(
+                1 for r in self.requests if r.verb == verb and resource in (None, r.resource)
+            )
 
     def counts(self) -> dict[str, int]:
         """``{"verb resource": how many}`` of every request so far."""
@@ -309,6 +348,14 @@ class FaultProxy:
             with self.cond:
                 self.requests.append(request)
                 self.cond.notify_all()
+        token = self._credentials(handler.headers.get("Authorization", "").removeprefix("Bearer "))
+        if token is None:
+            with self.cond:
+                self.refused += 1
+            # apierrors.NewUnauthorized("Unauthorized"), as kube-apiserver's authentication
+            # filter answers (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authentication.go)
+            self._send_json(handler, 401, status(401, "Unauthorized"), {})
+            return
         fault = self._take(self._faults, request)
         if fault is not None and fault.code != CUT:
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
@@ -322,7 +369,7 @@ class FaultProxy:
             if expired is not None:
                 self._send_expired(handler, request)
                 return
-        self._forward(handler, body, request, cut=fault is not None)
+        self._forward(handler, body, token, request, cut=fault is not None)
 
     @staticmethod
     def _send_json(
@@ -353,14 +400,21 @@ class FaultProxy:
         stream.finish()
 
     def _forward(
-        self, handler: BaseHTTPRequestHandler, body: bytes, request: Request | None, cut: bool
+        self,
+        handler: BaseHTTPRequestHandler,
+        body: bytes,
+        token: str,
+        request: Request | None,
+        cut: bool,
     ) -> None:
         upstream = http.client.HTTPSConnection(
             self._host, self._port, context=self._tls, timeout=None
         )
         try:
-            headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP}
+            headers = {k: v for k, v in handler.headers.items() if k.lower() not in _REPLACED}
             headers["Content-Length"] = str(len(body))
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
             upstream.request(handler.command, handler.path, body=body, headers=headers)
             answer = upstream.getresponse()
             handler.send_response(answer.status, answer.reason)

@@ -124,7 +124,6 @@ class Cluster:
         self.plane = scripted.plane.plane
         self.admin = self.plane.admin_api()
         self.namespace = namespace
-        self.api_url = self.plane.url  # where the backend's client goes (e.g. a counting proxy)
         self.tmp_path = tmp_path
         self.log = CiLog()
         self.clock = ManualClock()

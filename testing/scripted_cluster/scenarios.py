@@ -1,6 +1,6 @@
-"""The scenario steps on the scripted cluster, with the names and meaning of
-``testing/fake_kube/scenarios.py``'s :class:`JobScenario`: the test plays the nodes' part
-(:mod:`.kubelet`) on the pods the real MPI Operator and Job controller created. Time is real
+"""The scenario steps on the scripted cluster (:class:`JobScenario`: workers running, the launcher
+logging, exiting...): the test plays the nodes' part (:mod:`.kubelet`) on the pods the real MPI
+Operator and Job controller created. Time is real
 here: a step waits (bounded) for what the control plane has to do first, never blindly."""
 
 from __future__ import annotations
