@@ -56,7 +56,7 @@ def test_the_node_log_server_refuses_other_clients(scripted: ScriptedCluster) ->
     answer = _get(scripted, (str(someone.cert), str(someone.key)))
     assert (answer.status_code, answer.text) == (
         403,
-        "Forbidden (user=someone, verb=get, resource=nodes, subresource(s)=[proxy])",
+        "Forbidden (user=someone, verb=get, resource=nodes, subresource(s)=[proxy])\n",
     )
     assert (_get(scripted, None).status_code, _get(scripted, None).text) == (401, "Unauthorized")
     client = plane.pki_dir / "apiserver-kubelet-client"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from testing.emulated_cluster import kubeletauth
 from testing.emulated_cluster.api import Api
 from testing.emulated_cluster.crilog import read_logs
 from testing.emulated_cluster.logserver import LogRequestError, Tls, options_from_query
@@ -41,24 +42,6 @@ class ContainerLogState:
     path: Path
     running: bool = True
     cuts: list[tuple[bytes, set[int]]] = field(default_factory=list)  # (line, streams to cut)
-
-
-def _subject(handler: BaseHTTPRequestHandler) -> tuple[str, list[str]] | None:
-    """(user, groups) of the client certificate, as the x509 authenticator reads it."""
-    connection = handler.connection
-    assert isinstance(connection, ssl.SSLSocket)
-    cert = connection.getpeercert()
-    if not cert:
-        return None
-    user, groups = "", []
-    subject: tuple[tuple[tuple[str, str], ...], ...] = cert.get("subject", ())  # type: ignore[assignment]
-    for rdn in subject:
-        for key, value in rdn:
-            if key == "commonName":
-                user = str(value)
-            elif key == "organizationName":
-                groups.append(str(value))
-    return user, groups
 
 
 class NodeLogServer:
@@ -120,24 +103,6 @@ class NodeLogServer:
 
         return Handler
 
-    def _allowed(self, user: str, groups: list[str], verb: str, subresource: str) -> bool:
-        review = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": {
-                "user": user,
-                "groups": groups,
-                "resourceAttributes": {
-                    "verb": verb,
-                    "resource": "nodes",
-                    "subresource": subresource,
-                    "name": self.node,
-                },
-            },
-        }
-        answer = self.api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
-        return bool(((answer or {}).get("status") or {}).get("allowed"))
-
     def _error(self, handler: BaseHTTPRequestHandler, code: int, text: str) -> None:
         with self._lock:
             self.refused.append(text)
@@ -150,18 +115,13 @@ class NodeLogServer:
 
     def serve(self, handler: BaseHTTPRequestHandler) -> None:
         url = urlsplit(handler.path)
-        subject = _subject(handler)
-        if subject is None:
-            self._error(handler, 401, "Unauthorized")
-            return
-        user, groups = subject
-        # auth.go: GET is "get"; /containerLogs falls to the "proxy" subresource.
-        if not self._allowed(user, groups, "get", "proxy"):
-            self._error(
-                handler,
-                403,
-                f"Forbidden (user={user}, verb=get, resource=nodes, subresource(s)=[proxy])",
-            )
+        connection = handler.connection
+        assert isinstance(connection, ssl.SSLSocket)
+        try:
+            user = kubeletauth.user_of(connection.getpeercert())
+            kubeletauth.authorize(self.api, self.node, user, handler.command, url.path)
+        except kubeletauth.Refused as err:
+            self._error(handler, err.code, str(err))
             return
         parts = [unquote(p) for p in url.path.split("/")[1:]]
         try:
