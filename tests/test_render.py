@@ -254,6 +254,13 @@ def test_an_elastic_launcher_runs_horovodrun() -> None:
         build_plan(ELASTIC, MR_PIPELINE).mpirun_argv(POD_HOSTS)
 
 
+def test_mpirun_is_refused_for_ranks_that_talk_gloo() -> None:
+    gloo = replace(POD_HOSTS, controller=("--gloo",))
+    with pytest.raises(ValueError) as raised:
+        build_plan(MINIMAL, MR_PIPELINE).mpirun_argv(gloo)
+    assert str(raised.value) == "mpirun starts MPI ranks; --gloo needs horovodrun"
+
+
 def test_elastic_launcher_discovers_hosts() -> None:
     plan = build_plan(replace(ELASTIC, slots_per_worker=2), MR_PIPELINE)
     assert plan.horovodrun_argv(POD_HOSTS) == [

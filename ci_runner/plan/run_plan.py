@@ -174,6 +174,10 @@ class RunPlan:
         adds what depends on the pod: the interface and each variable to pass (launch.sh)."""
         if self.config.elastic:
             raise ValueError("an elastic job needs horovodrun's elastic driver")
+        if hosts.controller:
+            raise ValueError(
+                f"mpirun starts MPI ranks; {' '.join(hosts.controller)} needs horovodrun"
+            )
         ranks = ["-np", str(self.config.ranks), *hosts.fixed]
         options = [*MPIRUN_OUTPUT, *ranks, *MPIRUN_PLACEMENT, *MPIRUN_TRANSPORT]
         return ["mpirun", *options, *self.config.command]
