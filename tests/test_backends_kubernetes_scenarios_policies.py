@@ -22,6 +22,7 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.config.types import ContainerResources, Resources
 from ci_runner.plan.run_plan import JobSecret, build_plan, secret_name
 from ci_runner.render import render_mpijob
+from testing.control_plane.rbac import OPERATOR_USER
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
 from testing.plan_cases import CONFIG, CONTEXT
@@ -367,7 +368,45 @@ def test_a_job_a_queue_created_suspended_waits_without_the_setup_timer(cluster: 
     assert cluster.leftovers(SETTLE) == []
 
 
+@contextmanager
+def _operator_may_update_job_status(cluster: Cluster) -> Iterator[None]:
+    """The rule MPI Operator v0.8.2's own ClusterRole lacks (deploy/v2beta1/mpi-operator.yaml
+    grants jobs create/list/update/watch only) while its controller clears the launcher Job's
+    status.startTime through jobs/status before resuming it (mpi_job_controller.go, the
+    UpdateStatus before unsuspending): granted in the test's namespace, removed after."""
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{cluster.namespace}"
+    name = "mpi-operator-job-status"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["update"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER}
+        ],
+    }
+    cluster.admin.create(f"{rbac}/roles", role)
+    cluster.admin.create(f"{rbac}/rolebindings", binding)
+    try:
+        yield
+    finally:
+        cluster.admin.delete(f"{rbac}/rolebindings/{name}")
+        cluster.admin.delete(f"{rbac}/roles/{name}")
+
+
 def test_a_job_suspended_after_it_started_is_preempted_then_resumed(cluster: Cluster) -> None:
+    with _operator_may_update_job_status(cluster):
+        _preempted_then_resumed(cluster)
+    assert cluster.leftovers(SETTLE) == []
+
+
+def _preempted_then_resumed(cluster: Cluster) -> None:
     job = cluster.started(_queued(mpijob_manifest(wait_for_workers=True), suspend=False))
     job.workers_running()
     job.launcher_running()
@@ -391,7 +430,6 @@ def test_a_job_suspended_after_it_started_is_preempted_then_resumed(cluster: Clu
         f"[ci-runner] launcher running (pod {second})",
         *succeeded(),
     ]
-    assert cluster.leftovers(SETTLE) == []
 
 
 # -- disruptions -----------------------------------------------------------------------------
