@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from testing.emulated_cluster import kubeletauth
@@ -76,30 +76,22 @@ class Tls:
 Authorize = Callable[[kubeletauth.User, str, str], None]  # user, method, path; raises Refused
 
 
-class LogServer:
-    """An HTTPS server on the node's InternalIP; ``find(ns, pod)`` gives the pod's worker,
-    ``authorize`` lets a request in or raises :class:`kubeletauth.Refused`."""
+class KubeletHttps:
+    """A kubelet's HTTPS server at ``address``:``port`` (0: any free port, then ``self.port``)
+    with :class:`Tls`; each GET goes to :meth:`serve` on a thread of its own."""
 
-    def __init__(
-        self,
-        address: str,
-        port: int,
-        find: Callable[[str, str], PodWorker | None],
-        tls: Tls,
-        authorize: Authorize,
-    ) -> None:
-        self.find = find
-        self.authorize = authorize
+    def __init__(self, address: str, port: int, tls: Tls) -> None:
         self._httpd = ThreadingHTTPServer((address, port), self._handler())
         # The handshake on the handler's thread (first read), not in accept on the serving one.
         self._httpd.socket = tls.context().wrap_socket(
             self._httpd.socket, server_side=True, do_handshake_on_connect=False
         )
         self._httpd.daemon_threads = True
+        self.port = int(self._httpd.server_address[1])
         self._stopping = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def start(self) -> LogServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -107,6 +99,9 @@ class LogServer:
         self._stopping = True
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def serve(self, handler: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -126,6 +121,23 @@ class LogServer:
                 server.serve(self)
 
         return Handler
+
+
+class LogServer(KubeletHttps):
+    """An HTTPS server on the node's InternalIP; ``find(ns, pod)`` gives the pod's worker,
+    ``authorize`` lets a request in or raises :class:`kubeletauth.Refused`."""
+
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        find: Callable[[str, str], PodWorker | None],
+        tls: Tls,
+        authorize: Authorize,
+    ) -> None:
+        self.find = find
+        self.authorize = authorize
+        super().__init__(address, port, tls)
 
     def serve(self, handler: BaseHTTPRequestHandler) -> None:
         url = urlsplit(handler.path)

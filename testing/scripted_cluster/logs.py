@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -22,7 +22,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from testing.emulated_cluster import kubeletauth
 from testing.emulated_cluster.api import Api
 from testing.emulated_cluster.crilog import read_logs
-from testing.emulated_cluster.logserver import LogRequestError, Tls, options_from_query
+from testing.emulated_cluster.logserver import (
+    KubeletHttps,
+    LogRequestError,
+    Tls,
+    options_from_query,
+)
 
 JSON = dict[str, Any]
 WAITING = {  # validateContainerLogStatus: the most common pending failures
@@ -44,7 +49,7 @@ class ContainerLogState:
     cuts: list[tuple[bytes, set[int]]] = field(default_factory=list)  # (line, streams to cut)
 
 
-class NodeLogServer:
+class NodeLogServer(KubeletHttps):
     """``find(ns, pod)`` gives the pod as the kubelet knows it (None: not on this node);
     ``log(uid, container, restart)`` its log state."""
 
@@ -65,43 +70,7 @@ class NodeLogServer:
         self._next_stream = 0
         self._lock = threading.Lock()
         self.open: set[int] = set()
-        self._stopping = False
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        context = tls.context()
-        context.verify_mode = ssl.CERT_OPTIONAL
-        self._httpd.socket = context.wrap_socket(
-            self._httpd.socket, server_side=True, do_handshake_on_connect=False
-        )
-        self._httpd.daemon_threads = True
-        self.port = int(self._httpd.server_address[1])
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    def start(self) -> NodeLogServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def handle(self) -> None:
-                with contextlib.suppress(ssl.SSLError, ConnectionResetError, BrokenPipeError):
-                    super().handle()
-
-            def do_GET(self) -> None:
-                server.serve(self)
-
-        return Handler
+        super().__init__("127.0.0.1", 0, tls)
 
     def _error(self, handler: BaseHTTPRequestHandler, code: int, text: str) -> None:
         with self._lock:
