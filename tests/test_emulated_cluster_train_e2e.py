@@ -479,9 +479,6 @@ def test_a_cancelled_or_timed_out_job_leaves_no_pod_and_no_process(site: Site, s
         assert time.monotonic() < deadline, site.cluster.api.list(pods)[0]
         time.sleep(0.2)
     before = set(cleanup.our_processes())  # the cluster's own: control plane, dnsmasq
-    # The 10 minutes the pods get beyond the job's own timeouts (render.pod_deadlines; its
-    # value is tests/test_render.py's) shrink to 20 s here, so that the test waits a minute.
-    job.margin = MARGIN
     train = job.start("train")
     assert train.stdout is not None
     seen = []
@@ -645,9 +642,6 @@ def test_an_evicted_worker_is_named_with_its_disruption_target(site: Site) -> No
     config = train_yaml()
     config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
     job = pipeline(site, "evict", config)
-    # The 10 minutes the pods get beyond the job's own timeouts (render.pod_deadlines; its
-    # value is tests/test_render.py's) shrink to 20 s here, so that the test waits a minute.
-    job.margin = MARGIN
     train = job.start("train")
     assert train.stdout is not None
     seen = []
