@@ -215,28 +215,55 @@ def test_steady_again_with_a_relaunched_launcher() -> None:
     assert tracker.steady  # the failed launcher pod stays; it has ended
 
 
-def pulling(reason: str) -> JSON:
+def pulling(reason: str, message: str | None = None) -> JSON:
     pod = worker(0)
+    waiting = {"reason": reason} | ({"message": message} if message else {})
     pod["status"]["containerStatuses"] = [
-        {"name": "worker", "image": "img:1", "state": {"waiting": {"reason": reason}}}
+        {"name": "worker", "image": "img:1", "state": {"waiting": waiting}}
     ]
     return pod
 
 
 def test_an_image_pull_error_gets_a_grace_period() -> None:
     tracker = JobTracker("j", 1, 600)
-    assert tracker.apply(pods(SYNC, pulling("ErrImagePull")), 0) == [
-        "pod j-worker-0 cannot pull its image yet (ErrImagePull): the kubelet retries; "
+    assert tracker.apply(pods(SYNC, pulling("ImagePullBackOff")), 0) == [
+        "pod j-worker-0 cannot pull its image yet (ImagePullBackOff): the kubelet retries; "
         "giving up after 300s"
     ]
-    assert tracker.apply(pods("MODIFIED", pulling("ImagePullBackOff")), 10) == []
+    assert tracker.apply(pods("MODIFIED", pulling("ErrImagePull", "not found")), 10) == []
+    assert tracker.apply(pods("MODIFIED", pulling("ImagePullBackOff", "Back-off")), 20) == []
     tracker.check_time(299)
     assert tracker.verdict() is None
     tracker.check_time(300)
     verdict = tracker.verdict()
     assert verdict is not None and verdict.failure is not None
+    # The registry's words from the last try, not the back-off in between.
+    assert verdict.failure.message == (
+        "pod j-worker-0 cannot pull image img:1 (ErrImagePull): not found"
+    )
+
+
+def test_an_image_pull_never_tried_gives_the_back_off() -> None:
+    tracker = JobTracker("j", 1, 600)
+    tracker.apply(pods(SYNC, pulling("ImagePullBackOff")), 0)
+    tracker.check_time(300)
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
     assert verdict.failure.message == (
         "pod j-worker-0 cannot pull image img:1 (ImagePullBackOff): ImagePullBackOff"
+    )
+
+
+def test_a_pulled_image_forgets_its_pull_error() -> None:
+    tracker = JobTracker("j", 1, 600)
+    tracker.apply(pods(SYNC, pulling("ErrImagePull", "not found")), 0)
+    tracker.apply(pods("MODIFIED", worker(0)), 10)
+    tracker.apply(pods("MODIFIED", pulling("ImagePullBackOff", "Back-off")), 20)
+    tracker.check_time(320)
+    verdict = tracker.verdict()
+    assert verdict is not None and verdict.failure is not None
+    assert verdict.failure.message == (
+        "pod j-worker-0 cannot pull image img:1 (ImagePullBackOff): Back-off"
     )
 
 

@@ -47,6 +47,9 @@ class JobTracker:
         # until the first update, reset while a pod waits for a node.
         self._setup_since: float | None = None
         self._pull_since: dict[str, float] = {}  # pod -> first seen failing to pull
+        # pod -> its last ErrImagePull: the registry's own words, which ImagePullBackOff's
+        # "Back-off pulling image" in between the kubelet's tries does not repeat
+        self._pull_errors: dict[str, Failure] = {}
         self.mpijob: JSON | None = None
         self.pods: dict[str, JSON] = {}  # pods that exist now
         self.last_seen: dict[str, JSON] = {}  # every pod's last state, deleted ones too
@@ -139,8 +142,11 @@ class JobTracker:
         pull = explain.image_pull_failure(pod)
         if pull is None:
             self._pull_since.pop(name, None)
+            self._pull_errors.pop(name, None)
             return []
         reason = explain.image_pull_reason(pod)
+        if reason == "ErrImagePull":
+            self._pull_errors[name] = pull
         if reason in explain.PERMANENT_PULL_REASONS:
             if self._failure is None:
                 self._failure = Verdict(Outcome.FAILED, pull)
@@ -268,7 +274,7 @@ class JobTracker:
         for name, since in sorted(self._pull_since.items()):
             pull = explain.image_pull_failure(self.pods.get(name, {}))
             if pull is not None and now - since >= IMAGE_PULL_GRACE_SECONDS:
-                self._failure = Verdict(Outcome.FAILED, pull)
+                self._failure = Verdict(Outcome.FAILED, self._pull_errors.get(name, pull))
                 return
 
     def _check_setup_time(self, now: float) -> None:
