@@ -75,8 +75,9 @@ dist: env
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 
-## image-check: the Dockerfile's image, rebuilt with debootstrap (no container daemon), runs ci-runner (root)
+## image-check: the Dockerfile's image, rebuilt with debootstrap (no container daemon), runs ci-runner (root; installs debootstrap)
 image-check: dist
+	scripts/apt-install.sh image-check debootstrap
 	$(PY) -m testing.image_check --dockerfile Dockerfile
 
 ## env: the project's virtualenv with ci-runner and its test tools
