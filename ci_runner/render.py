@@ -134,6 +134,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "rank_env": plan.rank_environment(POD_LOCATION),
         "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],
         "launcher_args": launcher_argv(plan),
+        "elastic": plan.config.elastic is not None,
         "worker_resources": worker,
         "setup_resources": container_resources(config.resources.setup),
         "launcher_resources": container_resources(config.resources.launcher),

@@ -377,9 +377,11 @@ def test_rendered_manifest_names_secrets_only(git_repo: GitRepo, tmp_path: Path)
             }
         },
     }
-    assert manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["initContainers"][0][
-        "env"
-    ][0] == {"name": "CI_RUNNER_REPO_URL", "value": "https://gitlab.example.com/group/project.git"}
+    worker = manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["initContainers"][0]["env"][0] == {
+        "name": "CI_RUNNER_REPO_URL",
+        "value": "https://gitlab.example.com/group/project.git",
+    }
     outputs = Outputs()
     outputs.add("stdout", out)
     outputs.add("stderr", err)

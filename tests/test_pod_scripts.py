@@ -321,6 +321,126 @@ def test_install_refuses_code_at_another_commit(
     assert not (tmp_path / "pod" / "ready").exists()
 
 
+def _cached_install(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path, pod: str, **extra: str
+) -> tuple[dict[str, str], subprocess.CompletedProcess[str]]:
+    """requirements.txt installed in pod ``pod`` with a virtualenv cache in tmp_path/cache; every
+    pod's virtualenv is at the same path, as in the pods (/ci-runner/venv)."""
+    env = _fetched(
+        tmp_path / pod,
+        remote,
+        CI_RUNNER_REQUIREMENTS="requirements.txt",
+        PIP_FIND_LINKS=str(wheelhouse),
+        CI_RUNNER_VENV=str(tmp_path / "venv"),
+        CI_RUNNER_VENV_CACHE=str(tmp_path / "cache"),
+        **extra,
+    )
+    return env, run_script("install-requirements.sh", env)
+
+
+def _cache_entries(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "cache").iterdir())
+
+
+def test_install_keeps_the_virtualenv_for_the_next_pod_with_the_same_requirements(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    _, first = _cached_install(tmp_path, remote, wheelhouse, "pod-1")
+    assert (first.returncode, first.stdout.splitlines()[-1]) == (
+        0,
+        f"ci-runner: requirements installed; ready at commit {remote[1]}",
+    )
+    (key,) = _cache_entries(tmp_path)
+    assert re.fullmatch("[0-9a-f]{32}", key)
+    assert (tmp_path / "cache" / key / ".ci-runner-complete").is_file()
+    env, second = _cached_install(tmp_path, remote, wheelhouse, "pod-2")
+    assert (second.returncode, second.stdout, second.stderr) == (
+        0,
+        f"ci-runner: requirements from the virtualenv cache ({key}); ready at commit {remote[1]}\n",
+        "",
+    )
+    assert (tmp_path / "venv").resolve() == tmp_path / "cache" / key
+    assert (tmp_path / "pod-2" / "pod" / "ready").read_text() == f"{remote[1]}\n"
+    rank = subprocess.run(
+        [str(tmp_path / "venv" / "bin" / "python"), "-c", "import tinypkg; print(tinypkg.VALUE)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert rank.stdout == "from the wheel\n"
+    # Another pip setting is another virtualenv.
+    _, third = _cached_install(tmp_path, remote, wheelhouse, "pod-3", PIP_PRE="1")
+    assert third.stdout.endswith(f"requirements installed; ready at commit {remote[1]}\n")
+    assert len(_cache_entries(tmp_path)) == 2
+
+
+def test_install_keys_the_cache_by_the_files_the_requirements_include(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    env, _ = _cached_install(tmp_path, remote, wheelhouse, "pod-1")
+    code = Path(env["CI_RUNNER_CODE_DIR"])
+    (code / "base.txt").write_text("tinypkg\n")
+    (code / "requirements.txt").write_text("-r base.txt\n")
+    assert run_script("install-requirements.sh", env).returncode == 0
+    (code / "base.txt").write_text("tinypkg==1.0\n")
+    assert run_script("install-requirements.sh", env).returncode == 0
+    assert len(_cache_entries(tmp_path)) == 3
+
+
+@pytest.mark.parametrize(
+    "line", ["./libs/pkg", "-e .", "--find-links wheels", "pkg @ file:///tmp/pkg.whl"]
+)
+def test_install_never_caches_requirements_that_name_a_local_path(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path, line: str
+) -> None:
+    env = _fetched(
+        tmp_path,
+        remote,
+        CI_RUNNER_REQUIREMENTS="local.txt",
+        PIP_FIND_LINKS=str(wheelhouse),
+        CI_RUNNER_VENV_CACHE=str(tmp_path / "cache"),
+    )
+    code = Path(env["CI_RUNNER_CODE_DIR"])
+    (code / "wheels").mkdir()
+    (code / "local.txt").write_text("-r requirements.txt\n")
+    (code / "requirements.txt").write_text(f"tinypkg==1.0  # pinned\n{line}\n")
+    proc = run_script("install-requirements.sh", env)
+    assert proc.stderr.splitlines()[0] == (
+        f"ci-runner: the virtualenv is not cached: local.txt names {line}"
+    )
+    assert not (tmp_path / "cache").exists()
+
+
+def test_install_removes_virtualenvs_unused_for_two_weeks(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    cache = tmp_path / "cache"
+    for name, days in (("old", 15), ("recent", 13), (".unfinished.pod.1", 15)):
+        (cache / name).mkdir(parents=True)
+        stamp = time.time() - days * 86400
+        if not name.startswith("."):
+            (cache / name / ".ci-runner-complete").touch()
+            os.utime(cache / name / ".ci-runner-complete", (stamp, stamp))
+        os.utime(cache / name, (stamp, stamp))
+    _, proc = _cached_install(tmp_path, remote, wheelhouse, "pod-1")
+    assert proc.returncode == 0
+    assert [n for n in _cache_entries(tmp_path) if len(n) != 32] == ["recent"]
+
+
+def test_install_with_a_cache_it_cannot_write_still_marks_ready(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    (tmp_path / "cache").write_text("a file, not a directory\n")
+    _, proc = _cached_install(tmp_path, remote, wheelhouse, "pod-1")
+    assert proc.returncode == 0
+    assert proc.stderr.splitlines()[-1] == (
+        f"ci-runner: could not keep the virtualenv in {tmp_path / 'cache'} (the output is "
+        "above); the next start installs again"
+    )
+    assert proc.stdout.endswith(f"requirements installed; ready at commit {remote[1]}\n")
+
+
 # ready.sh
 
 
@@ -440,18 +560,29 @@ def test_launch_gives_mpirun_the_interface_and_every_variable_by_name(
     proc = run_script("launch.sh", env, "mpirun", *rendered)
     assert (proc.returncode, proc.stderr) == (0, "")
     passed = sorted(
-        {*env, "PATH", "PWD"}
+        {*env, "PATH"}
         - {"OLDPWD", "BASH_FUNC_f%%", "CUDA_VISIBLE_DEVICES"}
         - {"NVIDIA_CUDA_VISIBLE_DEVICES", "HOROVOD_SECRET_KEY"}
     )
     names = [arg for name in passed for arg in ("-x", name)]
+    wdir = ["-wdir", env["CI_RUNNER_CODE_DIR"]]
     interface = ["-mca", "btl_tcp_if_include", "net1", "-x", "NCCL_SOCKET_IFNAME=net1"]
-    assert proc.stdout.splitlines() == [*interface, *names, *rendered]
+    assert proc.stdout.splitlines() == [*wdir, *interface, *names, *rendered]
     assert "hunter2" not in proc.stdout
     # No default route: mpirun picks the interfaces itself, every variable still passed.
     routes.write_text(ROUTE_TABLE.splitlines(keepends=True)[0])
     proc = run_script("launch.sh", env, "mpirun", *rendered)
-    assert proc.stdout.splitlines() == [*names, *rendered]
+    assert proc.stdout.splitlines() == [*wdir, *names, *rendered]
+
+
+def test_launch_starts_mpirun_without_code_of_its_own(tmp_path: Path) -> None:
+    # A fixed-size job's launcher runs no rank: the workers' checkouts are the ranks' (-wdir).
+    env = _sh_env(tmp_path, CI_RUNNER_SHA="0" * 40)
+    env["PATH"] = f"{_fake_mpirun(tmp_path)}{os.pathsep}{env['PATH']}"
+    proc = run_script("launch.sh", env, "mpirun", "-np", "1", "true")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.splitlines()[:2] == ["-wdir", env["CI_RUNNER_CODE_DIR"]]
+    assert not (tmp_path / "pod" / "code").exists()
 
 
 def test_launch_runs_its_arguments_from_the_code_at_the_sha(
@@ -540,15 +671,15 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     )
     assert (rank.returncode, rank.stdout) == (0, "from the wheel\n")
 
-    launcher_dir = tmp_path / "launcher"
-    fetch = _container(launcher, "fetch-code")
-    assert _run_in_pod(fetch["command"], fetch, launcher_dir, base).returncode == 0
+    assert "initContainers" not in launcher  # no code of its own: the ranks run the workers'
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     mpirun = fake_bin / "mpirun"
-    # mpirun's options end at the job's command (python3 here): print them, run the command.
+    # mpirun's options end at the job's command (python3 here): print them, run the command in
+    # -wdir, as orted does on a worker.
     mpirun.write_text(
-        '#!/bin/sh\nwhile [ "$1" != python3 ]; do opts="$opts $1"; shift; done\n'
+        '#!/bin/sh\nwhile [ "$1" != python3 ]; do\n'
+        '    [ "$1" != -wdir ] || cd "$2"\n    opts="$opts $1"; shift\ndone\n'
         'echo "mpirun$opts" | sed "s/ -x [^ ]*//g"\nexec "$@"\n'
     )
     mpirun.chmod(0o755)
@@ -560,9 +691,11 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
         "CI_RUNNER_ROUTE_TABLE": str(routes),
     }
     entry = _container(launcher, "launcher")
-    proc = _run_in_pod([*entry["command"], *entry["args"]], entry, launcher_dir, base)
+    # Its /ci-runner/code is the workers' path: the same in every pod.
+    proc = _run_in_pod([*entry["command"], *entry["args"]], entry, worker_dir, base)
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == (
-        "mpirun -mca btl_tcp_if_include eth0 --allow-run-as-root --tag-output -np 2 --hostfile "
-        "/etc/mpi/hostfile -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib\nold\n"
+        f"mpirun -wdir {worker_dir}/code -mca btl_tcp_if_include eth0 --allow-run-as-root "
+        "--tag-output -np 2 --hostfile /etc/mpi/hostfile -bind-to none -map-by slot -mca pml ob1 "
+        "-mca btl ^openib\nold\n"
     )

@@ -179,16 +179,25 @@ def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
     manifest = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))
     name = manifest["metadata"]["name"]
     assert name == "simple-ml-01234567-5005"
-    for pod in _specs(manifest):
-        fetch = _container(pod, "fetch-code")
-        env = _env(fetch)
-        assert env["CI_RUNNER_SHA"] == SHA
-        assert env["CI_RUNNER_REPO_URL"] == "https://gitlab.bdap.com/faraway/simple_ml.git"
-        assert env["GIT_PASSWORD"] == {
-            "secretKeyRef": {"name": f"{name}-secrets", "key": "GIT_PASSWORD"}
-        }
-        assert fetch["command"][:2] == ["/bin/sh", "-c"]
-        assert 'git fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+    launcher, worker = _specs(manifest)
+    # mpirun starts the ranks in the workers' checkout: the launcher fetches no code, and no
+    # git credential reaches its pod.
+    assert "initContainers" not in launcher
+    assert "GIT_PASSWORD" not in str(launcher)
+    fetch = _container(worker, "fetch-code")
+    env = _env(fetch)
+    assert env["CI_RUNNER_SHA"] == SHA
+    assert env["CI_RUNNER_REPO_URL"] == "https://gitlab.bdap.com/faraway/simple_ml.git"
+    assert env["GIT_PASSWORD"] == {
+        "secretKeyRef": {"name": f"{name}-secrets", "key": "GIT_PASSWORD"}
+    }
+    assert fetch["command"][:2] == ["/bin/sh", "-c"]
+    assert 'git fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+
+
+def test_an_elastic_launcher_fetches_the_code_horovodrun_runs_from() -> None:
+    launcher, _ = _specs(render_mpijob(build_plan(ELASTIC, MR_PIPELINE)))
+    assert [c["name"] for c in launcher["initContainers"]] == ["fetch-code"]
 
 
 def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
@@ -211,6 +220,23 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
         render_mpijob(build_plan(MINIMAL, LOCAL))
     )[1]["volumes"]
     assert main["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}
+
+
+def test_a_pip_cache_claim_also_keeps_virtualenvs_the_worker_runs() -> None:
+    _, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    assert _env(_container(worker, "install-requirements"))["CI_RUNNER_VENV_CACHE"] == (
+        "/ci-runner-cache/venvs"
+    )
+    assert _container(worker, "worker")["volumeMounts"] == [
+        {"name": "ci-runner", "mountPath": "/ci-runner"},
+        {"name": "pip-cache", "mountPath": "/ci-runner-cache"},
+    ]
+    # Without a claim each pod's cache is its own emptyDir: a virtualenv kept there helps no one.
+    _, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
+    assert "CI_RUNNER_VENV_CACHE" not in _env(_container(worker, "install-requirements"))
+    assert _container(worker, "worker")["volumeMounts"] == [
+        {"name": "ci-runner", "mountPath": "/ci-runner"}
+    ]
 
 
 def test_every_rank_sees_the_environment_contract() -> None:
@@ -298,7 +324,6 @@ def test_every_container_declares_cpu_and_memory() -> None:
     # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py).
     launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
     setup = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
-    assert _container(launcher, "fetch-code")["resources"] == setup
     assert _container(worker, "fetch-code")["resources"] == setup
     assert _container(worker, "install-requirements")["resources"] == setup
     assert _container(launcher, "launcher")["resources"] == {

@@ -204,8 +204,12 @@ _KUBERNETES: Final = Record(
     Field(
         "pip_cache_pvc",
         _K8S_NAME,
-        "PersistentVolumeClaim holding pip's cache, mounted by every worker; an emptyDir per "
-        "worker when omitted. More than one worker needs a ReadWriteMany claim "
+        "PersistentVolumeClaim holding pip's cache and the virtualenvs installed with it, "
+        "mounted by every worker; an emptyDir per worker when omitted. A later start whose "
+        "requirements files (and those they include), image and `PIP_*` settings are the same "
+        "runs no pip: an unpinned requirement stays at the version first installed until one "
+        "of them changes. Requirements that name a local path are never kept; a virtualenv no "
+        "start used for 14 days is removed. More than one worker needs a ReadWriteMany claim "
         "(`pip_cache_access_mode`).",
         "pip-cache",
     ),
