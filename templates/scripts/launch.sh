@@ -64,6 +64,31 @@ export PATH
 # ranks' (orted sets it to -wdir).
 if [ "${1:-}" = mpirun ]; then
     shift
+    # The launcher pod starts as soon as every worker is Ready, and the cluster's DNS may serve the
+    # job Service's records of them a moment later: ssh would fail with "Could not resolve
+    # hostname", and mpirun with it. Wait for each name in the hostfile (getent: the pod's resolver).
+    hostfile=""
+    previous=""
+    for arg in "$@"; do
+        case "$previous" in -hostfile | --hostfile | -machinefile | --machinefile) hostfile="$arg" ;; esac
+        previous="$arg"
+    done
+    if [ -n "$hostfile" ] && [ -r "$hostfile" ] && command -v getent >/dev/null 2>&1; then
+        wait="${CI_RUNNER_DNS_WAIT:-60}"
+        polls=0
+        while read -r host _; do
+            case "$host" in '' | '#'*) continue ;; esac
+            until getent hosts "$host" >/dev/null 2>&1; do
+                polls=$((polls + 1))
+                if [ "$polls" -gt $((wait * 10)) ]; then
+                    printf 'ci-runner: worker %s does not resolve after %ss (%s); fix: check the cluster DNS for the job'"'"'s Service, and kubernetes.dns_config in train.yaml\n' \
+                        "$host" "$wait" "$hostfile" >&2
+                    exit 1
+                fi
+                sleep 0.1
+            done
+        done <"$hostfile"
+    fi
     count=$#
     set -- "$@" -wdir "$code_dir"
     if [ -n "$iface" ]; then
