@@ -585,6 +585,33 @@ def test_launch_starts_mpirun_without_code_of_its_own(tmp_path: Path) -> None:
     assert not (tmp_path / "pod" / "code").exists()
 
 
+def test_launch_waits_for_every_worker_name_to_resolve_before_mpirun(tmp_path: Path) -> None:
+    # The launcher pod starts once the workers are Ready; the cluster DNS may serve their records
+    # a moment later, and ssh would fail with "Could not resolve hostname".
+    fake_bin = _fake_mpirun(tmp_path)
+    tries = tmp_path / "tries"
+    (fake_bin / "getent").write_text(  # resolves w-1 only at the third try, never "bad"
+        f'#!/bin/sh\necho "$2" >>{tries}\ncase "$2" in bad) exit 2 ;; esac\n'
+        f'[ "$2" != w-1 ] || [ "$(grep -c w-1 {tries})" -ge 3 ] || exit 2\n'
+        'echo "10.0.0.1 $2"\n'
+    )
+    (fake_bin / "getent").chmod(0o755)
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("w-0 slots=1\nw-1 slots=1\n")
+    env = _sh_env(tmp_path, CI_RUNNER_DNS_WAIT="1")
+    env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
+    proc = run_script("launch.sh", env, "mpirun", "--hostfile", str(hostfile), "true")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert tries.read_text() == "w-0\nw-1\nw-1\nw-1\n"
+    hostfile.write_text("w-0 slots=1\nbad slots=1\n")
+    proc = run_script("launch.sh", env, "mpirun", "--hostfile", str(hostfile), "true")
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        f"ci-runner: worker bad does not resolve after 1s ({hostfile}); fix: check the cluster "
+        "DNS for the job's Service, and kubernetes.dns_config in train.yaml\n"
+    )
+
+
 def test_launch_runs_its_arguments_from_the_code_at_the_sha(
     tmp_path: Path, remote: tuple[str, str, str]
 ) -> None:

@@ -209,8 +209,12 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     assert main["command"][3] == "sshd" and "-o StrictModes=no" in main["command"][2]
     assert main["readinessProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
     assert manifest["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
-    # No fixed wait (the seed's `sleep 1m`): only ready.sh's short polls for sshd's port.
-    assert [float(s) for s in re.findall(r"\bsleep +(\S+)", manifest_yaml(manifest))] == [0.1]
+    # No fixed wait (the seed's `sleep 1m`): only short polls, ready.sh's for sshd's port and
+    # launch.sh's for the workers' names in the cluster DNS.
+    assert [float(s) for s in re.findall(r"\bsleep +(\S+)", manifest_yaml(manifest))] == [
+        0.1,
+        0.1,
+    ]
     install = _container(worker, "install-requirements")
     assert _env(install)["CI_RUNNER_REQUIREMENTS"] == "requirements.txt"
     assert {"name": "pip-cache", "persistentVolumeClaim": {"claimName": "pip-cache"}} in worker[
