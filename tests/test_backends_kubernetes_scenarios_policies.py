@@ -19,7 +19,7 @@ import pytest
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
-from ci_runner.config.types import ContainerResources, Resources
+from ci_runner.config.types import ContainerResources, OnPreemption, Resources
 from ci_runner.plan.run_plan import JobSecret, build_plan, secret_name
 from ci_runner.render import render_mpijob
 from testing.control_plane.rbac import OPERATOR_USER
@@ -328,7 +328,8 @@ QUEUED = (
 )
 PREEMPTED = (
     f"[ci-runner] preempted: MPIJob {JOB} was suspended after it started (Kueue LocalQueue "
-    "team-a); its pods are deleted and it starts again when the queue resumes it"
+    "team-a); its pods are deleted and it starts again when the queue resumes it "
+    "(kubernetes.on_preemption: fail ends the run instead)"
 )
 RESUMED = f"[ci-runner] resumed: the queue admitted MPIJob {JOB}; setting up"
 
@@ -427,9 +428,90 @@ def _preempted_then_resumed(cluster: Cluster) -> None:
         f"[ci-runner] launcher running (pod {first})",
         PREEMPTED,
         RESUMED,
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
         f"[ci-runner] launcher running (pod {second})",
         *succeeded(),
     ]
+
+
+def _started_and_running(cluster: Cluster, on_preemption: OnPreemption = "wait") -> str:
+    """A job a queue admitted, its workers Ready and its launcher running: the launcher pod."""
+    job = cluster.started(
+        _queued(mpijob_manifest(wait_for_workers=True), suspend=False),
+        on_preemption=on_preemption,
+    )
+    job.workers_running()
+    job.launcher_running()
+    launcher = job.launcher_pod
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {launcher})")
+    return launcher
+
+
+def test_a_preemption_ends_the_run_when_train_yaml_says_fail(cluster: Cluster) -> None:
+    launcher = _started_and_running(cluster, on_preemption="fail")
+    _suspend(cluster, True)
+    result = cluster.result()
+    failure = (
+        f"MPIJob {JOB} was preempted (Kueue LocalQueue team-a): suspended after it started, and "
+        "kubernetes.on_preemption is fail (wait keeps the run waiting for the queue to resume "
+        "it)"
+    )
+    assert result.outcome is Outcome.FAILED
+    assert result.failure == Failure(FailureKind.PREEMPTED, failure)
+    assert cluster.log.lines == [
+        submitted(cluster),
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {launcher})",
+        f"[ci-runner] MPIJob {JOB} failed: {failure}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []  # the queue has nothing left to resume
+
+
+def test_a_resume_the_operator_cannot_carry_out_fails_after_the_setup_timeout(
+    cluster: Cluster,
+) -> None:
+    # Upstream v0.8.2's ClusterRole as it is: no update on jobs/status.
+    first = _started_and_running(cluster)
+    job = cluster.job()
+    _suspend(cluster, True)
+    cluster.log.wait_for(PREEMPTED)
+    wait_for("the preempted job's pods gone", lambda: job.pods() == [])
+    _suspend(cluster, False)
+    cluster.log.wait_for(RESUMED)
+    job.workers_running()  # the operator makes the workers again; they get Ready
+    ready = "[ci-runner] workers ready 2/2"
+    wait_for("every worker Ready again", lambda: cluster.log.lines.count(ready) == 2)
+    # What the real operator leaves: its sync stops at the launcher Job's jobs/status update,
+    # before the MPIJob's status, so the Suspended condition stays True; no launcher pod.
+    suspended = [c for c in job.mpijob["status"]["conditions"] if c["type"] == "Suspended"]
+    assert [(c["status"], c["reason"]) for c in suspended] == [("True", "MPIJobSuspended")]
+    assert job.mpijob["spec"]["runPolicy"]["suspend"] is False
+    cluster.clock.advance(1800)  # kubernetes.setup_timeout after the resume
+    result = cluster.result()
+    failure = (
+        "every worker is Ready but no launcher started within 1800s of setup after the resume "
+        f"(kubernetes.setup_timeout): MPIJob {JOB} still has the condition Suspended=True while "
+        "its spec.runPolicy.suspend is false, so MPI Operator has not resumed its launcher Job "
+        "(it must update the Job's status first); fix: add update on jobs/status (API group "
+        "batch) to the MPI Operator's ClusterRole"
+    )
+    assert result.failure == Failure(FailureKind.SETUP, failure)
+    assert cluster.log.lines == [
+        submitted(cluster),
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] launcher running (pod {first})",
+        PREEMPTED,
+        RESUMED,
+        "[ci-runner] workers ready 1/2",
+        "[ci-runner] workers ready 2/2",
+        f"[ci-runner] MPIJob {JOB} failed: {failure}",
+        f"[ci-runner] deleted MPIJob {JOB} and its pods",
+    ]
+    assert cluster.leftovers(SETTLE) == []
 
 
 # -- disruptions -----------------------------------------------------------------------------

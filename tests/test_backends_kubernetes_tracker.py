@@ -441,8 +441,8 @@ def test_a_worker_replaced_after_its_eviction_still_explains_the_failure() -> No
     )
 
 
-def _suspended(suspend: bool, labels: JSON | None = None) -> JSON:
-    job = mpijob(("Created", "MPIJobCreated"))
+def _suspended(suspend: bool, labels: JSON | None = None, *conditions: tuple[str, str]) -> JSON:
+    job = mpijob(("Created", "MPIJobCreated"), *conditions)
     job["metadata"]["labels"] = labels or {}
     job["spec"]["runPolicy"] = {"suspend": suspend}
     return job
@@ -478,6 +478,199 @@ def test_a_suspension_after_the_start_is_a_preemption() -> None:
     suspended["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "research"}}
     assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (suspended,)), 10) == [
         "preempted: MPIJob j was suspended after it started (queue research); its pods are "
-        "deleted and it starts again when the queue resumes it"
+        "deleted and it starts again when the queue resumes it (kubernetes.on_preemption: fail "
+        "ends the run instead)"
     ]
+    assert tracker.verdict() is None
+
+
+KUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
+PREEMPTED = (
+    "preempted: MPIJob j was suspended after it started (Kueue LocalQueue team-a); its pods are "
+    "deleted and it starts again when the queue resumes it (kubernetes.on_preemption: fail ends "
+    "the run instead)"
+)
+RESUMED = "resumed: the queue admitted MPIJob j; setting up"
+# What MPI Operator v0.8.2 leaves when it cannot resume the launcher Job: its sync stops before
+# the MPIJob's status, so the Suspended condition stays True.
+STALLED = _suspended(False, KUEUE, ("Suspended", "MPIJobSuspended"))
+
+
+def _running(tracker: JobTracker) -> None:
+    """Both workers Ready and the launcher running."""
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(False, KUEUE),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True)), 0)
+    tracker.apply(pods("ADDED", launcher()), 0)
+    assert tracker.steady
+
+
+def _preempted(tracker: JobTracker, now: float) -> list[str]:
+    """The queue suspends the job and the operator deletes its pods: the suspension's lines."""
+    suspended = _suspended(True, KUEUE, ("Suspended", "MPIJobSuspended"))
+    lines = tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (suspended,)), now)
+    for pod in (launcher(), worker(0, ready=True), worker(1, ready=True)):
+        assert tracker.apply(pods("DELETED", pod), now) == []
+    return lines
+
+
+def test_a_preemption_ends_the_run_when_train_yaml_says_fail() -> None:
+    tracker = JobTracker("j", 2, 600, on_preemption="fail")
+    _running(tracker)
+    assert _preempted(tracker, 10) == []
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.PREEMPTED,
+            "MPIJob j was preempted (Kueue LocalQueue team-a): suspended after it started, and "
+            "kubernetes.on_preemption is fail (wait keeps the run waiting for the queue to "
+            "resume it)",
+        ),
+    )
+    assert tracker.decided_here
+
+
+def test_a_job_queued_before_it_starts_waits_even_when_train_yaml_says_fail() -> None:
+    tracker = JobTracker("j", 2, 600, setup_timeout=900, on_preemption="fail")
+    assert tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(True, KUEUE),)), 0) == [
+        "queued: MPIJob j is suspended (Kueue LocalQueue team-a); it starts when the queue "
+        "admits it (kubernetes.setup_timeout does not run meanwhile)"
+    ]
+    tracker.check_time(5000)
+    assert tracker.verdict() is None
+
+
+def test_a_resumed_job_sets_up_again_from_the_start() -> None:
+    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    _running(tracker)
+    assert _preempted(tracker, 10) == [PREEMPTED]
+    tracker.check_time(5000)
+    assert tracker.verdict() is None
+    resumed = _suspended(False, KUEUE)
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (resumed,)), 6000) == [RESUMED]
+    assert tracker.launcher_to_follow() is None  # the launcher from before is gone
+    assert tracker.apply(pods("ADDED", worker(0), worker(1)), 6000) == []
+    assert tracker.apply(pods("MODIFIED", worker(0, ready=True)), 6010) == ["workers ready 1/2"]
+    assert tracker.apply(pods("MODIFIED", worker(1, ready=True)), 6020) == ["workers ready 2/2"]
+    tracker.check_time(6899)
+    assert tracker.verdict() is None
+    assert tracker.apply(pods("ADDED", launcher("j-launcher-x7k2m")), 6100) == [
+        "launcher running (pod j-launcher-x7k2m)"
+    ]
+    assert tracker.launcher_to_follow() == "j-launcher-x7k2m"
+    assert tracker.steady
+    tracker.check_time(9000)
+    assert tracker.verdict() is None
+
+
+def test_a_second_suspension_after_a_resume_is_a_preemption_too() -> None:
+    tracker = JobTracker("j", 2, 600)
+    _running(tracker)
+    assert _preempted(tracker, 10) == [PREEMPTED]
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(False, KUEUE),)), 20) == [
+        RESUMED
+    ]
+    assert tracker.apply(pods("ADDED", worker(0), worker(1)), 30) == []
+    assert _preempted(tracker, 40) == [PREEMPTED]
+
+
+def test_a_resume_the_operator_never_takes_in_fails_after_the_setup_timeout() -> None:
+    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    _running(tracker)
+    _preempted(tracker, 10)
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (STALLED,)), 100) == [RESUMED]
+    update = pods("ADDED", worker(0, ready=True), worker(1, ready=True))
+    assert tracker.apply(update, 150) == ["workers ready 2/2"]
+    tracker.check_time(999)
+    assert tracker.verdict() is None
+    tracker.check_time(1000)
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.SETUP,
+            "every worker is Ready but no launcher started within 900s of setup after the "
+            "resume (kubernetes.setup_timeout): MPIJob j still has the condition Suspended=True "
+            "while its spec.runPolicy.suspend is false, so MPI Operator has not resumed its "
+            "launcher Job (it must update the Job's status first); fix: add update on "
+            "jobs/status (API group batch) to the MPI Operator's ClusterRole",
+        ),
+    )
+    assert tracker.decided_here
+
+
+@pytest.mark.parametrize(
+    ("job", "workers", "message", "pod"),
+    [
+        # The operator took the resume in (no Suspended=True) and still starts no launcher.
+        (
+            _suspended(False, KUEUE),
+            (worker(0, ready=True), worker(1, ready=True)),
+            "the launcher did not start within 900s (kubernetes.setup_timeout)",
+            None,
+        ),
+        # A worker not Ready is named first, whatever the MPIJob's conditions.
+        (
+            STALLED,
+            (worker(0, ready=True), worker(1)),
+            "worker j-worker-1 was not Ready after 900s of setup (kubernetes.setup_timeout): "
+            "phase Pending",
+            "j-worker-1",
+        ),
+        # A worker the operator has not made again: not every worker is Ready.
+        (
+            STALLED,
+            (worker(0, ready=True),),
+            "the launcher did not start within 900s (kubernetes.setup_timeout)",
+            None,
+        ),
+    ],
+)
+def test_a_resumed_job_without_a_launcher_fails_after_the_setup_timeout(
+    job: JSON, workers: tuple[JSON, ...], message: str, pod: str | None
+) -> None:
+    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    _running(tracker)
+    _preempted(tracker, 10)
+    tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (job,)), 100)
+    tracker.apply(pods("ADDED", *workers), 150)
+    tracker.check_time(999)
+    assert tracker.verdict() is None
+    tracker.check_time(1000)
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED, Failure(FailureKind.SETUP, message, pod=pod)
+    )
+
+
+def test_a_worker_failing_its_setup_after_a_resume_fails_the_job() -> None:
+    tracker = JobTracker("j", 2, 600)
+    _running(tracker)
+    _preempted(tracker, 10)
+    tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(False, KUEUE),)), 20)
+    failed = worker(1)
+    failed["status"]["initContainerStatuses"] = [
+        {"name": "install-requirements", "state": {"terminated": {"exitCode": 1}}}
+    ]
+    tracker.apply(pods("ADDED", worker(0), failed), 30)
+    assert tracker.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.SETUP,
+            "worker j-worker-1: init container install-requirements exited with code 1",
+            1,
+            pod="j-worker-1",
+            container="install-requirements",
+        ),
+    )
+
+
+def test_a_worker_killed_by_a_preemption_before_the_launcher_started_is_no_setup_failure() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(False, KUEUE),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True)), 0)
+    suspended = _suspended(True, KUEUE, ("Suspended", "MPIJobSuspended"))
+    assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (suspended,)), 10) == [PREEMPTED]
+    killed = worker(0)
+    killed["status"]["containerStatuses"] = [
+        {"name": "worker", "state": {"terminated": {"exitCode": 137}}}
+    ]
+    tracker.apply(pods("MODIFIED", killed), 11)
     assert tracker.verdict() is None

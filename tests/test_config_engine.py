@@ -338,6 +338,21 @@ KIND_PROBLEMS = [
         "'ReadWriteOnce'?",
     ),
     (
+        "kubernetes: {on_preemption: Fail}",
+        "train.yaml:4: kubernetes.on_preemption: must be one of wait, fail, got 'Fail'; fix: "
+        "did you mean 'fail'?",
+    ),
+    (
+        "kubernetes: {on_preemption: resume}",
+        "train.yaml:4: kubernetes.on_preemption: must be one of wait, fail, got 'resume'; fix: "
+        "use one of wait, fail",
+    ),
+    (
+        "kubernetes: {on_preemption: true}",
+        "train.yaml:4: kubernetes.on_preemption: must be one of wait, fail, got the boolean "
+        "true; fix: write one of wait, fail, e.g. on_preemption: fail",
+    ),
+    (
         "workers: 2\nkubernetes: {pip_cache_pvc: cache}",
         "train.yaml:5: kubernetes.pip_cache_pvc: a ReadWriteOnce claim can serve one worker, "
         "not 2: the other workers would wait for it for ever (Multi-Attach); fix: give the "
@@ -363,7 +378,7 @@ KIND_PROBLEMS = [
         "priority_class, image_pull_secrets, queue, pip_cache_pvc, pip_cache_access_mode, "
         "cluster_domain, ssh_port, "
         "ttl_seconds_after_finished, backoff_limit, keep_finished, setup_timeout, "
-        "unschedulable_timeout",
+        "unschedulable_timeout, on_preemption",
     ),
     (
         "foo: 1",

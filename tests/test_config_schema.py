@@ -198,6 +198,7 @@ kubernetes:
   keep_finished: 1d
   setup_timeout: 1h
   unschedulable_timeout: 5m
+  on_preemption: fail
 tracking: {server: gitlab, experiment: diabetes, per_rank: true, model: diabetes-regressor}
 """
 
@@ -247,6 +248,7 @@ COMPLETE_CONFIG = TrainConfig(
         keep_finished=86400,
         setup_timeout=3600,
         unschedulable_timeout=300,
+        on_preemption="fail",
     ),
     tracking=TrackingSpec("gitlab", "diabetes", True, "diabetes-regressor"),
     source_file="ml/train.yaml",

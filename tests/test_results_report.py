@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from ci_runner.backends.kubernetes.explain import KUEUE_QUEUE_LABEL, preempted_failure
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.config.types import MetricSpec, Resources, TrainConfig
 from ci_runner.context import CIContext
@@ -143,6 +144,19 @@ def test_golden_failure(golden: Golden) -> None:
     )
 
     golden.check("failure.md", render_comment(report, None))
+
+
+def test_golden_preempted(golden: Golden) -> None:
+    # kubernetes.on_preemption: fail, and the queue suspended the job while it trained.
+    mpijob = {"metadata": {"name": "simple-ml-01234567", "labels": {KUEUE_QUEUE_LABEL: "team-a"}}}
+    report = ReportInput.from_run(
+        CONFIG,
+        CTX,
+        _result(Outcome.FAILED, failure=preempted_failure(mpijob)),
+        metrics=parse_metrics(SEED_TAIL, [TRAIN]),
+    )
+
+    golden.check("preempted.md", render_comment(report, None))
 
 
 def test_golden_cancel(golden: Golden) -> None:

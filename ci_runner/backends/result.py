@@ -31,6 +31,7 @@ class FailureKind(enum.Enum):
     IMAGE_PULL = "image-pull"  # ErrImagePull / ImagePullBackOff
     DEADLINE = "deadline"  # activeDeadlineSeconds (train.yaml `timeout`) exceeded
     SETUP = "setup"  # fetching code or installing requirements failed
+    PREEMPTED = "preempted"  # its queue suspended the started job (kubernetes.on_preemption: fail)
     CANCELLED = "cancelled"  # cancelled by the user / CI
     UNKNOWN = "unknown"  # the job failed; the cluster gave no more detail
 

@@ -238,6 +238,7 @@ def _cluster_backend(
             k8s.unschedulable_timeout,
             setup_timeout=k8s.setup_timeout,
             keep_finished=k8s.keep_finished,
+            on_preemption=k8s.on_preemption,
         )
 
     return make

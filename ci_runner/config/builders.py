@@ -19,6 +19,7 @@ from ci_runner.config.types import (
     Goal,
     KubernetesOptions,
     MetricSpec,
+    OnPreemption,
     Operator,
     PvcAccessMode,
     Resources,
@@ -125,6 +126,7 @@ class KubernetesValues(TypedDict, total=False):
     keep_finished: int
     setup_timeout: int
     unschedulable_timeout: int
+    on_preemption: OnPreemption
 
 
 def build_kubernetes(

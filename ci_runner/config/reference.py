@@ -48,6 +48,7 @@ kubernetes:
   ttl_seconds_after_finished: 3600
   setup_timeout: 45m
   unschedulable_timeout: 10m
+  on_preemption: wait
 """
 
 _INTRO: Final = """\

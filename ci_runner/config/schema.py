@@ -63,6 +63,7 @@ from ci_runner.config.types import (
     Goal,
     KubernetesOptions,
     MetricSpec,
+    OnPreemption,
     Operator,
     PvcAccessMode,
     Resources,
@@ -272,7 +273,9 @@ _KUBERNETES: Final = Record(
         "How long the pods may take to get ready before the launcher starts: image pulls, the "
         "code fetch and the requirements install. When it passes, the job fails naming the "
         "worker that is not Ready and what it waits for; time spent unschedulable does not count "
-        "(`unschedulable_timeout` covers it).",
+        "(`unschedulable_timeout` covers it), nor time spent suspended by a queue. A job the "
+        "queue resumes sets up again with the full time, and one whose workers are all Ready "
+        "but whose launcher does not start fails when it passes, saying why.",
         "45m",
         _default(KubernetesOptions, "setup_timeout", duration=True),
     ),
@@ -282,6 +285,17 @@ _KUBERNETES: Final = Record(
         "How long pods may stay unschedulable before the job fails.",
         "10m",
         _default(KubernetesOptions, "unschedulable_timeout", duration=True),
+    ),
+    Field(
+        "on_preemption",
+        OneOf[OnPreemption]("wait", "fail"),
+        "What ci-runner does when a queue (Kueue, or another that sets the MPIJob's "
+        "`runPolicy.suspend`) suspends the job after it started: `wait` keeps the CI job "
+        "waiting until the queue resumes it, and the job then sets up and trains again from the "
+        "start; `fail` ends the run at once as a failure and deletes the MPIJob, so the queue "
+        "does not resume it later. A job that is queued before it starts waits either way.",
+        "fail",
+        _default(KubernetesOptions, "on_preemption"),
     ),
     build=build_kubernetes,
 )

@@ -16,6 +16,7 @@ Operator = Literal["Exists", "Equal"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 PvcAccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
 TrackingServer = Literal["mlflow", "gitlab", "off"]
+OnPreemption = Literal["wait", "fail"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class KubernetesOptions:
     keep_finished: int = 0  # seconds a finished MPIJob is kept; 0: deleted once its log is saved
     setup_timeout: int = 1800  # seconds for image pulls, code fetch and pip before the launcher
     unschedulable_timeout: int = 600  # seconds pods may stay unschedulable before we fail the job
+    on_preemption: OnPreemption = "wait"  # a started job its queue suspends: wait, or fail now
 
 
 @dataclass(frozen=True)

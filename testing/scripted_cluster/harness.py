@@ -26,6 +26,7 @@ from ci_runner.backends.kubernetes.backend import KubernetesBackend
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
+from ci_runner.config.types import KubernetesOptions, OnPreemption
 from ci_runner.console import Console
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.masking import SecretMasker
@@ -237,6 +238,7 @@ class Cluster:
         manifest: JSON | None = None,
         unschedulable_timeout: float = 600,
         token: str | None = None,
+        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
     ) -> KubernetesBackend:
         sink = LogSink(
             self.tmp_path / f"train-{time.monotonic_ns()}.log", self.log, SecretMasker([GIT_TOKEN])
@@ -253,6 +255,7 @@ class Cluster:
             clock=self.clock,
             unschedulable_timeout=unschedulable_timeout,
             retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
+            on_preemption=on_preemption,
         )
         return self.backend_under_test
 
@@ -261,9 +264,10 @@ class Cluster:
         manifest: JSON | None = None,
         unschedulable_timeout: float = 600,
         token: str | None = None,
+        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
     ) -> None:
         """``backend(...).run()`` on a thread."""
-        backend = self.backend(manifest, unschedulable_timeout, token)
+        backend = self.backend(manifest, unschedulable_timeout, token, on_preemption)
 
         def run() -> None:
             try:
@@ -288,10 +292,13 @@ class Cluster:
         self.api.wait_until(lambda: self.watched() == ["pods"])
 
     def started(
-        self, manifest: JSON | None = None, unschedulable_timeout: float = 600
+        self,
+        manifest: JSON | None = None,
+        unschedulable_timeout: float = 600,
+        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
     ) -> JobScenario:
         """Start the backend, wait until it watches; the job's scenario."""
-        self.start(manifest, unschedulable_timeout)
+        self.start(manifest, unschedulable_timeout, on_preemption=on_preemption)
         self.wait_watching()
         return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
 

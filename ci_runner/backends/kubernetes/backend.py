@@ -44,7 +44,7 @@ from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock
-from ci_runner.config.types import KubernetesOptions
+from ci_runner.config.types import KubernetesOptions, OnPreemption
 from ci_runner.console import StatusOutput
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.plan.run_plan import JobSecret
@@ -82,6 +82,7 @@ class KubernetesBackend:
         retry: RetryPolicy | None = None,
         setup_timeout: float = KubernetesOptions.setup_timeout,
         keep_finished: float = 0,
+        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
     ) -> None:
         self.keep_finished = keep_finished
         self.api = KubeApi(api_client, namespace, clock, retry)
@@ -99,7 +100,7 @@ class KubernetesBackend:
             specs["Launcher"]["template"]["spec"]["containers"][0]["name"]
         )
         self.tracker = JobTracker(
-            self.mpijob_name, int(workers), unschedulable_timeout, setup_timeout
+            self.mpijob_name, int(workers), unschedulable_timeout, setup_timeout, on_preemption
         )
         # The latest the job's pods can run: a worker's own deadline once it has started, after
         # at most unschedulable_timeout waiting for a node (render.pod_deadlines).

@@ -267,10 +267,44 @@ def queued_line(mpijob: JSON) -> str:
 
 
 def preempted_line(mpijob: JSON) -> str:
-    """The status line of a job suspended after it started: preempted by its queue."""
+    """The status line of a job suspended after it started: preempted by its queue, and
+    kubernetes.on_preemption is wait."""
     return (
         f"preempted: MPIJob {pod_name(mpijob)} was suspended after it started{_queue(mpijob)}; "
-        "its pods are deleted and it starts again when the queue resumes it"
+        "its pods are deleted and it starts again when the queue resumes it "
+        "(kubernetes.on_preemption: fail ends the run instead)"
+    )
+
+
+def preempted_failure(mpijob: JSON) -> Failure:
+    """A job suspended after it started, when kubernetes.on_preemption is fail."""
+    return Failure(
+        FailureKind.PREEMPTED,
+        f"MPIJob {pod_name(mpijob)} was preempted{_queue(mpijob)}: suspended after it started, "
+        "and kubernetes.on_preemption is fail (wait keeps the run waiting for the queue to "
+        "resume it)",
+    )
+
+
+def resume_stalled(mpijob: JSON) -> bool:
+    """The queue resumed the job (``runPolicy.suspend`` false) but MPI Operator's Suspended
+    condition is still True: the operator's sync stops before it updates the status, as v0.8.2's
+    does when it cannot clear the launcher Job's status.startTime through jobs/status
+    (mpi_job_controller.go, the UpdateStatus before it unsuspends the launcher Job)."""
+    suspend = mpijob.get("spec", {}).get("runPolicy", {}).get("suspend")
+    return suspend is False and condition(mpijob, "Suspended") is not None
+
+
+def resume_stall_failure(mpijob: JSON, seconds: float) -> Failure:
+    """Every worker Ready after a resume, no launcher within kubernetes.setup_timeout, and the
+    MPIJob says why (:func:`resume_stalled`)."""
+    return Failure(
+        FailureKind.SETUP,
+        f"every worker is Ready but no launcher started within {round(seconds)}s of setup after "
+        f"the resume (kubernetes.setup_timeout): MPIJob {pod_name(mpijob)} still has the "
+        "condition Suspended=True while its spec.runPolicy.suspend is false, so MPI Operator "
+        "has not resumed its launcher Job (it must update the Job's status first); fix: add "
+        "update on jobs/status (API group batch) to the MPI Operator's ClusterRole",
     )
 
 

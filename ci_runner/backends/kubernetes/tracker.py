@@ -16,7 +16,7 @@ from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, Outcome
-from ci_runner.config.types import KubernetesOptions
+from ci_runner.config.types import KubernetesOptions, OnPreemption
 
 # How long the kubelet may keep failing to pull an image (ErrImagePull, ImagePullBackOff: it
 # retries with back-off, and registries have bad minutes) before the job fails.
@@ -38,11 +38,13 @@ class JobTracker:
         workers: int,
         unschedulable_timeout: float,
         setup_timeout: float = KubernetesOptions.setup_timeout,
+        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
     ) -> None:
         self.mpijob_name = mpijob_name
         self.workers = workers
         self.unschedulable_timeout = unschedulable_timeout
         self.setup_timeout = setup_timeout
+        self.on_preemption = on_preemption
         # Since when the pods are placed and setting up (image pulls, code fetch, pip): None
         # until the first update, reset while a pod waits for a node.
         self._setup_since: float | None = None
@@ -63,11 +65,15 @@ class JobTracker:
         self._said: set[str] = set()
         self._ready_said = 0
         self._launchers: list[str] = []  # launcher pods whose container started, oldest first
+        # How many of them started before the last resume: a resumed job sets up again, and
+        # the operator must start a new launcher (the old ones were deleted with the job's pods).
+        self._resumed_after = 0
         self._unschedulable_since: float | None = None
         self._unschedulable: tuple[str, str] | None = None  # (pod, scheduler message)
         self._failure: Verdict | None = None  # decided on our side: the cluster would wait on
         self._deleted = False
         self._suspended = False  # by a queue: before the start (queued) or after (preempted)
+        self._preempted = False  # suspended after it started, at least once
 
     # -- updates -----------------------------------------------------------------------------
 
@@ -100,11 +106,32 @@ class JobTracker:
             return []
         self._suspended = suspended
         if not suspended:
-            self._setup_since = now  # setting up starts once the queue admits the job
+            self._restart(now)
             return [explain.resumed_line(mpijob)]
         self._setup_since = None
-        started = bool(self._launchers) or (self.workers > 0 and self._ready_said >= self.workers)
-        return [explain.preempted_line(mpijob) if started else explain.queued_line(mpijob)]
+        started = (
+            self._preempted
+            or bool(self._launchers)
+            or (self.workers > 0 and self._ready_said >= self.workers)
+        )
+        if not started:
+            return [explain.queued_line(mpijob)]
+        self._preempted = True
+        if self.on_preemption == "fail":
+            if self._failure is None:
+                self._failure = Verdict(Outcome.FAILED, explain.preempted_failure(mpijob))
+            return []
+        return [explain.preempted_line(mpijob)]
+
+    def _restart(self, now: float) -> None:
+        """The queue admitted the job: it sets up from the start, so what the tracker kept of the
+        pods before a preemption (their launchers, progress, pull timers, lines said) goes."""
+        self._setup_since = now  # setting up starts once the queue admits the job
+        self._resumed_after = len(self._launchers)
+        self._ready_said = 0
+        self._said.clear()
+        self._pull_since.clear()
+        self._pull_errors.clear()
 
     def _apply_pods(self, update: WatchUpdate, now: float) -> list[str]:
         if update.type == SYNC:
@@ -161,7 +188,9 @@ class JobTracker:
 
     def _check_setup(self, pod: JSON) -> None:
         """A worker failing before the launcher starts: v0.8.2 would wait for it for ever."""
-        if self._launchers or explain.role(pod) != "worker" or self._failure is not None:
+        if self._current_launchers() or self._suspended or explain.role(pod) != "worker":
+            return
+        if self._failure is not None:
             return
         failure = explain.setup_failure(pod)
         if failure is not None:
@@ -279,21 +308,26 @@ class JobTracker:
 
     def _check_setup_time(self, now: float) -> None:
         since = self._setup_since
-        if since is None or self._launchers or self._unschedulable_since is not None:
+        if since is None or self._current_launchers() or self._unschedulable_since is not None:
             return
         if self._suspended:
             return
         if now - since < self.setup_timeout:
             return
         workers = sorted(
-            (
-                p
-                for p in self.pods.values()
-                if explain.role(p) == "worker" and not explain.is_ready(p)
-            ),
-            key=explain.pod_name,
+            (p for p in self.pods.values() if explain.role(p) == "worker"), key=explain.pod_name
         )
-        failure = explain.setup_timeout_failure(workers[0] if workers else None, now - since)
+        waiting = [p for p in workers if not explain.is_ready(p)]
+        mpijob = self.mpijob or {}
+        if (
+            self._preempted
+            and not waiting
+            and len(workers) == self.workers
+            and explain.resume_stalled(mpijob)
+        ):
+            failure = explain.resume_stall_failure(mpijob, now - since)
+        else:
+            failure = explain.setup_timeout_failure(waiting[0] if waiting else None, now - since)
         self._failure = Verdict(Outcome.FAILED, failure)
 
     # -- the outcome -------------------------------------------------------------------------
@@ -346,8 +380,13 @@ class JobTracker:
         return workers == self.workers
 
     def launcher_to_follow(self) -> str | None:
-        """The newest launcher pod whose container has started."""
-        return self._launchers[-1] if self._launchers else None
+        """The newest launcher pod whose container has started (since the last resume)."""
+        current = self._current_launchers()
+        return current[-1] if current else None
+
+    def _current_launchers(self) -> list[str]:
+        """The launcher pods whose container started since the last resume, oldest first."""
+        return self._launchers[self._resumed_after :]
 
     def running_workers(self) -> list[str]:
         """Worker pods still pending or running."""
