@@ -5,7 +5,8 @@ The example (``examples/simple_ml``, 2 workers, ``EPOCHS=2``) on the emulated cl
 with data on its moto S3 and the commit served by ``git daemon`` on its bridge:
 
 * ``ci-runner train``, cold: a new ReadWriteMany ``kubernetes.pip_cache_pvc`` claim, empty;
-* ``ci-runner train``, warm: the same claim after the cold run (pip's cache filled);
+* ``ci-runner train``, warm: the same claim after the cold run (pip's cache filled, and the
+  virtualenv install-requirements kept there for the same requirements: the workers run no pip);
 * the seed's way: the seed's MPIJob shape, applied as is to the API: each worker clones the code
   and runs ``pip install -r requirements.txt`` at every start, no readiness probe, and the
   launcher runs ``sleep 1m`` before ``horovodrun`` (real sleeping).
@@ -455,7 +456,7 @@ def _rows(times: dict[str, list[float]], whole: list[float]) -> list[Row]:
 
     return [
         Row(NAME, "ci-runner train, cold pip cache (new claim)", spread(times["cold"])),
-        Row(NAME, "ci-runner train, warm pip cache (same claim)", spread(times["warm"])),
+        Row(NAME, "ci-runner train, warm (same claim: kept virtualenv)", spread(times["warm"])),
         Row(NAME, "  warm: from starting the command", spread(whole)),
         Row(NAME, f"seed's way (pip at every start, sleep {SEED_SLEEP})", spread(times["seed"])),
         Row(NAME, "seed's way / cold", ratio("seed", "cold")),
@@ -518,7 +519,9 @@ def run(quick: bool) -> list[Row]:
     if files == 0:
         raise RuntimeError("the cold runs left pip's cache empty: the warm runs measured nothing")
     cache = Row(
-        NAME, "  pip cache the cold run left in the claim", f"{files} files, {size / 1e6:.0f} MB"
+        NAME,
+        "  pip cache and virtualenv the cold run left in the claim",
+        f"{files} files, {size / 1e6:.0f} MB",
     )
     rows = _rows(times, whole)
     steps = [
