@@ -408,11 +408,8 @@ def test_a_job_suspended_after_it_started_is_preempted_then_resumed(cluster: Clu
 
 
 def _preempted_then_resumed(cluster: Cluster) -> None:
-    job = cluster.started(_queued(mpijob_manifest(wait_for_workers=True), suspend=False))
-    job.workers_running()
-    job.launcher_running()
-    first = job.launcher_pod
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {first})")
+    first = _started_and_running(cluster)
+    job = cluster.job()
     _suspend(cluster, True)
     cluster.log.wait_for(PREEMPTED)
     wait_for("the preempted job's pods gone", lambda: job.pods() == [])
