@@ -445,6 +445,32 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(cluster: Emu
     assert finals == {"polite": ("Succeeded", 0), "stubborn": ("Failed", 137)}
 
 
+def test_the_kubelet_signals_the_containers_pid_1(cluster: Emulated) -> None:
+    cluster.create(
+        "pods",
+        pod(
+            "pid-one",
+            "node-1",
+            [container("main", "sleep", "600")],
+            initContainers=[container("quick", "true")],
+            terminationGracePeriodSeconds=0,
+        ),
+    )
+    cluster.wait_pod("pid-one", phase_is("Running"))
+    worker = cluster.side.kubelets[0].find(NAMESPACE, "pid-one")
+    assert worker is not None
+    process = worker.slots[0].process
+    assert process is not None and process.pid is not None
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    nspids = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+    assert (nspids[-1], Path(f"/proc/{process.pid}/cmdline").read_bytes()) == (
+        "1",
+        b"sleep\x00600\x00",
+    )
+    cluster.api.delete("/api/v1/namespaces/ml/pods/pid-one")
+    cluster.wait_gone("pid-one")
+
+
 def test_following_a_log_streams_until_the_container_exits(cluster: Emulated) -> None:
     script = "echo first; sleep 1; echo second"
     cluster.create(

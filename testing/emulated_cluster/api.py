@@ -128,7 +128,11 @@ class Api:
                 raise Gone(response.text)
             if response.status_code >= 300:
                 raise ApiFailure(response.status_code, response.text)
-            for line in response.iter_lines(chunk_size=1):
+            # chunk_size None: each HTTP chunk whole as it arrives (kube-apiserver flushes one
+            # per event). Read a byte at a time, a pod event of a few KiB costs thousands of
+            # Python calls under the GIL; with every kubelet, the DNS and the tests' informers
+            # in one process that was seconds of lag for each of them on 2 cores (bench 6).
+            for line in response.iter_lines(chunk_size=None):
                 if stopped():
                     return
                 if not line:

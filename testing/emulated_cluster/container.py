@@ -45,6 +45,14 @@ def _nsenter(sandbox: Sandbox) -> list[str]:
     return [*args, "--"]
 
 
+def _read_to_end(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
 class ContainerProcess:
     """Start with :meth:`start`; :meth:`wait` gives the :class:`Exit`."""
 
@@ -122,25 +130,13 @@ class ContainerProcess:
         os.close(out_w)
         os.close(err_w)
         os.close(started_w)
-        os.read(started_r, 1)  # the root is ready (or EOF: the start failed)
-        os.close(started_r)
+        # EOF once the command is exec'd (or the start failed): no poll of /proc, which a
+        # container that ends at once (an init container with nothing to do) would never satisfy.
+        said = _read_to_end(started_r).decode().splitlines()
         self.log.pump(out_r, "stdout")
         self.log.pump(err_r, "stderr")
         self.started_at = time.time()
-        self.pid = self._find_child(self.process.pid)
-
-    @staticmethod
-    def _find_child(pid: int) -> int | None:
-        for _ in range(200):
-            try:
-                for task in Path(f"/proc/{pid}/task").iterdir():
-                    children = (task / "children").read_text().split()
-                    if children:
-                        return int(children[0])
-            except OSError:
-                return None
-            time.sleep(0.005)
-        return None
+        self.pid = next((int(line[4:]) for line in said if line.startswith("pid ")), None)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

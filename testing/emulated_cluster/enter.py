@@ -5,7 +5,9 @@ signal into exit code 1, so it is not used). Standard library only: ``python -I 
 
 SPEC (JSON): root, layers (lower dirs, top first), upper, work, venv {path, lower, upper, work},
 binds [{source, target, readOnly, file}], workdir, env {name: value}, argv, error_file,
-started_fd (a pipe: one byte once the root is ready, as runc's exec fifo).
+started_fd (a pipe, closed once the command is exec'd or failed: ``pid N`` from this process once
+it forked the container's PID 1 (N as this machine numbers it), ``ready`` from that PID 1 once
+the root is ready, as runc's exec fifo).
 """
 
 import ctypes
@@ -93,6 +95,10 @@ def main() -> None:
         except BaseException:
             traceback.print_exc()
         os._exit(127)
+    # The kubelet signals the container through this PID; one write of a few bytes to a pipe is
+    # atomic, so it never mixes with the container's own.
+    os.write(spec["started_fd"], f"pid {pid}\n".encode())
+    os.close(spec["started_fd"])
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
@@ -104,7 +110,7 @@ def main() -> None:
 
 def container(spec: dict[str, Any]) -> None:
     """PID 1 of the new PID namespace: the root, the mounts, then exec."""
-    started = spec["started_fd"]  # one byte there: the root is ready, the command follows
+    started = spec["started_fd"]  # "ready" there: the root is ready, the command follows
     os.set_inheritable(started, False)
     root = spec["root"]
     lower = ":".join(spec["layers"])
@@ -146,7 +152,7 @@ def container(spec: dict[str, Any]) -> None:
     os.chdir(spec["workdir"])
     env = spec["env"]
     argv = spec["argv"]
-    os.write(started, b"1")
+    os.write(started, b"ready\n")
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as err:
