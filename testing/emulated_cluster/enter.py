@@ -5,9 +5,8 @@ signal into exit code 1, so it is not used). Standard library only: ``python -I 
 
 SPEC (JSON): root, layers (lower dirs, top first), upper, work, venv {path, lower, upper, work},
 binds [{source, target, readOnly, file}], workdir, env {name: value}, argv, error_file,
-started_fd (a pipe, closed once the command is exec'd or failed: ``pid N`` from this process once
-it forked the container's PID 1 (N as this machine numbers it), ``ready`` from that PID 1 once
-the root is ready, as runc's exec fifo).
+started_fd (a pipe, closed once the command is exec'd or failed, as runc's exec fifo: ``pid N``
+from this process once it forked the container's PID 1, N as this machine numbers it).
 """
 
 import ctypes
@@ -110,8 +109,8 @@ def main() -> None:
 
 def container(spec: dict[str, Any]) -> None:
     """PID 1 of the new PID namespace: the root, the mounts, then exec."""
-    started = spec["started_fd"]  # "ready" there: the root is ready, the command follows
-    os.set_inheritable(started, False)
+    # Closed by the exec: the kubelet's read of the pipe ends once the command runs.
+    os.set_inheritable(spec["started_fd"], False)
     root = spec["root"]
     lower = ":".join(spec["layers"])
     mount(
@@ -152,7 +151,6 @@ def container(spec: dict[str, Any]) -> None:
     os.chdir(spec["workdir"])
     env = spec["env"]
     argv = spec["argv"]
-    os.write(started, b"ready\n")
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as err:
