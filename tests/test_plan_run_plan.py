@@ -35,21 +35,22 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
     assert (pod["CI_RUNNER_CODE_DIR"], local["CI_RUNNER_CODE_DIR"]) == (CODE_DIR, str(code_dir))
     assert (pod["PYTHONPATH"], local["PYTHONPATH"]) == ("src", "/opt/base:src")
     assert local["PATH"] == f"{tmp_path / 'layer' / 'bin'}:/usr/bin"
-    assert pod["PYTHONUNBUFFERED"] == "1"
+    assert pod["PYTHONUNBUFFERED"] == local["PYTHONUNBUFFERED"] == "1"
+    assert pod["OMPI_MCA_mpi_yield_when_idle"] == local["OMPI_MCA_mpi_yield_when_idle"] == "1"
     assert pod["WANDB_API_KEY"] == "wandb-secret-value"
     assert pod["OUTPUT_URI"] == f"s3://models/group/project/{SHA}/{plan.mpijob_name}/"
     assert "CI_JOB_TOKEN" not in local  # GitLab's credentials stay with ci-runner
 
 
-def test_train_yaml_env_wins_over_pythonunbuffered_on_both() -> None:
-    config = TrainConfig(
-        name="t", image="i", command=("python", "t.py"), env=(("PYTHONUNBUFFERED", "0"),)
-    )
+def test_train_yaml_env_wins_over_the_rank_defaults_on_both() -> None:
+    user = (("PYTHONUNBUFFERED", "0"), ("OMPI_MCA_mpi_yield_when_idle", "0"))
+    config = TrainConfig(name="t", image="i", command=("python", "t.py"), env=user)
     plan = build_plan(config, CONTEXT, ENV, read_secrets=True)
     local = rank_environment(plan, {"PYTHONUNBUFFERED": "1"}, Path("/code"), [])
     container = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     pod = pod_environment(container["containers"][0], {})
-    assert local["PYTHONUNBUFFERED"] == pod["PYTHONUNBUFFERED"] == "0"
+    for name, value in user:
+        assert local[name] == pod[name] == value, name
 
 
 def test_the_host_part_is_the_only_difference_in_the_command_line(tmp_path: Path) -> None:

@@ -256,6 +256,7 @@ def test_every_rank_sees_the_environment_contract() -> None:
         "OUTPUT_URI": f"s3://models/faraway/simple_ml/{SHA}/{name}/",
         "PYTHONPATH": "src",
         "PYTHONUNBUFFERED": "1",
+        "OMPI_MCA_mpi_yield_when_idle": "1",
         "LOG_LEVEL": "debug",
         "WANDB_API_KEY": {"secretKeyRef": {"name": f"{name}-secrets", "key": "WANDB_API_KEY"}},
         "CI_RUNNER_SSH_PORT": "22",
@@ -486,14 +487,17 @@ def test_ssh_port_and_cluster_domain_reach_both_pods() -> None:
 
 
 def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
-    config = replace(MINIMAL, env=(("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0")))
-    manifest = render_mpijob(build_plan(config, LOCAL))
+    user = (("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0"), ("OMPI_MCA_mpi_yield_when_idle", "0"))
+    manifest = render_mpijob(build_plan(replace(MINIMAL, env=user), LOCAL))
     assert validate_mpijob(manifest) == []
     env = _env(_container(_specs(manifest)[1], "worker"))
-    assert (env["PYTHONPATH"], env["PYTHONUNBUFFERED"]) == (
+    names = [e["name"] for e in _container(_specs(manifest)[1], "worker")["env"]]
+    assert (env["PYTHONPATH"], env["PYTHONUNBUFFERED"], env["OMPI_MCA_mpi_yield_when_idle"]) == (
         "lib",
         "0",
+        "0",
     )
+    assert len(names) == len(set(names))
 
 
 # The Secret

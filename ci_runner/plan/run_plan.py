@@ -35,6 +35,13 @@ LOCATION_DEPENDENT: Final = frozenset({"CI_RUNNER_CODE_DIR", "PYTHONPATH", "PATH
 MPIRUN_OUTPUT: Final = ("--allow-run-as-root", "--tag-output")
 MPIRUN_PLACEMENT: Final = ("-bind-to", "none", "-map-by", "slot")
 MPIRUN_TRANSPORT: Final = ("-mca", "pml", "ob1", "-mca", "btl", "^openib")
+# What every rank gets unless train.yaml's env sets it. PYTHONUNBUFFERED: the ranks' lines reach
+# the CI log as they happen. OpenMPI's yield: a rank waiting in MPI (Horovod's background thread
+# negotiates every few milliseconds from hvd.init on) spins on its core unless OpenMPI counts more
+# ranks than cores, and it counts neither a rank's own threads nor a pod's CPU quota: the spin then
+# takes the CPU the rank's main thread needs (importing torch, building the optimizer: 1.3 s of
+# bench 6's first step).
+RANK_DEFAULTS: Final = (("PYTHONUNBUFFERED", "1"), ("OMPI_MCA_mpi_yield_when_idle", "1"))
 
 
 def secret_name(job: str) -> str:
@@ -119,7 +126,7 @@ class RunPlan:
 
     def rank_environment(self, location: RankLocation) -> tuple[tuple[str, str], ...]:
         """The variables every rank gets besides the secrets, in the order the manifest lists
-        them; train.yaml's ``env`` wins over ``PYTHONUNBUFFERED`` and extends ``PYTHONPATH``."""
+        them; train.yaml's ``env`` wins over ``RANK_DEFAULTS`` and extends ``PYTHONPATH``."""
         config, ctx = self.config, self.context
         user = dict(config.env)
         env = [
@@ -135,8 +142,7 @@ class RunPlan:
         paths = [p for p in (location.dependency_path, user.get("PYTHONPATH")) if p]
         if paths:
             env.append(("PYTHONPATH", ":".join(paths)))
-        if "PYTHONUNBUFFERED" not in user:
-            env.append(("PYTHONUNBUFFERED", "1"))  # ranks' lines reach the CI log as they happen
+        env += [(k, v) for k, v in RANK_DEFAULTS if k not in user]
         taken = {"PYTHONPATH"} | (SET_FOR_RANKS if self.tracking else set())
         env += [(k, v) for k, v in config.env if k not in taken]
         if self.tracking is not None:
