@@ -5,16 +5,22 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
+from testing.emulated_cluster.api import ApiFailure
+from testing.emulated_cluster.podworker import PodWorker
 from testing.emulated_cluster.volumes import (
     VolumeNotReady,
     atomic_write,
     attach_conflict,
     projection,
 )
+from testing.emulated_cluster.volumesetup import mount_pod_volumes
 
 
 def test_atomic_write_puts_files_in_a_timestamped_dir_behind_data_and_user_visible_links(
@@ -55,3 +61,42 @@ def test_a_read_write_once_claim_used_on_another_node_cannot_attach() -> None:
     assert attach_conflict(rwo, []) is None
     rwx = {**CLAIM, "spec": {**CLAIM["spec"], "accessModes": ["ReadWriteMany"]}}
     assert attach_conflict(rwx, ["train-worker-0"]) is None
+
+
+FORBIDDEN = (
+    '{"kind":"Status","apiVersion":"v1","status":"Failure","message":"persistentvolumeclaims '
+    '\\"pip-cache\\" is forbidden: User \\"system:node:node-1\\" cannot get resource '
+    '\\"persistentvolumeclaims\\" in API group \\"\\" in the namespace \\"ml\\": no relationship '
+    'found between node \'node-1\' and this object","reason":"Forbidden","code":403}'
+)
+
+
+class _RefusingApi:
+    def get(self, path: str) -> None:
+        raise ApiFailure(403, FORBIDDEN)
+
+
+def _worker(tmp_path: Path, volume: Mapping[str, object]) -> PodWorker:
+    pod = {"spec": {"volumes": [volume]}}
+    api = SimpleNamespace(api=_RefusingApi())
+    return cast(PodWorker, SimpleNamespace(ctx=api, dir=tmp_path, pod=pod, namespace="ml"))
+
+
+def test_a_refused_claim_is_a_mount_to_retry_with_the_api_servers_words(tmp_path: Path) -> None:
+    # The Node authorizer refuses a pod's claim until its graph ties the pod to this node.
+    volume = {"name": "pip-cache", "persistentVolumeClaim": {"claimName": "pip-cache"}}
+    with pytest.raises(VolumeNotReady) as caught:
+        mount_pod_volumes(_worker(tmp_path, volume))
+    assert str(caught.value) == (
+        "Unable to attach or mount volumes: unmounted volumes=[pip-cache]: error processing PVC "
+        'ml/pip-cache: failed to fetch PVC from API server: persistentvolumeclaims "pip-cache" '
+        'is forbidden: User "system:node:node-1" cannot get resource "persistentvolumeclaims" in '
+        'API group "" in the namespace "ml": no relationship found between node \'node-1\' and '
+        "this object"
+    )
+
+
+def test_a_refused_secret_is_a_mount_to_retry(tmp_path: Path) -> None:
+    volume = {"name": "creds", "secret": {"secretName": "job-secrets"}}
+    with pytest.raises(VolumeNotReady, match=r'^MountVolume.SetUp failed for volume "creds" : '):
+        mount_pod_volumes(_worker(tmp_path, volume))

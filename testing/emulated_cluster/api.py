@@ -26,6 +26,17 @@ class ApiFailure(Exception):
     def __init__(self, code: int, text: str) -> None:
         super().__init__(f"{code}: {text}")
         self.code = code
+        self.message = _status_message(text)
+
+
+def _status_message(text: str) -> str:
+    """A Status answer's message (what client-go's errors print), else the answer's text."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    message = body.get("message") if isinstance(body, dict) else None
+    return message if isinstance(message, str) else text
 
 
 def now_rfc3339() -> str:

@@ -33,6 +33,18 @@ def _get(worker: PodWorker, plural: str, name: str) -> JSON | None:
     return worker.ctx.api.get(f"/api/v1/namespaces/{worker.namespace}/{plural}/{name}")
 
 
+def _volume_get(worker: PodWorker, plural: str, name: str, volume: str) -> JSON | None:
+    """The object a volume is made of, or None when it does not exist. Any other answer is one
+    more try later, as the kubelet's volume manager retries (such as the Node authorizer's 403
+    while its graph does not yet tie the pod, just bound to this node, to the object)."""
+    try:
+        return _get(worker, plural, name)
+    except ApiFailure as err:
+        raise volumes.VolumeNotReady(
+            f'MountVolume.SetUp failed for volume "{volume}" : {err.message}'
+        ) from err
+
+
 def sources(worker: PodWorker) -> Sources:
     def secret(name: str) -> dict[str, bytes] | None:
         obj = _get(worker, "secrets", name)
@@ -117,7 +129,8 @@ def _projected(worker: PodWorker, name: str, source: JSON) -> dict[str, tuple[by
         if "secret" in part or "configMap" in part:
             kind = "secret" if "secret" in part else "configMap"
             ref = part[kind]
-            obj = _get(worker, "secrets" if kind == "secret" else "configmaps", ref["name"])
+            plural = "secrets" if kind == "secret" else "configmaps"
+            obj = _volume_get(worker, plural, ref["name"], name)
             what = kind.lower()
             if obj is None:
                 if ref.get("optional"):
@@ -183,7 +196,7 @@ def mount_pod_volumes(worker: PodWorker) -> dict[str, Path]:
         elif kind in ("secret", "configMap"):
             ref = source.get("secretName") if kind == "secret" else source.get("name")
             plural = "secrets" if kind == "secret" else "configmaps"
-            obj = _get(worker, plural, str(ref))
+            obj = _volume_get(worker, plural, str(ref), name)
             what = "secret" if kind == "secret" else "configmap"
             if obj is None and not source.get("optional"):
                 raise volumes.VolumeNotReady(
@@ -213,12 +226,20 @@ def mount_pod_volumes(worker: PodWorker) -> dict[str, Path]:
                 volumes.atomic_write(target, payload)
         elif kind == "persistentVolumeClaim":
             claim_name = str(source.get("claimName"))
-            claim = _get(worker, "persistentvolumeclaims", claim_name)
+            # desired_state_of_world_populator.go getPVCExtractPV: any error of the Get is
+            # retried, and named in the pod's FailedMount.
+            unmounted = (
+                f"Unable to attach or mount volumes: unmounted volumes=[{name}]: error "
+                f"processing PVC {worker.namespace}/{claim_name}: failed to fetch PVC from "
+                "API server: "
+            )
+            try:
+                claim = _get(worker, "persistentvolumeclaims", claim_name)
+            except ApiFailure as err:
+                raise volumes.VolumeNotReady(unmounted + err.message) from err
             if claim is None:
                 raise volumes.VolumeNotReady(
-                    f"Unable to attach or mount volumes: unmounted volumes=[{name}]: error "
-                    f"processing PVC {worker.namespace}/{claim_name}: failed to fetch PVC from "
-                    f'API server: persistentvolumeclaims "{claim_name}" not found'
+                    f'{unmounted}persistentvolumeclaims "{claim_name}" not found'
                 )
             conflict = volumes.attach_conflict(claim, _claim_users_elsewhere(worker, claim_name))
             if conflict:
