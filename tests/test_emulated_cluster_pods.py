@@ -471,6 +471,24 @@ def test_the_kubelet_signals_the_containers_pid_1(cluster: Emulated) -> None:
     cluster.wait_gone("pid-one")
 
 
+def test_a_command_not_in_the_image_ends_start_error_128_with_the_runtimes_words(
+    cluster: Emulated,
+) -> None:
+    cluster.create(
+        "pods",
+        pod("no-such", "node-1", [container("main", "no-such-command")], restartPolicy="Never"),
+    )
+    final = cluster.wait_pod("no-such", phase_is("Failed"))
+    terminated = main_status(final)["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"], terminated["message"]) == (
+        128,
+        "StartError",
+        "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+        'runc create failed: unable to start container process: exec: "no-such-command": '
+        "executable file not found in $PATH: unknown",
+    )
+
+
 def test_following_a_log_streams_until_the_container_exits(cluster: Emulated) -> None:
     script = "echo first; sleep 1; echo second"
     cluster.create(

@@ -166,7 +166,7 @@ def container(spec: dict[str, Any]) -> None:
         )
         error.write(message)
         error.close()
-        sys.exit(128)
+        os._exit(128)  # sys.exit would raise SystemExit into main()'s handler: 127
 
 
 if __name__ == "__main__":
