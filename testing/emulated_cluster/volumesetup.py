@@ -226,8 +226,8 @@ def mount_pod_volumes(worker: PodWorker) -> dict[str, Path]:
                 volumes.atomic_write(target, payload)
         elif kind == "persistentVolumeClaim":
             claim_name = str(source.get("claimName"))
-            # desired_state_of_world_populator.go getPVCExtractPV: any error of the Get is
-            # retried, and named in the pod's FailedMount.
+            # desired_state_of_world_populator.go (kubernetes v1.35.4) getPVCExtractPV, lines
+            # 523-528, wrapped at 447: any error of the Get is retried, and named in FailedMount.
             unmounted = (
                 f"Unable to attach or mount volumes: unmounted volumes=[{name}]: error "
                 f"processing PVC {worker.namespace}/{claim_name}: failed to fetch PVC from "
