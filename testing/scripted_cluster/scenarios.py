@@ -21,6 +21,11 @@ PULL_NOT_FOUND = (
     'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
 )
 FOREVER = 10**9
+# How long a step waits for the Job controller to make the launcher pod: a sync of the launcher Job
+# that failed (a conflict with MPI Operator's own writes of that Job, as on a resume) is retried
+# after 1 s doubling to 60 s (pkg/controller/job/job_controller.go, DefaultJobApiBackOff and
+# MaxJobApiBackOff), so two or three conflicts in a row pass WAIT.
+LAUNCHER_WAIT = 3 * WAIT
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT) -> T:
@@ -90,8 +95,36 @@ class JobScenario:
             ]
             return str(pods[-1]["metadata"]["name"]) if pods else None
 
-        self._launcher = wait_for(f"a running launcher pod of {self.name}", probe)
+        try:
+            self._launcher = wait_for(
+                f"a running launcher pod of {self.name}", probe, timeout=LAUNCHER_WAIT
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}; {self._launcher_job_state()}") from None
         return self._launcher
+
+    def _launcher_job_state(self) -> str:
+        """The launcher Job as the Job controller left it, and its Events: what a launcher pod
+        that never came waits for."""
+        path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{self.name}-launcher"
+        job = self.admin.get(path)
+        if job is None:
+            return f"no Job {self.name}-launcher"
+        status = job.get("status") or {}
+        conditions = [
+            (c.get("type"), c.get("status"), c.get("reason"))
+            for c in status.get("conditions") or []
+        ]
+        events, _ = self.admin.list(
+            f"/api/v1/namespaces/{self.namespace}/events",
+            {"fieldSelector": f"involvedObject.name={self.name}-launcher"},
+        )
+        said = [f"{e.get('reason')}: {e.get('message')}" for e in events]
+        return (
+            f"Job {self.name}-launcher: suspend={job['spec'].get('suspend')}, "
+            f"active={status.get('active')}, failed={status.get('failed')}, "
+            f"startTime={status.get('startTime')}, conditions={conditions}, events={said}"
+        )
 
     def _main(self, pod: str) -> str:
         return str(self.kubelet.pod(self.namespace, pod)["spec"]["containers"][0]["name"])
