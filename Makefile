@@ -53,9 +53,12 @@ screenshots: env mermaid
 test: env horovod cluster-tools control-plane gitlab-ci-local mermaid lint typecheck image-check
 	$(PY) -m pytest -q
 
+## lint: ruff (check and format) over the Python, shellcheck (Debian's package, installed when missing) over every shell script
 lint: env
 	$(VENV)/bin/ruff check ci_runner testing tests bench
 	$(VENV)/bin/ruff format --check ci_runner testing tests bench
+	scripts/apt-install.sh lint shellcheck
+	shellcheck .ci/run $$(git ls-files '*.sh')
 
 typecheck: env
 	$(VENV)/bin/mypy

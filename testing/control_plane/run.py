@@ -33,7 +33,8 @@ OPERATOR_NETNS = marks.NETNS_PREFIX + "mpi-operator"
 OPERATOR_VETH = marks.VETH_PREFIX + "mpiop"
 LOCK_NAMESPACE = "mpi-operator"  # the operator's -lock-namespace default; it must exist
 START_TIMEOUT = 120.0  # kube-apiserver on 2 busy cores takes 10-40 s to be ready
-# What the kubelets and tests need of kube-controller-manager (FACTS.md: the --controllers names);
+# What the kubelets and tests need of kube-controller-manager (its --controllers names:
+# cmd/kube-controller-manager/names/controller_names.go, kubernetes v1.35.4);
 # the root CA publisher writes kube-root-ca.crt, which every pod's projected token volume reads;
 # the node lifecycle controller lifts the not-ready taint admission puts on every new Node; the
 # PersistentVolume binder binds claims to volumes (the scheduler waits for that).

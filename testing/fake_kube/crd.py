@@ -2,9 +2,9 @@
 
 ``validate_mpijob(manifest)`` returns every problem as a line (empty when the manifest is valid):
 the real CRD's ``openAPIV3Schema`` (MPI Operator v0.8.2), made strict, the MPI Operator
-controller's own checks (FACTS.md), and the Kubernetes object rules a manifest most easily breaks
-(names, labels, env var names, volume references). Fake Kubernetes servers use it to accept or
-reject MPIJobs.
+controller's own checks (v0.8.2's pkg/apis/kubeflow/validation/validation.go), and the
+Kubernetes object rules a manifest most easily breaks (names, labels, env var names, volume
+references). Fake Kubernetes servers use it to accept or reject MPIJobs.
 """
 
 from __future__ import annotations
