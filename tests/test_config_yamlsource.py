@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ci_runner.config import yamlsource
 from ci_runner.config.yamlsource import (
     MAX_BYTES,
     Document,
@@ -286,19 +286,20 @@ def test_duplicate_anchor() -> None:
     ]
 
 
-def test_huge_file_is_refused_before_parsing() -> None:
+def test_huge_file_is_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_parser(*args: object) -> None:
+        raise AssertionError("the file was handed to the YAML parser")
+
+    monkeypatch.setattr(yamlsource._BoundedLoader, "__init__", no_parser)
     text = "a: " + "x" * MAX_BYTES + "\n"
-    started = time.monotonic()
     assert errors(text) == [
         f"train.yaml: is {MAX_BYTES + 4} bytes, more than the {MAX_BYTES} bytes a train.yaml "
         "may have; fix: keep train.yaml small: it describes one training job"
     ]
-    assert time.monotonic() - started < 1
 
 
 def test_billion_laughs_is_refused_quickly_and_small() -> None:
     tracemalloc.start()
-    started = time.monotonic()
     try:
         problems = errors(BILLION_LAUGHS)
         _, peak = tracemalloc.get_traced_memory()
@@ -308,8 +309,7 @@ def test_billion_laughs_is_refused_quickly_and_small() -> None:
         "train.yaml:1: has more than 10000 values once its aliases are expanded; "
         "fix: write the values out instead of repeating them through aliases"
     ]
-    assert time.monotonic() - started < 5
-    assert peak < 50 * 1024 * 1024
+    assert peak < 50 * 1024 * 1024  # the expansion stopped at the limit, not after it
 
 
 def test_a_few_aliases_are_fine() -> None:

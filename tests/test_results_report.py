@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -271,12 +270,10 @@ def test_huge_run_stays_small_and_fast() -> None:
         HistoryEntry(str(i), "1", "aaaaaaaa", "succeeded", 1.0, "m" * 10**5, 1.0) for i in range(30)
     ]
 
-    started = time.perf_counter()
+    # How long this takes is bench 5's figure (render_comment time), not a unit test's.
     running = ReportInput(Outcome.RUNNING, "simple-ml", CTX, "simple-ml-01234567")
     body = render_comment(report, render_report(replace(running, history=history)))
-    elapsed = time.perf_counter() - started
 
-    assert elapsed < 1.0
     assert len(body) < 50_000
     chart_lines = [line for line in body.splitlines() if line.startswith("line ")]
     # 8 ranks: the lowest and highest rank at each step and the mean, within GitLab's budget.
