@@ -30,6 +30,7 @@ SECRET_VARIABLES: Final = (
     "AWS_SESSION_TOKEN",
     "MLFLOW_TRACKING_TOKEN",  # ci_runner.tracking: MLflow's own variables
     "MLFLOW_TRACKING_PASSWORD",
+    "CI_RUNNER_MLFLOW_TOKEN",  # the ranks' own (train.yaml's tracking.ranks_log)
 )
 
 

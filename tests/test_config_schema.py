@@ -199,7 +199,12 @@ kubernetes:
   setup_timeout: 1h
   unschedulable_timeout: 5m
   on_preemption: fail
-tracking: {server: gitlab, experiment: diabetes, per_rank: true, model: diabetes-regressor}
+tracking:
+  server: gitlab
+  experiment: diabetes
+  per_rank: true
+  model: diabetes-regressor
+  ranks_log: true
 """
 
 COMPLETE_CONFIG = TrainConfig(
@@ -250,7 +255,14 @@ COMPLETE_CONFIG = TrainConfig(
         unschedulable_timeout=300,
         on_preemption="fail",
     ),
-    tracking=TrackingSpec("gitlab", "diabetes", True, "diabetes-regressor"),
+    tracking=TrackingSpec(
+        "gitlab",
+        "diabetes",
+        True,
+        "diabetes-regressor",
+        ranks_log=True,
+        ranks_log_line=COMPLETE.splitlines().index("  ranks_log: true") + 1,
+    ),
     source_file="ml/train.yaml",
 )
 

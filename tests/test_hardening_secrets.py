@@ -7,7 +7,8 @@ reads), ci-runner runs locally and on the scripted cluster (the real control pla
 examples/rbac.yaml's ServiceAccount) in a merge-request pipeline that posts to the fake GitLab,
 and then the CI log (stdout and stderr of ``cli.main``), the saved log, report.md, metrics.json,
 metrics.txt, the comments GitLab received, the MPIJob and every error message and crash log are
-searched: none may hold a canary, or any part of one.
+searched: none may hold a canary, or any part of one. With ``tracking: gitlab`` (the run in the
+fake GitLab's model experiments) no rank and no Secret holds a GitLab or MLflow token.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ CANARIES = {
     "AWS_SESSION_TOKEN": "CANARYsessionTOKEN+FwoGZXIvYXdzEJr//",
     "MLFLOW_TRACKING_TOKEN": "mlflow-CANARY-token-4Hj7",
     "MLFLOW_TRACKING_PASSWORD": "mlflow-CANARY-password-1Nc5",
+    "CI_RUNNER_MLFLOW_TOKEN": "glpat-CANARY-rankstoken-2Ts6",
     "WANDB_API_KEY": "wandb-CANARY-masked-variable-6Vb0",  # listed in train.yaml's secrets
 }
 SECRET_VALUES = sorted(set(CANARIES.values()))
@@ -76,11 +78,15 @@ def train_py() -> str:
     """Training code that leaks every canary: from its environment, from its own source, whole,
     on stdout and stderr, in a metric-looking line, and packed into a 300 KB line."""
     values = json.dumps(SECRET_VALUES)
+    tokens = json.dumps(sorted(v for k, v in CANARIES.items() if "GITLAB" in k or "MLFLOW" in k))
     return f"""\
 import os, sys
 values = {values}
 for name in ("WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
     print(name + "=" + os.environ.get(name, "(not given)"), flush=True)
+tokens = {tokens}
+tracking = [n for n, v in os.environ.items() if n.startswith("MLFLOW_") or v in tokens]
+print("tracking variables: " + repr(sorted(tracking)), flush=True)
 for step in range(3):
     print(f"loss {{3 - step}} step {{step}}", flush=True)
 for value in values:
@@ -150,6 +156,13 @@ def ci_environment(tmp_path: Path, gitlab: FakeGitLab, sha: str) -> dict[str, st
     }
 
 
+def tracked_job(env: dict[str, str], gitlab: FakeGitLab, sha: str) -> dict[str, str]:
+    """``env`` in a CI job the fake GitLab knows: GitLab links the MLflow run to it."""
+    project = gitlab._projects[0]
+    job = gitlab.add_pipeline(project, "feature", sha=sha, jobs={"train": {}}).jobs[0]
+    return {**env, "CI_JOB_ID": str(job.id)}
+
+
 class Outputs:
     """Every text ci-runner produced, by where it went."""
 
@@ -196,15 +209,17 @@ def assert_split_inside_a_secret(chunks: list[str]) -> None:
     raise AssertionError(f"no secret straddled a read ({len(chunks)} pieces)")
 
 
+@pytest.mark.parametrize("tracking", ["", "tracking: gitlab\n"])
 def test_local_training_in_an_mr_pipeline_leaks_no_secret(
     git_repo: GitRepo,
     tmp_path: Path,
     fake_horovodrun: Path,
     gitlab: FakeGitLab,
     chunks: list[str],
+    tracking: str,
 ) -> None:
-    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": train_py()})
-    env = ci_environment(tmp_path, gitlab, sha)
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML + tracking, "train.py": train_py()})
+    env = tracked_job(ci_environment(tmp_path, gitlab, sha), gitlab, sha)
     out, err = io.StringIO(), io.StringIO()
     crash = tmp_path / "crash"
 
@@ -220,12 +235,14 @@ def test_local_training_in_an_mr_pipeline_leaks_no_secret(
     assert code == 1, err.getvalue()
     assert "[ci-runner] reason: horovodrun exited with code 3" in err.getvalue()
     ci_dir = repo / "ci"
-    assert sorted(p.name for p in ci_dir.iterdir()) == [
-        "metrics.json",
-        "metrics.txt",
-        "report.md",
-        "train.log",
-    ]
+    tracking_files = ["annotations.json", "mlflow-run.json"] if tracking else []
+    assert sorted(p.name for p in ci_dir.iterdir()) == sorted(
+        ["metrics.json", "metrics.txt", "report.md", "train.log", *tracking_files]
+    )
+    # Tracked or not, no rank saw an MLflow variable or a GitLab token.
+    runs = [r for e in gitlab.mlflow.of(gitlab._projects[0].id).experiments for r in e.runs]
+    assert [r.status for r in runs] == (["FAILED"] if tracking else [])
+    assert "[0]<stdout>:tracking variables: []\n" in out.getvalue()
     outputs = Outputs()
     outputs.add("stdout", out.getvalue())
     outputs.add("stderr", err.getvalue())
@@ -440,12 +457,18 @@ def in_thread(
 
 @pytest.mark.slow
 @pytest.mark.control_plane
+@pytest.mark.parametrize("tracking", ["", "tracking: gitlab\n"])
 def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
-    git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab, chunks: list[str], cluster: Cluster
+    git_repo: GitRepo,
+    tmp_path: Path,
+    gitlab: FakeGitLab,
+    chunks: list[str],
+    cluster: Cluster,
+    tracking: str,
 ) -> None:
-    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": train_py()})
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML + tracking, "train.py": train_py()})
     env = {
-        **ci_environment(tmp_path, gitlab, sha),
+        **tracked_job(ci_environment(tmp_path, gitlab, sha), gitlab, sha),
         "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", cluster)),
     }
     crash = tmp_path / "crash"
@@ -473,7 +496,10 @@ def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
     wait_until(lambda: cluster.admin.list(secrets_path)[0] == [], "the Secret deleted")
 
     assert codes == [1], err.getvalue()
-    # The Secret holds the values; the MPIJob only its name and keys.
+    runs = [r for e in gitlab.mlflow.of(gitlab._projects[0].id).experiments for r in e.runs]
+    assert [r.status for r in runs] == (["FAILED"] if tracking else [])
+    # The Secret holds the values (tracked or not, no GitLab or MLflow token); the MPIJob only
+    # its name and keys.
     (secret,) = [s for s in secrets if s["metadata"]["name"] == f"{name}-secrets"]
     stored = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
     assert stored == {

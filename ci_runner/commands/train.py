@@ -37,7 +37,6 @@ from ci_runner.console import Console, StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import EXIT_INTERRUPTED, ForkRefusedError
 from ci_runner.plan.run_plan import RunPlan, build_plan
-from ci_runner.plan.tracking import with_tracking
 
 if TYPE_CHECKING:
     from ci_runner.results.metrics import MetricsSummary
@@ -111,7 +110,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.publish import announce, finish, masker_for_report
-    from ci_runner.tracking.stage import end_failed, finish_tracking, start_tracking
+    from ci_runner.tracking.stage import end_failed, finish_tracking, ranks_join, start_tracking
 
     env = runtime.env
     if args.local:
@@ -139,10 +138,10 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     outputs = plan.outputs
     # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
     console = runtime.console
-    # The run exists before anything starts: every rank gets its id (ci_runner.tracking).
+    # The run exists before anything starts; with tracking.ranks_log every rank gets its id and
+    # the ranks' own token, else no MLflow variable (ci_runner.tracking).
     tracked = start_tracking(plan, env, console, clock, loaded.root)
-    if tracked is not None:
-        plan = with_tracking(plan, tracked.for_ranks())
+    plan = ranks_join(plan, tracked)
     try:
         if args.local:
             make_backend = _local_backend(args, runtime, loaded, plan, clock)

@@ -97,6 +97,7 @@ class TrackingValues(TypedDict, total=False):
     experiment: str
     per_rank: bool
     model: str
+    ranks_log: bool
 
 
 def build_tracking(
@@ -112,7 +113,8 @@ def build_tracking(
             path=key_path(at.path, "model"),
         )
         ok = False
-    return TrackingSpec(**values) if ok else INVALID
+    line = at.line_of("ranks_log") if values.get("ranks_log") else None
+    return TrackingSpec(**values, ranks_log_line=line) if ok else INVALID
 
 
 TRACKING: Final = WordOrRecord(
@@ -145,6 +147,17 @@ TRACKING: Final = WordOrRecord(
         "On the default branch, after a successful run, register a version of this model "
         "pointing at the outputs (GitLab numbers versions 1.0.0, 1.0.1, ...).",
         "diabetes-regressor",
+    ),
+    Field(
+        "ranks_log",
+        Flag(),
+        "The training code logs to the run itself (`mlflow.log_*`): every rank gets "
+        "MLFLOW_TRACKING_URI, MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_ID and a token of its own, "
+        "CI_RUNNER_MLFLOW_TOKEN as MLFLOW_TRACKING_TOKEN (for `server: mlflow` also MLflow's own "
+        "token or password), never CI_RUNNER_GITLAB_TOKEN. Without it the ranks get no MLflow "
+        "variable and no token; ci-runner logs the run from the log.",
+        "true",
+        "`false`",
     ),
     build=build_tracking,
 )

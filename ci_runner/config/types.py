@@ -79,6 +79,9 @@ class TrackingSpec:
     experiment: str | None = None  # None: train.yaml's name
     per_rank: bool = False  # also each rank's values, as <metric>/rank_<n>
     model: str | None = None  # a model version of this name on the default branch
+    # The ranks log to the run themselves, with a token of their own (ci_runner.tracking.target).
+    ranks_log: bool = False
+    ranks_log_line: int | None = field(default=None, compare=False)  # for the error naming it
 
 
 @dataclass(frozen=True)

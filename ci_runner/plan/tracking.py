@@ -1,9 +1,11 @@
 """What every rank needs to join the job's MLflow run: MLflow's own variables.
 
-The run is created before training starts (:mod:`ci_runner.tracking`), then
-:func:`with_tracking` gives the plan the run's id: ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``
-and ``MLFLOW_EXPERIMENT_ID`` go to every rank as plain variables, the token or password through
-the job's Secret (never inline in the manifest), so ``mlflow.log_*`` in rank 0 adds to that run.
+Only when train.yaml's ``tracking.ranks_log`` asks for it: by default the ranks get no MLflow
+variable and no token (ci-runner logs the run from the log). The run is created before training
+starts (:mod:`ci_runner.tracking`), then :func:`with_tracking` gives the plan the run's id:
+``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID`` and ``MLFLOW_EXPERIMENT_ID`` go to every rank as plain
+variables, the ranks' own token (``CI_RUNNER_MLFLOW_TOKEN``) or MLflow's password through the
+job's Secret (never inline in the manifest), so ``mlflow.log_*`` in rank 0 adds to that run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ INSECURE_TLS_VARIABLE: Final = "MLFLOW_TRACKING_INSECURE_TLS"
 TOKEN_VARIABLE: Final = "MLFLOW_TRACKING_TOKEN"
 USERNAME_VARIABLE: Final = "MLFLOW_TRACKING_USERNAME"
 PASSWORD_VARIABLE: Final = "MLFLOW_TRACKING_PASSWORD"
+# The token made for the ranks (train.yaml's tracking.ranks_log); they get it as TOKEN_VARIABLE.
+RANK_TOKEN_VARIABLE: Final = "CI_RUNNER_MLFLOW_TOKEN"
+# MLflow's variables in ci-runner's own environment are ci-runner's: ranks on this machine do not
+# inherit them, as pods do not (they get those with_tracking sets, and train.yaml's env and
+# secrets).
+MLFLOW_PREFIX: Final = "MLFLOW_"
 # The variables ci-runner sets for the ranks when the run is tracked: train.yaml's env and
 # secrets give way to them.
 SET_FOR_RANKS: Final = frozenset(

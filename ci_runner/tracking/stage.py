@@ -3,10 +3,10 @@ the job's result: each failure is one warning line naming MLflow, and costs at m
 ``CI_RUNNER_TRACKING_TIMEOUT`` seconds (default 30) before training and again after it.
 
 Before: the experiment (found by name, else created), the run (the CI job's name, MLflow's system
-tags, GitLab's links) and train.yaml's params; its id goes to every rank
-(:func:`ci_runner.plan.tracking.with_tracking`), and ``annotations.json`` links the job page to
-it. After: the status the job ended with, every step of every metric the log has, the outputs,
-and on the default branch a model version when train.yaml asks for one.
+tags, GitLab's links) and train.yaml's params; with train.yaml's ``tracking.ranks_log`` its id
+and the ranks' own token go to every rank (:func:`ranks_join`), and ``annotations.json`` links
+the job page to it. After: the status the job ended with, every step of every metric the log
+has, the outputs, and on the default branch a model version when train.yaml asks for one.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from ci_runner.errors import GitError
 from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.gitrepo import git
 from ci_runner.plan.run_plan import RunPlan
-from ci_runner.plan.tracking import RankTracking
+from ci_runner.plan.tracking import RankTracking, with_tracking
 from ci_runner.results.annotations import add_links
 from ci_runner.results.artifacts import ArtifactListing
 from ci_runner.results.metrics import parse_log_file
 from ci_runner.tracking import payloads
 from ci_runner.tracking.client import MlflowApi, TrackingError, budget_seconds
-from ci_runner.tracking.target import Target, find_target
+from ci_runner.tracking.target import RankSignIn, Target, find_target, rank_sign_in
 
 RUN_FILE_NAME: Final = "mlflow-run.json"  # the run's ids, for `ci-runner cancel`
 NOT_FOUND: Final = "RESOURCE_DOES_NOT_EXIST"
@@ -46,22 +46,33 @@ class TrackedRun:
     run_id: str
     url: str
     budget_seconds: float
+    ranks: RankSignIn | None = None  # how the ranks sign in; None: they do not join the run
 
     @property
     def target(self) -> Target:
         return self.api.target
 
-    def for_ranks(self) -> RankTracking:
-        """What every rank gets to join this run."""
+    def for_ranks(self) -> RankTracking | None:
+        """What every rank gets to join this run; None unless train.yaml's
+        ``tracking.ranks_log`` asks for it."""
+        if self.ranks is None:
+            return None
         target = self.target
         return RankTracking(
             uri=target.uri,
             run_id=self.run_id,
             experiment_id=self.experiment_id,
             insecure_tls=target.insecure_tls,
-            username=None if target.token else target.username,
-            credentials=target.credentials(),
+            username=self.ranks.username,
+            credentials=self.ranks.credentials,
         )
+
+
+def ranks_join(plan: RunPlan, run: TrackedRun | None) -> RunPlan:
+    """``plan`` whose ranks join ``run`` with their own sign-in (``tracking.ranks_log``); else
+    ``plan`` as it is: no MLflow variable, no token in any rank or in the job's Secret."""
+    ranks = run.for_ranks() if run is not None else None
+    return plan if ranks is None else with_tracking(plan, ranks)
 
 
 def start_tracking(
@@ -71,10 +82,12 @@ def start_tracking(
     clock: Clock,
     repo: Path | None = None,
 ) -> TrackedRun | None:
-    """Create the job's run, or None: nothing to track at, or (one warning) the server failed."""
+    """Create the job's run, or None: nothing to track at, or (one warning) the server failed.
+    Raises ConfigError when ``tracking.ranks_log`` has no token for the ranks."""
     target = find_target(plan.config, plan.context, env)
     if target is None:
         return None
+    ranks = rank_sign_in(plan.config, target, env)  # ConfigError: before the run is created
     if target.kind == "gitlab" and not target.token:
         console.warning(
             f"not tracking this run in MLflow: tracking: gitlab needs a token; fix: store a "
@@ -104,7 +117,7 @@ def start_tracking(
         )
         return None
     url = payloads.run_url(target.kind, target.uri, plan.context.project_url, experiment_id, run_id)
-    run = TrackedRun(api, experiment_id, run_id, url, seconds)
+    run = TrackedRun(api, experiment_id, run_id, url, seconds, ranks)
     console.status(f"MLflow run: {run.url}")
     if plan.outputs is not None:
         write_annotations(plan.outputs.out_dir, run.url)

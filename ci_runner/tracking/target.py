@@ -7,6 +7,10 @@ client reads them (mlflow/environment_variables.py, mlflow/utils/rest_utils.py).
 gitlab`` tracks in a GitLab CI job only: ``$CI_API_V4_URL/projects/$CI_PROJECT_ID/ml/mlflow``
 with the token ci-runner comments with (GitLab's "MLflow client compatibility" docs: a token
 with the ``api`` scope and at least the Developer role).
+
+The ranks get none of these: only with train.yaml's ``tracking.ranks_log`` do they join the run
+(:func:`rank_sign_in`), with a token of their own, ``CI_RUNNER_MLFLOW_TOKEN`` (for an MLflow
+server, else MLflow's own token or password), never the comment token.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from typing import Final, Literal
 
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
+from ci_runner.errors import ConfigError, Problem
 from ci_runner.plan.tracking import (
     INSECURE_TLS_VARIABLE,
     PASSWORD_VARIABLE,
+    RANK_TOKEN_VARIABLE,
     TOKEN_VARIABLE,
     URI_VARIABLE,
     USERNAME_VARIABLE,
@@ -47,10 +53,15 @@ class Target:
         what = "GitLab's MLflow API" if self.kind == "gitlab" else "MLflow"
         return f"{what} at {self.uri}"
 
-    def credentials(self) -> dict[str, str]:
-        """The secret variables every rank gets, by MLflow's names."""
-        found = {TOKEN_VARIABLE: self.token, PASSWORD_VARIABLE: self.password}
-        return {name: value for name, value in found.items() if value}
+
+@dataclass(frozen=True)
+class RankSignIn:
+    """How the ranks sign in to the run (``tracking.ranks_log``): the user name, a plain
+    variable, and the secret ones by MLflow's names (keys of the job's Secret)."""
+
+    username: str | None = None
+    credentials: Mapping[str, str] = field(default_factory=dict, repr=False)
+    source: str = RANK_TOKEN_VARIABLE  # the variable the secret came from, for messages
 
 
 def find_target(config: TrainConfig, ctx: CIContext, env: Mapping[str, str]) -> Target | None:
@@ -88,3 +99,51 @@ def _gitlab_target(ctx: CIContext, env: Mapping[str, str]) -> Target | None:
         token=env[name].strip() if name else None,
         token_variable=name or GITLAB_TOKEN_VARIABLES[0],
     )
+
+
+def rank_sign_in(config: TrainConfig, target: Target, env: Mapping[str, str]) -> RankSignIn | None:
+    """How the ranks sign in to ``target`` when train.yaml's ``tracking.ranks_log`` has them log
+    to the run themselves; None when it does not (the ranks then get no MLflow variable).
+
+    ``CI_RUNNER_MLFLOW_TOKEN``, a token made for the ranks, else for an MLflow server MLflow's own
+    token or user and password, as ci-runner signs in with them (none: a server that asks for
+    none). GitLab's MLflow API always asks for a token, and the comment token is never one: both
+    raise ConfigError before the run is created and anything is submitted.
+    """
+    if not config.tracking.ranks_log:
+        return None
+    own = env.get(RANK_TOKEN_VARIABLE, "").strip()
+    if own:
+        sign_in = RankSignIn(credentials={TOKEN_VARIABLE: own})
+    elif target.kind == "gitlab":
+        raise _ranks_log_error(
+            config,
+            f"the ranks log to GitLab's MLflow API themselves and need a token of their own, "
+            f"but {RANK_TOKEN_VARIABLE} is not set",
+            f"store a project access token made for the ranks (the api scope and the Developer "
+            f"role) in the masked CI/CD variable {RANK_TOKEN_VARIABLE}, not the comment token "
+            f"{GITLAB_TOKEN_VARIABLES[0]}, or remove ranks_log",
+        )
+    elif target.token:
+        sign_in = RankSignIn(credentials={TOKEN_VARIABLE: target.token}, source=TOKEN_VARIABLE)
+    elif target.password:
+        secret = {PASSWORD_VARIABLE: target.password}
+        sign_in = RankSignIn(target.username, secret, source=PASSWORD_VARIABLE)
+    else:
+        sign_in = RankSignIn(target.username)  # a server that asks for no secret
+    for name in GITLAB_TOKEN_VARIABLES:
+        comment_token = env.get(name, "").strip()
+        if comment_token and comment_token in sign_in.credentials.values():
+            raise _ranks_log_error(
+                config,
+                f"{sign_in.source} holds the same token as {name}, which ci-runner comments "
+                "with, and every rank and every package it imports would hold it",
+                f"store a token made for the ranks alone in the masked CI/CD variable "
+                f"{RANK_TOKEN_VARIABLE}, or remove ranks_log",
+            )
+    return sign_in
+
+
+def _ranks_log_error(config: TrainConfig, message: str, fix: str) -> ConfigError:
+    line = config.tracking.ranks_log_line
+    return ConfigError([Problem(config.source_file, "tracking.ranks_log", line, message, fix)])

@@ -36,6 +36,7 @@ from ci_runner.errors import EnvironmentSetupError
 from ci_runner.gitrepo import checkout_commit, is_dirty, resolve_commit
 from ci_runner.masking import GITLAB_CREDENTIALS
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
+from ci_runner.plan.tracking import MLFLOW_PREFIX, RANK_TOKEN_VARIABLE
 
 STOP_GRACE_SECONDS: Final = 10.0
 
@@ -98,12 +99,13 @@ def rank_environment(
     plan: RunPlan, environ: Mapping[str, str], code_dir: Path, path_prefix: Sequence[Path]
 ) -> dict[str, str]:
     """The environment every rank gets: the plan's, over the user's own environment (which
-    plays the image's) without GitLab's credentials.
+    plays the image's) without GitLab's credentials and MLflow's variables (as in a pod, the
+    ranks get those only from the plan: ``tracking.ranks_log``, train.yaml's env and secrets).
 
     The base environment's ``PYTHONPATH`` stays first, as the image's requirements path does
     in a pod; the job's requirements layer comes first on ``PATH``.
     """
-    env = {k: v for k, v in environ.items() if k not in GITLAB_CREDENTIALS}
+    env = {k: v for k, v in environ.items() if not _ci_runners_own(k)}
     location = RankLocation(code_dir=str(code_dir), dependency_path=environ.get("PYTHONPATH", ""))
     env.update(plan.rank_environment(location))
     values = plan.secret.values()
@@ -111,6 +113,13 @@ def rank_environment(
     path = [str(p) for p in path_prefix]
     env["PATH"] = os.pathsep.join([*path, environ.get("PATH", os.defpath)])
     return env
+
+
+def _ci_runners_own(name: str) -> bool:
+    """A variable of the user's environment that only ci-runner itself reads."""
+    return (
+        name in GITLAB_CREDENTIALS or name == RANK_TOKEN_VARIABLE or name.startswith(MLFLOW_PREFIX)
+    )
 
 
 def pin_source(context: CIContext, options: LocalOptions, console: StatusOutput) -> Path:
