@@ -4,6 +4,9 @@
 free port; :meth:`MlflowServer.client` is MLflow's own ``MlflowClient`` for reading back what
 ci-runner logged. Starting takes 10-20 s (the store's migrations): tests share one server per
 session and tell their runs apart by experiment name.
+
+:class:`BearerGate` puts it behind a proxy that checks bearer tokens: ``mlflow server`` checks
+none itself, a deployment that takes ``MLFLOW_TRACKING_TOKEN`` has them checked in front of it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +106,80 @@ class MlflowServer:
         from mlflow.tracking import MlflowClient
 
         return MlflowClient(tracking_uri=self.url)
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    method: str
+    path: str  # without the query
+    token: str | None  # the bearer token it came with
+    status: int
+
+
+class BearerGate:
+    """A proxy to ``upstream`` that lets through only requests with ``Authorization: Bearer
+    <one of tokens>`` (else 401 and MLflow's ``UNAUTHENTICATED`` error, which MLflow's client
+    raises as it would from any server), recording each request with its token."""
+
+    def __init__(self, upstream: str, tokens: Collection[str]) -> None:
+        self.upstream = upstream
+        self.tokens = frozenset(tokens)
+        self.requests: list[GateRequest] = []
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                auth = self.headers.get("Authorization", "")
+                token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+                if token not in gate.tokens:
+                    status, data, kind = (
+                        401,
+                        b'{"error_code": "UNAUTHENTICATED"}',
+                        "application/json",
+                    )
+                else:
+                    headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+                    answer = requests.request(
+                        self.command, gate.upstream + self.path, data=body, headers=headers,
+                        timeout=30,
+                    )  # fmt: skip
+                    status, data = answer.status_code, answer.content
+                    kind = answer.headers.get("Content-Type", "application/json")
+                gate.requests.append(
+                    GateRequest(self.command, self.path.split("?")[0], token, status)
+                )
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _forward
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def tokens_by_path(self) -> dict[str, set[str | None]]:
+        """Each path asked for, below ``/api/2.0/mlflow/``, with the tokens it came with."""
+        found: dict[str, set[str | None]] = {}
+        for request in self.requests:
+            found.setdefault(request.path.split("/mlflow/", 1)[-1], set()).add(request.token)
+        return found
+
+    def __enter__(self) -> BearerGate:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()

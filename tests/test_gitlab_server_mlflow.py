@@ -57,6 +57,33 @@ def test_experiments_and_runs(
     assert (status, got["run_info"]["status"]) == (200, "KILLED")
 
 
+def test_log_parameter_creates_one_param_a_run_has_once(
+    gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_fake_project: FakeProject
+) -> None:
+    s, p = gitlab_server, gitlab_fake_project
+    _call(s, p, "POST", "experiments/create", {"name": "e"})
+    _, made = _call(s, p, "POST", "runs/create", {"experiment_id": "1"})
+    run_id = made["run"]["info"]["run_id"]
+    param = {"run_id": run_id, "key": "lr", "value": "0.1"}
+    assert _call(s, p, "POST", "runs/log-parameter", param) == (200, {})
+    assert _call(s, p, "POST", "runs/log-parameter", {**param, "value": "0.2"}) == (
+        400,
+        {"error_code": "INVALID_PARAMETER_VALUE",
+         "message": "Validation failed: Name has already been taken"},
+    )  # fmt: skip
+    assert _call(s, p, "POST", "runs/log-parameter", {**param, "key": "x", "value": "v" * 251}) == (
+        400,
+        {"error_code": "INVALID_PARAMETER_VALUE",
+         "message": "Validation failed: Value is too long (maximum is 250 characters)"},
+    )  # fmt: skip
+    assert _call(s, p, "POST", "runs/log-parameter", {"run_id": run_id, "key": "k"}) == (
+        400,
+        {"error": "value is missing"},
+    )
+    (run,) = s.mlflow.of(p.id).experiments[0].runs
+    assert run.params == {"lr": "0.1"}
+
+
 def test_roles_and_scopes(
     gitlab_server: FakeGitLab, gitlab_bot: User, gitlab_fake_project: FakeProject
 ) -> None:

@@ -1,6 +1,7 @@
 """``tracking: gitlab``: ``ci-runner train --local`` in a GitLab job logs its run in the fake
 GitLab's MLflow routes (testing/fake_gitlab/mlflow.py) with CI_RUNNER_GITLAB_TOKEN, linked to
-the job, and the MR comment links to the experiment."""
+the job, and the MR comment links to the experiment; the ranks get no MLflow variable and no
+token unless ``tracking.ranks_log`` gives them CI_RUNNER_MLFLOW_TOKEN."""
 
 from __future__ import annotations
 
@@ -100,11 +101,9 @@ def test_tracking_gitlab_logs_the_run_in_the_projects_model_experiments(
     loss = sorted((m.step, m.value) for m in run.metrics if m.key == "loss")
     assert loss == [(0, 4.5), (1, 3.0), (2, 1.5)]
     assert {m.key for m in run.metrics} == {"loss"}  # per_rank is off
-    uri = f"{gitlab_server.url}/api/v4/projects/{project.id}/ml/mlflow"
-    assert f"[0]<stdout>:MLFLOW_RUN_ID {run.run_id}\n" in out
-    assert f"[0]<stdout>:MLFLOW_TRACKING_URI {uri}\n" in out
-    # The rank got the token; the log never shows it.
-    assert "[0]<stdout>:MLFLOW_TRACKING_TOKEN [MASKED]\n" in out
+    # All of it came from the log: the ranks had no MLflow variable and no token.
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN"):
+        assert f"[0]<stdout>:{name} none\n" in out
     page = f"{gitlab_server.url}/group/proj/-/ml/experiments/1"
     lines = err.splitlines()
     assert f"[ci-runner] MLflow run: {page}" in lines
@@ -122,6 +121,87 @@ def test_tracking_gitlab_logs_the_run_in_the_projects_model_experiments(
         ("POST", "runs/update", 200),
         ("POST", "runs/log-batch", 200),
     ]
+
+
+RANK_TOKEN = "glpat-ranks-own-token-8Wd3"
+# Rank 0 joins the run with MLflow's own client, as the README's ranks_log tells users to.
+JOIN_PY = """\
+import os
+import mlflow
+if os.environ["HOROVOD_RANK"] == "0":
+    print("token " + os.environ["MLFLOW_TRACKING_TOKEN"], flush=True)
+    with mlflow.start_run():
+        mlflow.log_param("batch_size", "32")
+print("loss 1 step 0", flush=True)
+"""
+
+
+def test_with_ranks_log_rank_0_logs_into_the_run_with_the_ranks_own_token(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, gitlab_server: FakeGitLab,
+    project: FakeProject,
+) -> None:  # fmt: skip
+    gitlab_server.add_token(RANK_TOKEN, gitlab_server.add_user("ranks"))
+    yaml = TRAIN_YAML.replace("tracking: gitlab", "tracking: {server: gitlab, ranks_log: true}")
+    repo, sha = git_repo({"train.yaml": yaml, "train.py": JOIN_PY})
+    job = gitlab_server.add_pipeline(project, "feature", sha=sha, jobs={"train": {}}).jobs[0]
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job.id),
+           "CI_RUNNER_MLFLOW_TOKEN": RANK_TOKEN}  # fmt: skip
+
+    code, out, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert code == 0, err
+    (run,) = gitlab_server.mlflow.of(project.id).experiments[0].runs
+    assert run.status == "FINISHED"
+    assert run.params["batch_size"] == "32"
+    assert "[0]<stdout>:token [MASKED]\n" in out
+    sent = [r for r in gitlab_server.requests if "/ml/mlflow/" in r.path]
+    by_token: dict[str | None, set[str]] = {}
+    for r in sent:
+        by_token.setdefault(r.headers.get("authorization"), set()).add(r.path.rsplit("/", 1)[1])
+    assert "log-parameter" in by_token[f"Bearer {RANK_TOKEN}"]
+    assert "log-parameter" not in by_token[f"Bearer {GITLAB_TOKEN}"]
+    assert "create" in by_token[f"Bearer {GITLAB_TOKEN}"]
+    assert {r.status for r in sent} <= {200, 404}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {},
+            "the ranks log to GitLab's MLflow API themselves and need a token of their own, but "
+            "CI_RUNNER_MLFLOW_TOKEN is not set; fix: store a project access token made for the "
+            "ranks (the api scope and the Developer role) in the masked CI/CD variable "
+            "CI_RUNNER_MLFLOW_TOKEN, not the comment token CI_RUNNER_GITLAB_TOKEN, or remove "
+            "ranks_log",
+        ),
+        (
+            {"CI_RUNNER_MLFLOW_TOKEN": GITLAB_TOKEN},
+            "CI_RUNNER_MLFLOW_TOKEN holds the same token as CI_RUNNER_GITLAB_TOKEN, which "
+            "ci-runner comments with, and every rank and every package it imports would hold "
+            "it; fix: store a token made for the ranks alone in the masked CI/CD variable "
+            "CI_RUNNER_MLFLOW_TOKEN, or remove ranks_log",
+        ),
+    ],
+)
+def test_ranks_log_without_a_token_of_the_ranks_own_starts_nothing(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, gitlab_server: FakeGitLab,
+    project: FakeProject, extra: dict[str, str], message: str,
+) -> None:  # fmt: skip
+    yaml = TRAIN_YAML.replace("tracking: gitlab", "tracking:\n  server: gitlab\n  ranks_log: true")
+    repo, sha = git_repo({"train.yaml": yaml, "train.py": TRAIN_PY})
+    gitlab_server.add_merge_request(project, 3, sha=sha)
+    env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, 1), **extra}
+    line = yaml.splitlines().index("  ranks_log: true") + 1
+
+    code, out, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
+
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        f"ci-runner: error: train.yaml:{line}: tracking.ranks_log: {message}"
+    ]
+    assert [r.path for r in gitlab_server.requests] == []  # no run, no comment
+    assert not (repo / "ci" / "train.log").exists()
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 """``ci-runner train --local`` tracked in a real MLflow server (testing/mlflow_server.py): the
-experiment, the run and its status, every step of every metric, tags, params, and the run id
-rank 0 saw; with the server down, the job's result is unchanged and one warning names MLflow."""
+experiment, the run and its status, every step of every metric, tags, params, all from the log
+while the ranks hold no MLflow variable and no token; with ``tracking.ranks_log`` rank 0 logs to
+the run itself with the ranks' own token; with the server down, the job's result is unchanged
+and one warning names MLflow."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 
 from testing.cli_runs import environ, run_cli
-from testing.mlflow_server import MlflowServer, free_port
+from testing.mlflow_server import BearerGate, MlflowServer, free_port
 
 # A real MLflow server takes 10-20 s to start: with the end-to-end tests, not `make unit`.
 pytestmark = pytest.mark.slow
@@ -40,6 +42,7 @@ if rank == 0:
     print("run " + os.environ.get("MLFLOW_RUN_ID", "none"), flush=True)
     print("experiment " + os.environ.get("MLFLOW_EXPERIMENT_ID", "none"), flush=True)
     print("uri " + os.environ.get("MLFLOW_TRACKING_URI", "none"), flush=True)
+    print("token " + os.environ.get("MLFLOW_TRACKING_TOKEN", "none"), flush=True)
 raise SystemExit(int(os.environ.get("EXIT", "0")))
 """
 # Rank 0 joins the run with MLflow's own client, as the README tells users to.
@@ -49,8 +52,12 @@ import mlflow
 if os.environ["HOROVOD_RANK"] == "0":
     with mlflow.start_run():
         mlflow.log_metric("from_rank_0", 7.0, step=1)
+        mlflow.log_param("batch_size", "32")
 print("loss 1 step 0", flush=True)
 """
+# The server's tokens (testing.mlflow_server.BearerGate): ci-runner's own, and the ranks'.
+CI_RUNNER_TOKEN = "mlflow-token-of-ci-runner-3Fq8"
+RANK_TOKEN = "mlflow-token-of-the-ranks-7Kp2"
 SHA_RE = r"[0-9a-f]{40}"
 CI = {
     "GITLAB_CI": "true",
@@ -100,19 +107,22 @@ def _only_run(client: Any, experiment: str) -> Any:
 def test_a_ci_job_is_one_finished_run_with_every_step(
     git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, mlflow_server: MlflowServer
 ) -> None:
-    env = {**CI, "MLFLOW_TRACKING_URI": mlflow_server.url}
-
-    code, out, err, sha = _train(git_repo, tmp_path, "tracked", env)
+    with BearerGate(mlflow_server.url, {CI_RUNNER_TOKEN}) as gate:
+        env = {**CI, "MLFLOW_TRACKING_URI": gate.url, "MLFLOW_TRACKING_TOKEN": CI_RUNNER_TOKEN,
+               "CI_RUNNER_MLFLOW_TOKEN": RANK_TOKEN}  # fmt: skip
+        code, out, err, sha = _train(git_repo, tmp_path, "tracked", env)
 
     assert code == 0, err
     client = mlflow_server.client()
     run = _only_run(client, "tracked")
     info, data = run.info, run.data
-    url = f"{mlflow_server.url}/#/experiments/{info.experiment_id}/runs/{info.run_id}"
+    url = f"{gate.url}/#/experiments/{info.experiment_id}/runs/{info.run_id}"
     assert (info.status, info.run_name) == ("FINISHED", "train-toy")
-    assert f"[0]<stdout>:run {info.run_id}\n" in out
-    assert f"[0]<stdout>:experiment {info.experiment_id}\n" in out
-    assert f"[0]<stdout>:uri {mlflow_server.url}\n" in out
+    # Everything below came from the log: the ranks had no MLflow variable and no token.
+    for name in ("run", "experiment", "uri", "token"):
+        assert f"[0]<stdout>:{name} none\n" in out
+    assert {r.token for r in gate.requests} == {CI_RUNNER_TOKEN}
+    assert 401 not in {r.status for r in gate.requests}
     assert _history(client, info.run_id, "loss") == [(0, 4.5), (1, 3.0), (2, 1.5)]
     assert _history(client, info.run_id, "loss/rank_0") == [(0, 3.0), (1, 2.0), (2, 1.0)]
     assert _history(client, info.run_id, "loss/rank_1") == [(0, 6.0), (1, 4.0), (2, 2.0)]
@@ -166,12 +176,15 @@ def test_a_failed_training_is_a_failed_run_and_exits_as_before(
     assert "[ci-runner] reason: horovodrun exited with code 3" in err.splitlines()
 
 
-def test_rank_0_logs_into_the_same_run_with_mlflows_client(
+def test_with_ranks_log_rank_0_logs_into_the_same_run_with_its_own_token(
     git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, mlflow_server: MlflowServer
 ) -> None:
-    code, _, err, _ = _train(
-        git_repo, tmp_path, "joined", {"MLFLOW_TRACKING_URI": mlflow_server.url}, JOIN_PY
-    )
+    yaml = TRAIN_YAML.format(name="joined").replace("per_rank: true", "ranks_log: true")
+    repo, sha = git_repo({"train.yaml": yaml, "train.py": JOIN_PY})
+    with BearerGate(mlflow_server.url, {CI_RUNNER_TOKEN, RANK_TOKEN}) as gate:
+        env = {"MLFLOW_TRACKING_URI": gate.url, "MLFLOW_TRACKING_TOKEN": CI_RUNNER_TOKEN,
+               "CI_RUNNER_MLFLOW_TOKEN": RANK_TOKEN}  # fmt: skip
+        code, _, err = _run(repo, sha, tmp_path, env)
 
     assert code == 0, err
     client = mlflow_server.client()
@@ -179,6 +192,12 @@ def test_rank_0_logs_into_the_same_run_with_mlflows_client(
     assert run.info.status == "FINISHED"
     assert _history(client, run.info.run_id, "from_rank_0") == [(1, 7.0)]
     assert _history(client, run.info.run_id, "loss") == [(0, 1.0)]
+    assert run.data.params["batch_size"] == "32"
+    # Rank 0 logged with the ranks' token, ci-runner with its own, and nothing was refused.
+    by_path = gate.tokens_by_path()
+    assert by_path["runs/log-parameter"] == by_path["runs/log-metric"] == {RANK_TOKEN}
+    assert by_path["runs/create"] == {CI_RUNNER_TOKEN}
+    assert 401 not in {r.status for r in gate.requests}
 
 
 def test_with_the_server_down_the_job_ends_as_it_would_have_with_one_warning(
@@ -192,9 +211,9 @@ def test_with_the_server_down_the_job_ends_as_it_would_have_with_one_warning(
 
     assert time.monotonic() - started < 30
     assert tracked[0] == untracked[0] == 0
-    # Only the variable the job was given differs: no run id, no experiment.
+    # The ranks saw the same: no MLflow variable either way.
     # (each rank's lines in their order: the fake horovodrun's ranks interleave as they run)
-    assert _by_rank(tracked[1]) == _by_rank(untracked[1].replace("uri none", f"uri {down}"))
+    assert _by_rank(tracked[1]) == _by_rank(untracked[1])
     only_tracked = [line for line in tracked[2].splitlines() if "MLflow" in line]
     assert only_tracked == [
         f"[ci-runner] warning: not tracking this run in MLflow: MLflow at {down} did not "

@@ -23,6 +23,10 @@ Only what ci-runner calls, answered as GitLab answers (gitlabhq/gitlabhq, files 
   ``statuses``). ``runs/log-batch`` inserts without model validations (``insert_all``), so
   only the columns' limits apply: param names and values 250 characters, metric names 250, tag
   names 255 and values 5000 (db/migrate create_ml_candidate_params, _metrics, _metadata).
+  ``runs/log-parameter`` (what ``mlflow.log_param`` sends) creates one param with
+  ``params.create!`` (candidate_repository.rb ``add_param!``), so the model validates it
+  (app/models/ml/candidate_param.rb: name unique per run, name and value present and at most
+  250 characters): a failure is ActiveRecord's error, 400 ``INVALID_PARAMETER_VALUE``.
 - Registered models and model versions (registered_models.rb, model_versions.rb): a version
   is a semantic version, 1.0.0 for the first, else the latest's patch plus one, or the
   ``gitlab.version`` tag (create_model_version_service.rb, increment_version_service.rb);
@@ -152,6 +156,7 @@ class FakeMlflow:
             ("GET", "runs", "get"): self._get_run,
             ("POST", "runs", "update"): self._update_run,
             ("POST", "runs", "log-batch"): self._log_batch,
+            ("POST", "runs", "log-parameter"): self._log_param,
             ("GET", "registered-models", "get"): self._get_model,
             ("POST", "registered-models", "create"): self._create_model,
             ("POST", "model-versions", "create"): self._create_version,
@@ -238,6 +243,17 @@ class FakeMlflow:
         run.params.update(params)
         run.tags.update(tags)
         self._link_job(run, tags)
+        return {}
+
+    def _log_param(self, state: ProjectMlflow, user_id: int, data: JSONValue) -> JSONValue:
+        run = self._run(state, data)
+        key, value = _required(data, "key"), _required(data, "value")
+        if key in run.params:
+            _invalid("Validation failed: Name has already been taken")
+        for what, text in (("Name", key), ("Value", value)):
+            if len(text) > LIMITS["param_value"]:  # 250 for both (candidate_param.rb)
+                _invalid(f"Validation failed: {what} is too long (maximum is 250 characters)")
+        run.params[key] = value
         return {}
 
     def _run(self, state: ProjectMlflow, data: JSONValue) -> Run:
