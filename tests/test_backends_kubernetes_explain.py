@@ -291,3 +291,46 @@ def test_a_disrupted_worker_is_named_with_its_disruption_target_reason() -> None
     )
     drained["status"]["conditions"][1]["status"] = "False"
     assert explain.explain_failed_job(failed_job(), pods).kind is FailureKind.EXIT_CODE
+
+
+RUNC_NOT_FOUND = (
+    "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+    'runc create failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: '
+    "no such file or directory: unknown"
+)
+START_FIX = (
+    "fix: use an image that has /bin/sh and the command (ci-runner's containers run their "
+    "scripts with /bin/sh)"
+)
+
+
+def test_a_container_the_runtime_could_not_start_says_the_runtimes_words() -> None:
+    worker = pod("j-worker-0", "worker")
+    worker["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch-code",
+            "state": {
+                "terminated": {"exitCode": 128, "reason": "StartError", "message": RUNC_NOT_FOUND}
+            },
+        }
+    ]
+    assert explain.setup_failure(worker) == Failure(
+        FailureKind.SETUP,
+        "worker j-worker-0: init container fetch-code could not start (StartError, exit code "
+        f"128): {RUNC_NOT_FOUND}; {START_FIX}",
+        exit_code=128,
+        pod="j-worker-0",
+        container="fetch-code",
+    )
+    launcher = pod(
+        "j-launcher-abcde",
+        "launcher",
+        terminated={"exitCode": 128, "reason": "StartError", "message": RUNC_NOT_FOUND},
+    )
+    assert explain.explain_failed_job(failed_job(), {"j-launcher-abcde": launcher}) == Failure(
+        FailureKind.EXIT_CODE,
+        "launcher j-launcher-abcde could not start (StartError, exit code 128): "
+        f"{RUNC_NOT_FOUND}; {START_FIX}",
+        exit_code=128,
+        pod="j-launcher-abcde",
+    )

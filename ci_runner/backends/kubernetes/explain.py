@@ -32,6 +32,10 @@ STUCK_REASONS: Final = (
     "CreateContainerError",
     "RunContainerError",
 )
+# A terminated container's reason when the runtime could not start it, with exit code 128 and
+# the runtime's error as its message (containerd's CRI, pkg/cri/server/helpers.go:
+# errorStartReason, errorStartExitCode).
+START_ERROR: Final = "StartError"
 # mpirun's report of a rank that died by a signal (OpenMPI 4.1 help-orterun.txt,
 # [orterun:proc-aborted] and [orterun:proc-aborted-strsignal]).
 RANK_SIGNALLED: Final = re.compile(
@@ -166,9 +170,7 @@ def setup_failure(pod: JSON) -> Failure | None:
                     container=cname,
                 )
             kind = FailureKind.SETUP if what == "init container" else FailureKind.WORKER_FAILED
-            return Failure(
-                kind, f"{where} exited with code {code}", code, pod=name, container=cname
-            )
+            return Failure(kind, ended_line(where, end), code, pod=name, container=cname)
         waiting = state.get("waiting") or {}
         if waiting.get("reason") in STUCK_REASONS:
             last = container.get("lastState", {}).get("terminated") or {}
@@ -183,6 +185,21 @@ def setup_failure(pod: JSON) -> Failure | None:
                 container=cname,
             )
     return None
+
+
+def ended_line(where: str, end: JSON) -> str:
+    """``where`` exited with its code; a container the runtime could not start (reason
+    StartError, exit code 128: the kubelet's words for a failed create or exec, e.g. a command
+    the image lacks) says so with the runtime's own message, which names what is missing."""
+    code = end.get("exitCode")
+    if end.get("reason") == START_ERROR:
+        message = " ".join(str(end.get("message") or "no message from the runtime").split())
+        return (
+            f"{where} could not start ({START_ERROR}, exit code {code}): {message}; fix: use an "
+            "image that has /bin/sh and the command (ci-runner's containers run their scripts "
+            "with /bin/sh)"
+        )
+    return f"{where} exited with code {code}"
 
 
 def _statuses(pod: JSON) -> Iterator[tuple[str, JSON]]:
@@ -536,7 +553,7 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
         if end and end.get("exitCode", 0) != 0:
             return Failure(
                 FailureKind.WORKER_FAILED,
-                f"worker {pod_name(pod)} exited with code {end['exitCode']}",
+                ended_line(f"worker {pod_name(pod)}", end),
                 exit_code=end["exitCode"],
                 pod=pod_name(pod),
             )
@@ -545,7 +562,7 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
         if end and end.get("exitCode", 0) != 0:
             return Failure(
                 FailureKind.EXIT_CODE,
-                f"launcher {pod_name(pod)} exited with code {end['exitCode']}",
+                ended_line(f"launcher {pod_name(pod)}", end),
                 exit_code=end["exitCode"],
                 pod=pod_name(pod),
             )
