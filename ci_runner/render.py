@@ -41,6 +41,8 @@ POD_DEADLINE_MARGIN: Final = 600
 MAX_ANNOTATION_CHARS: Final = 4096
 
 _LABEL_VALUE_BAD: Final = re.compile(r"[^A-Za-z0-9_.-]+")
+# A `$` the kubelet's expansion would read as an operator: before `$` or `(` (kubelet_literal).
+_EXPANDED_DOLLAR: Final = re.compile(r"\$(?=[$(])")
 # libyaml's safe loader when PyYAML has it: ten times faster on the ~17 KB manifest.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCRIPTS: Final = {
@@ -61,7 +63,37 @@ def render_mpijob(plan: RunPlan) -> dict[str, Any]:
         )
     text = environment().get_template("mpijob.yaml.j2").render(_template_values(plan))
     manifest: dict[str, Any] = yaml.load(text, Loader=_LOADER)  # a safe loader
+    for replica in manifest["spec"]["mpiReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            _literal_for_kubelet(container)
     return manifest
+
+
+def kubelet_literal(text: str) -> str:
+    """``text`` written so that the kubelet's expansion gives it back exactly.
+
+    The kubelet expands ``$(NAME)`` to the value of the container's variable NAME, and reads
+    ``$$`` as one ``$``, in every env value (kubelet_pods.go makeEnvironmentVariables), in command
+    and args (kuberuntime_container.go, container/helpers.go ExpandContainerCommandAndArgs) and in
+    an exec probe's command (prober.go, ExpandContainerCommandOnlyStatic); any other ``$`` stays
+    (third_party/forked/golang/expansion/expand.go, Kubernetes v1.35.4). Doubling each ``$`` that
+    precedes a ``$`` or a ``(`` leaves nothing it reads as a reference: ``$(GIT_PASSWORD)`` in
+    train.yaml stays those 15 characters in the pod, as it does with ``--local``."""
+    return _EXPANDED_DOLLAR.sub("$$", text)
+
+
+def _literal_for_kubelet(container: dict[str, Any]) -> None:
+    """Every string the kubelet expands in ``container``, written with :func:`kubelet_literal`."""
+    for key in ("command", "args"):
+        if key in container:
+            container[key] = [kubelet_literal(str(arg)) for arg in container[key]]
+    for var in container.get("env") or []:
+        if "value" in var:
+            var["value"] = kubelet_literal(str(var["value"]))
+    probe = (container.get("readinessProbe") or {}).get("exec")
+    if probe:
+        probe["command"] = [kubelet_literal(str(arg)) for arg in probe["command"]]
 
 
 def manifest_yaml(manifest: Mapping[str, Any]) -> str:

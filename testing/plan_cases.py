@@ -6,6 +6,7 @@ from typing import Any
 
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
+from testing.kubelet_expansion import container_view
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -39,11 +40,9 @@ ENV = {
 
 
 def pod_environment(container: dict[str, Any], secret_data: dict[str, str]) -> dict[str, str]:
-    """What a rank in this container sees: values as given, secretKeyRefs read from the Secret."""
-    env = {}
-    for item in container["env"]:
-        if "value" in item:
-            env[item["name"]] = item["value"]
-        else:
-            env[item["name"]] = secret_data[item["valueFrom"]["secretKeyRef"]["key"]]
+    """What a rank in this container sees: values as the kubelet expands them, secretKeyRefs read
+    from the Secret."""
+    env: dict[str, str] = container_view(
+        container, lambda ref: secret_data[ref["secretKeyRef"]["key"]]
+    )["env"]
     return env

@@ -7,7 +7,14 @@ from decimal import Decimal
 import pytest
 
 from testing.emulated_cluster.node import normalized
-from testing.emulated_cluster.podspec import expand, hostname, hosts_file, memory_limit, quantity
+from testing.emulated_cluster.podspec import (
+    expand,
+    hostname,
+    hosts_file,
+    memory_limit,
+    probe,
+    quantity,
+)
 
 
 def test_hostname_is_spec_hostname_or_the_pod_name_cut_to_63() -> None:
@@ -31,6 +38,22 @@ def test_hosts_file_has_the_fqdn_line_when_a_subdomain_is_set() -> None:
 
 def test_expand_replaces_known_variables_keeps_unknown_ones_and_unescapes_dollars() -> None:
     assert expand("$(A)-$$(A)-$(B)-$", {"A": "1"}) == "1-$(A)-$(B)-$"
+
+
+def test_an_exec_probe_is_expanded_against_the_env_entries_as_written() -> None:
+    # prober.go: ExpandContainerCommandOnlyStatic, the entries' own values, "" for valueFrom.
+    container = {
+        "env": [
+            {"name": "A", "value": "1"},
+            {"name": "B", "value": "$(A)x"},
+            {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+        ]
+    }
+    spec = {"exec": {"command": ["sh", "-c", "$$(date) $(A) $(B) [$(S)] $(C)"]}}
+    found = probe(spec, container)
+    assert found is not None
+    assert found.spec["exec"]["command"] == ["sh", "-c", "$(date) 1 $(A)x [] $(C)"]
+    assert spec["exec"]["command"][2] == "$$(date) $(A) $(B) [$(S)] $(C)"  # the pod's, unchanged
 
 
 def test_quantities() -> None:

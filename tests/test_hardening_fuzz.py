@@ -37,6 +37,7 @@ from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import manifest_yaml, render_mpijob
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
+from testing.kubelet_expansion import container_view
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -107,11 +108,12 @@ def _assert_values_survive(config: TrainConfig, manifest: dict[str, Any]) -> Non
     """User values reach the pods exactly as written: nothing split, re-typed or dropped."""
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     container = next(c for c in launcher["containers"] if c["name"] == "launcher")
-    env = {item["name"]: item.get("value") for item in container["env"]}
+    seen = container_view(container, lambda ref: "")  # as the kubelet expands $(VAR) and $$
+    env = seen["env"]
     for name, value in config.env:
         if name != "PYTHONPATH":
             assert env[name] == value, (name, value, env.get(name))
-    assert container["args"][-len(config.command) :] == list(config.command)
+    assert seen["args"][-len(config.command) :] == list(config.command)
     assert container["image"] == config.image
     workers = manifest["spec"]["mpiReplicaSpecs"]["Worker"]
     assert workers["replicas"] == config.workers

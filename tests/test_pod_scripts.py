@@ -24,6 +24,7 @@ from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.templating import templates_dir
 from testing.git import GIT_ENV, run_git
+from testing.kubelet_expansion import container_view
 
 SCRIPTS = templates_dir() / "scripts"
 VENV_BIN = Path(sys.executable).parent
@@ -645,21 +646,34 @@ def _container(pod: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 
 def _run_in_pod(
-    command: list[str], container: Mapping[str, Any], pod_dir: Path, base: Mapping[str, str]
+    command: list[str] | None,
+    container: Mapping[str, Any],
+    pod_dir: Path,
+    base: Mapping[str, str],
+    secret: Mapping[str, str] | None = None,
+    mounts: Mapping[str, Path] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``command`` with the container's env, its /ci-runner paths moved under ``pod_dir``."""
+    """``command`` (None: the container's command and args) with the container's env, as the
+    kubelet gives them (``$(VAR)`` expanded, Secret references read from ``secret``, "" when
+    absent), its /ci-runner paths moved under ``pod_dir`` and each of ``mounts`` to its host
+    directory."""
+    moved = {"/ci-runner/": f"{pod_dir}/", **{k: str(v) for k, v in (mounts or {}).items()}}
+
+    def host(text: str) -> str:
+        for path, there in moved.items():
+            text = text.replace(path, there)
+        return text
+
     env = {
         **base,
         "CI_RUNNER_CODE_DIR": f"{pod_dir}/code",
         "CI_RUNNER_VENV": f"{pod_dir}/venv",
         "CI_RUNNER_READY_FILE": f"{pod_dir}/ready",
     }
-    for entry in container.get("env", []):
-        if "value" in entry:
-            env[entry["name"]] = entry["value"].replace("/ci-runner/", f"{pod_dir}/")
-    return subprocess.run(
-        command, env=env, capture_output=True, text=True, check=False, timeout=300
-    )
+    seen = container_view(container, lambda ref: (secret or {}).get(ref["secretKeyRef"]["key"], ""))
+    env.update({name: host(value) for name, value in seen["env"].items()})
+    argv = [*seen["command"], *seen["args"]] if command is None else command
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
 def test_rendered_worker_and_launcher_run_the_pinned_commit(
@@ -681,11 +695,11 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     worker_dir = tmp_path / "worker"
     for name in ("fetch-code", "install-requirements"):
         container = _container(worker, name)
-        proc = _run_in_pod(container["command"], container, worker_dir, base)
+        proc = _run_in_pod(None, container, worker_dir, base)
         assert proc.returncode == 0, proc.stderr
     main = _container(worker, "worker")
     assert main["command"][-1] == "sshd"  # sshd.sh
-    probe = main["readinessProbe"]["exec"]["command"]
+    probe = container_view(main, lambda ref: "")["probe"]
     assert {"name": "CI_RUNNER_SSH_PORT", "value": "22"} in main["env"]
     on_test_port = {**main, "env": [e for e in main["env"] if e["name"] != "CI_RUNNER_SSH_PORT"]}
     assert _run_in_pod(probe, on_test_port, worker_dir, base).returncode == 0
@@ -719,7 +733,7 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     }
     entry = _container(launcher, "launcher")
     # Its /ci-runner/code is the workers' path: the same in every pod.
-    proc = _run_in_pod([*entry["command"], *entry["args"]], entry, worker_dir, base)
+    proc = _run_in_pod(None, entry, worker_dir, base)
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == (
         f"mpirun -wdir {worker_dir}/code -mca btl_tcp_if_include eth0 --allow-run-as-root "

@@ -23,11 +23,19 @@ from ci_runner.config.types import (
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
 from ci_runner.plan.run_plan import build_plan, secret_name
-from ci_runner.render import POD_HOSTS, manifest_yaml, render_mpijob, to_label_value
-from ci_runner.templating import yaml_quote
+from ci_runner.render import (
+    POD_HOSTS,
+    POD_LOCATION,
+    kubelet_literal,
+    manifest_yaml,
+    render_mpijob,
+    to_label_value,
+)
+from ci_runner.templating import templates_dir, yaml_quote
 from testing.config_cases import BASE, RESERVED, problems
 from testing.fake_kube.crd import validate_mpijob
 from testing.golden import Golden
+from testing.kubelet_expansion import container_view, expand
 from testing.paths import REPO_ROOT
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -193,6 +201,76 @@ def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
     }
     assert fetch["command"][:2] == ["/bin/sh", "-c"]
     assert 'git fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+
+
+# The kubelet's $(VAR) expansion: what the pod gets is what train.yaml says
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # cases of expand_test.go (Kubernetes v1.35.4), with VAR_A=A, VAR_B=B
+        ("$(VAR_A)", "A"),
+        ("___$(VAR_B)___", "___B___"),
+        ("$$(VAR_B)_$(VAR_A)", "$(VAR_B)_A"),
+        ("f000-$$VAR_A", "f000-$VAR_A"),
+        ("$(VAR_A$(VAR_B))", "$(VAR_A$(VAR_B))"),
+        ("foo$(VAR_Awhoops!", "foo$(VAR_Awhoops!"),
+        ("$?_boo_$!", "$?_boo_$!"),
+        ("$(VAR_DNE)", "$(VAR_DNE)"),
+        ("$$$$$$$(VAR_A)", "$$$A"),
+        ("$$$$$$$(GOOD_ODDS)", "$$$$(GOOD_ODDS)"),
+        ("$(VAR_B)_______$(A", "B_______$(A"),
+        ("$(VAR_A)foobarzab$", "Afoobarzab$"),
+        ("--$($($($($--", "--$($($($($--"),
+        ("$(foo$$var)", "$(foo$$var)"),
+        ("$é$(VAR_A)", "$éA"),
+    ],
+)
+def test_the_tests_expand_as_the_kubelet_does(text: str, expected: str) -> None:
+    assert expand(text, {"VAR_A": "A", "VAR_B": "B"}) == expected
+
+
+@given(
+    st.text(alphabet=st.sampled_from("$()AB_é x")),
+    st.dictionaries(st.sampled_from(["A", "B", "", "A_B"]), st.text(max_size=3)),
+)
+def test_kubelet_literal_survives_the_kubelets_expansion(text: str, env: dict[str, str]) -> None:
+    assert expand(kubelet_literal(text), env) == text
+
+
+def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None:
+    tricky = "$(GIT_PASSWORD) $$ $(CI_RUNNER_SHA) $(A $( $"
+    config = replace(
+        SEED_LIKE,
+        command=("python", "train.py", tricky),
+        env=(("A", "x"), ("TRICKY", tricky), ("PIP_INDEX_URL", tricky)),
+    )
+    plan = build_plan(config, MR_PIPELINE)
+    manifest = render_mpijob(plan)
+    launcher, worker = _specs(manifest)
+    secret = {"GIT_PASSWORD": TOKEN, "GIT_USERNAME": "u", "WANDB_API_KEY": "w"}
+
+    def view(container: dict[str, Any]) -> dict[str, Any]:
+        return container_view(container, lambda ref: secret[ref["secretKeyRef"]["key"]])
+
+    rank_env = {**dict(plan.rank_environment(POD_LOCATION)), "WANDB_API_KEY": "w"}
+    for container in (_container(launcher, "launcher"), _container(worker, "worker")):
+        seen = view(container)
+        assert seen["env"] == {**rank_env, "CI_RUNNER_SSH_PORT": "22"}
+        assert seen["env"]["TRICKY"] == tricky
+    assert view(_container(launcher, "launcher"))["args"] == plan.mpirun_argv(POD_HOSTS)
+    assert view(_container(launcher, "launcher"))["args"][-1] == tricky
+    assert view(_container(worker, "install-requirements"))["env"]["PIP_INDEX_URL"] == tricky
+    scripts = templates_dir() / "scripts"
+    for container, script in [
+        (_container(worker, "fetch-code"), "fetch-code.sh"),
+        (_container(worker, "install-requirements"), "install-requirements.sh"),
+        (_container(worker, "worker"), "sshd.sh"),
+        (_container(launcher, "launcher"), "launch.sh"),
+    ]:
+        assert view(container)["command"][2] == (scripts / script).read_text(encoding="utf-8")
+    probe = view(_container(worker, "worker"))["probe"]
+    assert probe is not None and probe[2] == (scripts / "ready.sh").read_text(encoding="utf-8")
 
 
 def test_an_elastic_launcher_fetches_the_code_horovodrun_runs_from() -> None:

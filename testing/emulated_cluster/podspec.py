@@ -223,9 +223,16 @@ class Probe:
     failure_threshold: int
 
 
-def probe(spec: JSON | None) -> Probe | None:
+def probe(spec: JSON | None, container: JSON | None = None) -> Probe | None:
+    """A probe of ``container``. An exec probe's command is expanded against the container's env
+    entries as written, ``valueFrom`` ones as "" (prober.go runProbe, container/helpers.go
+    ExpandContainerCommandOnlyStatic, v1.35.4)."""
     if not spec:
         return None
+    if "exec" in spec and container is not None:
+        static = {var["name"]: str(var.get("value") or "") for var in container.get("env") or []}
+        command = [expand(str(arg), static) for arg in spec["exec"].get("command") or []]
+        spec = {**spec, "exec": {**spec["exec"], "command": command}}
     return Probe(
         spec,
         float(spec.get("initialDelaySeconds") or 0),

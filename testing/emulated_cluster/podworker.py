@@ -360,9 +360,9 @@ class PodWorker:
         self.event("Normal", "Started", f"Started container {slot.name}", slot)
         if not slot.init:
             ready, live, startup = (
-                podspec.probe(spec.get("readinessProbe")),
-                podspec.probe(spec.get("livenessProbe")),
-                podspec.probe(spec.get("startupProbe")),
+                podspec.probe(spec.get("readinessProbe"), spec),
+                podspec.probe(spec.get("livenessProbe"), spec),
+                podspec.probe(spec.get("startupProbe"), spec),
             )
             slot.readiness = ProbeState(ready, process.started_at, False) if ready else None
             slot.liveness = ProbeState(live, process.started_at, True) if live else None
