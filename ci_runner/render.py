@@ -19,6 +19,7 @@ except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
 from ci_runner.config.engine import MAX_DURATION
+from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import ContainerResources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import GitError
@@ -26,6 +27,13 @@ from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.templating import environment, templates_dir
 
 CODE_DIR: Final = "/ci-runner/code"
+# The job Secret's git keys as files, mounted in the fetch-code container only (0400: its user's),
+# never on the /ci-runner volume the ranks read; fetch-code.sh's credential helper reads them.
+GIT_CREDENTIALS_DIR: Final = "/ci-runner-git"
+GIT_CREDENTIAL_FILES: Final = (("GIT_USERNAME", "username"), ("GIT_PASSWORD", "password"))
+GIT_CREDENTIALS_MODE: Final = 0o400
+PIP_CACHE_DIR: Final = "/ci-runner-cache/pip"
+VENV_CACHE_DIR: Final = "/ci-runner-cache/venvs"
 HOSTFILE: Final = "/etc/mpi/hostfile"
 DISCOVER_HOSTS: Final = "/etc/mpi/discover_hosts.sh"
 # Where the ranks run in the pods, and how the launcher finds them (files the operator mounts).
@@ -155,14 +163,12 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "node_selector": k8s.node_selector,
         "tolerations": k8s.tolerations,
         "dns_config": k8s.dns_config,
-        "repo_url": ctx.repo_url,
         "secret_name": plan.secret.name,
-        "requirements": config.requirements or "",
         "pip_cache_pvc": k8s.pip_cache_pvc,
         "cluster_domain": k8s.cluster_domain,
         "ssh_port": k8s.ssh_port,
         "scripts": scripts,
-        "setup_env": [("CI_RUNNER_SHA", ctx.sha), *config.env],
+        **_setup_values(plan),
         "rank_env": plan.rank_environment(POD_LOCATION),
         "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],
         "launcher_args": launcher_argv(plan),
@@ -170,6 +176,37 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "worker_resources": worker,
         "setup_resources": container_resources(config.resources.setup),
         "launcher_resources": container_resources(config.resources.launcher),
+    }
+
+
+def _setup_values(plan: RunPlan) -> dict[str, Any]:
+    """The setup containers' environments: :data:`SETUP_ENV`'s variables of ci-runner's, and in
+    install-requirements the :data:`PIP_SETTINGS` train.yaml's ``env`` and ``secrets`` name."""
+    config = plan.config
+    ours = {
+        "CI_RUNNER_REPO_URL": plan.context.repo_url,
+        "CI_RUNNER_SHA": plan.context.sha,
+        "CI_RUNNER_GIT_CREDENTIALS": GIT_CREDENTIALS_DIR,
+        "CI_RUNNER_REQUIREMENTS": config.requirements or "",
+        "PIP_CACHE_DIR": PIP_CACHE_DIR,
+        "CI_RUNNER_VENV_CACHE": VENV_CACHE_DIR if config.kubernetes.pip_cache_pvc else None,
+    }
+    env = {
+        container: [(name, ours[name]) for name in names if ours[name] is not None]
+        for container, names in SETUP_ENV.items()
+    }
+    env[INSTALL_REQUIREMENTS] += [(k, v) for k, v in config.env if k in PIP_SETTINGS]
+    return {
+        "fetch_env": env[FETCH_CODE],
+        "install_env": env[INSTALL_REQUIREMENTS],
+        "install_secret_env": [
+            (name, plan.secret.name, name) for name in config.secrets if name in PIP_SETTINGS
+        ],
+        "git_credentials": {
+            "dir": GIT_CREDENTIALS_DIR,
+            "files": GIT_CREDENTIAL_FILES,
+            "mode": GIT_CREDENTIALS_MODE,
+        },
     }
 
 

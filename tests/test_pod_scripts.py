@@ -6,13 +6,14 @@ loopback socket for sshd. The scripts run exactly as rendered into the MPIJob wh
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.templating import templates_dir
 from testing.git import GIT_ENV, run_git
+from testing.git_http import GitHttp, git_http
 from testing.kubelet_expansion import container_view
 
 SCRIPTS = templates_dir() / "scripts"
@@ -154,35 +156,221 @@ def test_fetch_refuses_anything_but_a_full_sha(tmp_path: Path, sha: str) -> None
     )
 
 
-def test_fetch_gives_git_the_token_only_through_the_environment(
-    tmp_path: Path, remote: tuple[str, str, str]
-) -> None:
+def _credentials(tmp_path: Path, user: str = "gitlab-ci-token", token: str = TOKEN) -> Path:
+    """The job Secret's git keys as the kubelet mounts them in fetch-code: files of mode 0400."""
+    directory = tmp_path / "secret-volume"
+    directory.mkdir()
+    for name, value in (("username", user), ("password", token)):
+        (directory / name).write_text(value)
+        (directory / name).chmod(0o400)
+    return directory
+
+
+def _token_traces(*roots: Path) -> list[str]:
+    """Every file under ``roots`` that holds TOKEN (or its base64, as an Authorization header)."""
+    needles = [TOKEN.encode(), base64.b64encode(f"gitlab-ci-token:{TOKEN}".encode())]
+    found = []
+    for root in roots:
+        for path in [root, *root.rglob("*")] if root.exists() else []:
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                found += [str(path) for needle in needles if needle in data]
+    return found
+
+
+@pytest.fixture
+def authenticated(tmp_path: Path, remote: tuple[str, str, str]) -> Iterator[tuple[GitHttp, str]]:
+    """The remote over HTTP, for gitlab-ci-token with TOKEN only: (server, old sha)."""
     url, old, _new = remote
+    root = Path(url.removeprefix("file://")).parent
+    with git_http(root, "gitlab-ci-token", TOKEN) as server:
+        server.url += "/remote.git"
+        yield server, old
+
+
+def test_fetch_gives_git_the_token_from_the_files_through_its_helper_only(
+    tmp_path: Path, authenticated: tuple[GitHttp, str]
+) -> None:
+    server, old = authenticated
     env = _sh_env(
         tmp_path,
-        CI_RUNNER_REPO_URL=url,
+        CI_RUNNER_REPO_URL=server.url,
         CI_RUNNER_SHA=old,
-        GIT_USERNAME="gitlab-ci-token",
-        GIT_PASSWORD=TOKEN,
+        CI_RUNNER_GIT_CREDENTIALS=str(_credentials(tmp_path)),
     )
     proc = run_script("fetch-code.sh", env)
-    assert proc.returncode == 0
     code = tmp_path / "pod" / "code"
-    assert TOKEN not in proc.stdout + proc.stderr
-    assert TOKEN not in (code / ".git" / "config").read_text()
-    # The helper git would call for an HTTPS remote answers from the environment.
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert server.seen and set(server.seen) == {f"gitlab-ci-token:{TOKEN}"}
+    assert run_git(["rev-parse", "HEAD"], code) == old
+    assert _token_traces(tmp_path / "pod") == []
+    # The checkout keeps no helper: a git run in it later (by a rank) has no way to the files.
+    config = (code / ".git" / "config").read_text()
+    assert "credential" not in config and "secret-volume" not in config
     fill = subprocess.run(
         ["git", "credential", "fill"],
         cwd=code,
-        env=env,
-        input="protocol=https\nhost=gitlab.example.com\n\n",
+        env={**env, "GIT_TERMINAL_PROMPT": "0"},
+        input="protocol=http\nhost=127.0.0.1\n\n",
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
-    assert fill.stdout == (
-        f"protocol=https\nhost=gitlab.example.com\nusername=gitlab-ci-token\npassword={TOKEN}\n"
+    assert TOKEN not in fill.stdout and fill.returncode != 0
+
+
+def test_fetch_without_the_files_is_refused_by_the_server_with_one_line(
+    tmp_path: Path, authenticated: tuple[GitHttp, str]
+) -> None:
+    server, old = authenticated
+    env = _sh_env(tmp_path, CI_RUNNER_REPO_URL=server.url, CI_RUNNER_SHA=old)
+    proc = run_script("fetch-code.sh", env)
+    assert (proc.returncode, proc.stdout, server.seen) == (1, "", [])
+    assert proc.stderr == (
+        f"ci-runner: cannot fetch commit {old} from {server.url} (fatal: could not read Username "
+        f"for '{server.url.rsplit('/', 1)[0]}': terminal prompts disabled); fix: push the "
+        "commit, and check that the CI job token (or CI_RUNNER_GIT_TOKEN) can read the "
+        "repository\n"
     )
+
+
+def _hook(shared: Path, credentials: Path) -> str:
+    """A command that copies the credential wherever a rank would find it."""
+    return (
+        f"cat {credentials}/password > {shared}/leak-file; printenv GIT_PASSWORD > "
+        f"{shared}/leak-env; printenv > {shared}/leak-all"
+    )
+
+
+ATTACKS: dict[str, Callable[[Path, Path], dict[str, str]]] = {
+    "GIT_CONFIG_COUNT core.fsmonitor": lambda shared, creds: {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.fsmonitor",
+        "GIT_CONFIG_VALUE_0": _hook(shared, creds) + "; false",
+    },
+    "GIT_CONFIG_PARAMETERS credential.helper": lambda shared, creds: {
+        "GIT_CONFIG_PARAMETERS": f"'credential.helper'='!{_hook(shared, creds)}; :'",
+    },
+    "GIT_TRACE_CURL unredacted": lambda shared, creds: {
+        "GIT_TRACE_CURL": f"{shared}/trace",
+        "GIT_TRACE_REDACT": "0",
+        "GIT_TRACE": f"{shared}/trace2",
+    },
+    "GIT_SSH_COMMAND and GIT_ASKPASS": lambda shared, creds: {
+        "GIT_SSH_COMMAND": f"sh -c '{_hook(shared, creds)}'",
+        "GIT_ASKPASS": str(_script(shared.parent / "askpass", _hook(shared, creds))),
+    },
+    "GIT_TEMPLATE_DIR post-checkout hook": lambda shared, creds: {
+        "GIT_TEMPLATE_DIR": str(_template(shared.parent / "template", _hook(shared, creds))),
+    },
+    "GIT_EXEC_PATH remote helper": lambda shared, creds: {
+        "GIT_EXEC_PATH": str(_exec_path(shared.parent / "exec", _hook(shared, creds))),
+    },
+    "HOME and XDG_CONFIG_HOME gitconfig": lambda shared, creds: {
+        "HOME": str(_gitconfig(shared.parent / "home", _hook(shared, creds))),
+        "XDG_CONFIG_HOME": str(shared.parent / "home"),
+    },
+}
+
+
+def _script(path: Path, command: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{command}\n")
+    path.chmod(0o755)
+    return path
+
+
+def _template(directory: Path, command: str) -> Path:
+    _script(directory / "hooks" / "post-checkout", command)
+    return directory
+
+
+def _exec_path(directory: Path, command: str) -> Path:
+    """git's own programs, and a git-remote-http that leaks first."""
+    real = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True)
+    directory.mkdir(parents=True)
+    for program in Path(real.stdout.strip()).iterdir():
+        (directory / program.name).symlink_to(program)
+    (directory / "git-remote-http").unlink()
+    _script(
+        directory / "git-remote-http", f'{command}\nexec {real.stdout.strip()}/git-remote-http "$@"'
+    )
+    return directory
+
+
+def _gitconfig(home: Path, command: str) -> Path:
+    (home / "git").mkdir(parents=True)
+    hook = f"[core]\n\tfsmonitor = {command}; false\n[credential]\n\thelper = !{command}; :\n"
+    (home / ".gitconfig").write_text(hook)
+    (home / "git" / "config").write_text(hook)
+    return home
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_no_variable_given_to_fetch_puts_the_token_where_a_rank_reads(
+    tmp_path: Path, authenticated: tuple[GitHttp, str], attack: str
+) -> None:
+    server, old = authenticated
+    shared = tmp_path / "pod"  # /ci-runner: the volume every rank reads
+    shared.mkdir()
+    credentials = _credentials(tmp_path)
+    env = _sh_env(
+        tmp_path,
+        CI_RUNNER_REPO_URL=server.url,
+        CI_RUNNER_SHA=old,
+        CI_RUNNER_GIT_CREDENTIALS=str(credentials),
+        # As the pods had them before: the script must not hand them to git either.
+        GIT_USERNAME="gitlab-ci-token",
+        GIT_PASSWORD=TOKEN,
+        **ATTACKS[attack](shared, credentials),
+    )
+    proc = run_script("fetch-code.sh", env)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert server.seen  # the token went to the server, and only there
+    assert _token_traces(shared, tmp_path / "askpass", tmp_path / "home") == []
+    assert sorted(p.name for p in shared.iterdir()) == ["code"]
+
+
+def test_the_rendered_fetch_code_container_keeps_train_yamls_attack_away(
+    tmp_path: Path, authenticated: tuple[GitHttp, str]
+) -> None:
+    """The issue's attack as train.yaml's env, run as the kubelet would run the rendered
+    container: its env (Secret references read, $(VAR) expanded) and the Secret volume."""
+    server, old = authenticated
+    pod_dir = tmp_path / "pod"
+    config = TrainConfig(
+        name="attack",
+        image="img",
+        command=("python3", "train.py"),
+        env=(
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
+            ("GIT_CONFIG_VALUE_0", "printenv GIT_PASSWORD > /ci-runner/leak; false"),
+            ("STOLEN", "$(GIT_PASSWORD)"),
+        ),
+    )
+    ctx = CIContext(sha=old, project_path="g/p", job_id="1", repo_url=server.url)
+    worker = render_mpijob(build_plan(config, ctx))["spec"]["mpiReplicaSpecs"]["Worker"]
+    fetch = _container(worker["template"]["spec"], "fetch-code")
+    secret = {"GIT_USERNAME": "gitlab-ci-token", "GIT_PASSWORD": TOKEN}
+    volume = tmp_path / "secret-volume"
+    volume.mkdir()
+    for source in worker["template"]["spec"]["volumes"]:
+        for item in source.get("secret", {}).get("items", []):
+            (volume / item["path"]).write_text(secret[item["key"]])
+            (volume / item["path"]).chmod(source["secret"]["defaultMode"])
+    proc = _run_in_pod(
+        None,
+        fetch,
+        pod_dir,
+        _sh_env(tmp_path),
+        secret=secret,
+        mounts={"/ci-runner-git": volume},
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert set(server.seen) == {f"gitlab-ci-token:{TOKEN}"}
+    assert _token_traces(pod_dir) == []
+    assert sorted(p.name for p in pod_dir.iterdir()) == ["code"]
 
 
 # install-requirements.sh

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ci_runner.config.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, load_config
+from ci_runner.config.setup_env import PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import (
     DnsConfig,
     Elastic,
@@ -191,16 +192,104 @@ def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
     # mpirun starts the ranks in the workers' checkout: the launcher fetches no code, and no
     # git credential reaches its pod.
     assert "initContainers" not in launcher
-    assert "GIT_PASSWORD" not in str(launcher)
+    assert "GIT_PASSWORD" not in str(launcher) and "git-credentials" not in str(launcher)
     fetch = _container(worker, "fetch-code")
-    env = _env(fetch)
-    assert env["CI_RUNNER_SHA"] == SHA
-    assert env["CI_RUNNER_REPO_URL"] == "https://gitlab.bdap.com/faraway/simple_ml.git"
-    assert env["GIT_PASSWORD"] == {
-        "secretKeyRef": {"name": f"{name}-secrets", "key": "GIT_PASSWORD"}
-    }
+    assert fetch["env"] == [
+        {"name": "CI_RUNNER_REPO_URL", "value": "https://gitlab.bdap.com/faraway/simple_ml.git"},
+        {"name": "CI_RUNNER_SHA", "value": SHA},
+        {"name": "CI_RUNNER_GIT_CREDENTIALS", "value": "/ci-runner-git"},
+    ]
     assert fetch["command"][:2] == ["/bin/sh", "-c"]
-    assert 'git fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+    assert 'fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+    # The Secret's git keys as files, in the fetch-code container only, readable by its user.
+    assert _git_credentials_volume(f"{name}-secrets") in worker["volumes"]
+    assert fetch["volumeMounts"] == [
+        {"name": "ci-runner", "mountPath": "/ci-runner"},
+        {"name": "git-credentials", "mountPath": "/ci-runner-git", "readOnly": True},
+    ]
+    containers = [*worker["initContainers"], *worker["containers"]]
+    others = [c for c in containers if c["name"] != "fetch-code"]
+    assert others and all("git-credentials" not in str(c) for c in others)
+
+
+def _git_credentials_volume(secret: str) -> dict[str, Any]:
+    return {
+        "name": "git-credentials",
+        "secret": {
+            "secretName": secret,
+            "defaultMode": 0o400,
+            "items": [
+                {"key": "GIT_USERNAME", "path": "username"},
+                {"key": "GIT_PASSWORD", "path": "password"},
+            ],
+        },
+    }
+
+
+ATTACK_ENV = (
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
+    ("GIT_CONFIG_VALUE_0", "printenv GIT_PASSWORD > /ci-runner/leak; false"),
+    ("GIT_SSH_COMMAND", "sh -c 'cat /ci-runner-git/password > /ci-runner/leak'"),
+    ("STOLEN", "$(GIT_PASSWORD)"),
+    ("EPOCHS", "3"),
+    ("PIP_INDEX_URL", "https://pypi.example.com/simple"),
+    ("PIP_NO_COMPILE", "1"),
+    ("PIP_TARGET", "/ci-runner-cache/venvs"),
+    ("PIP_CONFIG_FILE", "/ci-runner/code/pip.conf"),
+    ("PIP_LOG", "/ci-runner/pip.log"),
+)
+
+
+def test_setup_containers_get_only_the_allow_listed_variables() -> None:
+    config = replace(SEED_LIKE, env=ATTACK_ENV, secrets=("WANDB_API_KEY", "PIP_EXTRA_INDEX_URL"))
+    manifest = render_mpijob(build_plan(config, MR_PIPELINE))
+    secret = f"{manifest['metadata']['name']}-secrets"
+    _, worker = _specs(manifest)
+    assert _env(_container(worker, "fetch-code")) == {
+        "CI_RUNNER_REPO_URL": "https://gitlab.bdap.com/faraway/simple_ml.git",
+        "CI_RUNNER_SHA": SHA,
+        "CI_RUNNER_GIT_CREDENTIALS": "/ci-runner-git",
+    }
+    # Of train.yaml, pip's settings reach the container that runs pip, and nothing else does.
+    assert _container(worker, "install-requirements")["env"] == [
+        {"name": "CI_RUNNER_SHA", "value": SHA},
+        {"name": "CI_RUNNER_REQUIREMENTS", "value": "requirements.txt"},
+        {"name": "PIP_CACHE_DIR", "value": "/ci-runner-cache/pip"},
+        {"name": "CI_RUNNER_VENV_CACHE", "value": "/ci-runner-cache/venvs"},
+        {"name": "PIP_INDEX_URL", "value": "https://pypi.example.com/simple"},
+        {"name": "PIP_NO_COMPILE", "value": "1"},
+        {
+            "name": "PIP_EXTRA_INDEX_URL",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "PIP_EXTRA_INDEX_URL"}},
+        },
+    ]
+    # The ranks still get all of env, as written.
+    rank = _env(_container(worker, "worker"))
+    assert {k: rank[k] for k, _ in ATTACK_ENV} == {
+        **dict(ATTACK_ENV),
+        "STOLEN": "$$(GIT_PASSWORD)",  # the kubelet reads it as the literal $(GIT_PASSWORD)
+    }
+
+
+def test_an_elastic_launcher_fetches_with_the_same_allow_list() -> None:
+    manifest = render_mpijob(build_plan(replace(ELASTIC, env=ATTACK_ENV), MR_PIPELINE))
+    launcher, _ = _specs(manifest)
+    fetch = _container(launcher, "fetch-code")
+    assert [e["name"] for e in fetch["env"]] == list(SETUP_ENV["fetch-code"])
+    assert _git_credentials_volume(f"{manifest['metadata']['name']}-secrets") in launcher["volumes"]
+    assert "git-credentials" not in str(_container(launcher, "launcher"))
+
+
+def test_the_allow_lists_are_documented() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    reference = (REPO_ROOT / "docs" / "train-yaml.md").read_text(encoding="utf-8")
+    for name in PIP_SETTINGS:
+        assert f"`{name}`" in reference, name
+    for names in SETUP_ENV.values():
+        for name in names:
+            assert f"`{name}`" in readme, name
+    assert not [n for n in PIP_SETTINGS if not n.startswith("PIP_") or n == "PIP_CACHE_DIR"]
 
 
 # The kubelet's $(VAR) expansion: what the pod gets is what train.yaml says

@@ -55,6 +55,7 @@ from ci_runner.config.names import (
     name_prefix,
 )
 from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
+from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
     LAUNCHER_RESOURCES,
@@ -387,13 +388,19 @@ SCHEMA: Final = Record(
             Str(scalars=True, empty=True, control=True),
             doc="mapping NAME → string",
         ),
-        "Environment variables for every rank; numbers and booleans are kept as written.",
+        "Environment variables for every rank; numbers and booleans are kept as written, and "
+        "`$(NAME)` stays those characters (Kubernetes does not expand it). The setup containers "
+        "get none of them but pip's settings, which install-requirements gets too: "
+        + ", ".join(f"`{name}`" for name in PIP_SETTINGS)
+        + ".",
         "{EPOCHS: 10}",
     ),
     Field(
         "secrets",
         ListOf(Str(rule=_ENV_NAME_RULE), doc="list of names", unique=True),
-        "CI variables passed to every rank through a Kubernetes Secret.",
+        "CI variables passed to every rank through a Kubernetes Secret; one named as a pip "
+        "setting that `env` passes on (such as `PIP_INDEX_URL` with a password) also reaches "
+        "install-requirements.",
         "[WANDB_API_KEY]",
     ),
     Field(
