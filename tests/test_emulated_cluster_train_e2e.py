@@ -435,6 +435,56 @@ def test_a_training_command_that_exits_non_zero(site: Site) -> None:
     assert_failed(run, message)
 
 
+# Each rank looks for the git token (given reversed, so that no file holds it for being the
+# needle) in every file it can read on the pod's volumes, /tmp and its environment, and says so.
+LEAK_CHECK = """\
+import os
+import sys
+
+needle = os.environ["LEAK_NEEDLE"][::-1].encode()
+found = [f"env {k}" for k, v in os.environb.items() if needle in v]
+for root in ("/ci-runner", "/ci-runner-cache", "/ci-runner-git", "/tmp"):
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                with open(path, "rb") as file:
+                    if needle in file.read():
+                        found.append(path)
+            except OSError:
+                pass
+if os.path.exists("/ci-runner-git"):
+    found.append("/ci-runner-git exists")
+print("leak check:", " ".join(found) or "clean", flush=True)
+sys.exit(1 if found else 0)
+"""
+
+
+def test_train_yamls_git_attack_leaves_no_token_where_a_rank_reads(site: Site) -> None:
+    # The issue's attack: git configuration through env, a hook that copies the token onto the
+    # volume every rank reads, and the token asked of the kubelet by name.
+    token = "glcbt-emulated-job-token"  # the pipeline's CI_JOB_TOKEN: the Secret's GIT_PASSWORD
+    config = train_yaml()
+    config["env"] = {
+        **config["env"],  # type: ignore[dict-item]
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "core.fsmonitor",
+        "GIT_CONFIG_VALUE_0": "printenv GIT_PASSWORD > /ci-runner/leak; printenv > /ci-runner/env; "
+        "cat /ci-runner-git/password > /ci-runner/file; false",
+        "GIT_CONFIG_KEY_1": "credential.helper",
+        "GIT_CONFIG_VALUE_1": "!printenv > /ci-runner/helper-env; :",
+        "GIT_TRACE": "/ci-runner/trace",
+        "STOLEN": "$(GIT_PASSWORD)",
+        "LEAK_NEEDLE": token[::-1],
+    }
+    config["command"] = "python leak_check.py"
+    run = train(site, "leak", config, {"leak_check.py": LEAK_CHECK.encode()})
+    text = "\n".join(run.log)
+    verdicts = [line for line in run.log if "<stdout>:leak check:" in line]
+    assert sorted(v.split("<stdout>:", 1)[1] for v in verdicts) == ["leak check: clean"] * 2, text
+    assert token not in text and token not in run.comment
+
+
 def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:
     # The kernel kills the rank alone (sshd, the container's main process, lives on): no pod says
     # OOMKilled, only mpirun's report of the signal does.
