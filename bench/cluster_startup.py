@@ -17,7 +17,10 @@ not have, statsmodels and polars (about 50 MB of wheels with their dependencies;
 matplotlib until the image got them as mlflow's dependencies), from a package index on the
 bridge: the wheels are fetched once from this machine's configured index into
 ``$CI_RUNNER_CACHE/bench-wheelhouse`` and served as PyPI serves them (PEP 503 pages, files
-cacheable for a year). Pods never see this machine's pip configuration.
+cacheable for a year). The pods' pip gets that index (PIP_INDEX_URL, PIP_TRUSTED_HOST) and no
+other; the seed's pods also get PIP_CONFIG_FILE=/dev/null, which ci-runner's install-requirements
+does not take (it is not among the pip settings it gets), so its pip also reads the image's
+pip.conf: on the emulated cluster, this machine's.
 
 Each figure is the median over rounds that run the three variants back to back; the ratios that
 decide are the medians of the per-round ratios. ci-runner's clock starts at its ``submitted``
@@ -308,7 +311,8 @@ class Site:
         self.repo = work / "project"
         self.repo_url = f"git://{marks.GATEWAY}:{GIT_PORT}/simple_ml.git"
         host = f"{marks.GATEWAY}:{INDEX_PORT}"
-        # What the pods' pip sees: the bridge's index only, never this machine's pip.conf.
+        # What the pods' pip sees: the bridge's index only (PIP_CONFIG_FILE reaches the seed's pip,
+        # not ci-runner's install-requirements: config/setup_env.py).
         self.pip_env = {"PIP_CONFIG_FILE": "/dev/null", "PIP_INDEX_URL": index_url}
         self.pip_env["PIP_TRUSTED_HOST"] = host  # plain HTTP on the bridge; pip caches it then
         self.runs = 0
