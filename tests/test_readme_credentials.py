@@ -18,6 +18,7 @@ import pytest
 
 from ci_runner.clock import ManualClock
 from ci_runner.config.schema import load_config
+from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.types import Elastic, TrackingSpec, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.gitlab.transport import BoundedSession, Budget
@@ -34,13 +35,9 @@ README: Final = REPO_ROOT / "README.md"
 CONTAINERS_HEADER: Final = "| container | holds | keys of the job's Secret | as |"
 TOKENS_HEADER: Final = "| token | what for | scope and role |"
 RANKS_LOG: Final = "; with `tracking.ranks_log`: "
-# The setup containers' change (branch pods-secrets: the git credential as files of the job's
-# Secret mounted into fetch-code alone, no variable) is what the README's table states. Until it
-# is merged, main renders the git credential into fetch-code as variables: this is the one
-# difference from the README the test allows. At that merge delete this entry, and nothing else.
-# (The "untracked" case lists PIP_INDEX_URL in `secrets`: a change that gives install-requirements
-# pip's settings from `secrets` fails it until the README's install-requirements row says so.)
-AS_MAIN_RENDERS: Final = {"fetch-code": "variables"}
+# install-requirements' keys: those of train.yaml's `secrets` that are pip's settings
+# (ci_runner/config/setup_env.py), as the README's row says them.
+PIP_SECRETS: Final = "the pip settings among `secrets`"
 
 CONTEXT = CIContext(
     sha="0123456789abcdef0123456789abcdef01234567",
@@ -112,8 +109,18 @@ def container_rows() -> dict[str, Row]:
         name = re.match(r"`([a-z-]+)`", container)
         assert name, f"no container named in {container!r}"
         base, _, conditional = keys.partition(RANKS_LOG)
-        rows[name.group(1)] = Row(names(base), names(conditional or "—"), way)
+        given = frozenset({PIP_SECRETS}) if base == PIP_SECRETS else names(base)
+        rows[name.group(1)] = Row(given, names(conditional or "—"), way)
     return rows
+
+
+def given_keys(plan: RunPlan, cell_name: str) -> tuple[str, ...]:
+    """The Secret keys a name of the README's table stands for."""
+    if cell_name == "secrets":
+        return plan.config.secrets
+    if cell_name == PIP_SECRETS:
+        return tuple(name for name in plan.config.secrets if name in PIP_SETTINGS)
+    return (cell_name,)
 
 
 def secret_refs(plan: RunPlan, pod: dict[str, Any], container: dict[str, Any]) -> Iterator[
@@ -207,15 +214,14 @@ def test_every_container_gets_what_the_readme_table_says(case: str) -> None:
         assert name in rows, f"README.md's table has no row for the container {name}"
         row = rows[name]
         refs = list(secret_refs(plan, pod, container))
-        expected = {plan.config.secrets if k == "secrets" else (k,) for k in row.keys}
+        expected = {given_keys(plan, key) for key in row.keys}
         keys = {key for group in expected for key in group}
         if plan.tracking is not None and row.ranks_log_keys:
             assert plan.config.tracking.ranks_log
             assert set(plan.tracking.credentials) <= row.ranks_log_keys
             keys |= set(plan.tracking.credentials)
         assert sorted({key for key, _ in refs}) == sorted(keys), (case, name)
-        way = AS_MAIN_RENDERS.get(name, row.way)
-        assert {how for _, how in refs} == ({way} if keys else set()), (case, name)
+        assert {how for _, how in refs} == ({row.way} if keys else set()), (case, name)
         seen.add(name)
     assert "fetch-code" in seen and "worker" in seen and "launcher" in seen
     # No value of the Secret is written anywhere in the manifest (the git user name, such as
