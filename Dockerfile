@@ -31,5 +31,8 @@ ENV PATH=/opt/ci-runner/bin:$PATH
 # GitLab Runner runs the job's script as this user in a checkout its helper cloned as root: git
 # refuses such a repository ("dubious ownership") unless it is a safe.directory (/etc/gitconfig);
 # the docker executor's umask 0000 leaves it writable (ci-runner writes its outputs there).
-USER ci-runner
+# Numeric (the ci-runner user made above): with runAsNonRoot (PodSecurity restricted, or the
+# Kubernetes executor's security context) the kubelet refuses a user name, "image has non-numeric
+# user (ci-runner), cannot verify user is non-root" (pkg/kubelet/kuberuntime/security_context_others.go).
+USER 1000:1000
 WORKDIR /home/ci-runner

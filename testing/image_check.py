@@ -112,7 +112,10 @@ def parse_dockerfile(path: Path) -> Image:
             suite = match.group(1)
         elif instruction.keyword == "RUN" and apt_packages(instruction.argument):
             packages = apt_packages(instruction.argument)  # installed by debootstrap instead
-        elif instruction.keyword in ("COPY", "RUN", "ENV", "USER", "WORKDIR"):
+        elif instruction.keyword == "USER":
+            check_numeric_user(path, instruction)
+            steps.append(instruction)
+        elif instruction.keyword in ("COPY", "RUN", "ENV", "WORKDIR"):
             steps.append(instruction)
         elif instruction.keyword not in ("ARG", "LABEL"):
             raise CheckFailed(
@@ -124,6 +127,29 @@ def parse_dockerfile(path: Path) -> Image:
     if not packages:
         raise CheckFailed(f"{path}: no RUN ... apt-get install <packages>")
     return Image(suite, packages, steps)
+
+
+NUMERIC_USER = re.compile(r"[0-9]+(:[0-9]+)?")
+
+
+def check_numeric_user(path: Path, instruction: Instruction) -> None:
+    """``USER <uid>[:<gid>]``: with runAsNonRoot the kubelet refuses an image whose user is a name
+    (verifyRunAsNonRoot, pkg/kubelet/kuberuntime/security_context_others.go, v1.35.4) and one
+    that runs as uid 0."""
+    user = instruction.argument
+    where = f"{path} line {instruction.line}: USER {user}"
+    if NUMERIC_USER.fullmatch(user) is None:
+        name = user.split(":")[0]
+        raise CheckFailed(
+            f"{where} is not numeric, and with runAsNonRoot the kubelet refuses the image "
+            f'("container has runAsNonRoot and image has non-numeric user ({name}), cannot '
+            'verify user is non-root"); fix: USER <uid>:<gid> of that user, e.g. USER 1000:1000'
+        )
+    if user.split(":")[0] == "0":
+        raise CheckFailed(
+            f"{where} is root, and with runAsNonRoot the kubelet refuses the image "
+            '("container has runAsNonRoot and image will run as root"); fix: USER 1000:1000'
+        )
 
 
 def deb822_paragraphs(text: str) -> Iterator[dict[str, str]]:
@@ -303,12 +329,14 @@ def copy_in(context: Path, sources: Sequence[str], root: Path, dest: str, line: 
 
 
 def passwd_ids(root: Path, user: str) -> str:
-    """``uid:gid`` of ``user`` in the image's /etc/passwd."""
+    """``uid:gid`` of ``USER <uid>[:<gid>]``: a uid the image's /etc/passwd has (the gid, when
+    not given, is that user's)."""
+    uid, _, gid = user.partition(":")
     for line in (root / "etc" / "passwd").read_text(encoding="utf-8").splitlines():
         fields = line.split(":")
-        if fields[0] == user or fields[2] == user:
-            return f"{fields[2]}:{fields[3]}"
-    raise CheckFailed(f"USER {user}: no such user in the image's /etc/passwd")
+        if fields[2] == uid:
+            return f"{uid}:{gid or fields[3]}"
+    raise CheckFailed(f"USER {user}: no user with uid {uid} in the image's /etc/passwd")
 
 
 def user_home(root: Path, ids: str) -> str:

@@ -4,6 +4,7 @@ sources, and that an image without git fails it."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def test_the_package_list_and_suite_come_from_the_dockerfile() -> None:
 
 def test_an_instruction_it_cannot_replay_is_refused(tmp_path: Path) -> None:
     dockerfile = tmp_path / "Dockerfile"
-    text = DOCKERFILE.read_text().replace("USER ci-runner", 'ENTRYPOINT ["ci-runner"]')
+    text = DOCKERFILE.read_text().replace("USER 1000:1000", 'ENTRYPOINT ["ci-runner"]')
     dockerfile.write_text(text)
     line = text[: text.index("ENTRYPOINT")].count("\n") + 1
     with pytest.raises(CheckFailed) as error:
@@ -33,6 +34,48 @@ def test_an_instruction_it_cannot_replay_is_refused(tmp_path: Path) -> None:
     assert str(error.value) == (
         f"{dockerfile} line {line}: the image check does not replay ENTRYPOINT; replay it in "
         "testing/image_check.py or leave it out"
+    )
+
+
+def test_the_image_runs_as_a_numeric_non_root_user() -> None:
+    (user,) = [step for step in parse_dockerfile(DOCKERFILE).steps if step.keyword == "USER"]
+    assert user.argument == "1000:1000"
+
+
+def test_a_user_name_is_refused_with_its_line(tmp_path: Path) -> None:
+    # a kubelet with runAsNonRoot cannot tell whether a name is root, and refuses the image
+    dockerfile = tmp_path / "Dockerfile"
+    text = DOCKERFILE.read_text().replace("USER 1000:1000", "USER ci-runner")
+    dockerfile.write_text(text)
+    line = text[: text.index("USER ci-runner")].count("\n") + 1
+    with pytest.raises(CheckFailed) as error:
+        parse_dockerfile(dockerfile)
+    assert str(error.value) == (
+        f"{dockerfile} line {line}: USER ci-runner is not numeric, and with runAsNonRoot the "
+        'kubelet refuses the image ("container has runAsNonRoot and image has non-numeric user '
+        '(ci-runner), cannot verify user is non-root"); fix: USER <uid>:<gid> of that user, '
+        "e.g. USER 1000:1000"
+    )
+
+
+@pytest.mark.parametrize("user", ["ci-runner:1000", "1000:ci-runner", "${UID}"])
+def test_any_name_in_the_user_is_refused(tmp_path: Path, user: str) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(DOCKERFILE.read_text().replace("USER 1000:1000", f"USER {user}"))
+    with pytest.raises(CheckFailed, match=f"USER {re.escape(user)} is not numeric"):
+        parse_dockerfile(dockerfile)
+
+
+def test_root_is_refused(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    text = DOCKERFILE.read_text().replace("USER 1000:1000", "USER 0:0")
+    dockerfile.write_text(text)
+    line = text[: text.index("USER 0:0")].count("\n") + 1
+    with pytest.raises(CheckFailed) as error:
+        parse_dockerfile(dockerfile)
+    assert str(error.value) == (
+        f"{dockerfile} line {line}: USER 0:0 is root, and with runAsNonRoot the kubelet refuses "
+        'the image ("container has runAsNonRoot and image will run as root"); fix: USER 1000:1000'
     )
 
 
