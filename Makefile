@@ -36,7 +36,7 @@ cluster-tools: env
 control-plane:
 	scripts/setup-control-plane.sh >/dev/null
 
-## gitlab-ci-local: gitlab-ci-local 4.65.1 (npm) and rsync, for the tests that run the CI files
+## gitlab-ci-local: gitlab-ci-local 4.75.1 on Node.js 22 (both from npm, into the cache) and rsync, for the tests that run the CI files
 gitlab-ci-local:
 	scripts/setup-gitlab-ci-local.sh
 

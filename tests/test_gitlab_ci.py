@@ -290,3 +290,37 @@ def test_free_text_inputs_have_the_rule_gitlab_applies(
     pattern = re.compile(spec[name]["regex"])
     assert [bool(pattern.match(v)) for v in good + bad] == [True] * len(good) + [False] * len(bad)
     assert spec[name]["description"]
+
+
+def test_the_job_file_is_the_component_without_its_component_context() -> None:
+    from testing.ci_templates import JOB_FILE, job_file
+
+    assert JOB_FILE.read_text() == job_file(COMPONENT.read_text()), (
+        "ci/train.yml is not templates/train.yml's job file; fix: python -m testing.ci_templates"
+    )
+    component = yaml.safe_load(COMPONENT.read_text().split("\n---\n")[0])["spec"]
+    job = yaml.safe_load(JOB_FILE.read_text().split("\n---\n")[0])["spec"]
+    assert "component" in component and "component" not in job
+    assert set(component["inputs"]) - set(job["inputs"]) == {"image_repository"}
+    assert "default" not in job["inputs"]["image"]  # required
+    assert job["inputs"]["image"]["regex"] == component["inputs"]["image"]["regex"]
+    same = set(job["inputs"]) - {"image"}
+    assert {n: job["inputs"][n] for n in same} == {n: component["inputs"][n] for n in same}
+    assert "component." not in JOB_FILE.read_text().split("\n---\n")[1]
+
+
+def test_an_input_added_to_the_component_reaches_the_job_file() -> None:
+    from testing.ci_templates import job_file
+
+    text = COMPONENT.read_text().replace(
+        "    config:\n",
+        "    notify:\n      type: boolean\n      default: true\n      description: x.\n"
+        "    config:\n",
+    )
+    text = text.replace(
+        "    CI_RUNNER_CONFIG:",
+        '    CI_RUNNER_NOTIFY: "$[[ inputs.notify ]]"\n    CI_RUNNER_CONFIG:',
+    )
+    job = yaml.safe_load(job_file(text).split("\n---\n")[0])["spec"]["inputs"]
+    assert job["notify"] == {"type": "boolean", "default": True, "description": "x."}
+    assert 'CI_RUNNER_NOTIFY: "$[[ inputs.notify ]]"' in job_file(text)

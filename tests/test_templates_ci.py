@@ -1,13 +1,17 @@
-"""The CI files as GitLab evaluates them, with gitlab-ci-local (npm, 4.65.1; `make test` installs
-it): the README's include snippet in a project that has no `stages:`, which jobs each kind of
-pipeline gets, and ci-runner's own .gitlab-ci.yml."""
+"""The CI files as GitLab evaluates them, with gitlab-ci-local (npm, 4.75.1 on Node.js 22; `make
+test` installs it): every form the README includes the job in (the component by version, by a
+semantic version range, by ~latest and by SHA; ci/train.yml by `include: project` and as a copy),
+the README's snippets in a project that has no `stages:`, which jobs each kind of pipeline gets,
+the inputs' rules with GitLab's own examples, and ci-runner's own .gitlab-ci.yml."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,47 +19,77 @@ import pytest
 import yaml
 
 from testing.git import run_git
-from testing.gitlab_ci_local import ci_runner_project, run_gitlab_ci_local
+from testing.gitlab_ci_local import (
+    RELEASES,
+    CiRunnerRemote,
+    ci_runner_project,
+    ci_runner_remote,
+    fetched_includes,
+    gitlab_ci_local,
+    run_gitlab_ci_local,
+)
 from testing.paths import REPO_ROOT
 
 # gitlab-ci-local validates against GitLab's schema for seconds on every call: run by make test
 pytestmark = pytest.mark.slow
 README = REPO_ROOT / "README.md"
-TEMPLATE = REPO_ROOT / "templates" / "train.yml"
+JOB_FILE = REPO_ROOT / "ci" / "train.yml"
 IMAGE = "registry.example.com/your-group/ci-runner:0.1.0"
+RELEASED_IMAGE = "$CI_REGISTRY/ci-runner/ci-runner"  # the image_repository default
 
 
-def readme_snippets() -> list[str]:
-    """The YAML blocks of README's "GitLab quick start" that include the component."""
+def readme_snippets(marker: str = "/ci-runner/train@") -> list[str]:
+    """The YAML blocks of README's "GitLab quick start" holding ``marker`` (by default, those
+    that include the component)."""
     blocks = re.findall(r"```yaml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     snippets = []
     for block in blocks:
         text = "\n".join(
             line[3:] if line.startswith("   ") else line for line in block.splitlines()
         )
-        if "/ci-runner/train@" in text:
+        if marker in text:
             snippets.append(text)
     return snippets
 
 
-def user_project(tmp_path: Path, ci_yaml: str) -> Path:
-    """A git repository whose .gitlab-ci.yml is ``ci_yaml``, with the component vendored:
-    gitlab-ci-local cannot fetch ``include: component:`` offline, so it becomes ``local:`` with
-    the same inputs."""
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[CiRunnerRemote]:
+    with ci_runner_remote(tmp_path) as served:
+        yield served
+
+
+def user_project(tmp_path: Path, ci_yaml: str, remote: CiRunnerRemote) -> Path:
+    """``group/user-project`` on the GitLab that serves the ci-runner project, its .gitlab-ci.yml
+    ``ci_yaml`` with the README's ``gitlab.example.com/<group>/`` made that GitLab and group."""
     project = tmp_path / "user-project"
-    (project / "templates").mkdir(parents=True)
-    shutil.copy(TEMPLATE, project / "templates" / "train.yml")
-    config: dict[str, Any] = yaml.safe_load(ci_yaml)
-    for entry in config["include"]:
-        if "/ci-runner/train@" in entry.get("component", ""):
-            entry.pop("component")
-            entry["local"] = "templates/train.yml"
-    (project / ".gitlab-ci.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    project.mkdir(parents=True)
+    ci_yaml = ci_yaml.replace("gitlab.example.com/<group>/", f"{remote.host}/group/")
+    (project / ".gitlab-ci.yml").write_text(ci_yaml.replace("<group>/", "group/"))
     (project / "train.yaml").write_text("name: x\n")
+    if "local: ci/train.yml" in ci_yaml:  # the README's copy
+        (project / "ci").mkdir()
+        shutil.copy(JOB_FILE, project / "ci" / "train.yml")
     run_git(["init", "-q", "-b", "main"], project)
+    run_git(["remote", "add", "origin", f"http://{remote.host}/group/user-project.git"], project)
     run_git(["add", "-A"], project)
     run_git(["commit", "-q", "-m", "init"], project)
+    fetched_includes(project, remote, [*RELEASES, remote.sha])
     return project
+
+
+def gitlab_ci_local_refuses(project: Path, args: list[str]) -> str:
+    """The last line gitlab-ci-local prints when it refuses the pipeline (exit code 1)."""
+    done = subprocess.run(
+        [*gitlab_ci_local(), *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "FORCE_COLOR": "0"},
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    return (done.stdout + done.stderr).strip().splitlines()[-1]
 
 
 def list_jobs(project: Path, **variables: str) -> dict[str, str]:
@@ -78,11 +112,11 @@ TAG = {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v1", "CI_COMMIT_BRANCH": 
 
 
 def test_the_readme_snippet_makes_a_pipeline_in_a_project_without_stages(
-    tmp_path: Path,
+    tmp_path: Path, remote: CiRunnerRemote
 ) -> None:
     snippet = readme_snippets()[0]
     assert "stages" not in snippet
-    project = user_project(tmp_path, snippet)
+    project = user_project(tmp_path, snippet, remote)
     assert list_jobs(project, **PUSH) == {"train": "test"}
 
 
@@ -99,9 +133,9 @@ def test_the_readme_snippet_makes_a_pipeline_in_a_project_without_stages(
     ids=["push", "push-with-open-mr", "merge-request", "web", "schedule", "tag"],
 )
 def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
-    tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
+    tmp_path: Path, remote: CiRunnerRemote, variables: dict[str, str], jobs: dict[str, str]
 ) -> None:
-    project = user_project(tmp_path, readme_snippets()[0])
+    project = user_project(tmp_path, readme_snippets()[0], remote)
     assert list_jobs(project, **variables) == jobs
 
 
@@ -118,11 +152,11 @@ def test_jobs_by_pipeline_in_a_project_with_branch_pipelines(
     ids=["push", "push-with-open-mr", "merge-request", "web", "schedule", "tag"],
 )
 def test_jobs_by_pipeline_with_the_readmes_merge_request_workflow(
-    tmp_path: Path, variables: dict[str, str], jobs: dict[str, str]
+    tmp_path: Path, remote: CiRunnerRemote, variables: dict[str, str], jobs: dict[str, str]
 ) -> None:
     snippet = readme_snippets()[-1]
     assert "workflow" in snippet and "merge_request_pipelines: true" in snippet
-    project = user_project(tmp_path, snippet)
+    project = user_project(tmp_path, snippet, remote)
     assert list_jobs(project, **variables) == jobs
 
 
@@ -156,20 +190,28 @@ def test_the_example_job_runs_in_the_image_this_pipeline_built(tmp_path: Path) -
     assert "before_script" not in preview["example-train"]
 
 
-def preview_train(tmp_path: Path, **inputs: str) -> dict[str, Any]:
-    """The train job as gitlab-ci-local evaluates the component with ``inputs`` (validated
-    against GitLab's schema)."""
-    component = "$CI_SERVER_FQDN/your-group/ci-runner/train@1.0.0"
-    ci_yaml = yaml.safe_dump(
-        {"include": [{"component": component, "inputs": {"image": IMAGE, **inputs}}]}
-    )
-    stdout = run_gitlab_ci_local(user_project(tmp_path, ci_yaml), ["--preview"])
-    job: dict[str, Any] = yaml.safe_load(stdout[stdout.index("---") :])["train"]
+def preview(project: Path) -> dict[str, Any]:
+    """The jobs as gitlab-ci-local evaluates the pipeline (validated against GitLab's schema)."""
+    stdout = run_gitlab_ci_local(project, ["--preview"])
+    jobs: dict[str, Any] = yaml.safe_load(stdout[stdout.index("---") :])
+    return jobs
+
+
+def preview_train(
+    tmp_path: Path, remote: CiRunnerRemote, include: dict[str, Any] | None = None, **inputs: Any
+) -> dict[str, Any]:
+    """The train job of a pipeline that includes the component at 1.2.0 (or ``include``) with
+    ``inputs``."""
+    entry = include or {"component": f"{remote.host}/group/ci-runner/train@1.2.0"}
+    ci_yaml = yaml.safe_dump({"include": [{**entry, "inputs": {"image": IMAGE, **inputs}}]})
+    job: dict[str, Any] = preview(user_project(tmp_path, ci_yaml, remote))["train"]
     return job
 
 
-def test_a_timed_out_script_still_runs_the_after_script_and_it_cancels(tmp_path: Path) -> None:
-    job = preview_train(tmp_path, script_timeout="1h50m", after_script_timeout="10m")
+def test_a_timed_out_script_still_runs_the_after_script_and_it_cancels(
+    tmp_path: Path, remote: CiRunnerRemote
+) -> None:
+    job = preview_train(tmp_path, remote, script_timeout="1h50m", after_script_timeout="10m")
     variables = job["variables"]
     assert (variables["RUNNER_SCRIPT_TIMEOUT"], variables["RUNNER_AFTER_SCRIPT_TIMEOUT"]) == (
         "1h50m",
@@ -194,9 +236,15 @@ def test_a_timed_out_script_still_runs_the_after_script_and_it_cancels(tmp_path:
     )
 
 
-def test_environment_resource_group_and_expose_as_reach_the_job(tmp_path: Path) -> None:
+def test_environment_resource_group_and_expose_as_reach_the_job(
+    tmp_path: Path, remote: CiRunnerRemote
+) -> None:
     job = preview_train(
-        tmp_path, environment="gpu/prod", resource_group="gpu-cluster", expose_as="Model report"
+        tmp_path,
+        remote,
+        environment="gpu/prod",
+        resource_group="gpu-cluster",
+        expose_as="Model report",
     )
     assert job["environment"] == {"name": "gpu/prod", "action": "access"}
     assert job["resource_group"] == "gpu-cluster"
@@ -204,7 +252,95 @@ def test_environment_resource_group_and_expose_as_reach_the_job(tmp_path: Path) 
     assert job["artifacts"]["paths"] == ["ci-runner-out/"]
 
 
-def test_the_default_inputs_make_a_valid_job(tmp_path: Path) -> None:
-    job = preview_train(tmp_path)  # gitlab-ci-local checks it against GitLab's schema
+def test_the_default_inputs_make_a_valid_job(tmp_path: Path, remote: CiRunnerRemote) -> None:
+    job = preview_train(tmp_path, remote)  # gitlab-ci-local checks it against GitLab's schema
     assert job["environment"] == {"name": "training", "action": "access"}
     assert job["artifacts"]["expose_as"] == "Training report"
+
+
+@pytest.mark.parametrize(
+    ("reference", "image"),
+    [
+        # GitLab resolves ~latest and a partial version to the newest matching catalog version
+        # (lib/gitlab/ci/components/instance_path.rb) and gives the component that version
+        ("~latest", f"{RELEASED_IMAGE}:1.2.0"),
+        ("1.2", f"{RELEASED_IMAGE}:1.2.0"),
+        ("1", f"{RELEASED_IMAGE}:1.2.0"),
+    ],
+)
+def test_the_component_by_a_version_range_runs_the_image_of_that_version(
+    tmp_path: Path, remote: CiRunnerRemote, reference: str, image: str
+) -> None:
+    component = f"{remote.host}/group/ci-runner/train@{reference}"
+    project = user_project(
+        tmp_path, yaml.safe_dump({"include": [{"component": component}]}), remote
+    )
+    job = preview(project)["train"]
+    assert (job["image"], job["variables"]["CI_RUNNER_RELEASED_IMAGE"]) == (
+        {"name": "$CI_RUNNER_RELEASED_IMAGE"},
+        image,
+    )
+    assert list_jobs(project, **PUSH) == {"train": "test"}
+
+
+def test_the_component_by_sha_runs_the_image_it_is_given(
+    tmp_path: Path, remote: CiRunnerRemote
+) -> None:
+    # By SHA GitLab gives the component no version (component_context_spec.rb): image is passed.
+    include = {"component": f"{remote.host}/group/ci-runner/train@{remote.sha}"}
+    job = preview_train(tmp_path, remote, include)
+    assert job["image"] == {"name": IMAGE}
+
+
+def test_the_readmes_project_include_and_copy_list_the_job(
+    tmp_path: Path, remote: CiRunnerRemote
+) -> None:
+    (snippet,) = readme_snippets("file: ci/train.yml")
+    project = user_project(tmp_path / "project", snippet, remote)
+    job = preview(project)["train"]
+    assert job["image"] == {"name": "$CI_REGISTRY/group/ci-runner:1.2.0"}
+    assert list_jobs(project, **PUSH) == {"train": "test"}
+
+    copied = snippet.replace("- project: <group>/ci-runner\n", "- local: ci/train.yml\n")
+    copied = re.sub(r" *(ref|file): .*\n", "", copied)
+    assert "# or, copied:  - local: ci/train.yml  with the same inputs" in copied
+    project = user_project(tmp_path / "copy", copied, remote)
+    assert preview(project)["train"] == job
+
+
+@pytest.mark.parametrize(
+    "include",
+    [
+        {"project": "group/ci-runner", "ref": "1.2.0", "file": "ci/train.yml"},
+        {"local": "ci/train.yml"},
+    ],
+    ids=["project", "copy"],
+)
+def test_the_job_file_without_an_image_is_refused(
+    tmp_path: Path, remote: CiRunnerRemote, include: dict[str, str]
+) -> None:
+    project = user_project(tmp_path, yaml.safe_dump({"include": [include]}), remote)
+    where = (
+        ".gitlab-ci-local/includes/127.0.0.1/group/ci-runner/1.2.0/ci/train.yml"
+        if "project" in include
+        else "ci/train.yml"
+    )
+    assert gitlab_ci_local_refuses(project, ["--list"]) == (
+        f"This GitLab CI configuration is invalid: `{where}`: `image` input: required value has "
+        "not been provided."
+    )
+
+
+def test_the_component_outside_include_component_is_refused(
+    tmp_path: Path, remote: CiRunnerRemote
+) -> None:
+    # GitLab: "unknown interpolation provided: `version` in `component.version`": why
+    # ci/train.yml exists (component_context_spec.rb, the include:project:file case)
+    include = {"project": "group/ci-runner", "ref": "1.2.0", "file": "templates/train.yml"}
+    ci_yaml = yaml.safe_dump({"include": [{**include, "inputs": {"image": IMAGE}}]})
+    project = user_project(tmp_path, ci_yaml, remote)
+    refused = gitlab_ci_local_refuses(project, ["--list"])
+    assert refused.endswith(
+        "/.gitlab-ci-local/includes/127.0.0.1/group/ci-runner/1.2.0/templates/train.yml`: "
+        "`component.version` cannot be used outside a component."
+    )

@@ -35,15 +35,15 @@ PREDEFINED = [
 
 
 def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
-    """The repository with a .gitlab-ci.yml that includes the component as the README says
-    (vendored: ``include: local:``), run as an MR pipeline by gitlab-ci-local."""
+    """The repository with a .gitlab-ci.yml that includes the job as the README says for a copy
+    (ci/train.yml, ``include: local:``), run as an MR pipeline by gitlab-ci-local."""
     repo = pipe.repo
-    (repo / "templates").mkdir()
-    shutil.copy(REPO_ROOT / "templates" / "train.yml", repo / "templates" / "train.yml")
+    (repo / "ci").mkdir()
+    shutil.copy(REPO_ROOT / "ci" / "train.yml", repo / "ci" / "train.yml")
     ci = {
         "include": [
             {
-                "local": "templates/train.yml",
+                "local": "ci/train.yml",
                 "inputs": {"image": "registry.example.com/ci-runner:0.1.0"},
             }
         ]
@@ -51,7 +51,7 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
     (repo / ".gitlab-ci.yml").write_text(yaml.safe_dump(ci))
     run_git(["add", "-A"], repo)
     run_git(["commit", "-q", "-m", "CI"], repo)
-    args = [str(gitlab_ci_local()), "--force-shell-executor", "train"]
+    args = [*gitlab_ci_local(), "--force-shell-executor", "train"]
     for name, value in pipe.env.items():
         # CI_JOB_STATUS is the runner's to set: "failed" in a failed job's after_script.
         if name not in ("PATH", "HOME", "PYTHONPATH", "CI_JOB_STATUS"):
