@@ -278,9 +278,22 @@ def test_component_command_lines_parse_with_the_real_cli() -> None:
 @pytest.mark.parametrize(
     ("name", "good", "bad"),
     [
-        ("environment", ["training", "gpu/prod", "review/$CI_COMMIT_REF_SLUG"], ["", "a|b"]),
-        ("resource_group", ["", "gpu-cluster", "gpu cluster/1"], ["a|b", "x;y"]),
-        ("expose_as", ["Training report", "report_1"], ["", " lead", "a/b", "Bericht ä"]),
+        (
+            "environment",
+            ["training", "gpu/prod", "review/$CI_COMMIT_REF_SLUG", "e" * 255],
+            ["", "a|b", "/gpu", "gpu/", "e" * 256],
+        ),
+        (
+            "resource_group",
+            ["", "gpu-cluster", "gpu cluster/1", "r" * 255],
+            ["a|b", "x;y", "/gpu", "gpu/", "r" * 256],
+        ),
+        (
+            "expose_as",
+            ["Training report", "report_1", "A" * 100],
+            ["", " lead", "a/b", "Bericht ä", "A" * 101],
+        ),
+        ("image", ["img:1", "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"], ["", "img:", "my image"]),
     ],
 )
 def test_free_text_inputs_have_the_rule_gitlab_applies(

@@ -344,3 +344,64 @@ def test_the_component_outside_include_component_is_refused(
         "/.gitlab-ci-local/includes/127.0.0.1/group/ci-runner/1.2.0/templates/train.yml`: "
         "`component.version` cannot be used outside a component."
     )
+
+
+# GitLab's own examples (spec files of gitlabhq) and its length limits, for the inputs whose
+# values GitLab checks later: environment names (spec/lib/gitlab/regex_spec.rb,
+# .environment_name_regex; app/models/environment.rb: 255 characters), resource group keys (the
+# same rule, app/models/ci/resource_group.rb) and expose_as
+# (spec/lib/gitlab/ci/config/entry/artifacts_spec.rb; 100 characters).
+ENVIRONMENT_OK = ["foo", "a", "foo-1", "FOO", "foo/1", "foo.1", "review/$CI_COMMIT_REF_SLUG"]
+ENVIRONMENT_BAD = ["9&foo", "foo-^", "!!()()", "/foo", "foo/", "/foo/", "/", ""]
+INPUT_EXAMPLES = {
+    "environment": ([*ENVIRONMENT_OK, "e" * 255], [*ENVIRONMENT_BAD, "e" * 256]),
+    "resource_group": ([*ENVIRONMENT_OK, "", "r" * 255], [*ENVIRONMENT_BAD[:-1], "r" * 256]),
+    "expose_as": (
+        ["Test results", "A" * 100],
+        ["A" * 101, "", '<script>alert("xss");</script>'],
+    ),
+}
+
+
+def job_file_project(tmp_path: Path, remote: CiRunnerRemote, inputs: list[dict[str, str]]) -> Path:
+    """A project that copies ci/train.yml and includes it once per ``inputs``, as job train-<i>."""
+    includes = [
+        {"local": "ci/train.yml", "inputs": {"image": IMAGE, "job_name": f"train-{i}", **given}}
+        for i, given in enumerate(inputs)
+    ]
+    return user_project(tmp_path, yaml.safe_dump({"include": includes}), remote)
+
+
+@pytest.mark.parametrize("name", sorted(INPUT_EXAMPLES))
+def test_gitlabs_examples_pass_the_inputs_rule(
+    tmp_path: Path, remote: CiRunnerRemote, name: str
+) -> None:
+    good, _ = INPUT_EXAMPLES[name]
+    jobs = preview(job_file_project(tmp_path, remote, [{name: value} for value in good]))
+    assert [input_in_job(jobs[f"train-{i}"], name) for i in range(len(good))] == good
+
+
+def input_in_job(job: dict[str, Any], name: str) -> Any:
+    """Where the job holds the value of input ``name``."""
+    if name == "environment":
+        return job["environment"]["name"]
+    if name == "expose_as":
+        return job["artifacts"]["expose_as"]
+    return job[name]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [(name, value) for name, (_, bad) in sorted(INPUT_EXAMPLES.items()) for value in bad],
+    ids=lambda v: v if len(v) < 30 else f"{v[:3]}x{len(v)}",
+)
+def test_gitlabs_refused_examples_are_refused_by_the_input(
+    tmp_path: Path, remote: CiRunnerRemote, name: str, value: str
+) -> None:
+    refused = gitlab_ci_local_refuses(
+        job_file_project(tmp_path, remote, [{name: value}]), ["--list"]
+    )
+    assert refused.startswith(
+        f"This GitLab CI configuration is invalid: `ci/train.yml`: `{name}` input: `{value}` does "
+        "not match required regex: "
+    )
