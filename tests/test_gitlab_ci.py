@@ -233,6 +233,9 @@ def test_own_pipeline_runs_the_tests_and_includes_the_component() -> None:
     assert pipeline["e2e"]["script"][-1] == "make test"
     assert pipeline["e2e"]["variables"]["CI_RUNNER_REQUIRE_CLUSTER_RIGHTS"] == "1"
     assert pipeline["unit"]["interruptible"] is pipeline["e2e"]["interruptible"] is True
+    # a newer commit cancels the outdated pipeline's running jobs, not only a pipeline none of
+    # whose non-interruptible jobs started (GitLab's default, conservative)
+    assert pipeline["workflow"]["auto_cancel"] == {"on_new_commit": "interruptible"}
     workflow = pipeline["workflow"]["rules"]
     assert [p for p in PIPELINES if job_runs(workflow, PIPELINES[p])] == [
         "push, no MR",

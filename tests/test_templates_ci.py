@@ -156,6 +156,7 @@ def test_jobs_by_pipeline_with_the_readmes_merge_request_workflow(
 ) -> None:
     snippet = readme_snippets()[-1]
     assert "workflow" in snippet and "merge_request_pipelines: true" in snippet
+    assert "on_new_commit: interruptible" in snippet
     project = user_project(tmp_path, snippet, remote)
     assert list_jobs(project, **variables) == jobs
 
