@@ -3,7 +3,6 @@ gitlab-ci-local`), and the ci-runner project as another project includes it from
 
 from __future__ import annotations
 
-import functools
 import http.server
 import os
 import platform
@@ -88,24 +87,78 @@ RELEASES = ("1.1.0", "1.2.0")  # the ci-runner project's tags, oldest first
 
 @dataclass(frozen=True)
 class CiRunnerRemote:
-    """The ci-runner project ``group/ci-runner`` at ``host`` (an HTTP git server on loopback),
+    """The ci-runner project ``group/ci-runner`` at ``host`` (git's HTTP protocol on loopback),
     tagged :data:`RELEASES`; ``sha`` is the commit they tag, holding this checkout's CI files."""
 
     host: str  # 127.0.0.1:<port>
     sha: str
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+class _GitHttpBackend(http.server.BaseHTTPRequestHandler):
+    """git's smart HTTP protocol by ``git http-backend`` (its CGI interface), for the
+    repositories under the server's ``root``: what gitlab-ci-local's ``git ls-remote`` and
+    shallow, filtered ``git clone`` of an included project need."""
+
+    server: _GitServer
+
+    def do_GET(self) -> None:
+        self._backend()
+
+    def do_POST(self) -> None:
+        self._backend()
+
+    def _backend(self) -> None:
+        path, _, query = self.path.partition("?")
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.server.root),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_PROJECT_ROOT": str(self.server.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "REQUEST_METHOD": self.command,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": self.client_address[0],
+            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+        }
+        done = subprocess.run(
+            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+        )
+        head, _, payload = done.stdout.replace(b"\r\n", b"\n").partition(b"\n\n")
+        if done.returncode != 0 or not head:
+            self.send_error(500, done.stderr.decode(errors="replace")[-200:])
+            return
+        headers = [line.decode().split(": ", 1) for line in head.splitlines()]
+        status = next((value for name, value in headers if name == "Status"), "200 OK")
+        self.send_response(int(status.split()[0]))
+        for name, value in headers:
+            if name != "Status":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def log_message(self, format: str, *args: Any) -> None:
         return
 
 
+class _GitServer(http.server.ThreadingHTTPServer):
+    def __init__(self, root: Path) -> None:
+        super().__init__(("127.0.0.1", 0), _GitHttpBackend)
+        self.root = root
+
+
 @contextmanager
 def ci_runner_remote(tmp_path: Path) -> Iterator[CiRunnerRemote]:
-    """The ci-runner project served over git's HTTP protocol (the "dumb" one: static files, which
-    ``git ls-remote`` reads as it reads GitLab's), so that gitlab-ci-local resolves
-    ``train@~latest`` and ``train@1.2`` from its tags as GitLab resolves them from the catalog's
-    versions (semantic version ranges, lib/gitlab/ci/components/instance_path.rb)."""
+    """The ci-runner project on a git server, as a GitLab holds it, for gitlab-ci-local to fetch
+    ``include: component`` and ``include: project`` from, resolving ``train@~latest`` and
+    ``train@1.2`` from its tags as GitLab resolves them from the catalog's versions (semantic
+    version ranges, lib/gitlab/ci/components/instance_path.rb). Like GitLab, it serves a commit by
+    SHA and partial clones (uploadpack.allowAnySHA1InWant, allowFilter)."""
     work = tmp_path / "ci-runner-source"
     for part in ("templates", "ci"):
         shutil.copytree(REPO_ROOT / part, work / part)
@@ -118,28 +171,15 @@ def ci_runner_remote(tmp_path: Path) -> Iterator[CiRunnerRemote]:
     (served / "group").mkdir(parents=True)
     bare = served / "group" / "ci-runner.git"
     run_git(["clone", "-q", "--bare", str(work), str(bare)], tmp_path)
-    run_git(["update-server-info"], bare)
-    handler = functools.partial(_QuietHandler, directory=str(served))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    for setting in ("uploadpack.allowAnySHA1InWant", "uploadpack.allowFilter"):
+        run_git(["config", setting, "true"], bare)
+    server = _GitServer(served)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield CiRunnerRemote(
-            f"127.0.0.1:{server.server_address[1]}", run_git(["rev-parse", "HEAD"], work)
-        )
+        host = f"127.0.0.1:{server.server_address[1]}"
+        yield CiRunnerRemote(host, run_git(["rev-parse", "HEAD"], work))
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-def fetched_includes(project: Path, remote: CiRunnerRemote, refs: list[str]) -> None:
-    """The ci-runner project's CI files at ``refs`` where gitlab-ci-local keeps what it fetched
-    for ``include: component`` and ``include: project`` (``.gitlab-ci-local/includes/<host>/
-    <project>/<ref>/``, src/parser-includes.ts): it fetches with a shallow clone, which git's
-    static HTTP protocol cannot serve, and reads these instead when they exist."""
-    host = remote.host.split(":")[0]
-    for ref in refs:
-        target = project / ".gitlab-ci-local" / "includes" / host / "group" / "ci-runner" / ref
-        for part in ("templates", "ci"):
-            shutil.copytree(REPO_ROOT / part, target / part)

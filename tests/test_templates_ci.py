@@ -20,11 +20,9 @@ import yaml
 
 from testing.git import run_git
 from testing.gitlab_ci_local import (
-    RELEASES,
     CiRunnerRemote,
     ci_runner_project,
     ci_runner_remote,
-    fetched_includes,
     gitlab_ci_local,
     run_gitlab_ci_local,
 )
@@ -73,7 +71,6 @@ def user_project(tmp_path: Path, ci_yaml: str, remote: CiRunnerRemote) -> Path:
     run_git(["remote", "add", "origin", f"http://{remote.host}/group/user-project.git"], project)
     run_git(["add", "-A"], project)
     run_git(["commit", "-q", "-m", "init"], project)
-    fetched_includes(project, remote, [*RELEASES, remote.sha])
     return project
 
 
