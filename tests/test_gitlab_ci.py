@@ -297,6 +297,7 @@ def test_component_command_lines_parse_with_the_real_cli() -> None:
             ["", " lead", "a/b", "Bericht ä", "A" * 101],
         ),
         ("image", ["img:1", "$CI_REGISTRY_IMAGE:$CI_COMMIT_SHA"], ["", "img:", "my image"]),
+        ("job_name", ["train", "train gpu:1", "t" * 255], ["", ".train", "t" * 256]),
     ],
 )
 def test_free_text_inputs_have_the_rule_gitlab_applies(

@@ -403,3 +403,16 @@ def test_gitlabs_refused_examples_are_refused_by_the_input(
         f"This GitLab CI configuration is invalid: `ci/train.yml`: `{name}` input: `{value}` does "
         "not match required regex: "
     )
+
+
+def test_a_job_name_gitlab_would_not_run_is_refused(tmp_path: Path, remote: CiRunnerRemote) -> None:
+    # processable.rb: at most 255 characters; jobs.rb: a name starting with . is a hidden job
+    good = ["train gpu:1", "t" * 255]
+    project = job_file_project(tmp_path / "good", remote, [{"job_name": name} for name in good])
+    assert list_jobs(project, **PUSH) == {name: "test" for name in good}
+    for bad in [".train", "t" * 256, ""]:
+        project = job_file_project(tmp_path / f"bad{len(bad)}", remote, [{"job_name": bad}])
+        assert gitlab_ci_local_refuses(project, ["--list"]).startswith(
+            f"This GitLab CI configuration is invalid: `ci/train.yml`: `job_name` input: `{bad}` "
+            "does not match required regex: "
+        )
