@@ -11,7 +11,8 @@ benchmarks and ``make demo-cluster`` share. Nothing here imports from ``tests/``
 - :mod:`testing.fake_gitlab`: GitLab's REST API as ci-runner uses it;
 - :mod:`testing.mermaid`: the real Mermaid in headless Chromium;
 - :mod:`testing.paths`, :mod:`testing.git`, :mod:`testing.golden`: files, git, golden files.
-- :mod:`testing.ci_templates`: writes ci/train.yml, the job file made from the component.
+- :mod:`testing.ci_templates`: writes templates/project/train.yml, the job file made from the
+  component.
 - helpers several test modules share: :mod:`testing.agent_kubeconfig` (the GitLab agent's
   KUBECONFIG), :mod:`testing.mr_pipeline` (an MR pipeline's CI job and its services, the
   scripted cluster among them),

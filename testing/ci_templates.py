@@ -1,8 +1,9 @@
-"""ci/train.yml, the training job for `include: project` and a copy in a user's repository, made
-from the CI/CD component templates/train.yml (tests/test_gitlab_ci.py keeps the two equal)::
+"""templates/project/train.yml, the training job for `include: project` and a copy in a user's
+repository, made from the CI/CD component templates/train.yml (tests/test_gitlab_ci.py keeps the
+two equal)::
 
-    python -m testing.ci_templates          # writes ci/train.yml
-    python -m testing.ci_templates --check  # exit 1 if ci/train.yml is not what it would write
+    python -m testing.ci_templates          # writes templates/project/train.yml
+    python -m testing.ci_templates --check  # exit 1 if it is not what it would write
 
 GitLab interpolates `$[[ component.* ]]` only in a file included with `include: component`, and
 refuses it elsewhere ("unknown interpolation provided: `version` in `component.version`",
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from testing.paths import REPO_ROOT
 
 COMPONENT = REPO_ROOT / "templates" / "train.yml"
-JOB_FILE = REPO_ROOT / "ci" / "train.yml"
+JOB_FILE = REPO_ROOT / "templates" / "project" / "train.yml"
 
 HEADER = """\
 # GENERATED from templates/train.yml by `python -m testing.ci_templates`: edit that file instead.
@@ -36,12 +37,12 @@ HEADER = """\
 #   include:
 #     - project: your-group/ci-runner
 #       ref: 1.2.0
-#       file: ci/train.yml
+#       file: templates/project/train.yml
 #       inputs:
 #         image: $CI_REGISTRY/your-group/ci-runner:1.2.0
 #
-# or, copied into your repository, `- local: ci/train.yml` with the same inputs. Include the
-# component instead where you can (README "GitLab quick start").
+# or, copied into your repository (e.g. as ci/train.yml), `- local: ci/train.yml` with the same
+# inputs. Include the component instead where you can (README "GitLab quick start").
 """
 
 JOB_IMAGE = (
@@ -73,7 +74,7 @@ def _input_block(spec: str, name: str) -> str:
 
 
 def job_file(component: str) -> str:
-    """ci/train.yml's text for the component's text ``component``."""
+    """The job file's text for the component's text ``component``."""
     spec_start = component.find("\nspec:\n")
     if spec_start < 0 or "\n---\n" not in component:
         raise NotGenerable("templates/train.yml: no `spec:` header followed by `---`")
@@ -106,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         if not JOB_FILE.is_file() or JOB_FILE.read_text(encoding="utf-8") != text:
             print(
-                "error: ci/train.yml is not templates/train.yml's job file; fix: "
+                "error: templates/project/train.yml is not templates/train.yml's job file; fix: "
                 "python -m testing.ci_templates",
                 file=sys.stderr,
             )

@@ -1,7 +1,8 @@
-"""A git server over HTTP on loopback that, like GitLab, serves a repository only to a client that
-sends the right user and token (Basic authentication): ``git http-backend`` run as a CGI program
-(git's Documentation/git-http-backend.txt), behind a 401 with ``WWW-Authenticate: Basic``, which
-is what makes git ask its credential helper. It records the credentials each request sent."""
+"""A git server over HTTP on loopback: ``git http-backend`` run as a CGI program (git's
+Documentation/git-http-backend.txt) for the repositories under a root, as a GitLab serves them.
+With a user and password it serves only a client that sends them (Basic authentication), behind
+a 401 with ``WWW-Authenticate: Basic``, which is what makes git ask its credential helper, and
+records the credentials each request sent; without, it serves everyone."""
 
 from __future__ import annotations
 
@@ -23,9 +24,13 @@ class GitHttp:
 
 
 @contextmanager
-def git_http(root: Path, user: str, password: str) -> Iterator[GitHttp]:
-    """Serve the bare repositories in ``root`` to ``user`` with ``password``."""
-    expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+def git_http(root: Path, user: str | None = None, password: str | None = None) -> Iterator[GitHttp]:
+    """Serve the bare repositories in ``root``: to ``user`` with ``password`` only, when given."""
+    expected = (
+        "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        if user is not None
+        else None
+    )
     server_state = GitHttp(url="")
 
     class Handler(BaseHTTPRequestHandler):
@@ -39,13 +44,14 @@ def git_http(root: Path, user: str, password: str) -> Iterator[GitHttp]:
             pass
 
         def _serve(self) -> None:
-            if self.headers.get("Authorization") != expected:
+            if expected is not None and self.headers.get("Authorization") != expected:
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="git"')
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            server_state.seen.append(f"{user}:{password}")
+            if expected is not None:
+                server_state.seen.append(f"{user}:{password}")
             path, _, query = self.path.partition("?")
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             env = {
@@ -59,14 +65,18 @@ def git_http(root: Path, user: str, password: str) -> Iterator[GitHttp]:
                 "QUERY_STRING": query,
                 "CONTENT_TYPE": self.headers.get("Content-Type") or "",
                 "CONTENT_LENGTH": str(len(body)),
-                "REMOTE_USER": user,
+                "REMOTE_USER": user or "",
                 # The Git-Protocol header, as a web server passes it (protocol v2).
                 "GIT_PROTOCOL": self.headers.get("Git-Protocol") or "",
             }
             cgi = subprocess.run(
                 ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
             )
+            # Only the CGI headers end in CRLF: the content (a pack) is binary, left as it is.
             head, _, content = cgi.stdout.partition(b"\r\n\r\n")
+            if cgi.returncode != 0 or not head:
+                self.send_error(500, cgi.stderr.decode(errors="replace")[-200:])
+                return
             status = 200
             headers = []
             for line in head.decode("latin-1").split("\r\n"):
@@ -91,3 +101,4 @@ def git_http(root: Path, user: str, password: str) -> Iterator[GitHttp]:
     finally:
         server.shutdown()
         server.server_close()
+        thread.join()

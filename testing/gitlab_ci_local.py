@@ -3,21 +3,19 @@ gitlab-ci-local`), and the ci-runner project as another project includes it from
 
 from __future__ import annotations
 
-import http.server
 import os
 import platform
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from testing.git import run_git
+from testing.git_http import git_http
 from testing.paths import REPO_ROOT, cache_dir
 
 GCL_VERSION = "4.75.1"  # scripts/setup-gitlab-ci-local.sh installs this version
@@ -94,64 +92,6 @@ class CiRunnerRemote:
     sha: str
 
 
-class _GitHttpBackend(http.server.BaseHTTPRequestHandler):
-    """git's smart HTTP protocol by ``git http-backend`` (its CGI interface), for the
-    repositories under the server's ``root``: what gitlab-ci-local's ``git ls-remote`` and
-    shallow, filtered ``git clone`` of an included project need."""
-
-    server: _GitServer
-
-    def do_GET(self) -> None:
-        self._backend()
-
-    def do_POST(self) -> None:
-        self._backend()
-
-    def _backend(self) -> None:
-        path, _, query = self.path.partition("?")
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(self.server.root),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_PROJECT_ROOT": str(self.server.root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_ADDR": self.client_address[0],
-            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-        }
-        done = subprocess.run(
-            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
-        )
-        head, _, payload = done.stdout.replace(b"\r\n", b"\n").partition(b"\n\n")
-        if done.returncode != 0 or not head:
-            self.send_error(500, done.stderr.decode(errors="replace")[-200:])
-            return
-        headers = [line.decode().split(": ", 1) for line in head.splitlines()]
-        status = next((value for name, value in headers if name == "Status"), "200 OK")
-        self.send_response(int(status.split()[0]))
-        for name, value in headers:
-            if name != "Status":
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-
-class _GitServer(http.server.ThreadingHTTPServer):
-    def __init__(self, root: Path) -> None:
-        super().__init__(("127.0.0.1", 0), _GitHttpBackend)
-        self.root = root
-
-
 @contextmanager
 def ci_runner_remote(tmp_path: Path) -> Iterator[CiRunnerRemote]:
     """The ci-runner project on a git server, as a GitLab holds it, for gitlab-ci-local to fetch
@@ -160,8 +100,7 @@ def ci_runner_remote(tmp_path: Path) -> Iterator[CiRunnerRemote]:
     version ranges, lib/gitlab/ci/components/instance_path.rb). Like GitLab, it serves a commit by
     SHA and partial clones (uploadpack.allowAnySHA1InWant, allowFilter)."""
     work = tmp_path / "ci-runner-source"
-    for part in ("templates", "ci"):
-        shutil.copytree(REPO_ROOT / part, work / part)
+    shutil.copytree(REPO_ROOT / "templates", work / "templates")
     run_git(["init", "-q", "-b", "main"], work)
     run_git(["add", "-A"], work)
     run_git(["commit", "-q", "-m", "CI files"], work)
@@ -173,13 +112,6 @@ def ci_runner_remote(tmp_path: Path) -> Iterator[CiRunnerRemote]:
     run_git(["clone", "-q", "--bare", str(work), str(bare)], tmp_path)
     for setting in ("uploadpack.allowAnySHA1InWant", "uploadpack.allowFilter"):
         run_git(["config", setting, "true"], bare)
-    server = _GitServer(served)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        host = f"127.0.0.1:{server.server_address[1]}"
+    with git_http(served) as server:
+        host = server.url.removeprefix("http://")
         yield CiRunnerRemote(host, run_git(["rev-parse", "HEAD"], work))
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

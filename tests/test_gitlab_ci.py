@@ -313,7 +313,8 @@ def test_the_job_file_is_the_component_without_its_component_context() -> None:
     from testing.ci_templates import JOB_FILE, job_file
 
     assert JOB_FILE.read_text() == job_file(COMPONENT.read_text()), (
-        "ci/train.yml is not templates/train.yml's job file; fix: python -m testing.ci_templates"
+        "templates/project/train.yml is not templates/train.yml's job file; fix: python -m "
+        "testing.ci_templates"
     )
     component = yaml.safe_load(COMPONENT.read_text().split("\n---\n")[0])["spec"]
     job = yaml.safe_load(JOB_FILE.read_text().split("\n---\n")[0])["spec"]

@@ -31,7 +31,7 @@ from testing.paths import REPO_ROOT
 # gitlab-ci-local validates against GitLab's schema for seconds on every call: run by make test
 pytestmark = pytest.mark.slow
 README = REPO_ROOT / "README.md"
-JOB_FILE = REPO_ROOT / "ci" / "train.yml"
+JOB_FILE = REPO_ROOT / "templates" / "project" / "train.yml"
 IMAGE = "registry.example.com/your-group/ci-runner:0.1.0"
 RELEASED_IMAGE = "$CI_REGISTRY/ci-runner/ci-runner"  # the image_repository default
 
@@ -293,7 +293,7 @@ def test_the_component_by_sha_runs_the_image_it_is_given(
 def test_the_readmes_project_include_and_copy_list_the_job(
     tmp_path: Path, remote: CiRunnerRemote
 ) -> None:
-    (snippet,) = readme_snippets("file: ci/train.yml")
+    (snippet,) = readme_snippets("file: templates/project/train.yml")
     project = user_project(tmp_path / "project", snippet, remote)
     job = preview(project)["train"]
     assert job["image"] == {"name": "$CI_REGISTRY/group/ci-runner:1.2.0"}
@@ -309,7 +309,7 @@ def test_the_readmes_project_include_and_copy_list_the_job(
 @pytest.mark.parametrize(
     "include",
     [
-        {"project": "group/ci-runner", "ref": "1.2.0", "file": "ci/train.yml"},
+        {"project": "group/ci-runner", "ref": "1.2.0", "file": "templates/project/train.yml"},
         {"local": "ci/train.yml"},
     ],
     ids=["project", "copy"],
@@ -319,7 +319,7 @@ def test_the_job_file_without_an_image_is_refused(
 ) -> None:
     project = user_project(tmp_path, yaml.safe_dump({"include": [include]}), remote)
     where = (
-        ".gitlab-ci-local/includes/127.0.0.1/group/ci-runner/1.2.0/ci/train.yml"
+        ".gitlab-ci-local/includes/127.0.0.1/group/ci-runner/1.2.0/templates/project/train.yml"
         if "project" in include
         else "ci/train.yml"
     )

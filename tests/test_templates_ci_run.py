@@ -39,7 +39,7 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
     (ci/train.yml, ``include: local:``), run as an MR pipeline by gitlab-ci-local."""
     repo = pipe.repo
     (repo / "ci").mkdir()
-    shutil.copy(REPO_ROOT / "ci" / "train.yml", repo / "ci" / "train.yml")
+    shutil.copy(REPO_ROOT / "templates" / "project" / "train.yml", repo / "ci" / "train.yml")
     ci = {
         "include": [
             {
