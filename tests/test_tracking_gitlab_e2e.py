@@ -108,8 +108,9 @@ def test_tracking_gitlab_logs_the_run_in_the_projects_model_experiments(
     lines = err.splitlines()
     assert f"[ci-runner] MLflow run: {page}" in lines
     assert f"[ci-runner] MLflow run FINISHED, 3 metric points: {page}" in lines
-    (note,) = gitlab_server.notes(project, 3)
+    note, reply = gitlab_server.notes(project, 3)
     assert f"[MLflow run]({page})" in note.body
+    assert reply.body.startswith(f"<!-- ci-runner-result:job-{job_id} -->\n✅ ")
     # Every MLflow request went with the token as MLflow's client sends it.
     sent = [r for r in gitlab_server.requests if "/ml/mlflow/" in r.path]
     assert {r.headers.get("authorization") for r in sent} == {f"Bearer {GITLAB_TOKEN}"}

@@ -9,6 +9,16 @@ never adds a second one. A create that timed out or got a 5xx may have been exec
 before creating again, the marker is looked for, so an answer lost on the way never makes two.
 Every body goes out through :func:`ci_runner.gitlab.notes.note_body` (no line a quick action,
 in the form GitLab stores, so an unchanged report is recognised and not sent again).
+
+GitLab notifies a merge request's participants of a created note, never of an edited one
+(Notes::CreateService runs NewNoteWorker, which calls NotificationService#new_note;
+Notes::UpdateService notifies nobody: app/services/notes/, app/workers/new_note_worker.rb). So
+at the end of a run :func:`reply_once` adds a short note to the report's thread: a reply to the
+report note (POST .../discussions/:discussion_id/notes, lib/api/discussions.rb; GitLab turns an
+MR's individual note into a thread on the first reply, Notes::BuildService and
+IndividualNoteDiscussion#convert_to_discussion!). The reply carries a hidden marker naming the
+CI job; found among our notes of the thread, it is not posted again (``cancel`` after
+``train``, an after_script run twice).
 """
 
 from __future__ import annotations
@@ -212,12 +222,13 @@ def _create_once(
     server: str,
     find: Callable[[], _Found | None],
     create: Callable[[str], int],
+    what: str = "the report",
 ) -> int:
     """Create the note; when the answer is lost (timeout, dropped connection, 5xx), GitLab may
     have created it anyway: look for it before creating again."""
     for attempt in range(1, CREATE_ATTEMPTS + 1):
         try:
-            with gitlab_errors(f"post the report to {where}", server):
+            with gitlab_errors(f"post {what} to {where}", server):
                 return create(body)
         except GitLabTimeout:
             raise
@@ -232,6 +243,87 @@ def _create_once(
                     found.save(body)
             return found.note_id
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def reply_once(
+    project: Project, comment: PostedComment, reply_tag: str, body: str
+) -> PostedComment | None:
+    """Reply ``body`` in the thread of the report note ``comment`` unless a note of ours in that
+    thread already holds ``reply_tag`` (this CI job's reply: then it is returned, UNCHANGED).
+    None when the report note is in no thread any more (deleted meanwhile).
+
+    The thread is found by listing the noteable's threads, oldest first, up to the one holding
+    the report note (GitLab's note entity does not say its thread: lib/api/entities/note.rb);
+    every request is within the phase's time budget, like the report's own.
+    """
+    target = comment.target
+    noteable: ProjectMergeRequest | ProjectCommit
+    if isinstance(target, MergeRequestTarget):
+        noteable = project.mergerequests.get(target.iid, lazy=True)
+    else:
+        noteable = project.commits.get(target.sha, lazy=True)
+    where = target.describe(project)
+    server = project.manager.gitlab.url
+    user_id = current_user_id(project.manager.gitlab)
+    page = comment.url.partition("#")[0]
+    with gitlab_errors(f"read the threads of {where}", server):
+        thread = _thread_of(noteable, comment.note_id)
+    if thread is None:
+        return None
+    discussion_id, notes = thread
+    found = _ours(noteable, discussion_id, notes, reply_tag, user_id)
+    if found is not None:
+        url = f"{page}#note_{found.note_id}"
+        return PostedComment(target, Action.UNCHANGED, found.note_id, url)
+
+    def find() -> _Found | None:
+        again = noteable.discussions.get(discussion_id).attributes.get("notes", [])
+        return _ours(noteable, discussion_id, again, reply_tag, user_id)
+
+    def create(text: str) -> int:
+        thread = noteable.discussions.get(discussion_id, lazy=True)
+        return int(thread.notes.create({"body": text}).id)
+
+    text = _checked(note_body(body), where)
+    note_id = _create_once(text, where, server, find, create, "the result reply")
+    return PostedComment(target, Action.CREATED, note_id, f"{page}#note_{note_id}")
+
+
+def _thread_of(
+    noteable: ProjectMergeRequest | ProjectCommit, note_id: int
+) -> tuple[str, list[dict[str, Any]]] | None:
+    """The id and notes of the thread holding note ``note_id``, or None."""
+    for discussion in noteable.discussions.list(iterator=True, per_page=PER_PAGE):
+        notes = discussion.attributes.get("notes") or []
+        if any(note.get("id") == note_id for note in notes):
+            return str(discussion.id), list(notes)
+    return None
+
+
+def _ours(
+    noteable: ProjectMergeRequest | ProjectCommit,
+    discussion_id: str,
+    notes: Sequence[dict[str, Any]],
+    tag: str,
+    user_id: int,
+) -> _Found | None:
+    """Our first note in the thread holding ``tag`` (a reviewer quoting it does not count)."""
+    for note in notes:
+        author = (note.get("author") or {}).get("id")
+        text = note.get("body") or ""
+        if not note.get("system") and author == user_id and tag in text:
+            note_id = int(note["id"])
+            return _Found(note_id, text, partial(_save_in_thread, noteable, discussion_id, note_id))
+    return None
+
+
+def _save_in_thread(
+    noteable: ProjectMergeRequest | ProjectCommit, discussion_id: str, note_id: int, body: str
+) -> None:
+    thread = noteable.discussions.get(discussion_id, lazy=True)
+    edited = thread.notes.get(note_id, lazy=True)
+    edited.body = body
+    edited.save()
 
 
 def _maybe_executed(error: BaseException | None) -> bool:
