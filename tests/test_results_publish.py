@@ -601,3 +601,27 @@ def test_the_thread_is_found_past_the_first_page_of_threads(
     *_, summary, reply = gitlab_server.notes(project, 4)
     assert summary.discussion_id == reply.discussion_id
     assert gitlab_server.count("GET", r"/merge_requests/4/discussions$") == 2  # pages 1 and 2
+
+
+def test_the_replys_thread_lookup_keeps_within_gitlabs_budget(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "3"}
+    gitlab = open_gitlab(ctx(gitlab_server), env, NoWarnings(), clock)
+    url = gitlab_server.url
+    gitlab_server.inject(DROP, method="GET", path=r"/discussions$", times=100)
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    warnings = run_finish(gitlab_server, tmp_path, result(log), gitlab)
+
+    assert warnings[-1:] == [
+        "[ci-runner] warning: the result was not announced in the comment's thread: cannot "
+        f"read the threads of merge request !4 of group/proj: GitLab at {url} did not answer "
+        "within the 3 s ci-runner gives it; fix: check CI_SERVER_URL and the runner's network, "
+        "or give GitLab more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
+    ]
+    assert sum(clock.sleeps) <= 3
+    [summary] = gitlab_server.notes(project, 4)
+    assert summary.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded")
