@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import requests
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import ManualClock
@@ -625,3 +627,34 @@ def test_the_replys_thread_lookup_keeps_within_gitlabs_budget(
     assert sum(clock.sleeps) <= 3
     [summary] = gitlab_server.notes(project, 4)
     assert summary.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded")
+
+
+def test_a_reviewer_quoting_the_replys_marker_does_not_stop_the_reply(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    reviewer = gitlab_server.add_user("reviewer")
+    gitlab_server.add_token("glpat-reviewer", reviewer)
+    pipeline = ctx(gitlab_server)
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    announce(
+        open_gitlab(pipeline, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings()),
+        plan,
+        SecretMasker([TOKEN]),
+        NoWarnings(),
+    )
+    [summary] = gitlab_server.notes(project, 4)
+    quoted = json.dumps({"body": f"> {REPLY}\n> done?"}).encode()
+    response = requests.post(
+        f"{gitlab_server.url}/api/v4/projects/group%2Fproj/merge_requests/4/discussions/"
+        f"{summary.discussion_id}/notes",
+        data=quoted,
+        headers={"PRIVATE-TOKEN": "glpat-reviewer", "Content-Type": "application/json"},
+        timeout=5,
+    )
+    assert response.status_code == 201
+
+    finish_after(gitlab_server, plan, Outcome.SUCCEEDED, tmp_path)
+
+    _, quote, reply = gitlab_server.notes(project, 4)
+    assert quote.author == reviewer
+    assert (reply.author.username, reply.body.splitlines()[0]) == ("bot", REPLY)
