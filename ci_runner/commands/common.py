@@ -22,6 +22,7 @@ from ci_runner.config.overrides import ARGS_VARIABLE, WORKERS_VARIABLE, apply_ov
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
+from ci_runner.errors import GitError
 from ci_runner.gitrepo import differs_from_commit, repo_root
 from ci_runner.plan.deadline import CIJobTime, ci_job_time, longer_than_job
 from ci_runner.plan.run_plan import RunPlan, build_plan
@@ -147,8 +148,13 @@ def note_uncommitted(
     """One line when train.yaml in the working tree is not what was read from the commit
     (``validate`` and ``render`` judge the commit; ``done`` says what the command did with it,
     e.g. "validate checked"): not with ``--sha``, which names the commit on purpose."""
-    if args.sha or not differs_from_commit(loaded.ctx.sha, loaded.config_path, loaded.root):
+    if args.sha:
         return
+    try:
+        if not differs_from_commit(loaded.ctx.sha, loaded.config_path, loaded.root):
+            return
+    except GitError:
+        return  # git could not compare: a note is not worth failing the command for
     runtime.console.status(
         f"note: {loaded.config_path} has uncommitted changes; {done} commit "
         f"{loaded.ctx.short_sha}; commit them (or pass --sha REV to choose the commit)"
