@@ -381,6 +381,12 @@ def test_a_reply_to_an_mr_note_makes_it_a_thread_and_only_creates_notify(
 
     thread = mr.discussions.get(individual.id)
     assert thread.attributes["individual_note"] is False
+    # a merge request's thread is resolvable and unresolved ("all threads must be resolved")
+    assert [(n["resolvable"], n["resolved"]) for n in thread.attributes["notes"]] == [
+        (True, False),
+        (True, False),
+    ]
+    assert mr.notes.get(other.id).resolvable is False  # an individual note is not
     assert [(n["id"], n["type"], n["body"]) for n in thread.attributes["notes"]] == [
         (first.id, "DiscussionNote", "report, edited"),
         (reply.id, "DiscussionNote", "done"),

@@ -154,7 +154,7 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     upload_model(second, job2)
     job2.launcher_exits(0)
     assert finished(process, log) == 0, "\n".join(log.lines)
-    # ... and its end is a new note (GitLab notifies of those), the comment's thread's third
+    # ... and its end is a new note (GitLab notifies of those), the MR's third
     comment, _, second_reply = pipeline.notes()
     assert "<summary>Previous runs (1)</summary>" in comment
     assert "[job #5005]" in comment

@@ -24,8 +24,8 @@ class GitLabDestination:
     project: Any  # gitlab.v4.objects.Project
     targets: tuple[Any, ...]  # ci_runner.gitlab.comments.Target
     session: Any  # ci_runner.gitlab.transport.BoundedSession
-    # Reply with the result in the comment's thread at the end of a run (GitLab notifies of a
-    # new note, not of an edited one); off with the component input notify_result: false.
+    # Post the result as a new note at the end of a run (GitLab notifies of a new note, not of
+    # an edited one); off with the component input notify_result: false.
     notify: bool = True
 
     def next_phase(self) -> None:

@@ -44,8 +44,9 @@ def post(
     targets: Sequence[Any] | None = None,
 ) -> None:
     """Create or edit this config's comment on ``targets`` (default: every target of
-    ``gitlab``), and for a run that ended, reply with the result in its thread once per CI job
-    (:func:`ci_runner.gitlab.comments.reply_once`); a failure is only a warning."""
+    ``gitlab``), and for a run that ended, post the result as a new note once per CI job
+    (:func:`ci_runner.gitlab.comments.reply_once`: GitLab notifies of new notes only); a
+    failure is only a warning."""
     if gitlab is None or gitlab.out_of_time:
         return
     from ci_runner.gitlab.comments import Action, publish, reply_once
@@ -70,10 +71,10 @@ def post(
         try:
             replied = reply_once(gitlab.project, comment, tag, body)
         except GitLabError as error:
-            console.warning(f"the result was not announced in the comment's thread: {error}")
+            console.warning(f"the result's note was not posted: {error}")
             return
         if replied is not None and replied.action is Action.CREATED:
-            console.status(f"result posted in the comment's thread: {replied.url}")
+            console.status(f"result posted: {replied.url}")
 
 
 def announce(

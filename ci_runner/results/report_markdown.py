@@ -61,7 +61,7 @@ def marker(config_name: str) -> str:
 
 
 def reply_marker(job_id: str | None) -> str | None:
-    """The hidden line of the result reply one CI job posts in the comment's thread, e.g.
+    """The hidden line of the result note one CI job posts after the comment, e.g.
     ``<!-- ci-runner-result:job-4242 -->``: finding it in the thread means this job's reply is
     there already. None for a job id that is not a number (never one from GitLab). It never
     contains :func:`marker`'s text, so the reply is never taken for the comment."""
@@ -71,9 +71,9 @@ def reply_marker(job_id: str | None) -> str | None:
 
 
 def render_reply(report: ReportInput, reply_tag: str, comment_url: str | None) -> str:
-    """The short reply that tells the thread's participants how the run ended (GitLab notifies
-    them of a new note, never of an edited one): the verdict, the first metric with its change
-    against the baseline, and links to the job and the full report."""
+    """The short note that tells the participants how the run ended (GitLab notifies them of a
+    new note, never of an edited one): the verdict, the first metric with its change against
+    the baseline, and links to the job and the full report."""
     icon, verdict = _VERDICTS[report.outcome]
     ctx = report.context
     parts = [f"{icon} **{verdict[0].upper()}{verdict[1:]}**: {code(report.config_name)}"]

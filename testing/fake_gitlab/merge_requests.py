@@ -131,6 +131,14 @@ def mr_json(project: Project, mr: MergeRequest, base: str) -> JSONValue:
 
 
 def note_json(project: Project, mr: MergeRequest, note: Note, base: str) -> JSONValue:
+    """Entities::Note (lib/api/entities/note.rb). A thread's note of a merge request is
+    resolvable, and unresolved until someone resolves it (ResolvableNote: ``DiscussionNote`` on
+    a noteable of ``Noteable.resolvable_types``, app/models/concerns/resolvable_note.rb,
+    noteable.rb); this fake has no resolving, so it is always unresolved."""
+    resolvable = note.type is not None and not note.system
+    extra: JSONValue = (
+        {"resolved": False, "resolved_by": None, "resolved_at": None} if resolvable else {}
+    )
     return {
         "id": note.id,
         "type": note.type,
@@ -144,7 +152,8 @@ def note_json(project: Project, mr: MergeRequest, note: Note, base: str) -> JSON
         "noteable_type": "MergeRequest",
         "noteable_iid": mr.iid,
         "project_id": project.id,
-        "resolvable": False,
+        "resolvable": resolvable,
+        **extra,
         "confidential": False,
         "internal": False,
     }

@@ -19,6 +19,9 @@ Rules, from GitLab's source (gitlabhq/gitlabhq; files as cited):
   Notes::BuildService ``reply_attributes``). The reply is a new note: it notifies
   (testing/fake_gitlab/model.py ``NoteEvent``); quick actions in it run as in any note.
 - Editing a thread's note is the note edit of lib/api/helpers/notes_helpers.rb ``update_note``.
+- A merge request's thread is resolvable and starts unresolved (resolvable_note.rb,
+  resolvable_discussion.rb): it counts against "all threads must be resolved"
+  (merge_requests.py ``note_json``). Resolving is not served here.
 """
 
 from __future__ import annotations
