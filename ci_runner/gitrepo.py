@@ -92,6 +92,12 @@ def file_exists_at(sha: str, path: str, cwd: Path) -> bool:
     return kind == "blob"
 
 
+def differs_from_commit(sha: str, path: str, cwd: Path) -> bool:
+    """Whether ``path`` in the work tree is not as in commit ``sha`` (changed or deleted;
+    git's own comparison, line-ending filters included)."""
+    return bool(git(["diff", "--name-only", sha, "--", path], cwd).strip())
+
+
 def is_dirty(cwd: Path) -> bool:
     """Whether the work tree has uncommitted changes to tracked files."""
     return bool(git(["status", "--porcelain", "--untracked-files=no"], cwd).strip())

@@ -149,6 +149,56 @@ def test_a_timeout_longer_than_the_ci_jobs_warns_in_validate_render_and_train(
     assert trained.stderr.startswith(warning)
 
 
+def test_a_command_that_starts_mpi_or_needs_a_shell_warns_in_validate_render_and_train(
+    git_repo: GitRepo,
+) -> None:
+    seed = "horovodrun -np 3 -H $HOSTS python train.py && echo done"
+    text = TRAIN_YAML.replace("python train.py --epochs 3", f'"{seed}"')
+    repo, sha = git_repo({"train.yaml": text, "requirements.txt": "x\n"})
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    warnings = (
+        "[ci-runner] warning: train.yaml: command starts with horovodrun, but ci-runner starts "
+        "mpirun itself and runs command inside each rank, so every rank would start horovodrun "
+        "again; fix: write only what each rank runs, e.g. command: python train.py (workers and "
+        "slots_per_worker say how many ranks)\n"
+        "[ci-runner] warning: train.yaml: command holds shell syntax ('$HOSTS', '&&') that no "
+        "shell reads: each rank runs command as a program and its arguments, which get these "
+        "words as they are; fix: put the steps in a script in the repository and run that "
+        "(command: sh train.sh), and read variables in your code (os.environ)\n"
+    )
+    validated = run(["validate"], repo)
+    assert (validated.code, validated.stderr) == (0, warnings)
+    rendered = run(["render"], repo, ci_env(sha))
+    assert rendered.code == 0
+    assert rendered.stderr.startswith(warnings)
+    # train warns before anything else fails (here: no cluster to connect to)
+    trained = run(["train"], repo, {**ci_env(sha), "KUBECONFIG": str(repo / "missing")})
+    assert trained.stderr.startswith(warnings)
+
+
+def test_validate_says_when_train_yaml_has_uncommitted_changes(
+    project: tuple[Path, str],
+) -> None:
+    repo, sha = project
+    assert run(["validate"], repo).stderr == ""  # as committed: nothing to say
+    (repo / "train.yaml").write_text(TRAIN_YAML.replace("workers: 2", "workers: 0"))
+    result = run(["validate"], repo)
+    assert result.code == 0  # the commit's train.yaml is valid: that is what was checked
+    assert result.stderr == (
+        f"[ci-runner] note: train.yaml has uncommitted changes; validate checked commit "
+        f"{sha[:8]}; commit them (or pass --sha REV to choose the commit)\n"
+    )
+    rendered = run(["render"], repo)
+    assert rendered.stderr.startswith(
+        f"[ci-runner] note: train.yaml has uncommitted changes; render read it from commit "
+        f"{sha[:8]}; commit them (or pass --sha REV to choose the commit)\n"
+    )
+    # --sha names the commit on purpose; a deleted file is a change too
+    assert run(["validate", "--sha", sha], repo).stderr == ""
+    (repo / "train.yaml").unlink()
+    assert run(["validate"], repo).stderr.startswith("[ci-runner] note: train.yaml has ")
+
+
 def test_no_token_ever_reaches_the_output(project: tuple[Path, str]) -> None:
     repo, sha = project
     env = ci_env(sha)

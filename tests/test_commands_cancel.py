@@ -23,6 +23,9 @@ from ci_runner.config.schema import load_config
 from ci_runner.context import from_environment
 from ci_runner.plan.mpijob_name import mpijob_name
 from testing.agent_kubeconfig import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
+from testing.fake_gitlab.accounts import GITLAB_TOKEN
+from testing.fake_gitlab.model import User
+from testing.fake_gitlab.server import FakeGitLab
 from testing.fake_kube.server import FakeKubeServer
 
 GitRepo = Callable[..., tuple[Path, str]]
@@ -167,3 +170,43 @@ def test_cancel_also_deletes_the_jobs_whose_time_has_passed(
         ) in err.splitlines()
         assert kas.store.find(MPIJOBS, "ml-training", "left-1") is None
         assert kas.store.find(MPIJOBS, "ml-training", "running") is not None
+
+
+def test_after_script_run_twice_replies_with_the_result_once(
+    git_repo: GitRepo, tmp_path: Path, gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML})
+    project = gitlab_server.add_project("group/proj")
+    gitlab_server.add_merge_request(project, 4, sha=sha)
+    with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
+            "GITLAB_CI": "true",
+            "CI_SERVER_URL": gitlab_server.url,
+            "CI_PROJECT_PATH": "group/proj",
+            "CI_PROJECT_URL": f"{gitlab_server.url}/group/proj",
+            "CI_COMMIT_SHA": sha,
+            "CI_JOB_ID": "901",
+            "CI_JOB_URL": f"{gitlab_server.url}/group/proj/-/jobs/901",
+            "CI_MERGE_REQUEST_IID": "4",
+            "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+            "CI_RUNNER_GITLAB_TOKEN": GITLAB_TOKEN,
+            "CI_JOB_STATUS": "canceled",
+        }
+        args = ["--kube-context", "ml/k8s-agents:gpu-cluster"]
+        first = cancel(args, repo, env)
+        again = cancel(args, repo, env)  # after_script run a second time, same CI job
+
+    assert first[0] == again[0] == 0, (first, again)
+    summary, reply = gitlab_server.notes(project, 4)
+    page = f"{gitlab_server.url}/group/proj/-/merge_requests/4"
+    assert reply.body == (
+        "<!-- ci-runner-result:job-901 -->\n🚫 **Training cancelled**: `toy` · reason: `the CI "
+        f"job was cancelled` · [job #901]({gitlab_server.url}/group/proj/-/jobs/901) · "
+        f"[full report]({page}#note_{summary.id})"
+    )
+    assert f"[ci-runner] result posted: {page}#note_{reply.id}" in first[1].splitlines()
+    assert "result posted" not in again[1]
+    assert [e.note_id for e in gitlab_server.notifications()] == [summary.id, reply.id]

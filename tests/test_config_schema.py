@@ -505,6 +505,13 @@ def test_arbitrary_input_loads_or_fails_with_config_error(data: str | bytes) -> 
         assert error.lines() and all("\n" not in line for line in error.lines())
 
 
+def test_a_model_may_be_named_like_the_experiment() -> None:
+    # GitLab keeps a model's runs in the experiment "[model]<name>" (app/models/ml/model.rb,
+    # prefixed_experiment), so a model and an experiment of one name do not meet.
+    text = BASE + "tracking: {server: gitlab, experiment: toy, model: toy}\n"
+    assert load_config(text).tracking == TrackingSpec("gitlab", "toy", False, "toy")
+
+
 def test_setup_and_launcher_resources_are_none_or_a_mapping() -> None:
     assert load_config(BASE + "resources: {setup: none, launcher: none}\n").resources == Resources(
         setup=ContainerResources(), launcher=ContainerResources()

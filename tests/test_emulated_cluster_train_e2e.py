@@ -225,8 +225,8 @@ def train(
     job = pipeline(site, name, config, files, namespace)
     train = job.start("train")
     output, _ = train.communicate(timeout=600)
-    notes = job.notes()
-    return Run(train.returncode, output.splitlines(), notes[-1] if notes else "", job.sha)
+    notes = job.notes()  # the report, then the result's reply in its thread
+    return Run(train.returncode, output.splitlines(), notes[0] if notes else "", job.sha)
 
 
 def assert_trained(run: Run, name: str) -> None:
@@ -565,7 +565,7 @@ def test_a_cancelled_or_timed_out_job_leaves_no_pod_and_no_process(site: Site, s
     ):
         assert time.monotonic() < deadline, (cleanup.inventory(), before)
         time.sleep(0.2)
-    (comment,) = job.notes()  # "Training started", edited
+    comment, _ = job.notes()  # "Training started", edited; then the result's reply
     if status == "canceled":
         assert "### 🚫 Training cancelled" in comment, comment
     else:
@@ -712,7 +712,7 @@ def test_an_evicted_worker_is_named_with_its_disruption_target(site: Site) -> No
     )
     rest, _ = train.communicate(timeout=300)
     notes = job.notes()
-    run = Run(train.returncode, seen + rest.splitlines(), notes[-1] if notes else "", job.sha)
+    run = Run(train.returncode, seen + rest.splitlines(), notes[0] if notes else "", job.sha)
     message = failure_line(run)
     assert message == (
         f"worker {name}-worker-1 was stopped by the cluster (EvictionByEvictionAPI: Eviction "

@@ -203,6 +203,14 @@ def test_fork_merge_requests_are_opt_in() -> None:
     assert jobs["train"]["variables"]["CI_RUNNER_ALLOW_FORKS"] == "true"
 
 
+def test_the_result_reply_is_on_unless_turned_off() -> None:
+    spec, jobs = load_component({"image": "img:1"})
+    assert spec["notify_result"]["type"] == "boolean"
+    assert jobs["train"]["variables"]["CI_RUNNER_NOTIFY_RESULT"] == "true"
+    _, jobs = load_component({"image": "img:1", "notify_result": False})
+    assert jobs["train"]["variables"]["CI_RUNNER_NOTIFY_RESULT"] == "false"
+
+
 def test_the_image_defaults_to_the_one_released_with_the_same_version() -> None:
     _, jobs = load_component({}, version="1.2.0")
     job = jobs["train"]

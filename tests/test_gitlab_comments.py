@@ -20,6 +20,7 @@ from ci_runner.gitlab.comments import (
     PostedComment,
     find_targets,
     publish,
+    reply_once,
     report_project_id,
 )
 from ci_runner.gitlab.transport import BoundedSession
@@ -517,3 +518,45 @@ def test_pages_are_followed_on_our_url_when_gitlabs_external_url_differs(
         assert (
             fake.count("GET", r"/notes$") == 3
         )  # pages 1-3 on 127.0.0.1, never gitlab.example.com
+
+
+def test_the_results_lookup_keeps_within_gitlabs_budget(
+    gitlab_server: FakeGitLab,
+    gitlab_fake_project: FakeProject,
+    gitlab_project: Project,
+    gitlab_clock: ManualClock,
+) -> None:
+    gitlab_server.add_merge_request(gitlab_fake_project, 7, sha=GITLAB_SHA)
+    [report] = publish(gitlab_project, [MergeRequestTarget(7)], MARKER, Renderer())
+    gitlab_server.inject(DROP, method="GET", path=r"/notes$", times=100)
+
+    with pytest.raises(GitLabError) as caught:
+        reply_once(gitlab_project, report, "<!-- ci-runner-result:job-9 -->", "done")
+
+    assert str(caught.value) == (
+        f"cannot read the comments of merge request !7 of group/proj: GitLab at "
+        f"{gitlab_server.url} did not answer (ConnectionError, after retries); fix: check "
+        "CI_SERVER_URL and the runner's network, then retry the job once GitLab answers again"
+    )
+    assert 0 < sum(gitlab_clock.sleeps) <= 20  # the session's budget (tests/conftest.py)
+    assert note_bodies(gitlab_fake_project, 7) == [f"{MARKER}\nreport (run 1)"]
+
+
+def test_a_commits_result_is_a_reply_in_the_reports_thread(
+    gitlab_server: FakeGitLab, gitlab_fake_project: FakeProject, gitlab_project: Project
+) -> None:
+    [report] = publish(gitlab_project, [CommitTarget(GITLAB_SHA)], MARKER, Renderer())
+    tag = "<!-- ci-runner-result:job-9 -->"
+
+    first = reply_once(gitlab_project, report, tag, f"{tag}\ndone\n/tag v1")
+    again = reply_once(gitlab_project, report, tag, f"{tag}\ndone again")
+
+    assert first is not None and again is not None
+    assert (first.action, again.action, again.note_id) == (
+        Action.CREATED,
+        Action.UNCHANGED,
+        first.note_id,
+    )
+    [thread] = gitlab_fake_project.discussions
+    assert [n.body for n in thread.notes] == [f"{MARKER}\nreport (run 1)", f"{tag}\ndone\n /tag v1"]
+    assert gitlab_fake_project.commit_commands == []

@@ -1,6 +1,7 @@
 """The fake GitLab answers like GitLab: pagination headers, auth errors, the note size limit,
 notes stored after quick-action extraction, faults after a write, artifacts by the latest green
-pipeline, forks, commit discussions, and its command line."""
+pipeline, forks, commit and merge-request threads (replies, and which writes notify), and its
+command line."""
 
 from __future__ import annotations
 
@@ -330,6 +331,77 @@ def test_commit_discussions_are_created_listed_and_edited(
     [thread] = project.discussions
     assert [n.body for n in thread.notes] == ["second"]
     assert project.commit_commands == [["tag", "v1"]]
+
+
+def test_a_commit_thread_is_replied_to_and_the_reply_notifies(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    gitlab_server.add_commit(project, "c" * 40)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
+    commit = gl.projects.get("g/p", lazy=True).commits.get("c" * 40, lazy=True)
+    created = commit.discussions.create({"body": "report"})
+    reply = commit.discussions.get(created.id, lazy=True).notes.create({"body": "done\n/tag x"})
+    [thread] = project.discussions
+    assert [(n.id, n.body, n.type) for n in thread.notes] == [
+        (thread.notes[0].id, "report", "DiscussionNote"),
+        (reply.id, "done", "DiscussionNote"),
+    ]
+    assert project.commit_commands == [["tag", "x"]]
+    assert [(e.action, e.noteable, e.note_id) for e in gitlab_server.notifications()] == [
+        ("created", "c" * 40, thread.notes[0].id),
+        ("created", "c" * 40, reply.id),
+    ]
+    missing = requests.post(
+        f"{gitlab_server.url}/api/v4/projects/g%2Fp/repository/commits/{'c' * 40}/discussions/"
+        f"{'0' * 40}/notes",
+        json={"body": "x"},
+        headers={"PRIVATE-TOKEN": GITLAB_TOKEN},
+        timeout=5,
+    )
+    assert (missing.status_code, missing.json()) == (404, {"message": "404 Discussion Not Found"})
+
+
+def test_a_reply_to_an_mr_note_makes_it_a_thread_and_only_creates_notify(
+    gitlab_server: FakeGitLab, gitlab_bot: User
+) -> None:
+    project = gitlab_server.add_project("g/p")
+    gitlab_server.add_merge_request(project, 1, sha="a" * 40)
+    gl = gitlab.Gitlab(gitlab_server.url, private_token=GITLAB_TOKEN)
+    mr = gl.projects.get("g/p", lazy=True).mergerequests.get(1, lazy=True)
+    first = mr.notes.create({"body": "report"})
+    other = mr.notes.create({"body": "another"})
+    [individual, _] = mr.discussions.list(get_all=True)
+    assert individual.attributes["individual_note"] is True
+    assert [n["id"] for n in individual.attributes["notes"]] == [first.id]
+
+    reply = mr.discussions.get(individual.id, lazy=True).notes.create({"body": "done"})
+    first.body = "report, edited"
+    first.save()
+
+    thread = mr.discussions.get(individual.id)
+    assert thread.attributes["individual_note"] is False
+    # a merge request's thread is resolvable and unresolved ("all threads must be resolved")
+    assert [(n["resolvable"], n["resolved"]) for n in thread.attributes["notes"]] == [
+        (True, False),
+        (True, False),
+    ]
+    assert mr.notes.get(other.id).resolvable is False  # an individual note is not
+    assert [(n["id"], n["type"], n["body"]) for n in thread.attributes["notes"]] == [
+        (first.id, "DiscussionNote", "report, edited"),
+        (reply.id, "DiscussionNote", "done"),
+    ]
+    assert [n.id for n in mr.notes.list(get_all=True, sort="asc")] == [first.id, other.id, reply.id]
+    events = [(e.action, e.note_id, e.notifies) for e in gitlab_server.note_events]
+    assert events == [
+        ("created", first.id, True),
+        ("created", other.id, True),
+        ("created", reply.id, True),
+        ("updated", first.id, False),
+    ]
+    with pytest.raises(gitlab.GitlabCreateError) as missing:
+        mr.discussions.get("0" * 40, lazy=True).notes.create({"body": "x"})
+    assert missing.value.response_code == 404
 
 
 def test_the_command_line_serves_the_state_until_sigterm(tmp_path: Path) -> None:

@@ -261,8 +261,9 @@ def test_local_training_in_an_mr_pipeline_leaks_no_secret(
     assert log.count(MASK) >= 2 * (3 + 2 * len(SECRET_VALUES) + 1 + 1200 * len(SECRET_VALUES))
     assert (ci_dir / "train.log").read_text() == log
     assert_split_inside_a_secret(chunks)
-    # ... and what was posted is the real report, masked.
-    assert len(mr.notes) == 1
+    # ... and what was posted is the real report, masked, and the result's reply.
+    assert len(mr.notes) == 2
+    assert mr.notes[1].body.startswith("<!-- ci-runner-result:job-")
     assert mr.notes[0].body.startswith("<!-- ci-runner:canary -->")
     assert "❌ Training failed" in mr.notes[0].body
     assert MASK in mr.notes[0].body  # the log tail
@@ -523,7 +524,7 @@ def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
     assert "[0]<stdout>:loss 1 step 1\n" in log
     assert (repo / "ci" / "train.log").read_text() == log
     notes = gitlab._projects[0].merge_requests[MR_IID].notes
-    assert len(notes) == 1 and "❌ Training failed" in notes[0].body
+    assert len(notes) == 2 and "❌ Training failed" in notes[0].body
 
 
 @pytest.mark.slow
@@ -696,7 +697,7 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
         )
     outputs.assert_no_canary()
     assert report.count(link) == 1
-    (note,) = gitlab._projects[0].merge_requests[MR_IID].notes
+    (note, _) = gitlab._projects[0].merge_requests[MR_IID].notes  # the report, the reply
     assert link in note.body and warnings == []
 
 

@@ -177,7 +177,8 @@ def run_and_report(
     assert report.outcome is result.outcome
     assert (report.artifacts is not None) is (failure is None)
     (mr,) = gitlab._projects[-1].merge_requests.values()
-    assert len(mr.notes) == 1
+    assert len(mr.notes) == 2  # the report, then the result's reply in its thread
+    assert not [line for line in mr.notes[1].body.splitlines() if line.startswith("/")]
     body = mr.notes[0].body
     # GitLab stores a note without its trailing newline (extractor.rb:69); report.md keeps it
     assert (out / "report.md").read_text(encoding="utf-8").rstrip("\n") == body

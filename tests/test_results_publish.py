@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import requests
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import ManualClock
@@ -246,8 +248,12 @@ def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseli
 
     report = finish_quietly(build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)), log, gitlab)
 
-    [note] = gitlab_server.notes(upstream, 4)
+    [note, reply] = gitlab_server.notes(upstream, 4)
     assert note.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`")
+    assert reply.body == (
+        "<!-- ci-runner-result:job-77 -->\n✅ **Training succeeded**: `toy` · job #77 · "
+        f"[full report]({gitlab_server.url}/team/ml/-/merge_requests/4#note_{note.id})"
+    )
     assert report.baseline == {"loss": 0.5}
     url = f"{gitlab_server.url}/team/ml/-/pipelines/{green.id}"
     assert report.baseline_pipeline == (green.id, url)
@@ -295,13 +301,18 @@ def test_a_branch_pipeline_compares_each_mr_with_its_own_target_branch(
     develop_url = f"{gitlab_server.url}/group/proj/-/pipelines/{develop.id}"
     develop_line = f"Baseline: `develop` at [pipeline #{develop.id}]({develop_url})."
     for iid in (4, 6):
-        [note] = gitlab_server.notes(project, iid)
+        [note, reply] = gitlab_server.notes(project, iid)
         assert develop_line in note.body.splitlines()
-    [note] = gitlab_server.notes(project, 5)
+        assert reply.body.splitlines()[1].startswith(
+            "✅ **Training succeeded**: `toy` · `test_loss` **0.25** (-0.25 (-50.0%) 🟢 better "
+            "against `develop`) · job #77 · "
+        )
+    [note, reply] = gitlab_server.notes(project, 5)
     assert [line for line in note.body.splitlines() if line.startswith("Baseline:")] == [
         f"Baseline: `main` at [pipeline #{main.id}]({gitlab_server.url}/group/proj/-/pipelines/"
         f"{main.id})."
     ]
+    assert "`test_loss` **0.25** (-0.65 (-72.2%) 🟢 better against `main`)" in reply.body
     assert report.baseline_ref == "develop"  # report.md: the first MR's (!4) target
     assert report.baseline == {"test_loss": 0.5}
     # one baseline download per distinct target branch
@@ -327,6 +338,7 @@ def start_and_finish(
 
 SUCCEEDED = "<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`\n"
 STARTED = "<!-- ci-runner:toy -->\n### ⏳ Training started: `toy`\n"
+REPLY = "<!-- ci-runner-result:job-77 -->"
 
 
 def test_an_mr_opened_during_training_gets_the_comment_and_the_commit_its_result(
@@ -343,13 +355,16 @@ def test_an_mr_opened_during_training_gets_the_comment_and_the_commit_its_result
 
     start_and_finish(gitlab_server, tmp_path, branch_ctx(gitlab_server), open_mr)
 
-    [note] = gitlab_server.notes(project, 8)
+    [note, reply] = gitlab_server.notes(project, 8)
     assert note.body.startswith(SUCCEEDED)
     assert "No baseline from `develop`: no `metrics.json` from a successful target run." in (
         note.body
     )
+    assert "`test_loss` **0.25** (no baseline from `develop`)" in reply.body
     [discussion] = project.discussions
-    assert [n.body[: len(SUCCEEDED)] for n in discussion.notes] == [SUCCEEDED]
+    [summary, commit_reply] = discussion.notes
+    assert summary.body.startswith(SUCCEEDED)
+    assert commit_reply.body.startswith(f"{REPLY}\n✅ **Training succeeded**: `toy` · ")
 
 
 def test_an_mr_commented_at_the_start_has_its_comment_edited_not_a_second_one(
@@ -361,10 +376,11 @@ def test_an_mr_commented_at_the_start_has_its_comment_edited_not_a_second_one(
 
     start_and_finish(gitlab_server, tmp_path, branch_ctx(gitlab_server), check_started)
 
-    [note] = gitlab_server.notes(project, 4)
+    [note, reply] = gitlab_server.notes(project, 4)
     assert note.body.startswith(SUCCEEDED)
+    assert reply.body.startswith(REPLY)
     assert project.discussions == []
-    assert gitlab_server.count("POST", r"/merge_requests/4/notes$") == 1
+    assert gitlab_server.count("POST", r"/merge_requests/4/notes$") == 2  # comment, result
 
 
 def test_ci_open_merge_requests_names_an_mr_whose_commits_gitlab_has_not_listed_yet(
@@ -382,8 +398,9 @@ def test_ci_open_merge_requests_names_an_mr_whose_commits_gitlab_has_not_listed_
 
     start_and_finish(gitlab_server, tmp_path, pipeline, lambda: None)
 
-    [note] = gitlab_server.notes(project, 9)
+    [note, reply] = gitlab_server.notes(project, 9)
     assert note.body.startswith(SUCCEEDED)
+    assert reply.body.startswith(REPLY)
     assert "No baseline from `develop`" in note.body
     assert gitlab_server.notes(project, 10) == []
     assert project.discussions == []
@@ -409,3 +426,215 @@ def test_gitlabs_notes_rate_limit_is_one_warning_within_the_budget(
     ]
     assert sum(clock.sleeps) <= 5
     assert project.merge_requests[4].notes == []
+
+
+def run_and_report(
+    gitlab_server: FakeGitLab,
+    tmp_path: Path,
+    pipeline: CIContext,
+    outcome: Outcome = Outcome.SUCCEEDED,
+    env: dict[str, str] | None = None,
+    log_text: str = "[0]<stdout>:Testing. MSE loss: 0.25\n",
+) -> None:
+    """One CI job's GitLab steps: "training started", then the result with ``outcome``."""
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, **(env or {})}
+    gitlab = open_gitlab(pipeline, env, NoWarnings())
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    announce(gitlab, plan, SecretMasker([TOKEN]), NoWarnings())
+    finish_after(gitlab_server, plan, outcome, tmp_path, log_text)
+
+
+def finish_after(
+    gitlab_server: FakeGitLab,
+    plan: RunPlan,
+    outcome: Outcome,
+    tmp_path: Path,
+    log_text: str = "[0]<stdout>:Testing. MSE loss: 0.25\n",
+    env: dict[str, str] | None = None,
+) -> None:
+    """The result of ``plan``'s run, posted as ``train`` (or ``cancel``) posts it."""
+    env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, **(env or {})}
+    gitlab = open_gitlab(plan.context, env, NoWarnings())
+    log = tmp_path / "train.log"
+    log.write_text(log_text)
+    finish(
+        plan,
+        result(log, outcome),
+        now=NOW,
+        env={},
+        gitlab=gitlab,
+        masker=SecretMasker([TOKEN]),
+        console=NoWarnings(),
+    )
+
+
+def events(gitlab_server: FakeGitLab) -> list[tuple[str, str, int]]:
+    return [(e.action, e.noteable, e.note_id) for e in gitlab_server.note_events]
+
+
+def test_a_second_pipeline_keeps_one_comment_and_its_end_notifies_with_a_reply(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    first = replace(ctx(gitlab_server), job_id="77", pipeline_id="10")
+    second = replace(ctx(gitlab_server), job_id="78", pipeline_id="11")
+    metrics = b'{"version": 1, "metrics": {"test_loss": {"final": 0.5}}}'
+    gitlab_server.add_pipeline(
+        project, "main", jobs={"train": {"ci-runner-out/metrics.json": metrics}}
+    )
+
+    run_and_report(gitlab_server, tmp_path, first)
+    run_and_report(gitlab_server, tmp_path, second, Outcome.FAILED)
+
+    summary, reply_77, reply_78 = gitlab_server.notes(project, 4)
+    assert [n.body.count("<!-- ci-runner:toy -->") for n in gitlab_server.notes(project, 4)] == [
+        1,
+        0,
+        0,
+    ]
+    assert summary.body.startswith("<!-- ci-runner:toy -->\n### ❌ Training failed: `toy`")
+    assert reply_78.body == (
+        "<!-- ci-runner-result:job-78 -->\n❌ **Training failed**: `toy` · `test_loss` **0.25** "
+        "(-0.25 (-50.0%) 🟢 better against `main`) · reason: `boom` · job #78 · "
+        f"[full report]({gitlab_server.url}/group/proj/-/merge_requests/4#note_{summary.id})"
+    )
+    assert reply_77.body.startswith("<!-- ci-runner-result:job-77 -->\n✅ **Training succeeded**")
+    # notes of their own: no thread, so nothing resolvable that could hold up the merge
+    assert len({n.discussion_id for n in (summary, reply_77, reply_78)}) == 3
+    assert summary.type is reply_77.type is reply_78.type is None
+    # GitLab notifies of the created notes only: "started" once, then each run's end
+    mr = "!4"
+    assert events(gitlab_server) == [
+        ("created", mr, summary.id),
+        ("updated", mr, summary.id),
+        ("created", mr, reply_77.id),
+        ("updated", mr, summary.id),
+        ("updated", mr, summary.id),
+        ("created", mr, reply_78.id),
+    ]
+    assert [e.note_id for e in gitlab_server.notifications()] == [
+        summary.id,
+        reply_77.id,
+        reply_78.id,
+    ]
+
+
+def test_cancel_after_train_posted_and_a_rerun_after_script_reply_only_once(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    pipeline = ctx(gitlab_server)
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+
+    run_and_report(gitlab_server, tmp_path, pipeline)  # train: its result and its reply
+    finish_after(gitlab_server, plan, Outcome.CANCELLED, tmp_path)  # then after_script's cancel
+    finish_after(gitlab_server, plan, Outcome.CANCELLED, tmp_path)  # and after_script again
+
+    summary, reply = gitlab_server.notes(project, 4)
+    assert summary.body.startswith("<!-- ci-runner:toy -->\n### 🚫 Training cancelled: `toy`")
+    assert reply.body.startswith(f"{REPLY}\n✅ **Training succeeded**")
+    assert [e.note_id for e in gitlab_server.notifications()] == [summary.id, reply.id]
+
+
+def test_a_cancelled_job_replies_once_however_often_its_after_script_runs(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), ctx(gitlab_server), outputs=paths(tmp_path))
+
+    for _ in range(2):
+        finish_after(gitlab_server, plan, Outcome.CANCELLED, tmp_path, log_text="")
+
+    summary, reply = gitlab_server.notes(project, 4)
+    assert reply.body == (
+        f"{REPLY}\n🚫 **Training cancelled**: `toy` · `test_loss` not in the log · job #77 · "
+        f"[full report]({gitlab_server.url}/group/proj/-/merge_requests/4#note_{summary.id})"
+    )
+    assert [e.note_id for e in gitlab_server.notifications()] == [summary.id, reply.id]
+
+
+def test_a_result_whose_answer_was_lost_is_not_posted_twice(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    pipeline = ctx(gitlab_server)
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    finish_after(gitlab_server, plan, Outcome.FAILED, tmp_path)  # an earlier run's comment
+    gitlab_server.inject(502, method="POST", path=r"/merge_requests/4/notes$", after=True)
+
+    later = replace(plan, context=replace(pipeline, job_id="78"))
+    finish_after(gitlab_server, later, Outcome.SUCCEEDED, tmp_path)
+
+    _, _, reply = gitlab_server.notes(project, 4)
+    assert reply.body.startswith("<!-- ci-runner-result:job-78 -->\n✅ **Training succeeded**")
+    assert gitlab_server.count("POST", r"/merge_requests/4/notes$") == 3
+
+
+def test_notify_result_false_posts_no_reply(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    off = {"CI_RUNNER_NOTIFY_RESULT": "false"}
+    pipeline = ctx(gitlab_server)
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+
+    finish_after(gitlab_server, plan, Outcome.SUCCEEDED, tmp_path, env=off)
+
+    [summary] = gitlab_server.notes(project, 4)
+    assert summary.body.startswith(SUCCEEDED)
+    assert gitlab_server.count("GET", r"/merge_requests/4/notes$") == 1  # the comment's only
+
+
+def test_the_reply_can_run_no_quick_action(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    hostile = replace(CONFIG, metrics=(replace(TEST, name="loss\n/close"),))
+    plan = build_plan(hostile, ctx(gitlab_server), outputs=paths(tmp_path))
+
+    finish_after(gitlab_server, plan, Outcome.FAILED, tmp_path)
+
+    mr = project.merge_requests[4]
+    assert (mr.state, mr.executed_commands) == ("opened", [])
+    _, reply = gitlab_server.notes(project, 4)
+    assert not [line for line in reply.body.splitlines() if line.startswith("/")]
+
+
+def test_the_result_is_looked_for_only_among_the_notes_newer_than_the_comment(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    reviewer = gitlab_server.add_user("reviewer")
+    mr = project.merge_requests[4]
+    for n in range(300):  # three pages of older notes
+        gitlab_server.add_note(mr, f"review {n}", reviewer)
+
+    run_and_report(gitlab_server, tmp_path, ctx(gitlab_server))
+
+    *_, reply = gitlab_server.notes(project, 4)
+    assert reply.body.startswith(REPLY)
+    # the start reads every page (there is no comment yet); at the end the comment is on the
+    # first page, and the result's lookup stops at it: one page each
+    assert gitlab_server.count("GET", r"/merge_requests/4/notes$") == 3 + 1 + 1
+
+
+def test_a_reviewer_quoting_the_results_marker_does_not_stop_it(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    reviewer = gitlab_server.add_user("reviewer")
+    gitlab_server.add_token("glpat-reviewer", reviewer)
+    pipeline = ctx(gitlab_server)
+    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    announce(
+        open_gitlab(pipeline, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings()),
+        plan,
+        SecretMasker([TOKEN]),
+        NoWarnings(),
+    )
+    quoted = json.dumps({"body": f"> {REPLY}\n> done?"}).encode()
+    response = requests.post(
+        f"{gitlab_server.url}/api/v4/projects/group%2Fproj/merge_requests/4/notes",
+        data=quoted,
+        headers={"PRIVATE-TOKEN": "glpat-reviewer", "Content-Type": "application/json"},
+        timeout=5,
+    )
+    assert response.status_code == 201
+
+    finish_after(gitlab_server, plan, Outcome.SUCCEEDED, tmp_path)
+
+    _, quote, reply = gitlab_server.notes(project, 4)
+    assert quote.author == reviewer
+    assert (reply.author.username, reply.body.splitlines()[0]) == ("bot", REPLY)

@@ -91,8 +91,10 @@ def test_the_train_job_trains_and_comments(pipeline: Pipeline) -> None:
     assert process.wait(timeout=120) == 0, "\n".join(log.lines)
     log.join()
     assert f"train > [ci-runner] MPIJob {job.name} succeeded" in log.lines
-    (comment,) = pipeline.notes()
+    comment, reply = pipeline.notes()
     assert comment.startswith("<!-- ci-runner:simple-ml -->\n### ✅ Training succeeded")
+    # the component's notify_result (default true) reached ci-runner: the end is a new note
+    assert "\n✅ **Training succeeded**: `simple-ml` · " in reply
     assert (pipeline.repo / "ci-runner-out" / "report.md").is_file()
 
 
@@ -111,5 +113,6 @@ def test_a_failed_train_job_runs_after_script_and_cancels_nothing(
         'train $ case "$CI_JOB_STATUS" in canceled|timedout) ci-runner cancel'
     )
     assert [line for line in after if line.startswith("train > ")] == []  # it printed nothing
-    (comment,) = pipeline.notes()
+    comment, reply = pipeline.notes()  # train replied; after_script posted nothing more
     assert "Training failed" in comment
+    assert "\n❌ **Training failed**: `simple-ml` · " in reply

@@ -97,7 +97,7 @@ def test_tracking_gitlab_logs_the_run_in_the_projects_model_experiments(
         run.tags["ci_runner.merge_request_url"]
         == f"{gitlab_server.url}/group/proj/-/merge_requests/3"
     )
-    assert run.params["workers"] == "2"
+    assert run.params["ci_runner.workers"] == "2"
     loss = sorted((m.step, m.value) for m in run.metrics if m.key == "loss")
     assert loss == [(0, 4.5), (1, 3.0), (2, 1.5)]
     assert {m.key for m in run.metrics} == {"loss"}  # per_rank is off
@@ -108,8 +108,9 @@ def test_tracking_gitlab_logs_the_run_in_the_projects_model_experiments(
     lines = err.splitlines()
     assert f"[ci-runner] MLflow run: {page}" in lines
     assert f"[ci-runner] MLflow run FINISHED, 3 metric points: {page}" in lines
-    (note,) = gitlab_server.notes(project, 3)
+    note, reply = gitlab_server.notes(project, 3)
     assert f"[MLflow run]({page})" in note.body
+    assert reply.body.startswith(f"<!-- ci-runner-result:job-{job_id} -->\n✅ ")
     # Every MLflow request went with the token as MLflow's client sends it.
     sent = [r for r in gitlab_server.requests if "/ml/mlflow/" in r.path]
     assert {r.headers.get("authorization") for r in sent} == {f"Bearer {GITLAB_TOKEN}"}
@@ -247,8 +248,9 @@ def test_each_default_branch_run_is_the_next_semantic_version_of_the_model(
     git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, gitlab_server: FakeGitLab,
     project: FakeProject,
 ) -> None:  # fmt: skip
+    # named like the experiment: GitLab keeps the model's runs in "[model]toy"
     yaml = TRAIN_YAML.replace(
-        "tracking: gitlab", "tracking: {server: gitlab, model: toy-model}"
+        "tracking: gitlab", "tracking: {server: gitlab, experiment: toy, model: toy}"
     ).replace("file:///unused/", "s3://models/{sha}/")
     repo, sha = git_repo({"train.yaml": yaml, "train.py": TRAIN_PY})
     job = gitlab_server.add_pipeline(project, "main", sha=sha, jobs={"train": {}}).jobs[0]
@@ -261,11 +263,11 @@ def test_each_default_branch_run_is_the_next_semantic_version_of_the_model(
     for _ in range(2):
         code, _, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, env)
         assert code == 0, err
-        lines += [line for line in err.splitlines() if "model toy-model" in line]
+        lines += [line for line in err.splitlines() if "model toy " in line]
 
     assert lines == [
-        "[ci-runner] model toy-model version 1.0.0 registered",
-        "[ci-runner] model toy-model version 1.0.1 registered",
+        "[ci-runner] model toy version 1.0.0 registered",
+        "[ci-runner] model toy version 1.0.1 registered",
     ]
     state = gitlab_server.mlflow.of(project.id)
     (model,) = state.models
@@ -273,7 +275,7 @@ def test_each_default_branch_run_is_the_next_semantic_version_of_the_model(
         ("1.0.0", {"ci_runner.outputs": f"s3://models/{sha}/"}),
         ("1.0.1", {"ci_runner.outputs": f"s3://models/{sha}/"}),
     ]
-    assert [e.name for e in state.experiments] == ["toy", "[model]toy-model"]
+    assert [e.name for e in state.experiments] == ["toy", "[model]toy"]
 
 
 def test_a_job_that_fails_before_training_ends_its_run_failed(

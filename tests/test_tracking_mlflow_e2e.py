@@ -58,6 +58,16 @@ print("loss 1 step 0", flush=True)
 # The server's tokens (testing.mlflow_server.BearerGate): ci-runner's own, and the ranks'.
 CI_RUNNER_TOKEN = "mlflow-token-of-ci-runner-3Fq8"
 RANK_TOKEN = "mlflow-token-of-the-ranks-7Kp2"
+# Rank 0 logs params named like train.yaml's fields, as training code does (MLflow refuses to
+# change a param's value once logged: a name of ci-runner's must not be one of these).
+OWN_PARAMS_PY = """\
+import os
+import mlflow
+if os.environ["HOROVOD_RANK"] == "0":
+    with mlflow.start_run():
+        mlflow.log_params({"workers": "4 data loaders", "data": "s3://mine/", "image": "cats"})
+print("loss 1 step 0", flush=True)
+"""
 SHA_RE = r"[0-9a-f]{40}"
 CI = {
     "GITLAB_CI": "true",
@@ -135,7 +145,7 @@ def test_a_ci_job_is_one_finished_run_with_every_step(
         "mlflow.source.type": "JOB",
         "mlflow.source.git.branch": "feature",
         "mlflow.source.git.repoURL": "https://gitlab.example.com/g/p.git",
-        "gitlab.CI_JOB_ID": "4242",
+        # no gitlab.CI_JOB_ID: only the GitLab the job runs on knows the job
         "ci_runner.job_url": "https://gitlab.example.com/g/p/-/jobs/4242",
         "ci_runner.pipeline_url": "https://gitlab.example.com/g/p/-/pipelines/77",
         "ci_runner.branch_url": "https://gitlab.example.com/g/p/-/tree/feature",
@@ -144,14 +154,14 @@ def test_a_ci_job_is_one_finished_run_with_every_step(
         "ci_runner.outputs": "file:///unused/",  # nothing there: no output files listed
     }
     assert data.params == {
-        "workers": "2",
-        "slots_per_worker": "1",
-        "ranks": "2",
-        "gpus_per_worker": "0",
-        "image": "horovod/horovod:0.28.1",
-        "command": "python train.py",
-        "outputs": "file:///unused/",
-        "env.EPOCHS": "3",
+        "ci_runner.workers": "2",
+        "ci_runner.slots_per_worker": "1",
+        "ci_runner.ranks": "2",
+        "ci_runner.gpus_per_worker": "0",
+        "ci_runner.image": "horovod/horovod:0.28.1",
+        "ci_runner.command": "python train.py",
+        "ci_runner.outputs": "file:///unused/",
+        "ci_runner.env.EPOCHS": "3",
     }
     lines = err.splitlines()
     assert f"[ci-runner] MLflow run: {url}" in lines
@@ -198,6 +208,33 @@ def test_with_ranks_log_rank_0_logs_into_the_same_run_with_its_own_token(
     assert by_path["runs/log-parameter"] == by_path["runs/log-metric"] == {RANK_TOKEN}
     assert by_path["runs/create"] == {CI_RUNNER_TOKEN}
     assert 401 not in {r.status for r in gate.requests}
+
+
+def test_a_rank_logs_params_named_like_ours_and_the_run_ends_fine(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, mlflow_server: MlflowServer
+) -> None:
+    yaml = TRAIN_YAML.format(name="own-params").replace("per_rank: true", "ranks_log: true")
+    repo, sha = git_repo({"train.yaml": yaml, "train.py": OWN_PARAMS_PY})
+    with BearerGate(mlflow_server.url, {CI_RUNNER_TOKEN, RANK_TOKEN}) as gate:
+        env = {**CI, "MLFLOW_TRACKING_URI": gate.url, "MLFLOW_TRACKING_TOKEN": CI_RUNNER_TOKEN,
+               "CI_RUNNER_MLFLOW_TOKEN": RANK_TOKEN}  # fmt: skip
+        code, _, err = _run(repo, sha, tmp_path, env)
+
+    assert code == 0, err
+    assert gate.tokens_by_path()["runs/log-batch"] >= {RANK_TOKEN}  # rank 0's log_params
+    run = _only_run(mlflow_server.client(), "own-params")
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    assert {k: params[k] for k in ("workers", "data", "image")} == {
+        "workers": "4 data loaders",
+        "data": "s3://mine/",
+        "image": "cats",
+    }
+    assert (params["ci_runner.workers"], params["ci_runner.image"]) == (
+        "2",
+        "horovod/horovod:0.28.1",
+    )
+    assert not [line for line in err.splitlines() if "warning" in line]
 
 
 def test_with_the_server_down_the_job_ends_as_it_would_have_with_one_warning(

@@ -7,8 +7,13 @@ import json
 import pytest
 
 from ci_runner.backends.result import Outcome
+from ci_runner.config.types import Elastic, TrainConfig
+from ci_runner.context import CIContext
+from ci_runner.plan.run_plan import build_plan
 from ci_runner.tracking import payloads
 from ci_runner.tracking.payloads import MetricPoints, batches, bounded, key
+from ci_runner.tracking.stage import on_this_gitlab
+from ci_runner.tracking.target import Target
 
 
 @pytest.mark.parametrize(
@@ -97,3 +102,48 @@ def test_the_run_page_is_mlflows_ui_or_the_gitlab_experiment() -> None:
     api = "https://g/api/v4/projects/1/ml/mlflow"
     page = payloads.run_url("gitlab", api, "https://g/grp/p", "2", "abc")
     assert page == "https://g/grp/p/-/ml/experiments/2"
+
+
+PLAN = build_plan(
+    TrainConfig(
+        name="toy",
+        image="img:1",
+        command=("python", "train.py"),
+        workers=2,
+        env=(("EPOCHS", "3"),),
+        elastic=Elastic(min_workers=1, max_workers=3),
+    ),
+    CIContext(sha="a" * 40, project_path="g/p", job_id="4242", ref_name="main"),
+    output_uri="s3://b/o/",
+)
+
+
+def test_our_params_are_under_a_prefix_no_training_code_logs() -> None:
+    assert payloads.run_params(PLAN, "0123abcd") == [
+        ("ci_runner.workers", "2"),
+        ("ci_runner.slots_per_worker", "1"),
+        ("ci_runner.ranks", "2"),
+        ("ci_runner.gpus_per_worker", "0"),
+        ("ci_runner.image", "img:1"),
+        ("ci_runner.command", "python train.py"),
+        ("ci_runner.requirements_hash", "0123abcd"),
+        ("ci_runner.outputs", "s3://b/o/"),
+        ("ci_runner.elastic.min_workers", "1"),
+        ("ci_runner.elastic.max_workers", "3"),
+        ("ci_runner.env.EPOCHS", "3"),
+    ]
+
+
+def test_the_ci_job_tag_goes_only_to_the_gitlab_the_job_runs_on() -> None:
+    assert ("gitlab.CI_JOB_ID", "4242") in payloads.run_tags(PLAN, job_link=True)
+    assert "gitlab.CI_JOB_ID" not in dict(payloads.run_tags(PLAN))
+    api = "https://gitlab.example.com/api/v4"
+    env = {"CI_API_V4_URL": api}
+    gitlab = Target("gitlab", f"{api}/projects/7/ml/mlflow")
+    assert on_this_gitlab(gitlab, {}) is True
+    # MLFLOW_TRACKING_URI set to this GitLab's MLflow API, as GitLab's docs show it
+    assert on_this_gitlab(Target("mlflow", f"{api}/projects/7/ml/mlflow"), env) is True
+    assert on_this_gitlab(Target("mlflow", "https://mlflow.example.com"), env) is False
+    other = "https://other-gitlab.example.com/api/v4/projects/7/ml/mlflow"
+    assert on_this_gitlab(Target("mlflow", other), env) is False
+    assert on_this_gitlab(Target("mlflow", f"{api}/projects/7/ml/mlflow"), {}) is False

@@ -45,7 +45,7 @@ def run_to_the_launcher(pipeline: Pipeline) -> tuple[subprocess.Popen[str], CiLo
     process, log = pipeline.start_train()
     job = pipeline.submitted_job(log)
     log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {pipeline.namespace}")
-    (started,) = pipeline.notes()
+    started = pipeline.notes()[0]  # the comment (an earlier run's replies follow it)
     assert "Training started" in started, started
     assert job.name in started
     job.workers_running()
@@ -109,7 +109,11 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     assert f"[ci-runner] MPIJob {job.name} succeeded" in log.lines
     assert f"[ci-runner] deleted MPIJob {job.name}, its pods and its Secret" in log.lines
     assert "[ci-runner] train_loss: 934.879 (final, mean over ranks; best 934.226)" in log.lines
-    (comment,) = pipeline.notes()
+    comment, reply = pipeline.notes()
+    assert reply.startswith(
+        "<!-- ci-runner-result:job-5005 -->\n✅ **Training succeeded**: `simple-ml` · "
+        "`train_loss` **934.879** (-65.12 (-6.5%) 🟢 better against `main`) · "
+    )
     assert comment.startswith(
         "<!-- ci-runner:simple-ml -->\n### ✅ Training succeeded: `simple-ml`"
     )
@@ -150,9 +154,12 @@ def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline)
     upload_model(second, job2)
     job2.launcher_exits(0)
     assert finished(process, log) == 0, "\n".join(log.lines)
-    (comment,) = pipeline.notes()
+    # ... and its end is a new note (GitLab notifies of those), the MR's third
+    comment, _, second_reply = pipeline.notes()
     assert "<summary>Previous runs (1)</summary>" in comment
     assert "[job #5005]" in comment
+    assert second_reply.startswith("<!-- ci-runner-result:job-5006 -->\n✅ **Training succeeded**")
+    assert [e.action for e in pipeline.gitlab.notifications()] == ["created"] * 3
 
 
 def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
@@ -204,7 +211,8 @@ def test_failed_run_exits_1_and_says_why_in_the_comment(pipeline: Pipeline) -> N
     reason = f"launcher {launcher} exited with code 1"
     assert f"[ci-runner] MPIJob {job.name} failed: {reason}" in log.lines
     assert f"[ci-runner] reason: {reason}" in log.lines
-    (comment,) = pipeline.notes()
+    comment, reply = pipeline.notes()
+    assert f"reason: `{reason}`" in reply
     assert "### ❌ Training failed: `simple-ml`" in comment
     assert f"**Reason:** `{reason}`" in comment
     assert "[1]<stderr>:ValueError: bad batch" in comment  # the log tail
@@ -234,8 +242,9 @@ def test_cancelled_run_leaves_nothing_in_the_cluster(pipeline: Pipeline) -> None
         stderr.getvalue().splitlines()
     )
     assert leftovers(pipeline) == []
-    (comment,) = pipeline.notes()
+    comment, reply = pipeline.notes()
     assert "Training cancelled" in comment
+    assert reply.startswith("<!-- ci-runner-result:job-5005 -->\n🚫 **Training cancelled**")
     assert LOG[-1] in comment  # the tail of the log `train` had saved
     assert (pipeline.output_dir() / "report.md").is_file()
 

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_runner.clock import Clock, SystemClock
+from ci_runner.config.command import command_warnings
 from ci_runner.config.commit import load_train_config, path_in_repo
 from ci_runner.config.overrides import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
-from ci_runner.gitrepo import repo_root
+from ci_runner.errors import GitError
+from ci_runner.gitrepo import differs_from_commit, repo_root
 from ci_runner.plan.deadline import CIJobTime, ci_job_time, longer_than_job
 from ci_runner.plan.run_plan import RunPlan, build_plan
 
@@ -133,8 +135,35 @@ def checked_ci_job(
     return job
 
 
+def checked_command(loaded: LoadedConfig, runtime: Runtime) -> None:
+    """One warning for each thing train.yaml's ``command`` will not do as written
+    (:mod:`ci_runner.config.command`; ``validate``, ``render`` and ``train`` say it alike)."""
+    for warning in command_warnings(loaded.config.command, loaded.config_path):
+        runtime.console.warning(warning)
+
+
+def note_uncommitted(
+    args: argparse.Namespace, loaded: LoadedConfig, runtime: Runtime, done: str
+) -> None:
+    """One line when train.yaml in the working tree is not what was read from the commit
+    (``validate`` and ``render`` judge the commit; ``done`` says what the command did with it,
+    e.g. "validate checked"): not with ``--sha``, which names the commit on purpose."""
+    if args.sha:
+        return
+    try:
+        if not differs_from_commit(loaded.ctx.sha, loaded.config_path, loaded.root):
+            return
+    except GitError:
+        return  # git could not compare: a note is not worth failing the command for
+    runtime.console.status(
+        f"note: {loaded.config_path} has uncommitted changes; {done} commit "
+        f"{loaded.ctx.short_sha}; commit them (or pass --sha REV to choose the commit)"
+    )
+
+
 def plan_only(loaded: LoadedConfig, runtime: Runtime) -> RunPlan:
     """The plan ``validate`` and ``render`` show: no secrets read, no output files."""
+    checked_command(loaded, runtime)
     return build_plan(
         loaded.config,
         loaded.ctx,

@@ -29,6 +29,7 @@ from ci_runner.commands.common import (
     add_cluster_arguments,
     add_config_arguments,
     checked_ci_job,
+    checked_command,
     load_config_from_args,
     run_config,
 )
@@ -122,6 +123,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     else:
         loaded = load_config_from_args(args, runtime)
     refuse_fork(loaded.ctx, env)
+    checked_command(loaded, runtime)
     clock = SystemClock()
     plan = build_plan(
         run_config(loaded.config, env),

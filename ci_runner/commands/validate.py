@@ -10,6 +10,7 @@ from ci_runner.commands.common import (
     Runtime,
     add_config_arguments,
     load_config_from_args,
+    note_uncommitted,
     plan_only,
 )
 from ci_runner.render import render_mpijob
@@ -17,6 +18,7 @@ from ci_runner.render import render_mpijob
 
 def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     loaded = load_config_from_args(args, runtime)
+    note_uncommitted(args, loaded, runtime, "validate checked")
     plan = plan_only(loaded, runtime)
     render_mpijob(plan)  # what it refuses, validate refuses
     config = loaded.config

@@ -321,7 +321,9 @@ SCHEMA: Final = Record(
         "command",
         Argv(),
         "What every rank runs, from the repository root: a string (split like a shell would) "
-        "or a list of strings.",
+        "or a list of strings. ci-runner starts mpirun itself, and no shell runs the command: "
+        "`&&`, `;`, `|`, redirections and `$VAR` reach the program as they are (validate warns); "
+        "run a script of the repository for more than one step.",
         "python train.py --epochs 10",
         required=True,
     ),

@@ -29,7 +29,7 @@ from ci_runner.config.engine import (
 )
 from ci_runner.config.names import Wrong
 from ci_runner.config.types import TrackingServer, TrackingSpec
-from ci_runner.config.yamlsource import YMapping, YNode, YScalar, key_path, shorten
+from ci_runner.config.yamlsource import YMapping, YNode, YScalar, shorten
 
 MAX_EXPERIMENT_CHARS: Final = 250  # GitLab's and MLflow's key limits are 250; names fit within
 MAX_MODEL_CHARS: Final = 255  # app/models/ml/model.rb: name length maximum 255
@@ -103,16 +103,8 @@ class TrackingValues(TypedDict, total=False):
 def build_tracking(
     values: TrackingValues, at: At, ok: bool, keys: frozenset[str]
 ) -> TrackingSpec | Invalid:
-    model, experiment = values.get("model"), values.get("experiment")
-    if model is not None and experiment is not None and model == experiment:
-        at.problem(
-            at.line_of("model"),
-            f"must not be the experiment's name {model!r}: GitLab refuses a model named like "
-            "an experiment",
-            "give the model another name",
-            path=key_path(at.path, "model"),
-        )
-        ok = False
+    """A model may share the experiment's name: GitLab keeps the model's own runs in the
+    experiment ``[model]<name>`` (app/models/ml/model.rb ``prefixed_experiment``)."""
     line = at.line_of("ranks_log") if values.get("ranks_log") else None
     return TrackingSpec(**values, ranks_log_line=line) if ok else INVALID
 
@@ -144,8 +136,10 @@ TRACKING: Final = WordOrRecord(
     Field(
         "model",
         Str(rule=model_name),
-        "On the default branch, after a successful run, register a version of this model "
-        "pointing at the outputs (GitLab numbers versions 1.0.0, 1.0.1, ...).",
+        "On the default branch, after a successful run, register a new version of this model "
+        "whose description and `ci_runner.outputs` tag name the outputs (an MLflow server also "
+        "records them as its source, with the run; GitLab ignores both and numbers versions "
+        "1.0.0, 1.0.1, ...).",
         "diabetes-regressor",
     ),
     Field(

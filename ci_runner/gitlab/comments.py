@@ -9,6 +9,16 @@ never adds a second one. A create that timed out or got a 5xx may have been exec
 before creating again, the marker is looked for, so an answer lost on the way never makes two.
 Every body goes out through :func:`ci_runner.gitlab.notes.note_body` (no line a quick action,
 in the form GitLab stores, so an unchanged report is recognised and not sent again).
+
+GitLab notifies a merge request's participants of a created note, never of an edited one
+(Notes::CreateService runs NewNoteWorker, which calls NotificationService#new_note;
+Notes::UpdateService notifies nobody: app/services/notes/, app/workers/new_note_worker.rb). So
+at the end of a run :func:`reply_once` posts a short note with the result: on a merge request a
+note of its own after the report (a reply would make the report a resolvable thread), on a
+commit a reply in the report's thread (POST .../discussions/:discussion_id/notes,
+lib/api/discussions.rb). It carries a hidden marker naming the CI job; found among our notes
+newer than the report (or in its thread), it is not posted again (``cancel`` after ``train``,
+an after_script run twice).
 """
 
 from __future__ import annotations
@@ -212,12 +222,13 @@ def _create_once(
     server: str,
     find: Callable[[], _Found | None],
     create: Callable[[str], int],
+    what: str = "the report",
 ) -> int:
     """Create the note; when the answer is lost (timeout, dropped connection, 5xx), GitLab may
     have created it anyway: look for it before creating again."""
     for attempt in range(1, CREATE_ATTEMPTS + 1):
         try:
-            with gitlab_errors(f"post the report to {where}", server):
+            with gitlab_errors(f"post {what} to {where}", server):
                 return create(body)
         except GitLabTimeout:
             raise
@@ -232,6 +243,115 @@ def _create_once(
                     found.save(body)
             return found.note_id
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def reply_once(
+    project: Project, comment: PostedComment, reply_tag: str, body: str
+) -> PostedComment | None:
+    """Post ``body``, the result of this CI job, as a new note beside the report note
+    ``comment``, unless a note of ours holding ``reply_tag`` is there already (then it is
+    returned, UNCHANGED). None when the report note is gone (deleted meanwhile).
+
+    On a merge request it is a note of its own, newer than the report: a reply would turn the
+    report into a thread, and every thread of a merge request is resolvable and unresolved
+    (app/models/concerns/resolvable_note.rb, resolvable_discussion.rb), which blocks the merge
+    where all threads must be resolved. It is looked for among the notes newer than the report
+    note, newest first. On a commit (whose threads are never resolvable: commit_discussion.rb)
+    it is a reply in the report's thread, found by listing the threads oldest first up to it
+    (GitLab's note entity does not say its thread: lib/api/entities/note.rb). Every request is
+    within the phase's time budget, like the report's own.
+    """
+    target = comment.target
+    where = target.describe(project)
+    server = project.manager.gitlab.url
+    user_id = current_user_id(project.manager.gitlab)
+    page = comment.url.partition("#")[0]
+    find: Callable[[], _Found | None]
+    create: Callable[[str], int]
+    if isinstance(target, MergeRequestTarget):
+        mr = project.mergerequests.get(target.iid, lazy=True)
+        find = partial(_newer_mr_note, mr, comment.note_id, reply_tag, user_id)
+        create = partial(_create_mr_note, mr)
+        with gitlab_errors(f"read the comments of {where}", server):
+            found = find()
+    else:
+        commit = project.commits.get(target.sha, lazy=True)
+        with gitlab_errors(f"read the threads of {where}", server):
+            thread = _thread_of(commit, comment.note_id)
+        if thread is None:
+            return None
+        discussion_id, notes = thread
+        found = _ours(commit, discussion_id, notes, reply_tag, user_id)
+        find = partial(_in_thread, commit, discussion_id, reply_tag, user_id)
+        create = partial(_reply_in_thread, commit, discussion_id)
+    if found is not None:
+        url = f"{page}#note_{found.note_id}"
+        return PostedComment(target, Action.UNCHANGED, found.note_id, url)
+    text = _checked(note_body(body), where)
+    note_id = _create_once(text, where, server, find, create, "the result")
+    return PostedComment(target, Action.CREATED, note_id, f"{page}#note_{note_id}")
+
+
+def _newer_mr_note(
+    mr: ProjectMergeRequest, report_id: int, tag: str, user_id: int
+) -> _Found | None:
+    """Our newest MR note holding ``tag`` among those newer than the report note."""
+    notes = mr.notes.list(iterator=True, order_by="created_at", sort="desc", per_page=PER_PAGE)
+    for note in notes:
+        if int(note.id) == report_id:
+            return None
+        if note.system or note.author.get("id") != user_id or tag not in note.body:
+            continue
+
+        def save(body: str, note: Any = note) -> None:
+            note.body = body
+            note.save()
+
+        return _Found(int(note.id), str(note.body), save)
+    return None
+
+
+def _in_thread(commit: ProjectCommit, discussion_id: str, tag: str, user_id: int) -> _Found | None:
+    notes = commit.discussions.get(discussion_id).attributes.get("notes", [])
+    return _ours(commit, discussion_id, notes, tag, user_id)
+
+
+def _reply_in_thread(commit: ProjectCommit, discussion_id: str, body: str) -> int:
+    thread = commit.discussions.get(discussion_id, lazy=True)
+    return int(thread.notes.create({"body": body}).id)
+
+
+def _thread_of(noteable: ProjectCommit, note_id: int) -> tuple[str, list[dict[str, Any]]] | None:
+    """The id and notes of the thread holding note ``note_id``, or None."""
+    for discussion in noteable.discussions.list(iterator=True, per_page=PER_PAGE):
+        notes = discussion.attributes.get("notes") or []
+        if any(note.get("id") == note_id for note in notes):
+            return str(discussion.id), list(notes)
+    return None
+
+
+def _ours(
+    noteable: ProjectCommit,
+    discussion_id: str,
+    notes: Sequence[dict[str, Any]],
+    tag: str,
+    user_id: int,
+) -> _Found | None:
+    """Our first note in the thread holding ``tag`` (a reviewer quoting it does not count)."""
+    for note in notes:
+        author = (note.get("author") or {}).get("id")
+        text = note.get("body") or ""
+        if not note.get("system") and author == user_id and tag in text:
+            note_id = int(note["id"])
+            return _Found(note_id, text, partial(_save_in_thread, noteable, discussion_id, note_id))
+    return None
+
+
+def _save_in_thread(noteable: ProjectCommit, discussion_id: str, note_id: int, body: str) -> None:
+    thread = noteable.discussions.get(discussion_id, lazy=True)
+    edited = thread.notes.get(note_id, lazy=True)
+    edited.body = body
+    edited.save()
 
 
 def _maybe_executed(error: BaseException | None) -> bool:

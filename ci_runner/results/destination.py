@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from ci_runner.clock import Clock, SystemClock
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
+
+NOTIFY_VARIABLE: Final = "CI_RUNNER_NOTIFY_RESULT"  # the component's input notify_result
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,9 @@ class GitLabDestination:
     project: Any  # gitlab.v4.objects.Project
     targets: tuple[Any, ...]  # ci_runner.gitlab.comments.Target
     session: Any  # ci_runner.gitlab.transport.BoundedSession
+    # Post the result as a new note at the end of a run (GitLab notifies of a new note, not of
+    # an edited one); off with the component input notify_result: false.
+    notify: bool = True
 
     def next_phase(self) -> None:
         """A fresh budget of the same length for the GitLab work after training."""
@@ -76,4 +81,5 @@ def open_gitlab(
     except GitLabError as error:
         console.warning(f"not commenting on GitLab: {error}")
         return None
-    return GitLabDestination(project, tuple(targets), session)
+    notify = env.get(NOTIFY_VARIABLE, "").strip().lower() != "false"
+    return GitLabDestination(project, tuple(targets), session, notify)

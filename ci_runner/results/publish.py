@@ -27,7 +27,13 @@ from ci_runner.results.destination import GitLabDestination
 from ci_runner.results.files import REPORT_NAME, write_outputs
 from ci_runner.results.metrics import MetricsSummary, parse_log_file
 from ci_runner.results.report import ReportInput
-from ci_runner.results.report_markdown import marker, render_comment, render_report
+from ci_runner.results.report_markdown import (
+    marker,
+    render_comment,
+    render_reply,
+    render_report,
+    reply_marker,
+)
 
 
 def post(
@@ -38,10 +44,12 @@ def post(
     targets: Sequence[Any] | None = None,
 ) -> None:
     """Create or edit this config's comment on ``targets`` (default: every target of
-    ``gitlab``); a failure is only a warning."""
+    ``gitlab``), and for a run that ended, post the result as a new note once per CI job
+    (:func:`ci_runner.gitlab.comments.reply_once`: GitLab notifies of new notes only); a
+    failure is only a warning."""
     if gitlab is None or gitlab.out_of_time:
         return
-    from ci_runner.gitlab.comments import Action, publish
+    from ci_runner.gitlab.comments import Action, publish, reply_once
 
     def render(previous: str | None) -> str:
         return masker.mask(render_comment(report, previous))
@@ -55,6 +63,18 @@ def post(
     for comment in posted:
         if comment.action in (Action.CREATED, Action.UPDATED):
             console.status(f"comment {comment.action.value}: {comment.url}")
+    tag = reply_marker(report.context.job_id)
+    if not gitlab.notify or tag is None or report.outcome is Outcome.RUNNING:
+        return
+    for comment in posted:
+        body = masker.mask(render_reply(report, tag, comment.url))
+        try:
+            replied = reply_once(gitlab.project, comment, tag, body)
+        except GitLabError as error:
+            console.warning(f"the result's note was not posted: {error}")
+            return
+        if replied is not None and replied.action is Action.CREATED:
+            console.status(f"result posted: {replied.url}")
 
 
 def announce(

@@ -36,6 +36,7 @@ TAIL_LINES: Final = 100  # of the log's end, shown under the result
 SHOWN_TAIL_LINE_CHARS: Final = 500  # a longer line of the tail is cut, with an ellipsis
 TAIL_TOTAL_CHARS: Final = 30_000
 HISTORY_TAG: Final = "ci-runner-history:"
+REPLY_TAG: Final = "ci-runner-result:job-"
 
 _HISTORY: Final = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*?\]) -->")
 
@@ -57,6 +58,53 @@ def marker(config_name: str) -> str:
         config_name,
     )
     return f"<!-- ci-runner:{encoded} -->"
+
+
+def reply_marker(job_id: str | None) -> str | None:
+    """The hidden line of the result note one CI job posts after the comment, e.g.
+    ``<!-- ci-runner-result:job-4242 -->``: finding it in the thread means this job's reply is
+    there already. None for a job id that is not a number (never one from GitLab). It never
+    contains :func:`marker`'s text, so the reply is never taken for the comment."""
+    if not job_id or not job_id.isascii() or not job_id.isdigit():
+        return None
+    return f"<!-- {REPLY_TAG}{job_id} -->"
+
+
+def render_reply(report: ReportInput, reply_tag: str, comment_url: str | None) -> str:
+    """The short note that tells the participants how the run ended (GitLab notifies them of a
+    new note, never of an edited one): the verdict, the first metric with its change against
+    the baseline, and links to the job and the full report."""
+    icon, verdict = _VERDICTS[report.outcome]
+    ctx = report.context
+    parts = [f"{icon} **{verdict[0].upper()}{verdict[1:]}**: {code(report.config_name)}"]
+    headline = _headline(report)
+    if headline:
+        parts.append(headline)
+    if report.failure is not None:
+        parts.append(f"reason: {code(report.failure.message, limit=200)}")
+    if ctx.job_id:
+        parts.append(link(f"job #{ctx.job_id}", ctx.job_url))
+    if comment_url:
+        parts.append(link("full report", comment_url))
+    return f"{reply_tag}\n{' · '.join(parts)}"
+
+
+def _headline(report: ReportInput) -> str | None:
+    """The first metric's final value and its change against the baseline."""
+    metrics = report.metrics.metrics if report.metrics else ()
+    first = next((m for m in metrics if m.found), metrics[0] if metrics else None)
+    if first is None:
+        return None
+    name = code(first.name, limit=80)
+    if not first.found or first.final is None:
+        return f"{name} not in the log"
+    text = f"{name} **{fmt(first.final)}**"
+    base = report.baseline.get(first.name) if report.baseline is not None else None
+    if base is not None and report.baseline_ref:
+        text += f" ({_change(first, base)} against {code(report.baseline_ref)})"
+    elif report.baseline_ref:
+        text += f" (no baseline from {code(report.baseline_ref)})"
+    return text
 
 
 def extract_history(body: str | None) -> list[HistoryEntry]:

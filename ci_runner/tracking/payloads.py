@@ -43,6 +43,10 @@ STATUS: Final = {
     Outcome.RUNNING: "RUNNING",
 }
 _BAD_KEY_CHARS: Final = re.compile(r"[^\w./\- :]")
+# ci-runner's params are under this prefix: a param's value cannot change once logged
+# (mlflow/store/tracking/sqlalchemy_store.py, "Changing param values is not allowed"), so a
+# name of ours must never be one the training code logs itself in the run it joins.
+PARAM_PREFIX: Final = "ci_runner."
 JSONObject = dict[str, Any]
 
 
@@ -69,10 +73,13 @@ def pairs(items: Iterable[tuple[str, str | None]], limit: int) -> list[tuple[str
     return list(seen.items())
 
 
-def run_tags(plan: RunPlan) -> list[tuple[str, str]]:
-    """MLflow's system tags and the GitLab links of this run (``gitlab.CI_JOB_ID`` links the run
-    to its job in GitLab's UI: app/services/ml/experiment_tracking/
-    handle_candidate_gitlab_metadata_service.rb)."""
+def run_tags(plan: RunPlan, *, job_link: bool = False) -> list[tuple[str, str]]:
+    """MLflow's system tags and the GitLab links of this run. With ``job_link`` (a server that
+    is the GitLab instance the job runs on) also ``gitlab.CI_JOB_ID``, which links the run to
+    its job in GitLab's UI: GitLab looks the id up among all its jobs and refuses the run when
+    there is none (app/services/ml/experiment_tracking/
+    handle_candidate_gitlab_metadata_service.rb), so another GitLab must never get it; a
+    plain MLflow server has no use for it."""
     ctx = plan.context
     project = ctx.project_url.rstrip("/") if ctx.project_url else None
     mr = f"{project}/-/merge_requests/{ctx.mr_iid}" if project and ctx.mr_iid else None
@@ -84,7 +91,7 @@ def run_tags(plan: RunPlan) -> list[tuple[str, str]]:
         ("mlflow.source.type", "JOB" if ctx.in_ci else "LOCAL"),
         ("mlflow.source.git.branch", ctx.ref_name),
         ("mlflow.source.git.repoURL", ctx.repo_url),
-        ("gitlab.CI_JOB_ID", ctx.job_id),
+        ("gitlab.CI_JOB_ID", ctx.job_id if job_link else None),
         ("ci_runner.job_url", ctx.job_url),
         ("ci_runner.pipeline_url", pipeline),
         ("ci_runner.merge_request_url", mr),
@@ -96,7 +103,7 @@ def run_tags(plan: RunPlan) -> list[tuple[str, str]]:
 
 
 def run_params(plan: RunPlan, requirements_hash: str | None) -> list[tuple[str, str]]:
-    """What train.yaml decided, as params (masked by the caller)."""
+    """What train.yaml decided, as params under :data:`PARAM_PREFIX` (masked by the caller)."""
     config = plan.config
     params: list[tuple[str, str | None]] = [
         ("workers", str(config.workers)),
@@ -119,7 +126,7 @@ def run_params(plan: RunPlan, requirements_hash: str | None) -> list[tuple[str, 
             ("elastic.max_workers", str(config.elastic.max_workers)),
         ]
     params += [(f"env.{name}", value) for name, value in config.env]
-    return pairs(params, MAX_PARAM_CHARS)
+    return pairs(((PARAM_PREFIX + name, value) for name, value in params), MAX_PARAM_CHARS)
 
 
 def output_tags(listing: ArtifactListing | None) -> list[tuple[str, str]]:

@@ -103,7 +103,8 @@ def start_tracking(
     now = _ms(clock)
     try:
         experiment_id = _experiment(api, name)
-        tags = [(k, mask(v)) for k, v in payloads.run_tags(plan)]
+        job_link = on_this_gitlab(target, env)
+        tags = [(k, mask(v)) for k, v in payloads.run_tags(plan, job_link=job_link)]
         body = payloads.create_run(experiment_id, run_name, now, tags)
         info = api.call("POST", "runs/create", "create the run", body)["run"]["info"]
         run_id = str(info["run_id"])
@@ -130,6 +131,20 @@ def start_tracking(
     except TrackingError as error:
         console.warning(f"the MLflow run has no params: {error}")
     return run
+
+
+def on_this_gitlab(target: Target, env: Mapping[str, str]) -> bool:
+    """Whether ``target`` is the MLflow API of the GitLab instance this CI job runs on:
+    ``tracking: gitlab``, or ``MLFLOW_TRACKING_URI`` under this job's ``CI_API_V4_URL`` (as
+    GitLab's docs set it)."""
+    if target.kind == "gitlab":
+        return True
+    api = env.get("CI_API_V4_URL", "").strip().rstrip("/")
+    return (
+        bool(api)
+        and target.uri.startswith(f"{api}/projects/")
+        and target.uri.endswith("/ml/mlflow")
+    )
 
 
 def finish_tracking(
@@ -233,9 +248,11 @@ def _register_model(
     run: TrackedRun, plan: RunPlan, result: RunResult, console: StatusOutput
 ) -> None:
     """On the default branch, after a successful run with outputs: a new version of
-    ``tracking.model`` pointing at them. GitLab ignores ``source`` and ``run_id`` (its docs'
-    caveats) and numbers the version itself (1.0.0, then the patch up:
-    app/services/ml/increment_version_service.rb), so the description names the outputs too.
+    ``tracking.model`` whose description and ``ci_runner.outputs`` tag name them. MLflow keeps
+    ``source`` and ``run_id`` too; GitLab ignores both (lib/api/ml/mlflow/model_versions.rb
+    passes on only the name, description and tags), so there the version is not linked to the
+    run, and it numbers the version itself (1.0.0, then the patch up:
+    app/services/ml/increment_version_service.rb).
     Outputs on this machine's disk (``file://``) are no model for anyone else: none then."""
     name, ctx, outputs = plan.config.tracking.model, plan.context, plan.output_uri
     on_default = bool(ctx.ref_name) and ctx.ref_name == ctx.default_branch and not ctx.mr_iid

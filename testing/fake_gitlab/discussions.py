@@ -1,9 +1,14 @@
 """``/projects/:id/repository/commits/:sha/discussions``: lib/api/discussions.rb for noteable
-type Commit: list, create, get one, edit a note."""
+type Commit: list, create, get one, reply to one, edit a note.
+
+A thread made here is of ``DiscussionNote`` notes, so it may be replied to (discussions.rb:
+``first_note.part_of_discussion?``); a commit's individual notes (the commit comments API)
+could not be (Commit is not in noteable.rb's ``replyable_types``: "400 Discussion can not be
+replied to."), and are not threads here. A reply is a new note (it notifies: model.NoteEvent),
+its quick actions run as in any note.
+"""
 
 from __future__ import annotations
-
-import hashlib
 
 from testing.fake_gitlab.area import Call
 from testing.fake_gitlab.model import Discussion, Note, Project
@@ -18,6 +23,7 @@ from testing.fake_gitlab.responses import (
     only,
     timestamp,
 )
+from testing.fake_gitlab.state import discussion_id
 from testing.fake_gitlab.users import user_json
 
 
@@ -36,6 +42,8 @@ def serve(call: Call, project: Project, sha: str, rest: list[str]) -> Response:
         return only(
             method, "GET", lambda: json_response(200, _discussion_json(project, discussion, base))
         )
+    if rest[1] == "notes" and len(rest) == 2:
+        return only(method, "POST", lambda: _reply(call, project, discussion))
     if rest[1] == "notes" and len(rest) == 3:
         note = find_note(discussion.notes, rest[2])
         return only(method, "PUT", lambda: _update_note(call, project, discussion, note))
@@ -49,11 +57,26 @@ def _create(call: Call, project: Project, sha: str) -> Response:
     if not content and commands:
         return json_response(202, commands_json(commands))
     tick = call.state.tick()
-    note = Note(call.state.next_id(), content, call.user, tick, tick)
-    digest = hashlib.sha1(f"{project.id}:{sha}:{note.id}".encode()).hexdigest()
-    discussion = Discussion(digest, sha, [note])
+    note = Note(call.state.next_id(), content, call.user, tick, tick, type="DiscussionNote")
+    note.discussion_id = discussion_id("commit", sha, note.id)
+    discussion = Discussion(note.discussion_id, sha, [note])
     project.discussions.append(discussion)
+    call.state.record_note("created", sha, note)
     return json_response(201, _discussion_json(project, discussion, call.base))
+
+
+def _reply(call: Call, project: Project, discussion: Discussion) -> Response:
+    text = note_text(call.body, "body", "Note")
+    content, commands = extract_commands(text)
+    project.commit_commands.extend(commands)
+    if not content and commands:
+        return json_response(202, commands_json(commands))
+    tick = call.state.tick()
+    note = Note(call.state.next_id(), content, call.user, tick, tick, type="DiscussionNote")
+    note.discussion_id = discussion.id
+    discussion.notes.append(note)
+    call.state.record_note("created", discussion.sha, note)
+    return json_response(201, _commit_note_json(project, discussion, note, call.base))
 
 
 def _update_note(call: Call, project: Project, discussion: Discussion, note: Note) -> Response:
@@ -66,6 +89,7 @@ def _update_note(call: Call, project: Project, discussion: Discussion, note: Not
         return json_response(202, commands_json(commands))
     note.body = content
     note.updated = call.state.tick()
+    call.state.record_note("updated", discussion.sha, note)
     return json_response(200, _commit_note_json(project, discussion, note, call.base))
 
 

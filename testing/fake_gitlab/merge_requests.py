@@ -1,4 +1,5 @@
-"""``/projects/:id/merge_requests/:iid`` and its notes (list, create, get, update).
+"""``/projects/:id/merge_requests/:iid`` and its notes (list, create, get, update); its threads
+are :mod:`testing.fake_gitlab.mr_discussions`.
 
 A fork's merge request lives in the target project; its commits are readable there too
 (:meth:`GitLabState.add_merge_request`).
@@ -26,20 +27,20 @@ from testing.fake_gitlab.users import user_json
 
 def _serve(call: Call, project: Project, rest: list[str]) -> Response:
     method, base = call.method, call.base
-    mr = _find(project, rest[1])
+    mr = find_mr(project, rest[1])
     if len(rest) == 2:
         return only(method, "GET", lambda: json_response(200, mr_json(project, mr, base)))
     if rest[2] == "notes" and len(rest) == 3:
         if method == "GET":
             return call.page.respond(
-                [_note_json(project, mr, n, base) for n in _sorted_notes(mr.notes, call.query)]
+                [note_json(project, mr, n, base) for n in _sorted_notes(mr.notes, call.query)]
             )
         return only(method, "POST", lambda: _create_note(call, project, mr))
     if rest[2] == "notes" and len(rest) == 4:
         note = find_note(mr.notes, rest[3])
         if method == "GET":
-            return json_response(200, _note_json(project, mr, note, base))
-        return only(method, "PUT", lambda: _update_note(call, project, mr, note))
+            return json_response(200, note_json(project, mr, note, base))
+        return only(method, "PUT", lambda: update_note(call, project, mr, note))
     raise no_such_route()
 
 
@@ -48,7 +49,7 @@ AREA = ProjectArea(
 )
 
 
-def _find(project: Project, iid: str) -> MergeRequest:
+def find_mr(project: Project, iid: str) -> MergeRequest:
     mr = project.merge_requests.get(int(iid)) if iid.isdigit() else None
     if mr is None:
         raise Reply(404, {"message": "404 Not found"})
@@ -58,26 +59,29 @@ def _find(project: Project, iid: str) -> MergeRequest:
 def _create_note(call: Call, project: Project, mr: MergeRequest) -> Response:
     count_create(call.state, call.user)
     text = note_text(call.body, "body", "Note")
-    content, commands = _execute_quick_actions(text, mr)
+    content, commands = execute_quick_actions(text, mr)
     if not content and commands:
         return json_response(202, commands_json(commands))
     note = call.state.add_note(mr, content, call.user)
-    return json_response(201, _note_json(project, mr, note, call.base))
+    call.state.record_note("created", f"!{mr.iid}", note)
+    return json_response(201, note_json(project, mr, note, call.base))
 
 
-def _update_note(call: Call, project: Project, mr: MergeRequest, note: Note) -> Response:
+def update_note(call: Call, project: Project, mr: MergeRequest, note: Note) -> Response:
+    """``PUT .../notes/:note_id`` (and the same through a thread, lib/api/discussions.rb)."""
     may_edit(project, note, call.user)
     text = note_text(call.body, "body", "Failed to save note")
-    content, commands = _execute_quick_actions(text, mr)
+    content, commands = execute_quick_actions(text, mr)
     if not content and commands:
         mr.notes.remove(note)
         return json_response(202, commands_json(commands))
     note.body = content
     note.updated = call.state.tick()
-    return json_response(200, _note_json(project, mr, note, call.base))
+    call.state.record_note("updated", f"!{mr.iid}", note)
+    return json_response(200, note_json(project, mr, note, call.base))
 
 
-def _execute_quick_actions(text: str, mr: MergeRequest) -> tuple[str, list[list[str]]]:
+def execute_quick_actions(text: str, mr: MergeRequest) -> tuple[str, list[list[str]]]:
     """Extract the commands and apply the ones that change what the fake shows."""
     content, commands = extract_commands(text)
     for command in commands:
@@ -126,10 +130,18 @@ def mr_json(project: Project, mr: MergeRequest, base: str) -> JSONValue:
     }
 
 
-def _note_json(project: Project, mr: MergeRequest, note: Note, base: str) -> JSONValue:
+def note_json(project: Project, mr: MergeRequest, note: Note, base: str) -> JSONValue:
+    """Entities::Note (lib/api/entities/note.rb). A thread's note of a merge request is
+    resolvable, and unresolved until someone resolves it (ResolvableNote: ``DiscussionNote`` on
+    a noteable of ``Noteable.resolvable_types``, app/models/concerns/resolvable_note.rb,
+    noteable.rb); this fake has no resolving, so it is always unresolved."""
+    resolvable = note.type is not None and not note.system
+    extra: JSONValue = (
+        {"resolved": False, "resolved_by": None, "resolved_at": None} if resolvable else {}
+    )
     return {
         "id": note.id,
-        "type": None,
+        "type": note.type,
         "body": note.body,
         "attachment": None,
         "author": user_json(note.author, base),
@@ -140,7 +152,8 @@ def _note_json(project: Project, mr: MergeRequest, note: Note, base: str) -> JSO
         "noteable_type": "MergeRequest",
         "noteable_iid": mr.iid,
         "project_id": project.id,
-        "resolvable": False,
+        "resolvable": resolvable,
+        **extra,
         "confidential": False,
         "internal": False,
     }

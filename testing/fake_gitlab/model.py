@@ -29,6 +29,24 @@ class Note:
     created: int  # seconds after the fake's epoch; also the creation order
     updated: int
     system: bool = False
+    discussion_id: str = ""  # the thread it is in (an individual note has one of its own)
+    type: str | None = None  # None: an individual note; "DiscussionNote": a thread's note
+
+
+@dataclass(frozen=True)
+class NoteEvent:
+    """A note GitLab created or edited. A created note notifies the noteable's participants
+    (Notes::CreateService runs NewNoteWorker, which calls NotificationService#new_note:
+    app/services/notes/create_service.rb, app/workers/new_note_worker.rb); an edit notifies
+    nobody (app/services/notes/update_service.rb)."""
+
+    action: str  # "created" | "updated"
+    noteable: str  # "!<iid>" for a merge request, the SHA for a commit
+    note_id: int
+
+    @property
+    def notifies(self) -> bool:
+        return self.action == "created"
 
 
 @dataclass

@@ -15,6 +15,7 @@ from testing.fake_gitlab import (
     commits,
     merge_requests,
     ml_experiments,
+    mr_discussions,
     pipelines,
     projects,
     users,
@@ -27,6 +28,7 @@ from testing.fake_gitlab.state import GitLabState
 
 API_PREFIX = "/api/v4"
 PROJECT_AREAS: tuple[ProjectArea, ...] = (
+    mr_discussions.AREA,  # before merge_requests: its paths are under theirs
     merge_requests.AREA,
     commits.AREA,
     pipelines.AREA,

@@ -3,6 +3,7 @@ pipelines and artifacts; ids and the clock as GitLab hands them out."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Mapping, Sequence
 
@@ -11,6 +12,7 @@ from testing.fake_gitlab.model import (
     Job,
     MergeRequest,
     Note,
+    NoteEvent,
     Pipeline,
     Project,
     Token,
@@ -37,6 +39,8 @@ class GitLabState:
         # Notes each user may still create (testing/fake_gitlab/notes.py); None: no limit.
         self.notes_create_limit: int | None = None
         self.notes_created: dict[int, int] = {}
+        # Every note created or edited through the API, in order (model.NoteEvent).
+        self.note_events: list[NoteEvent] = []
 
     def next_id(self, wanted: int | None = None) -> int:
         """A new id (ids of all kinds come from one sequence), or ``wanted``."""
@@ -143,12 +147,23 @@ class GitLabState:
             return mr
 
     def add_note(self, mr: MergeRequest, body: str, author: User, *, system: bool = False) -> Note:
-        """A note stored as given (as if written before the test started)."""
+        """An individual note stored as given (as if written before the test started)."""
         with self._lock:
             tick = self.tick()
             note = Note(self.next_id(), body, author, tick, tick, system)
+            note.discussion_id = discussion_id("merge_request", mr.id, note.id)
             mr.notes.append(note)
             return note
+
+    def record_note(self, action: str, noteable: str, note: Note) -> None:
+        """The API created (``created``) or edited (``updated``) ``note``."""
+        with self._lock:
+            self.note_events.append(NoteEvent(action, noteable, note.id))
+
+    def notifications(self) -> list[NoteEvent]:
+        """The API's notes that notified participants: the created ones, in order."""
+        with self._lock:
+            return [event for event in self.note_events if event.notifies]
 
     def job_exists(self, job_id: str) -> bool:
         """``Ci::Build.find_by_id``: a job of any project."""
@@ -193,3 +208,12 @@ class GitLabState:
         """The notes of merge request ``iid`` as GitLab stores them, oldest first."""
         with self._lock:
             return list(project.merge_requests[iid].notes)
+
+
+def discussion_id(noteable_type: str, noteable_id: int | str, unique: int | str) -> str:
+    """A thread's id as GitLab makes it: the SHA-1 of ``discussion-<noteable type>-<noteable id>``
+    and, for a new thread, a random part (app/models/discussion.rb ``build_discussion_id``,
+    individual_note_discussion.rb / discussion_note.rb); here ``unique`` (the first note's
+    id) instead of the random part, so ids repeat from run to run."""
+    text = f"discussion-{noteable_type}-{noteable_id}-{unique}"
+    return hashlib.sha1(text.encode()).hexdigest()
