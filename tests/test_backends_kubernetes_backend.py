@@ -291,9 +291,8 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
     drop_every_watch(cluster)
     drop_every_watch(cluster)
     assert requests_made(cluster) == {
-        "create secrets": 1,
         "create mpijobs": 1,
-        "patch secrets": 1,
+        "create secrets": 1,
         "list mpijobs": 2,  # the job's, and those whose ci-runner/delete-after has passed
         "watch mpijobs": 1,
         "list pods": 1,
@@ -341,9 +340,8 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
     # operator writes Succeeded after the Job controller saw the launcher end: the listing then
     # finds the MPIJob running still, and a watch brings it).
     assert made == {
-        "create secrets": 1,
         "create mpijobs": 1,
-        "patch secrets": 1,
+        "create secrets": 1,
         "delete mpijobs": 1,  # the job is over and its log saved
         "delete secrets": 1,
         "list mpijobs": 3,  # at the start, once the launcher ended, kept jobs expired
@@ -605,8 +603,9 @@ def test_401_is_one_line(cluster: Cluster) -> None:
     assert isinstance(error, ClusterError)
     assert str(error) == (
         "Kubernetes rejected ci-runner's credentials (401 Unauthorized) when trying to create "
-        f"secrets in namespace {cluster.namespace}; fix: renew the token or client certificate "
-        "in KUBECONFIG (or the service account token) — it is missing, wrong or expired"
+        f"mpijobs.kubeflow.org in namespace {cluster.namespace}; fix: renew the token or client "
+        "certificate in KUBECONFIG (or the service account token) — it is missing, wrong or "
+        "expired"
     )
     assert cluster.log.lines == []
 

@@ -1,4 +1,4 @@
-"""submit: Secret, then MPIJob, then the Secret owned by the MPIJob; attach when it exists. On
+"""submit: the MPIJob, then its Secret owned by it from its creation; attach when it exists. On
 the scripted cluster (the real kube-apiserver, garbage collector and MPI Operator v0.8.2)."""
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ def secret(cluster: Cluster, name: str) -> JSON | None:
     return cluster.admin.get(f"/api/v1/namespaces/{cluster.namespace}/secrets/{name}")
 
 
-def test_secret_then_job_then_owner_reference(cluster: Cluster) -> None:
+def test_the_job_then_its_secret_owned_from_its_creation(cluster: Cluster) -> None:
     submission = submit(
         make_api(cluster), mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"})
     )
     assert not submission.attached
     assert submission.name == "j1"
     order = [(r.verb, r.resource) for r in cluster.api.requests]
-    assert order == [("create", "secrets"), ("create", "mpijobs"), ("patch", "secrets")]
+    assert order == [("create", "mpijobs"), ("create", "secrets")]  # owned as it is created
     found = secret(cluster, secret_name("j1"))
     assert found is not None
     assert found["data"] == {"git-token": "dG9rLTEyMzQ="}
@@ -66,6 +66,31 @@ def test_a_restarted_ci_job_attaches_and_refreshes_the_secret(cluster: Cluster) 
     assert found is not None
     assert found["data"] == {"git-token": "bmV3LXRva2Vu"}
     assert [ref["uid"] for ref in found["metadata"]["ownerReferences"]] == [first.uid]
+
+
+def test_a_refused_secret_takes_its_new_job_with_it(cluster: Cluster) -> None:
+    cluster.forbid("create", "secrets")
+    with pytest.raises(ClusterError) as caught:
+        submit(make_api(cluster), mpijob_manifest("j1"), git_secret("j1", {"git-token": "t"}))
+    assert str(caught.value).startswith(
+        f"Kubernetes refused to create secrets in namespace {cluster.namespace} (403 Forbidden: "
+    )
+    order = [(r.verb, r.resource) for r in cluster.api.requests]
+    assert order == [("create", "mpijobs"), ("create", "secrets"), ("delete", "mpijobs")]
+    mpijobs = KINDS["mpijobs.kubeflow.org"].format(ns=cluster.namespace)
+    wait_for("the MPIJob gone", lambda: cluster.admin.get(f"{mpijobs}/j1") is None)
+
+
+def test_a_secret_an_earlier_run_left_gets_this_runs_values_and_owner(cluster: Cluster) -> None:
+    secrets = f"/api/v1/namespaces/{cluster.namespace}/secrets"
+    cluster.admin.create(secrets, {"metadata": {"name": secret_name("j1")}, "data": {}})
+    submission = submit(
+        make_api(cluster), mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"})
+    )
+    found = secret(cluster, secret_name("j1"))
+    assert found is not None
+    assert found["data"] == {"git-token": "dG9rLTEyMzQ="}
+    assert [ref["uid"] for ref in found["metadata"]["ownerReferences"]] == [submission.uid]
 
 
 def test_cancel_deletes_everything_and_is_idempotent(cluster: Cluster) -> None:

@@ -1,4 +1,10 @@
-"""Create the job's Secret, then the MPIJob, then hand the Secret to the MPIJob to delete with it.
+"""Create the MPIJob, then its Secret, owned by the MPIJob from its creation.
+
+The Secret (the git credential, train.yaml's ``secrets``) is never without an owner: whatever ends
+ci-runner (a SIGKILL included), the garbage collector deletes it with its MPIJob, which is
+stamped with the time any later run may delete it. The pods wait for it: a Secret volume that is
+not there yet is a mount the kubelet retries, and the containers that read it as variables start
+after the init container that mounts it.
 
 A restarted CI job re-submits the same job name: we attach to the MPIJob already there.
 """
@@ -52,39 +58,44 @@ def submit(
             DELETE_AFTER: delete_after_stamp(delete_after),
         }
         manifest = {**manifest, "metadata": metadata}
-    _put_secret(api, secret.name, manifest, secret.values())
     try:
         mpijob = api.create(MPIJOBS, manifest)
         attached = False
     except Conflict:
         mpijob = api.get(MPIJOBS, mpijob_name)
         attached = True
-    except KubeError:
-        # Refused: nothing would ever own the Secret (and its git token), so it goes now.
-        with contextlib.suppress(KubeError):
-            api.delete(SECRETS, secret.name)
-        raise
     owner = {
         "apiVersion": MPIJOBS.api_version,
         "kind": MPIJOBS.kind,
         "name": mpijob_name,
         "uid": mpijob["metadata"]["uid"],
     }
-    api.patch(SECRETS, secret.name, {"metadata": {"ownerReferences": [owner]}})
+    try:
+        _put_secret(api, secret.name, manifest, secret.values(), owner)
+    except KubeError:
+        if not attached:
+            # Its pods would wait for the Secret until their deadline: the job goes now.
+            with contextlib.suppress(KubeError):
+                api.delete(MPIJOBS, mpijob_name, "Background")
+        raise
     return Submission(mpijob, attached)
 
 
-def _put_secret(api: KubeApi, name: str, manifest: JSON, data: Mapping[str, str]) -> None:
+def _put_secret(
+    api: KubeApi, name: str, manifest: JSON, data: Mapping[str, str], owner: JSON
+) -> None:
     labels = dict(manifest["metadata"].get("labels") or {})
     body: JSON = {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
         "type": "Opaque",
         "stringData": dict(data),
     }
     try:
         api.create(SECRETS, body)
     except Conflict:
-        # Left by an earlier run of this CI job: give it this run's values.
-        api.patch(SECRETS, name, {"stringData": dict(data)})
+        # Left by an earlier run of this CI job: give it this run's values and owner.
+        api.patch(
+            SECRETS, name, {"metadata": {"ownerReferences": [owner]}, "stringData": dict(data)}
+        )
