@@ -369,6 +369,7 @@ class Site:
         ``self.phases``."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "PIP_"))}
         env |= self.aws | {"KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO)}
+        env["CI_RUNNER_ALLOW_GIT_PROTOCOL"] = "1"  # git daemon on the cluster's own bridge
         phases.reset()
         started = time.perf_counter()
         proc = subprocess.Popen(

@@ -43,8 +43,10 @@ class CIContext:
     mr_source_project_path: str | None = None
     # A branch pipeline's open MRs from this branch: up to 4 ``path!iid``, comma-separated.
     open_merge_requests: str | None = None
-    # What pods `git fetch` from (HTTPS; credentials come from a Secret).
+    # What pods `git fetch` from (HTTPS; credentials come from a Secret), and where it was found
+    # (--repo-url, CI_REPOSITORY_URL, CI_PROJECT_URL, the origin remote), for messages.
     repo_url: str | None = None
+    repo_url_from: str = ""
 
     @property
     def short_sha(self) -> str:
@@ -93,6 +95,16 @@ _CI_MARKERS: Final = ("GITLAB_CI", "CI_JOB_ID")
 _REQUIRED_IN_CI: Final = ("CI_COMMIT_SHA", "CI_PROJECT_PATH", "CI_JOB_ID")
 _FULL_SHA: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SCP_LIKE: Final = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
+ORIGIN: Final = "the origin remote"
+# Where the pods may fetch from. https:// and ssh:// (or scp-like user@host:path) authenticate
+# the server and encrypt; http:// only while no git credential goes with it; git:// (neither
+# encrypted nor authenticated, though it carries no credential: git asks a credential helper
+# only over HTTP) only when the project opts in, for a git daemon on a network it trusts.
+ALLOW_GIT_PROTOCOL: Final = "CI_RUNNER_ALLOW_GIT_PROTOCOL"
+_URL_FIX: Final = "give the repository's https:// URL (or ssh://, or user@host:path)"
+_SCHEME: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)", re.DOTALL)
+_SCP_URL: Final = re.compile(r"[^@/:\s]+@(?P<host>[^@/:\s]+):[^\s]+")
+_TRANSPORT: Final = re.compile(r"(?P<transport>[A-Za-z0-9+.-]+)::")
 
 
 def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = None) -> CIContext:
@@ -122,15 +134,19 @@ def _from_gitlab(env: Mapping[str, str], cwd: Path, sha: str | None) -> CIContex
             "as GitLab sets it, or pass --sha"
         )
     repo_url = without_credentials(env.get("CI_REPOSITORY_URL") or "")
+    source = "CI_REPOSITORY_URL"
     if not repo_url and env.get("CI_PROJECT_URL"):
         repo_url = env["CI_PROJECT_URL"].rstrip("/") + ".git"
+        source = "CI_PROJECT_URL"
     if not repo_url:
         repo_url = _origin_url(cwd)
+        source = ORIGIN
     fields = {k: v for k, v in values.items() if k not in ("sha", "project_path")}
     return CIContext(
         sha=values["sha"] or "",
         project_path=values["project_path"] or "",
         repo_url=repo_url or None,
+        repo_url_from=source,
         **fields,
     )
 
@@ -149,6 +165,7 @@ def _from_git(cwd: Path, sha: str | None) -> CIContext:
         project_path=project_path or root.name,
         ref_name=branch,
         repo_url=origin or None,
+        repo_url_from=ORIGIN,
     )
 
 
@@ -191,3 +208,47 @@ def _project_path(url: str) -> str | None:
     if path.endswith(".git"):
         path = path[: -len(".git")]
     return path or None
+
+
+def repo_url_problem(url: str, *, credential: bool, git_protocol: bool = False) -> str | None:
+    """What is wrong with ``url`` as the pods' ``git fetch`` source ("what; fix: ..."), or
+    None: ``credential`` says a git token goes with the fetch (the job's Secret has one),
+    ``git_protocol`` that the project allows git://."""
+    if url.startswith("-"):
+        return f"starts with '-', which git would take as an option; fix: {_URL_FIX}"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return f"contains spaces or control characters; fix: {_URL_FIX}"
+    transport = _TRANSPORT.match(url)
+    if transport:
+        name = transport["transport"]
+        what = "which runs a command" if name.lower() == "ext" else "a git remote helper"
+        return f"uses git's {name}:: transport ({what}); fix: {_URL_FIX}"
+    scheme = _SCHEME.fullmatch(url)
+    if scheme is None:
+        scp = _SCP_URL.fullmatch(url)
+        if scp is None:
+            return f"is neither a URL nor user@host:path (a local path?); fix: {_URL_FIX}"
+        if scp["host"].startswith("-"):
+            return f"names a host starting with '-'; fix: {_URL_FIX}"
+        return None
+    name = scheme["scheme"].lower()
+    host = urlsplit(url).hostname or ""
+    if name in ("https", "ssh", "http", "git") and (not host or host.startswith("-")):
+        return f"has no host, or one starting with '-'; fix: {_URL_FIX}"
+    if name in ("https", "ssh"):
+        return None
+    if name == "http":
+        if not credential:
+            return None
+        return (
+            "uses http://, which would send the git token (CI_JOB_TOKEN or "
+            f"CI_RUNNER_GIT_TOKEN) in clear text; fix: {_URL_FIX}"
+        )
+    if name == "git" and git_protocol:
+        return None
+    if name == "git":
+        return (
+            "uses git://, which is neither encrypted nor authenticated; fix: "
+            f"{_URL_FIX}, or set {ALLOW_GIT_PROTOCOL}=1 for a git daemon on a network you trust"
+        )
+    return f"uses {name}://, which the pods do not fetch from; fix: {_URL_FIX}"

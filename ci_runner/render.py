@@ -21,7 +21,8 @@ except ImportError:  # PyYAML built without libyaml
 from ci_runner.config.engine import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import ContainerResources, TrainConfig
-from ci_runner.context import CIContext
+from ci_runner.config.yamlsource import shorten
+from ci_runner.context import CIContext, repo_url_problem
 from ci_runner.errors import GitError
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.templating import environment, templates_dir
@@ -68,6 +69,15 @@ def render_mpijob(plan: RunPlan) -> dict[str, Any]:
         raise GitError(
             "no repository URL for the pods to fetch the code from; fix: pass --repo-url "
             "https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in GitLab CI"
+        )
+    wrong = repo_url_problem(
+        plan.context.repo_url, credential=plan.git_credential, git_protocol=plan.git_protocol
+    )
+    if wrong is not None:
+        source = plan.context.repo_url_from
+        raise GitError(
+            f"the repository URL {shorten(plan.context.repo_url)}"
+            f"{f' (from {source})' if source else ''} {wrong}"
         )
     text = environment().get_template("mpijob.yaml.j2").render(_template_values(plan))
     manifest: dict[str, Any] = yaml.load(text, Loader=_LOADER)  # a safe loader

@@ -341,6 +341,57 @@ def test_repo_url_flag_overrides_origin_without_credentials(project: tuple[Path,
     assert GIT_TOKEN not in result.stdout
 
 
+URL_FIX = "fix: give the repository's https:// URL (or ssh://, or user@host:path)"
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_a_repo_url_git_would_run_is_one_line_and_nothing_rendered(
+    project: tuple[Path, str], command: str
+) -> None:
+    repo, _ = project
+    result = run([command, "--repo-url=--upload-pack=touch /tmp/x"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: the repository URL '--upload-pack=touch /tmp/x' (from --repo-url) "
+        f"starts with '-', which git would take as an option; {URL_FIX}\n"
+    )
+    result = run([command, "--repo-url", "ext::sh%20-c%20id"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: the repository URL 'ext::sh%20-c%20id' (from --repo-url) uses git's "
+        f"ext:: transport (which runs a command); {URL_FIX}\n"
+    )
+
+
+def test_an_http_repository_url_in_ci_is_refused_since_the_job_token_would_go_with_it(
+    project: tuple[Path, str],
+) -> None:
+    repo, sha = project
+    env = {
+        **ci_env(sha),
+        "CI_REPOSITORY_URL": f"http://gitlab-ci-token:{JOB_TOKEN}@gitlab.example.com/g/demo.git",
+    }
+    result = run(["render"], repo, env)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: the repository URL 'http://gitlab.example.com/g/demo.git' (from "
+        "CI_REPOSITORY_URL) uses http://, which would send the git token (CI_JOB_TOKEN or "
+        f"CI_RUNNER_GIT_TOKEN) in clear text; {URL_FIX}\n"
+    )
+    assert JOB_TOKEN not in result.stderr
+
+
+def test_an_origin_on_the_local_disk_is_refused(git_repo: GitRepo) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML, "requirements.txt": ""})
+    run_git(["remote", "add", "origin", "/srv/git/demo.git"], repo)
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: the repository URL '/srv/git/demo.git' (from the origin remote) is "
+        f"neither a URL nor user@host:path (a local path?); {URL_FIX}\n"
+    )
+
+
 def _install(
     monkeypatch: pytest.MonkeyPatch, run: Callable[[argparse.Namespace, Runtime], int]
 ) -> None:

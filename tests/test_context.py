@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ci_runner.context import CIContext, from_environment, without_credentials
+from ci_runner.context import (
+    ORIGIN,
+    CIContext,
+    from_environment,
+    repo_url_problem,
+    without_credentials,
+)
 from ci_runner.errors import EnvironmentSetupError, GitError
 from testing.git import run_git
 
@@ -51,6 +57,7 @@ def test_in_ci_every_field_comes_from_the_predefined_variables(tmp_path: Path) -
         mr_target_branch="main",
         default_branch="main",
         repo_url="https://gitlab.example.com/group/sub/project.git",
+        repo_url_from="CI_REPOSITORY_URL",
     )
 
 
@@ -103,7 +110,7 @@ def test_in_ci_sha_flag_overrides_the_commit_and_is_resolved(git_repo: GitRepo) 
 def test_outside_ci_head_and_branch_of_the_local_repository(git_repo: GitRepo) -> None:
     repo, sha = git_repo({"train.yaml": "name: x\n"})
     assert from_environment({}, repo) == CIContext(
-        sha=sha, project_path="repo", ref_name="main", repo_url=None
+        sha=sha, project_path="repo", ref_name="main", repo_url=None, repo_url_from=ORIGIN
     )
 
 
@@ -183,3 +190,74 @@ def test_outside_a_repository(tmp_path: Path) -> None:
 )
 def test_without_credentials(url: str, expected: str) -> None:
     assert without_credentials(url) == expected
+
+
+FIX = "fix: give the repository's https:// URL (or ssh://, or user@host:path)"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://gitlab.example.com/group/project.git",
+        "ssh://git@gitlab.example.com:2222/group/project.git",
+        "git@gitlab.example.com:group/project.git",
+        "http://gitlab.example.com/group/project.git",  # no token goes with it
+    ],
+)
+def test_repository_urls_the_pods_may_fetch_from(url: str) -> None:
+    assert repo_url_problem(url, credential=False) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "credential", "expected"),
+    [
+        (
+            "--upload-pack=touch /tmp/pwned",
+            False,
+            f"starts with '-', which git would take as an option; {FIX}",
+        ),
+        ("ext::sh -c id", False, f"contains spaces or control characters; {FIX}"),
+        ("ext::sh%20-c%20id", False, f"uses git's ext:: transport (which runs a command); {FIX}"),
+        ("file::/srv/repo.git", False, f"uses git's file:: transport (a git remote helper); {FIX}"),
+        ("fd::3", False, f"uses git's fd:: transport (a git remote helper); {FIX}"),
+        ("file:///srv/repo.git", False, f"uses file://, which the pods do not fetch from; {FIX}"),
+        (
+            "ftp://example.com/repo.git",
+            False,
+            f"uses ftp://, which the pods do not fetch from; {FIX}",
+        ),
+        (
+            "/srv/repo.git",
+            False,
+            f"is neither a URL nor user@host:path (a local path?); {FIX}",
+        ),
+        (
+            "ssh://-oProxyCommand=id/x.git",
+            False,
+            f"has no host, or one starting with '-'; {FIX}",
+        ),
+        ("git@-oProxyCommand=id:x.git", False, f"names a host starting with '-'; {FIX}"),
+        (
+            "http://gitlab.example.com/g/p.git",
+            True,
+            "uses http://, which would send the git token (CI_JOB_TOKEN or CI_RUNNER_GIT_TOKEN) "
+            f"in clear text; {FIX}",
+        ),
+        (
+            "git://gitlab.example.com/g/p.git",
+            False,
+            "uses git://, which is neither encrypted nor authenticated; fix: give the "
+            "repository's https:// URL (or ssh://, or user@host:path), or set "
+            "CI_RUNNER_ALLOW_GIT_PROTOCOL=1 for a git daemon on a network you trust",
+        ),
+    ],
+)
+def test_repository_urls_the_pods_must_not_fetch_from(
+    url: str, credential: bool, expected: str
+) -> None:
+    assert repo_url_problem(url, credential=credential) == expected
+
+
+def test_git_protocol_when_the_project_allows_it() -> None:
+    url = "git://10.98.76.1:9418/g/p.git"
+    assert repo_url_problem(url, credential=True, git_protocol=True) is None

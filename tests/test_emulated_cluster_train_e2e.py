@@ -194,6 +194,7 @@ def pipeline(
         "CI_PROJECT_PATH": f"group/{name}",
         "CI_PROJECT_URL": project_url,
         "CI_REPOSITORY_URL": f"git://{marks.GATEWAY}:{GIT_PORT}/{name}.git",
+        "CI_RUNNER_ALLOW_GIT_PROTOCOL": "1",  # git daemon on the cluster's own bridge
         "CI_COMMIT_SHA": sha,
         "CI_COMMIT_REF_NAME": "faster",
         "CI_DEFAULT_BRANCH": "main",

@@ -33,6 +33,9 @@ VENV_BIN = Path(sys.executable).parent
 TOKEN = "glcbt-canary-7f3a9c1e5b"
 
 
+HTTPS_REMOTE = "https://gitlab.example.com/g/p.git"
+
+
 def _sh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
@@ -875,8 +878,15 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
         workers=2,
         requirements="requirements.txt",
     )
-    ctx = CIContext(sha=old, project_path="g/p", job_id="1", repo_url=url)
+    # Rendered for the https:// URL a job has (a file:// one is refused), fetched from the bare
+    # repository here.
+    ctx = CIContext(sha=old, project_path="g/p", job_id="1", repo_url=HTTPS_REMOTE)
     specs = render_mpijob(build_plan(config, ctx))["spec"]["mpiReplicaSpecs"]
+    for spec in specs.values():
+        for container in spec["template"]["spec"].get("initContainers", []):
+            for entry in container.get("env", []):
+                if entry.get("value") == HTTPS_REMOTE:
+                    entry["value"] = url
     worker = specs["Worker"]["template"]["spec"]
     launcher = specs["Launcher"]["template"]["spec"]
     base = _sh_env(tmp_path, PIP_FIND_LINKS=str(wheelhouse), CI_RUNNER_SSH_PORT=str(listening_port))
@@ -904,11 +914,11 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     mpirun = fake_bin / "mpirun"
-    # mpirun's options end at the job's command (python3 here): print them, run the command in
-    # -wdir, as orted does on a worker.
+    # mpirun's options end at "--" (OpenMPI 4.1's opal_cmd_line_parse): print them, run the
+    # job's command in -wdir, as orted does on a worker.
     mpirun.write_text(
-        '#!/bin/sh\nwhile [ "$1" != python3 ]; do\n'
-        '    [ "$1" != -wdir ] || cd "$2"\n    opts="$opts $1"; shift\ndone\n'
+        '#!/bin/sh\nwhile [ "$1" != -- ]; do\n'
+        '    [ "$1" != -wdir ] || cd "$2"\n    opts="$opts $1"; shift\ndone\nshift\n'
         'echo "mpirun$opts" | sed "s/ -x [^ ]*//g"\nexec "$@"\n'
     )
     mpirun.chmod(0o755)

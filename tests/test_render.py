@@ -440,6 +440,7 @@ def test_launcher_runs_mpirun_from_the_code_directory() -> None:
         *("mpirun", "--allow-run-as-root", "--tag-output", "-np", "4"),
         *("--hostfile", "/etc/mpi/hostfile", "-bind-to", "none", "-map-by", "slot"),
         *("-mca", "pml", "ob1", "-mca", "btl", "^openib"),
+        "--",  # the end of mpirun's options: the job's command is never one of them
         *("python", "main_with_horovod.py", "--epochs", "20"),
     ]
     assert 'cd "$code_dir"' in main["command"][2]
@@ -776,7 +777,7 @@ def _context_with(value: str) -> CIContext:
         job_url=value,
         ref_name=value,
         mr_iid=value,
-        repo_url=value,
+        # Kept: a repository URL is checked before rendering (test_context's repo_url_problem).
     )
 
 

@@ -107,7 +107,9 @@ def load_config_from_args(
     root = repo_root(runtime.cwd)
     ctx = from_environment(runtime.env, runtime.cwd, sha=args.sha)
     if args.repo_url:
-        ctx = dataclasses.replace(ctx, repo_url=without_credentials(args.repo_url))
+        ctx = dataclasses.replace(
+            ctx, repo_url=without_credentials(args.repo_url), repo_url_from="--repo-url"
+        )
     config_path = path_in_repo(args.config, runtime.cwd, root)
     working_tree = runs_working_tree(root, ctx.sha)
     config = load_train_config(ctx.sha, config_path, root, working_tree=working_tree)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Final, Generic, TypeVar, cast
 
-from ci_runner.config.names import Rule, closest
+from ci_runner.config.names import Rule, Wrong, closest
 from ci_runner.config.yamlsource import (
     YMapping,
     YNode,
@@ -309,6 +309,9 @@ class Argv(Kind[tuple[str, ...]]):
     doc = "string or list of strings"
     _ARG: Final = Str(scalars=True, empty=True, control=True)
 
+    def __init__(self, rule: Callable[[tuple[str, ...]], Wrong | None] | None = None) -> None:
+        self.rule = rule
+
     def check(self, node: YNode, at: At) -> tuple[str, ...] | Invalid:
         empty = ("must not be empty", f"write what every rank runs, e.g. {at.example}")
         if isinstance(node, YScalar) and isinstance(node.value, str):
@@ -324,14 +327,35 @@ class Argv(Kind[tuple[str, ...]]):
                 return at.problem(node.line, *empty)
             if any("\x00" in arg for arg in argv):
                 return at.problem(node.line, "must not contain a NUL character", "remove it")
-            return tuple(argv)
+            return self._checked(tuple(argv), node.line, at)
         if not isinstance(node, YSequence):
             return at.wrong_type(node, "a string or a list of strings")
         if not node.items:
             return at.problem(node.line, *empty)
         args = [check(self._ARG, item, at.item(index)) for index, item in enumerate(node.items)]
         strings = [arg for arg in args if not isinstance(arg, Invalid)]
-        return tuple(strings) if len(strings) == len(args) else INVALID
+        if len(strings) != len(args):
+            return INVALID
+        return self._checked(tuple(strings), node.items[0].line, at)
+
+    def _checked(self, argv: tuple[str, ...], line: int, at: At) -> tuple[str, ...] | Invalid:
+        wrong = self.rule(argv) if self.rule is not None else None
+        if wrong is not None:
+            return at.problem(line, *wrong)
+        return _program_first(argv, line, at)
+
+
+def _program_first(argv: tuple[str, ...], line: int, at: At) -> tuple[str, ...] | Invalid:
+    """``argv`` when its first word is a program: a word starting with ``-`` would be read by
+    mpirun or horovodrun as an option of their own (``--mca plm_rsh_agent ...``)."""
+    if argv[0].startswith("-"):
+        return at.problem(
+            line,
+            f"starts with the option {shorten(argv[0])}, which mpirun and horovodrun would take "
+            "as their own",
+            f"start it with the program every rank runs, e.g. {at.example}",
+        )
+    return argv
 
 
 @dataclass(frozen=True)

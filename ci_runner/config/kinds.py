@@ -1,6 +1,7 @@
 """The kinds of value particular to train.yaml, built on the engine: where data lives
-(:class:`Uri`, with the ``outputs`` placeholders), a file in the repository (:class:`RepoPath`)
-and a metric's regular expression (:class:`MetricPattern`)."""
+(:class:`Uri`, with the ``outputs`` placeholders), a file in the repository (:class:`RepoPath`),
+a metric's regular expression (:class:`MetricPattern`), and the environment's values, which
+must not be credentials written in clear (:class:`EnvValues`, the table :data:`CREDENTIALS`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import posixpath
 import re
 import string
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
-from ci_runner.config.engine import INVALID, At, Invalid, Kind, Str
-from ci_runner.config.names import Wrong
-from ci_runner.config.yamlsource import YNode, shorten
+from ci_runner.config.engine import INVALID, At, Invalid, Kind, MapOf, Str
+from ci_runner.config.names import Rule, Wrong
+from ci_runner.config.yamlsource import YMapping, YNode, key_path, shorten
 
 _S3_BUCKET: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
@@ -160,3 +162,156 @@ def _listing(words: tuple[str, ...]) -> str:
     """('a', 'b', 'c') → "'a', 'b' and 'c'"."""
     quoted = [repr(word) for word in words]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Credentials written in clear. A value of train.yaml is in the repository, its history, every
+# pod's spec and whatever prints them; a credential belongs in a masked CI/CD variable that
+# ``secrets`` passes through the job's Secret. Each rule below matches only text that ordinary
+# values do not hold: a fixed prefix its issuer chose so that scanners find it, followed by as
+# many random characters as the issuer writes (or, for the prefixes others use too, a random
+# look: upper and lower case letters and digits).
+
+
+def _random(text: str) -> bool:
+    """Whether ``text`` mixes upper and lower case letters and digits, as random keys do (a
+    kebab-case name never does)."""
+    return (
+        any(c.isupper() for c in text)
+        and any(c.islower() for c in text)
+        and any(c.isdigit() for c in text)
+    )
+
+
+@dataclass(frozen=True)
+class Credential:
+    """One kind of credential: what it is called, and the expression that finds it (its
+    ``body`` group, when there is one, must also look random)."""
+
+    name: str
+    regex: re.Pattern[str]
+    random_body: bool = False
+
+    def found_in(self, text: str) -> bool:
+        for match in self.regex.finditer(text):
+            if not self.random_body or _random(match.group("body")):
+                return True
+        return False
+
+
+def _credential(name: str, pattern: str, random_body: bool = False) -> Credential:
+    return Credential(name, re.compile(pattern), random_body)
+
+
+# A reference to another variable stands for a password, it is not one: ${NAME} and $NAME (a
+# shell or pip expands them), $(NAME) (kept as those characters in env: no secret either).
+_REFERENCE: Final = (
+    r"\$(?:\([A-Za-z_][A-Za-z0-9_]*\)|\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)"
+)
+
+CREDENTIALS: Final = (
+    # scheme://user:password@host: pip's index, a proxy, git, a database URL. The user alone,
+    # a port (host:8080/...) and a referenced password are not one.
+    _credential(
+        "a URL with a password (user:password@)",
+        r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:(?!" + _REFERENCE + r"@)[^/?#@\s]+@",
+    ),
+    # GitLab's token prefixes (doc/security/tokens: personal, OAuth application secret, CI/CD
+    # job, deploy, runner, pipeline trigger, feed, incoming mail, agent, SCIM, feature flags
+    # client), then at least 20 of the characters its tokens are made of.
+    _credential(
+        "a GitLab token",
+        r"\b(?:glpat|gloas|glcbt|gldt|glrt|glptt|glft|glimt|glagent|glsoat|glffct)-"
+        r"[0-9A-Za-z_.-]{20,}",
+    ),
+    # GitHub: personal (classic), OAuth, user-to-server, server-to-server, refresh tokens: the
+    # prefix and 36 base62 characters; fine-grained personal tokens: github_pat_ and 82.
+    _credential("a GitHub token", r"\bgh[pousr]_[0-9A-Za-z]{36}"),
+    _credential("a GitHub token", r"\bgithub_pat_[0-9A-Za-z_]{50,}"),
+    # Hugging Face user access tokens: hf_ and 34 letters.
+    _credential("a Hugging Face token", r"\bhf_[A-Za-z]{34}\b"),
+    # Slack bot and user tokens: xoxb- / xoxp-, the workspace's number, then more.
+    _credential("a Slack token", r"\bxox[bp]-[0-9]{6,}-[0-9A-Za-z-]{10,}"),
+    # OpenAI and Anthropic API keys: sk- (sk-proj-, sk-ant-api03-, ...) then 40 or more random
+    # characters; "sk-" alone starts ordinary names too (sk-learn), hence the random look.
+    _credential(
+        "an API key (sk-)",
+        r"\bsk-(?:[a-z]+(?:[0-9]+)?-)?(?P<body>[0-9A-Za-z_-]{40,})",
+        random_body=True,
+    ),
+    # Stripe secret and restricted keys.
+    _credential("a Stripe key", r"\b[rs]k_live_[0-9A-Za-z]{24,}"),
+    # AWS access key ids: long-term (AKIA) and temporary (ASIA), 16 more upper-case letters and
+    # digits.
+    _credential("an AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    # A PEM private key (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted or not, PGP).
+    _credential(
+        "a private key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+    ),
+)
+# An AWS secret access key: 40 base64 characters. Only with an access key id in the same
+# environment (or a name that says so) is such a string taken for one.
+_AWS_SECRET: Final = re.compile(r"(?<![0-9A-Za-z/+])(?P<body>[0-9A-Za-z/+]{40})(?![0-9A-Za-z/+=])")
+_AWS_KEY_ID: Final = CREDENTIALS[-2]
+_AWS_SECRET_NAME: Final = re.compile(r"(?:^|_)SECRET(?:_ACCESS)?_KEY$")
+
+
+def credential_in(text: str) -> str | None:
+    """The name of the credential ``text`` holds, or None."""
+    for credential in CREDENTIALS:
+        if credential.found_in(text):
+            return credential.name
+    return None
+
+
+def _aws_secret_in(text: str) -> bool:
+    return any(_random(match.group("body")) for match in _AWS_SECRET.finditer(text))
+
+
+def credential_problem(what: str, secret_name: str) -> Wrong:
+    """(what is wrong, the fix) for a credential written in train.yaml; never the value."""
+    return (
+        f"holds {what} in clear text",
+        "remove it, revoke it (the repository's history keeps it) and pass it as a masked "
+        f"CI/CD variable: secrets: [{secret_name}]",
+    )
+
+
+class EnvValues(MapOf[str]):
+    """train.yaml's ``env``: names by ``key_rule`` → strings, none of them a credential."""
+
+    def __init__(self, key_rule: Rule, *, doc: str) -> None:
+        super().__init__(key_rule, Str(scalars=True, empty=True, control=True), doc=doc)
+
+    def check(self, node: YNode, at: At) -> tuple[tuple[str, str], ...] | Invalid:
+        pairs = super().check(node, at)
+        if isinstance(pairs, Invalid) or not isinstance(node, YMapping):
+            return pairs
+        key_id = any(_AWS_KEY_ID.found_in(value) for _, value in pairs)
+        ok = True
+        for name, value in pairs:
+            what = credential_in(value)
+            aws = key_id or _AWS_SECRET_NAME.search(name) is not None
+            if what is None and aws and _aws_secret_in(value):
+                what = "an AWS secret access key"
+            if what is not None:
+                path = key_path(at.path, name)
+                at.problem(at.context.lines.get(path), *credential_problem(what, name), path=path)
+                ok = False
+        return pairs if ok else INVALID
+
+
+def credential_in_command(argv: Sequence[str]) -> Wrong | None:
+    """The command line's rule: none of its words holds a credential (the launcher's arguments
+    are in the MPIJob, in every process list of the pods, and in the CI log)."""
+    for word in argv:
+        what = credential_in(word)
+        if what is not None:
+            return (
+                f"holds {what} in clear text",
+                "remove it, revoke it (the repository's history keeps it) and pass it as a "
+                "masked CI/CD variable listed under secrets:, which the program reads from its "
+                "environment",
+            )
+    return None

@@ -44,7 +44,13 @@ from ci_runner.config.engine import (
     Str,
     homes,
 )
-from ci_runner.config.kinds import MetricPattern, RepoPath, Uri
+from ci_runner.config.kinds import (
+    EnvValues,
+    MetricPattern,
+    RepoPath,
+    Uri,
+    credential_in_command,
+)
 from ci_runner.config.names import (
     env_name,
     ip_address,
@@ -319,7 +325,7 @@ SCHEMA: Final = Record(
     ),
     Field(
         "command",
-        Argv(),
+        Argv(credential_in_command),
         "What every rank runs, from the repository root: a string (split like a shell would) "
         "or a list of strings. ci-runner starts mpirun itself, and no shell runs the command: "
         "`&&`, `;`, `|`, redirections and `$VAR` reach the program as they are (validate warns); "
@@ -385,16 +391,14 @@ SCHEMA: Final = Record(
     ),
     Field(
         "env",
-        MapOf(
-            _ENV_NAME_RULE,
-            Str(scalars=True, empty=True, control=True),
-            doc="mapping NAME → string",
-        ),
+        EnvValues(_ENV_NAME_RULE, doc="mapping NAME → string"),
         "Environment variables for every rank; numbers and booleans are kept as written, and "
         "`$(NAME)` stays those characters (Kubernetes does not expand it). The setup containers "
         "get none of them but pip's settings, which install-requirements gets too: "
         + ", ".join(f"`{name}`" for name in PIP_SETTINGS)
-        + ".",
+        + ". A value that holds a credential (a URL with user:password@, a GitLab, GitHub, "
+        "Hugging Face, Slack or API token, an AWS key, a private key) is refused: list the name "
+        "of a masked CI/CD variable under `secrets` instead.",
         "{EPOCHS: 10}",
     ),
     Field(

@@ -16,7 +16,7 @@ from typing import Final
 
 from ci_runner.config.outputs import expand_outputs
 from ci_runner.config.types import TrainConfig
-from ci_runner.context import CIContext
+from ci_runner.context import ALLOW_GIT_PROTOCOL, CIContext
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.masking import SecretMasker, secret_masker
 from ci_runner.plan.deadline import CIJobTime, mpijob_deadline
@@ -26,6 +26,9 @@ from ci_runner.plan.tracking import SET_FOR_RANKS, RankTracking
 LOG_NAME: Final = "train.log"  # the training log, in the output directory
 GIT_USERNAME_KEY: Final = "GIT_USERNAME"
 GIT_PASSWORD_KEY: Final = "GIT_PASSWORD"
+# The git token, in this order: what fetch-code.sh hands git when it is not empty.
+GIT_TOKEN_VARIABLE: Final = "CI_RUNNER_GIT_TOKEN"
+JOB_TOKEN_VARIABLE: Final = "CI_JOB_TOKEN"
 # The rank variables whose values depend on where the ranks run (PATH only exists locally:
 # on Kubernetes it is the image's).
 LOCATION_DEPENDENT: Final = frozenset({"CI_RUNNER_CODE_DIR", "PYTHONPATH", "PATH"})
@@ -35,6 +38,11 @@ LOCATION_DEPENDENT: Final = frozenset({"CI_RUNNER_CODE_DIR", "PYTHONPATH", "PATH
 MPIRUN_OUTPUT: Final = ("--allow-run-as-root", "--tag-output")
 MPIRUN_PLACEMENT: Final = ("-bind-to", "none", "-map-by", "slot")
 MPIRUN_TRANSPORT: Final = ("-mca", "pml", "ob1", "-mca", "btl", "^openib")
+# OpenMPI's mpirun takes every word after "--" as the program and its arguments (4.1's
+# opal/util/cmd_line.c, opal_cmd_line_parse: "--" moves the rest to the tail unparsed), so the
+# job's command can never become mpirun's options. horovodrun has none: its argparse REMAINDER
+# keeps a "--" as the command's first word; validation refuses a command starting with "-".
+MPIRUN_END_OF_OPTIONS: Final = "--"
 # What every rank gets unless train.yaml's env sets it. PYTHONUNBUFFERED: the ranks' lines reach
 # the CI log as they happen. OpenMPI's yield: a rank waiting in MPI (Horovod's background thread
 # negotiates every few milliseconds from hvd.init on) spins on its core unless OpenMPI counts more
@@ -108,6 +116,10 @@ class RunPlan:
     outputs: OutputPaths | None = None  # None for commands that write no files
     tracking: RankTracking | None = None  # the MLflow run the ranks join (plan.tracking)
     ci_job: CIJobTime | None = None  # the CI job's timeout and time spent (plan.deadline)
+    # Whether the pods' fetch sends a git token (the Secret's GIT_PASSWORD is not empty), and
+    # whether the project allows git:// (context.ALLOW_GIT_PROTOCOL): what the URL may be.
+    git_credential: bool = False
+    git_protocol: bool = False
 
     @property
     def deadline_seconds(self) -> int | None:
@@ -186,7 +198,7 @@ class RunPlan:
             )
         ranks = ["-np", str(self.config.ranks), *hosts.fixed]
         options = [*MPIRUN_OUTPUT, *ranks, *MPIRUN_PLACEMENT, *MPIRUN_TRANSPORT]
-        return ["mpirun", *options, *self.config.command]
+        return ["mpirun", *options, MPIRUN_END_OF_OPTIONS, *self.config.command]
 
 
 def build_plan(
@@ -230,6 +242,8 @@ def build_plan(
         masker=masker or secret_masker(env, config.secrets),
         outputs=outputs,
         ci_job=ci_job,
+        git_credential=bool(env.get(GIT_TOKEN_VARIABLE) or env.get(JOB_TOKEN_VARIABLE)),
+        git_protocol=env.get(ALLOW_GIT_PROTOCOL, "").lower() in ("1", "true", "yes"),
     )
 
 
@@ -239,13 +253,16 @@ def _secret_data(config: TrainConfig, env: Mapping[str, str]) -> dict[str, str]:
     Git uses ``CI_RUNNER_GIT_TOKEN`` (user ``CI_RUNNER_GIT_USERNAME``, default ``oauth2``) when
     set, else the job token as ``gitlab-ci-token``.
     """
-    if env.get("CI_RUNNER_GIT_TOKEN"):
+    if env.get(GIT_TOKEN_VARIABLE):
         data = {
             GIT_USERNAME_KEY: env.get("CI_RUNNER_GIT_USERNAME") or "oauth2",
-            GIT_PASSWORD_KEY: env["CI_RUNNER_GIT_TOKEN"],
+            GIT_PASSWORD_KEY: env[GIT_TOKEN_VARIABLE],
         }
     else:
-        data = {GIT_USERNAME_KEY: "gitlab-ci-token", GIT_PASSWORD_KEY: env.get("CI_JOB_TOKEN", "")}
+        data = {
+            GIT_USERNAME_KEY: "gitlab-ci-token",
+            GIT_PASSWORD_KEY: env.get(JOB_TOKEN_VARIABLE, ""),
+        }
     problems = []
     for name in config.secrets:
         value = env.get(name)

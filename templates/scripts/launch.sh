@@ -70,6 +70,7 @@ if [ "${1:-}" = mpirun ]; then
     hostfile=""
     previous=""
     for arg in "$@"; do
+        [ "$arg" != -- ] || break # the job's command follows: its words are not mpirun's
         case "$previous" in -hostfile | --hostfile | -machinefile | --machinefile) hostfile="$arg" ;; esac
         previous="$arg"
     done

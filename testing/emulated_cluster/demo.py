@@ -171,6 +171,7 @@ def main() -> int:
                     **AWS,
                     "KUBECONFIG": str(kubeconfig),
                     "PYTHONPATH": str(REPO_ROOT),
+                    "CI_RUNNER_ALLOW_GIT_PROTOCOL": "1",  # git daemon on the bridge
                 },
                 check=False,
             )
