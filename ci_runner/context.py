@@ -96,6 +96,7 @@ _REQUIRED_IN_CI: Final = ("CI_COMMIT_SHA", "CI_PROJECT_PATH", "CI_JOB_ID")
 _FULL_SHA: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SCP_LIKE: Final = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
 ORIGIN: Final = "the origin remote"
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 # Where the pods may fetch from. https:// and ssh:// (or scp-like user@host:path) authenticate
 # the server and encrypt; http:// only while no git credential goes with it; git:// (neither
 # encrypted nor authenticated, though it carries no credential: git asks a credential helper
@@ -118,6 +119,11 @@ def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = Non
 
 
 def _from_gitlab(env: Mapping[str, str], cwd: Path, sha: str | None) -> CIContext:
+    for var in (*CI_VARIABLES, "CI_REPOSITORY_URL"):
+        if _SURROGATE.search(env.get(var, "")):  # bytes that were not UTF-8 (surrogateescape)
+            raise EnvironmentSetupError(
+                f"{var} is not UTF-8 text; fix: leave it as GitLab sets it (UTF-8), or unset it"
+            )
     values = {field: env.get(var) or None for var, field in CI_VARIABLES.items()}
     required = [v for v in _REQUIRED_IN_CI if not (sha and v == "CI_COMMIT_SHA")]
     missing = [v for v in required if not env.get(v)]

@@ -392,6 +392,40 @@ def test_an_origin_on_the_local_disk_is_refused(git_repo: GitRepo) -> None:
     )
 
 
+SURROGATE_FIX = (
+    "fix: write the character itself (or \\U0001F600-style escapes for one beyond U+FFFF)"
+)
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_a_lone_surrogate_in_train_yaml_is_one_line_not_a_crash(
+    git_repo: GitRepo, tmp_path: Path, command: str
+) -> None:
+    text = TRAIN_YAML + 'env: {A: "\\ud800", "\\udc80x": b}\n'
+    repo, _ = git_repo({"train.yaml": text, "requirements.txt": ""})
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    result = run([command], repo, crash_dir=tmp_path / "crash")
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: train.yaml:7: env.A: contains the escape \\ud800, a lone UTF-16 "
+        f"surrogate that UTF-8 text cannot hold; {SURROGATE_FIX}\n"
+        "ci-runner: error: train.yaml:7: env['\\udc80x']: contains the escape \\udc80, a lone "
+        f"UTF-16 surrogate that UTF-8 text cannot hold; {SURROGATE_FIX}\n"
+    )
+    assert not (tmp_path / "crash").exists()
+
+
+def test_a_ci_variable_that_is_not_utf8_is_one_line(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    env = {**ci_env(sha), "CI_COMMIT_REF_NAME": "feature/\udcff"}  # os.environ's surrogateescape
+    result = run(["render"], repo, env)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: CI_COMMIT_REF_NAME is not UTF-8 text; fix: leave it as GitLab sets it "
+        "(UTF-8), or unset it\n"
+    )
+
+
 def _install(
     monkeypatch: pytest.MonkeyPatch, run: Callable[[argparse.Namespace, Runtime], int]
 ) -> None:

@@ -320,6 +320,7 @@ def shorten(value: str, limit: int = 40) -> str:
 
 
 _PLAIN_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def key_path(path: str, key: str) -> str:
@@ -407,6 +408,8 @@ class _Walker:
                 )
                 continue
             key = key_node.value
+            if self._surrogate(key, key_path(path, key), key_line):
+                continue
             if key_node.tag == _TAG + "merge":
                 self.problem(
                     path,
@@ -431,6 +434,8 @@ class _Walker:
     def scalar(self, node: yaml.ScalarNode, path: str, line: int) -> YScalar:
         tag = node.tag.removeprefix(_TAG)
         text = node.value
+        if self._surrogate(text, path, line):
+            return YScalar(text, text, line, broken=True)
         if tag in ("str", "timestamp", "value") or node.tag == "!":
             return YScalar(text, text, line)  # dates stay as written: env values want text
         if tag in _TAG_NOUNS:
@@ -455,6 +460,21 @@ class _Walker:
             return YScalar(value, text, line)
         self._check_tag(node, path, "str", line)
         return YScalar(text, text, line, broken=node.tag not in (_TAG + "str", "!"))
+
+    def _surrogate(self, text: str, path: str, line: int) -> bool:
+        """Whether ``text`` holds a lone surrogate (a ``"\\ud800"`` escape), which no UTF-8
+        text can hold: the manifest, the log and the terminal would each fail on it."""
+        found = _SURROGATE.search(text)
+        if found is None:
+            return False
+        self.problem(
+            path,
+            line,
+            f"contains the escape \\u{ord(found.group()):04x}, a lone UTF-16 surrogate that "
+            "UTF-8 text cannot hold",
+            "write the character itself (or \\U0001F600-style escapes for one beyond U+FFFF)",
+        )
+        return True
 
     def _check_tag(self, node: yaml.Node, path: str, expected: str, line: int) -> None:
         if node.tag not in (_TAG + expected, "!"):
