@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci_runner.errors import GitError
@@ -66,20 +67,42 @@ def read_file_at(sha: str, path: str, cwd: Path) -> str:
         ) from exc
 
 
-def read_bytes_at(sha: str, path: str, cwd: Path) -> bytes:
-    """The bytes of ``path`` in commit ``sha``, undecoded: train.yaml may not be UTF-8, and only
-    its reader can say so on the right line."""
+@dataclass(frozen=True)
+class TreeEntry:
+    """A path's entry in a commit's tree: its mode (100644, 100755, 120000 for a symbolic
+    link, 040000, 160000), its kind (blob, tree, commit) and its object's name."""
+
+    mode: str
+    kind: str
+    oid: str
+
+    @property
+    def symlink(self) -> bool:
+        return self.mode == "120000"
+
+
+def tree_entry(sha: str, path: str, cwd: Path) -> TreeEntry | None:
+    """The entry of ``path`` (relative to the repository root, taken literally) in commit
+    ``sha``, or None when there is none. Only the trees are read, not the file."""
+    listing = git(["--literal-pathspecs", "ls-tree", "-z", "--full-tree", sha, "--", path], cwd)
+    for record in listing.split("\0"):
+        meta, _, name = record.partition("\t")
+        if name == path:
+            mode, kind, oid = meta.split(" ")
+            return TreeEntry(mode, kind, oid)
+    return None
+
+
+def read_blob(oid: str, cwd: Path) -> bytes:
+    """The bytes of the blob ``oid``, undecoded (train.yaml may not be UTF-8, and only its reader
+    can say so on the right line); a missing or damaged object is a GitError with git's words."""
     try:
-        proc = subprocess.run(
-            ["git", "show", f"{sha}:{path}"], cwd=cwd, capture_output=True, check=False
-        )
-    except (FileNotFoundError, NotADirectoryError):
-        proc = None
-    if proc is None or proc.returncode != 0:
-        raise GitError(
-            f"{path} does not exist in commit {sha[:8]}; fix: commit it, or pass --config with "
-            "its path relative to the repository root"
-        )
+        proc = subprocess.run(["git", "cat-file", "blob", oid], cwd=cwd, capture_output=True)
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed; fix: install git and run again") from exc
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(lines[-1] if lines else f"git cat-file exited with {proc.returncode}")
     return proc.stdout
 
 

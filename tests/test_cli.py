@@ -266,7 +266,7 @@ def test_requirements_must_exist_at_the_commit(git_repo: GitRepo) -> None:
     result = run(["validate"], repo)
     assert (result.code, result.stdout) == (1, "")
     assert result.stderr == (
-        f"ci-runner: error: train.yaml: requirements: requirements.txt does not exist in commit "
+        f"ci-runner: error: train.yaml:5: requirements: requirements.txt does not exist in commit "
         f"{sha[:8]}; fix: commit it, or give its path relative to the repository root\n"
     )
 
@@ -423,6 +423,107 @@ def test_a_ci_variable_that_is_not_utf8_is_one_line(project: tuple[Path, str]) -
     assert result.stderr == (
         "ci-runner: error: CI_COMMIT_REF_NAME is not UTF-8 text; fix: leave it as GitLab sets it "
         "(UTF-8), or unset it\n"
+    )
+
+
+DAMAGED_FIX = (
+    "fix: the clone is damaged: fetch again or clone afresh (git fsck names the damaged objects)"
+)
+
+
+def test_a_corrupt_or_missing_train_yaml_object_is_not_a_missing_file(
+    project: tuple[Path, str],
+) -> None:
+    repo, sha = project
+    oid = run_git(["rev-parse", f"{sha}:train.yaml"], repo)
+    stored = f".git/objects/{oid[:2]}/{oid[2:]}"
+    (repo / stored).chmod(0o644)
+    (repo / stored).write_bytes(b"not zlib")
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: train.yaml cannot be read from commit {sha[:8]} (fatal: loose object "
+        f"{oid} (stored in {stored}) is corrupt); {DAMAGED_FIX}\n"
+    )
+    (repo / stored).unlink()
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: train.yaml cannot be read from commit {sha[:8]} (fatal: git cat-file "
+        f"{oid}: bad file); {DAMAGED_FIX}\n"
+    )
+
+
+def test_a_committed_link_is_judged_by_its_target_in_the_commit(git_repo: GitRepo) -> None:
+    repo, _ = git_repo({"configs/train.yaml": TRAIN_YAML, "requirements.txt": "numpy\n"})
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    (repo / "train.yaml").symlink_to("configs/train.yaml")  # inside: followed in the commit
+    (repo / "passwd.yaml").symlink_to("/etc/passwd")
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "links"], repo)
+    sha = run_git(["rev-parse", "HEAD"], repo)
+    (repo / "configs" / "train.yaml").write_text("working tree: not the commit\n")
+    assert run(["validate"], repo).code == 0
+    result = run(["validate", "--config", "passwd.yaml"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: passwd.yaml is a symbolic link to '/etc/passwd' in commit {sha[:8]}, "
+        "outside the repository; fix: commit the file itself, not a link to it\n"
+    )
+
+
+def test_a_requirements_link_out_of_the_repository_is_refused(git_repo: GitRepo) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML})
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    (repo / "requirements.txt").symlink_to("../../etc/passwd")
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "link"], repo)
+    sha = run_git(["rev-parse", "HEAD"], repo)
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: train.yaml:5: requirements: requirements.txt is a symbolic link to "
+        f"'../../etc/passwd' in commit {sha[:8]}, outside the repository; fix: commit the file "
+        "itself, not a link to it\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("", "--config is empty; fix: pass the path of your train.yaml (by default train.yaml)"),
+        (
+            ".",
+            "--config . is the repository's top directory; fix: pass the path of your train.yaml",
+        ),
+    ],
+)
+def test_a_config_that_names_no_file(project: tuple[Path, str], config: str, expected: str) -> None:
+    repo, _ = project
+    result = run(["validate", "--config", config], repo)
+    assert (result.code, result.stdout, result.stderr) == (1, "", f"ci-runner: error: {expected}\n")
+
+
+def test_a_directory_as_config(project: tuple[Path, str]) -> None:
+    repo, sha = project
+    result = run(["validate", "--config", "src"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: src is a directory in commit {sha[:8]}, not a file; fix: commit it, "
+        "or pass --config with the path of your train.yaml\n"
+    )
+
+
+def test_a_missing_requirements_url_is_echoed_as_written_on_its_line(git_repo: GitRepo) -> None:
+    text = TRAIN_YAML.replace("requirements.txt", "http://example.com/requirements.txt")
+    repo, sha = git_repo({"train.yaml": text})
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: train.yaml:5: requirements: http://example.com/requirements.txt does "
+        f"not exist in commit {sha[:8]}; fix: requirements names a file in the repository, not a "
+        "URL: commit it and give its path\n"
     )
 
 

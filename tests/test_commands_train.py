@@ -84,7 +84,7 @@ def test_allow_dirty_reads_train_yaml_from_the_working_tree(
 
     assert code == 1
     assert err == (
-        "ci-runner: error: train.yaml: requirements: req.txt does not exist in the working tree; "
+        "ci-runner: error: train.yaml:5: requirements: req.txt does not exist in the working tree; "
         "fix: create it, or give its path relative to the repository root\n"
     )
     (repo / "req.txt").write_text("")

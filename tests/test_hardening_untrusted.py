@@ -26,6 +26,7 @@ from ci_runner.gitlab.comments import find_targets
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import OutputPaths, build_plan
 from ci_runner.results.destination import GitLabDestination, open_gitlab
+from ci_runner.results.markdown import clean, code
 from ci_runner.results.publish import finish
 from ci_runner.results.report_markdown import extract_history
 from testing.comment_shape import cell_borders, outside_code, skeleton
@@ -275,3 +276,18 @@ def test_commit_messages_and_mr_titles_never_enter_the_comment(
         tmp_path, gitlab, branch="feature", log=BENIGN_LOG, failure="plain", files=["m.pt"]
     )
     assert HOSTILE not in body and "/approve" not in body
+
+
+BIDI = [
+    *"\u202a\u202b\u202c\u202d\u202e",
+    *"\u2066\u2067\u2068\u2069",
+    "\u200e",
+    "\u200f",
+    "\u061c",
+]
+
+
+@pytest.mark.parametrize("mark", BIDI, ids=[f"U+{ord(c):04X}" for c in BIDI])
+def test_every_bidirectional_control_is_cleaned_from_untrusted_text(mark: str) -> None:
+    assert clean(f"loss{mark}1") == "loss 1"
+    assert code(f"a{mark}b", in_table=True) == "`a b`"

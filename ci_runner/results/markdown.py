@@ -11,7 +11,12 @@ from urllib.parse import quote, urlsplit
 
 MAX_TEXT_CHARS: Final = 200  # any untrusted text but the log tail (names, messages) is cut to this
 ANSI: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
+# Controls, line separators, zero-width characters and every bidirectional control: the
+# embeddings and overrides (U+202A-202E), the isolates (U+2066-2069), the marks (U+200E, U+200F,
+# U+061C), which reorder what a reader sees of the text around them (Trojan Source).
+CONTROL: Final = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def plural(n: int, word: str) -> str:
