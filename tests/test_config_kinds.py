@@ -8,6 +8,11 @@ import pytest
 from ci_runner.config.schema import load_config
 from testing.config_cases import BASE, problems
 
+RE2_FIX = (
+    "write it without backreferences, lookarounds, atomic groups, possessive repeats, "
+    "conditionals and inline flags other than i, m, s and U: metric patterns are matched by "
+    "RE2, in time linear in the line"
+)
 KIND_PROBLEMS = [
     (
         "requirements: /etc/passwd",
@@ -109,6 +114,25 @@ KIND_PROBLEMS = [
         "metrics: {loss: {pattern: 'a{99999999999}(?P<value>x)'}}",
         "train.yaml:4: metrics.loss.pattern: is not a valid regular expression: the "
         "repetition number is too large; fix: simplify the pattern",
+    ),
+    *(
+        (
+            f"metrics: {{loss: {{pattern: '{pattern}'}}}}",
+            f"train.yaml:4: metrics.loss.pattern: uses what RE2 cannot run ({reason}); fix: "
+            + RE2_FIX,
+        )
+        for pattern, reason in [
+            (r"(\d)(?P<value>\d+)\1", "invalid escape sequence: \\1"),
+            ("(?P<x>a)(?P<value>(?P=x))", "invalid perl operator: (?P"),
+            (r"loss (?=\d)(?P<value>\d+)", "invalid perl operator: (?="),
+            (r"(?<=loss )(?P<value>\d+)", "invalid perl operator: (?<="),
+            (r"loss (?P<value>\d++)", "bad repetition operator: ++"),
+            (r"loss (?>(?P<value>\d+))", "invalid perl operator: (?>"),
+            (r"(a)?(?(1)b|c)(?P<value>\d)", "invalid perl operator: (?("),
+            (r"(?x)loss (?P<value>\d+)", "invalid perl operator: (?x"),
+            (r"loss (?P<value>\d+)\Z", "invalid escape sequence: \\Z"),
+            (r"(?P<value>(?:a{1000}){1000})", "invalid repetition size: {1000}"),
+        ]
     ),
 ]
 

@@ -52,7 +52,7 @@ def where(path: Path, line: int) -> str:
 
 def test_the_package_has_constants_to_check() -> None:
     names = {name for path in modules() for name, *_ in constants(path)}
-    assert {"SAMPLE_CHARS", "DENSITY_SAMPLE_CHARS", "TAIL_LINES", "JSON"} <= names
+    assert {"SAMPLE_CHARS", "SERIES_CAPACITY", "TAIL_LINES", "JSON"} <= names
 
 
 def test_every_constant_is_final() -> None:

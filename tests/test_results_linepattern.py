@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ci_runner.config.linear import LinearPattern, encode
 from ci_runner.results.linepattern import block_pattern, leading_text
 from ci_runner.results.metrics import split_prefix
 
@@ -26,14 +27,11 @@ EXAMPLE_TRAIN = (
         (r"\bloss (?P<value>\d+)\b", r"(?:\bloss (?P<value>\d+)\b)[^\n]*"),
         (r"(?i)LOSS: (?P<value>.+)", r"(?i)(?:LOSS: (?P<value>.+))[^\n]*"),
         (r"rr (?P<value>\d)", r"(?:rr (?P<value>\d))[^\n]*"),  # 'r' and 'r' are prefix chars
-        # Verbose: a newline ends the comment before the group closes.
-        (r"(?x) loss [ ]* (?P<value>\d+)  # c", "(?x)(?: loss [ ]* (?P<value>\\d+)  # c\n)[^\\n]*"),
     ],
 )
 def test_patterns_matched_over_blocks(pattern: str, block_text: str) -> None:
-    compiled = block_pattern(re.compile(pattern))
-    assert compiled is not None
-    assert compiled.pattern == block_text
+    assert block_pattern(re.compile(pattern)) == block_text
+    LinearPattern(block_text)  # RE2 runs it
 
 
 @pytest.mark.parametrize(
@@ -53,6 +51,7 @@ def test_patterns_matched_over_blocks(pattern: str, block_text: str) -> None:
         (r"(?P<value>\d*)", "matches the empty string"),
         (r"(a)(?P<value>\d)\1", "a backreference"),
         (r"(?i)\u212a(?P<value>\d)", "the Kelvin sign matches k ignoring case"),
+        (r"(?x) loss [ ]* (?P<value>\d+)  # c", "verbose: RE2 has no such mode"),
     ],
 )
 def test_patterns_matched_line_by_line(pattern: str, why: str) -> None:
@@ -74,20 +73,31 @@ def test_leading_text(pattern: str, text: str) -> None:
     assert leading_text(re.compile(pattern)) == text
 
 
-def line_by_line(pattern: re.Pattern[str], lines: list[str]) -> list[tuple[str | None, ...]]:
-    """What the metrics parser matches: each line's text after the prefix, first match."""
+def line_by_line(pattern: LinearPattern, lines: list[str]) -> list[tuple[str | None, ...]]:
+    """What the metrics parser matches (with RE2): each line's text after the prefix, first
+    match."""
     found = []
     for line in lines:
         _rank, text = split_prefix(line)
-        match = pattern.search(text)
-        if match is not None:
-            found.append(match.groups())
+        data = encode(text)
+        spans = pattern.spans(data)
+        if spans is not None:
+            found.append(_groups(data, spans))
     return found
 
 
-def over_block(pattern: re.Pattern[str], lines: list[str]) -> list[tuple[str | None, ...]]:
-    block = "".join(line + "\n" for line in lines)
-    return [match.groups() for match in pattern.finditer(block)]
+def over_block(pattern: LinearPattern, lines: list[str]) -> list[tuple[str | None, ...]]:
+    data = encode("".join(line + "\n" for line in lines))
+    found = []
+    at = 0
+    while (spans := pattern.spans(data, at)) is not None:
+        found.append(_groups(data, spans))
+        at = spans[0][1]
+    return found
+
+
+def _groups(data: bytes, spans: list[tuple[int, int]]) -> tuple[str | None, ...]:
+    return tuple(None if a < 0 else data[a:b].decode() for a, b in spans[1:])
 
 
 PIECES = [
@@ -126,7 +136,14 @@ def cases(draw: st.DrawFn) -> tuple[str, list[str]]:
 @given(case=cases())
 def test_block_matches_are_the_line_by_line_matches(case: tuple[str, list[str]]) -> None:
     pattern, lines = case
-    compiled = re.compile(pattern)
-    block = block_pattern(compiled)
+    block = block_pattern(re.compile(pattern))
     if block is not None:
-        assert over_block(block, lines) == line_by_line(compiled, lines)
+        expected = line_by_line(LinearPattern(pattern), lines)
+        assert over_block(LinearPattern(block), lines) == expected
+        # What the parser runs: the pattern itself, first match on each line, from the
+        # candidates where its leading text is (or from each line's start without one).
+        data = encode("".join(line + "\n" for line in lines))
+        leading = encode(leading_text(re.compile(pattern)))
+        for lead in {leading, b""}:
+            found = LinearPattern(pattern).first_on_each_line(data, lead)
+            assert [_groups(data, spans) for spans in found] == expected

@@ -303,7 +303,6 @@ def logs(draw: st.DrawFn) -> str:
     block=st.sampled_from([1, 40, 200, 4096]),
     capacity=st.sampled_from([2, 3, 1024]),
     longest=st.sampled_from([30, MAX_PARSED_LINE_CHARS]),
-    sparse=st.sampled_from([1, 10**9]),  # always / never try each candidate on its own
 )
 def test_blocks_give_the_line_by_line_summary(
     tmp_path_factory: pytest.TempPathFactory,
@@ -311,7 +310,6 @@ def test_blocks_give_the_line_by_line_summary(
     block: int,
     capacity: int,
     longest: int,
-    sparse: int,
 ) -> None:
     path = tmp_path_factory.mktemp("log") / "train.log"
     path.write_bytes(log.encode())
@@ -322,7 +320,23 @@ def test_blocks_give_the_line_by_line_summary(
         patch.setattr(metrics, "SERIES_CAPACITY", capacity)
         patch.setattr(metrics, "MAX_RANKS_PER_METRIC", 3)
         patch.setattr(metrics, "MAX_PARSED_LINE_CHARS", longest)
-        patch.setattr(metrics, "SPARSE_CHARS", sparse)
         with path.open(encoding="utf-8", errors="replace") as text:
             expected = parse_metrics(iter(lambda: text.readline(longest), ""), specs)
         assert parse_log_file(path, specs) == expected
+
+
+NESTED = MetricSpec("loss", re.compile(r"loss (?P<value>(\d+)+)x"))
+FORTY = "1234567890" * 4
+
+
+@pytest.mark.timeout(120)  # Python's re: hours on the 40 digits, never ending on 10,000
+def test_a_nested_quantifier_parses_long_lines_in_bounded_time(tmp_path: Path) -> None:
+    lines = [f"[0]<stdout>:loss {'7' * 10_000}", f"[0]<stdout>:loss {FORTY}", *["x"] * 3]
+    lines.append(f"[1]<stdout>:loss {FORTY}x")
+    path = tmp_path / "train.log"
+    path.write_text("".join(line + "\n" for line in lines) * 20)
+    for summary in (parse_log_file(path, [NESTED]), parse_metrics(lines * 20, [NESTED])):
+        result = summary.get("loss")
+        assert result is not None
+        assert (result.count, result.unparseable, result.final) == (20, 0, float(FORTY))
+        assert result.best_rank == 1

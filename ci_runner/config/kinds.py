@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ci_runner.config.engine import INVALID, At, Invalid, Kind, MapOf, Str
+from ci_runner.config.linear import LinearPattern, LinearPatternError
 from ci_runner.config.names import Rule, Wrong
 from ci_runner.config.yamlsource import YMapping, YNode, key_path, shorten
 
@@ -113,8 +114,11 @@ class RepoPath(Kind[str]):
 
 
 class MetricPattern(Kind["re.Pattern[str]"]):
-    """A Python regular expression with a named group ``value`` (the metric's number) whose
-    named groups are all among ``groups``."""
+    """A regular expression with a named group ``value`` (the metric's number) whose named
+    groups are all among ``groups``, that RE2 can run (:mod:`ci_runner.config.linear`: the
+    parser matches it there, in time linear in the line). Python's ``re`` compiles it too, for
+    its error messages and for what :mod:`ci_runner.results.linepattern` reads of its shape;
+    it never matches it."""
 
     doc = "regular expression"
 
@@ -140,6 +144,16 @@ class MetricPattern(Kind["re.Pattern[str]"]):
                 node.line,
                 f"is not a valid regular expression: {reason}",
                 "simplify the pattern",
+            )
+        try:
+            LinearPattern(value)
+        except LinearPatternError as error:
+            return at.problem(
+                node.line,
+                f"uses what RE2 cannot run ({error})",
+                "write it without backreferences, lookarounds, atomic groups, possessive "
+                "repeats, conditionals and inline flags other than i, m, s and U: metric "
+                "patterns are matched by RE2, in time linear in the line",
             )
         unknown = [name for name in pattern.groupindex if name not in self.groups]
         if unknown:

@@ -1,9 +1,9 @@
 """Which metric patterns can be matched over a block of log lines as if line by line.
 
 The metrics parser matches each line's text: the line without its ``\\n`` and without
-horovodrun's ``[rank]<stdout>:`` prefix, first match only. One C-level ``findall`` over a block
-of a thousand lines costs a fraction of a thousand ``search`` calls, and gives the same matches
-when the pattern
+horovodrun's ``[rank]<stdout>:`` prefix, first match only. Matching over a block of a thousand
+lines (RE2 on its bytes, from where the pattern's leading text is) costs a fraction of a thousand
+line splits and searches, and gives the same matches when the pattern
 
 * cannot match a line break (so a match stays within one line),
 * has no anchors and no lookarounds (``\\b`` and ``\\B`` are fine: the prefix ends with ``:`` and
@@ -14,7 +14,8 @@ when the pattern
 
 :func:`block_pattern` decides that from the parsed pattern, conservatively: a construct it does
 not know makes the pattern line-by-line only. Appending ``[^\\n]*`` makes the first match on a
-line consume the rest of it, so ``findall`` finds at most one match a line, as the parser does.
+line consume the rest of it, so a scan of the block finds at most one match a line, as the parser
+does (it skips to the next line itself).
 """
 
 from __future__ import annotations
@@ -45,8 +46,12 @@ class _Unknown(Exception):
     """A construct this module does not reason about."""
 
 
-def block_pattern(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
-    """``pattern`` to match over blocks of whole lines, or None when only line by line is exact."""
+def block_pattern(pattern: re.Pattern[str]) -> str | None:
+    """The text of ``pattern`` to match over blocks of whole lines (RE2 syntax, as ``pattern``
+    passed validation), or None when only line by line is exact. ``pattern`` itself is only
+    read, never matched: the parser runs it on RE2, first match on each line of a block
+    (:meth:`ci_runner.config.linear.LinearPattern.first_on_each_line`), which finds what this
+    text finds over the block."""
     items = _parse(pattern)
     if items is None:
         return None
@@ -61,15 +66,12 @@ def block_pattern(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
         return None
     if not safe:
         return None
+    if pattern.flags & re.VERBOSE:
+        return None  # RE2 has no verbose mode: validation refuses such a pattern
     flags = _GLOBAL_FLAGS.match(pattern.pattern)
     lead = flags.group() if flags else ""
     body = pattern.pattern[len(lead) :]
-    # In verbose mode a trailing comment would swallow what follows; a newline ends it.
-    end = "\n" if pattern.flags & re.VERBOSE else ""
-    try:
-        return re.compile(f"{lead}(?:{body}{end})[^\\n]*", pattern.flags)
-    except re.error:
-        return None
+    return f"{lead}(?:{body})[^\\n]*"
 
 
 def leading_text(pattern: re.Pattern[str]) -> str:

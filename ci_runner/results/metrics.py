@@ -3,8 +3,9 @@
 Each log line is matched with horovodrun's ``[rank]<stdout>:`` / ``[rank]<stderr>:`` prefix
 removed (mpirun's ``[job,rank]<stdout>:`` too). Two sources of points:
 
-* the ``metrics`` patterns of ``train.yaml``: ``pattern.search(line)``, first match only, named
-  group ``value`` and optionally ``step`` and ``rank``;
+* the ``metrics`` patterns of ``train.yaml``: the first match in the line, by RE2
+  (:mod:`ci_runner.config.linear`: time linear in the line, whatever the pattern), named group
+  ``value`` and optionally ``step`` and ``rank``;
 * a structured line for programs that prefer printing JSON::
 
       CI_RUNNER_METRIC {"name": "train_loss", "value": 0.5, "step": 3}
@@ -23,8 +24,8 @@ and the final value: the mean over ranks of each rank's value at the highest ste
 reported. The series kept for the chart are decimated (at most :data:`SERIES_CAPACITY` points per
 rank, evenly spread, always with the rank's last point), so a 1 GiB log costs a few MB.
 
-:func:`parse_log_file` reads the log in blocks of whole lines. A block goes through C-level
-passes (one ``findall`` a pattern, ``float``/``int`` over the columns, a sort by rank) when every
+:func:`parse_log_file` reads the log in blocks of whole lines. A block goes through few
+passes (RE2 over its UTF-8 bytes, ``float``/``int`` over the columns, a sort by rank) when every
 pattern is one :mod:`ci_runner.results.linepattern` proves exact over blocks, no
 ``CI_RUNNER_METRIC`` line is in it and every value and number converts plainly; otherwise line
 by line. Both ways give the same summary.
@@ -40,8 +41,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
+from ci_runner.config.linear import LinearPattern, LinearPatternError, Spans, encode
 from ci_runner.config.types import Goal, MetricSpec
 from ci_runner.results.linepattern import block_pattern, leading_text
 
@@ -55,14 +57,12 @@ MAX_NAME_CHARS: Final = 100
 SAMPLE_CHARS: Final = 80  # text quoted in a message (a bad value, a garbled baseline)
 MAX_PARSED_LINE_CHARS: Final = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
 BLOCK_CHARS: Final = 1024 * 1024  # read at a time by parse_log_file
-# Fewer candidate matches than one in this many characters: try each (see _BlockPattern).
-SPARSE_CHARS: Final = 256
-DENSITY_SAMPLE_CHARS: Final = 64 * 1024  # the start of a block that candidates are counted in
 MAX_DIGITS: Final = 18  # a step or rank with more digits is not a plain integer
 
 # ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
 _PREFIX: Final = re.compile(r"\[(?:[0-9]+,)?([0-9]{1,9})\]<(?:stdout|stderr)>:")
-_PREFIX_MARK: Final = "]<std"
+_PREFIX_BYTES: Final = re.compile(_PREFIX.pattern.encode())
+_PREFIX_MARK: Final = b"]<std"
 
 
 @dataclass(frozen=True)
@@ -302,93 +302,78 @@ def split_prefix(line: str) -> tuple[int | None, str]:
 
 @dataclass(frozen=True)
 class _BlockPattern:
-    """A metric pattern matched over blocks: where its groups are in ``findall``'s rows."""
+    """A metric pattern matched over blocks (their UTF-8 bytes, with RE2): its groups' numbers."""
 
-    regex: re.Pattern[str]
+    regex: LinearPattern
     value: int
     step: int | None
     rank: int | None
-    leading: str  # what every match begins with, or ""
+    leading: bytes  # what every match begins with, or b""
 
     @classmethod
     def of(cls, pattern: re.Pattern[str]) -> _BlockPattern | None:
-        regex = block_pattern(pattern)
+        # block_pattern proves the block matches are the line-by-line ones; RE2 runs the pattern
+        # itself, first match on each line (LinearPattern.first_on_each_line).
         groups = pattern.groupindex
-        if regex is None or "value" not in groups:
+        if block_pattern(pattern) is None or "value" not in groups:
             return None
-        where = {name: number - 1 for name, number in groups.items()}
-        return cls(
-            regex, where["value"], where.get("step"), where.get("rank"), leading_text(pattern)
-        )
+        try:
+            regex = LinearPattern(pattern.pattern)
+        except LinearPatternError:  # validation refuses such a pattern: line by line says so
+            return None
+        leading = encode(leading_text(pattern))
+        return cls(regex, groups["value"], groups.get("step"), groups.get("rank"), leading)
 
-    def points(self, block: str) -> tuple[list[int], list[int] | None, list[float]] | None:
-        """(ranks, steps or None, values) of ``block``; None when a point needs a closer look."""
-        if self.leading not in block:
+    def points(self, data: bytes) -> tuple[list[int], list[int] | None, list[float]] | None:
+        """(ranks, steps or None, values) of a block's bytes; None when a point needs a closer
+        look."""
+        if self.leading not in data:
             return [], None, []
-        # How dense the candidates are, from a sample: counting them all is another full scan.
-        sample = min(len(block), DENSITY_SAMPLE_CHARS)
-        sparse = bool(self.leading) and (
-            block.count(self.leading, 0, sample) * SPARSE_CHARS <= sample
-        )
-        if self.rank is not None and not sparse:
-            rows = self.regex.findall(block)
-            columns = list(zip(*rows, strict=True)) if self.regex.groups > 1 else [rows]
-            return _columns(columns, self.value, self.step, self.rank, block_ranks=None)
-        matches = self._matches_at_candidates(block) if sparse else list(self.regex.finditer(block))
+        matches = self.regex.first_on_each_line(data, self.leading)
+        if not matches:
+            return [], None, []
         ranks = None
         if self.rank is None:
             ranks = [0] * len(matches)
-            if _PREFIX_MARK in block:
-                ranks = [_line_rank(block, match.start()) for match in matches]
-        # "" for a group that took no part, as findall gives it.
-        columns = list(zip(*(match.groups("") for match in matches), strict=True))
-        return _columns(columns, self.value, self.step, self.rank, block_ranks=ranks)
-
-    def _matches_at_candidates(self, block: str) -> list[re.Match[str]]:
-        """What ``finditer`` finds, trying only where the leading text is: ``str.find`` skips
-        the lines between far faster than the regex engine's scan."""
-        found = []
-        at = block.find(self.leading)
-        while at >= 0:
-            match = self.regex.match(block, at)
-            if match is not None:
-                found.append(match)
-            at = block.find(self.leading, match.end() if match else at + 1)
-        return found
+            if _PREFIX_MARK in data:
+                ranks = [_line_rank(data, spans[0][0]) for spans in matches]
+        return _columns(data, matches, self.value, self.step, self.rank, block_ranks=ranks)
 
 
-def _line_rank(block: str, position: int) -> int:
-    """The prefix rank (or 0) of the line of ``block`` that ``position`` is on."""
-    prefix = _PREFIX.match(block, block.rfind("\n", 0, position) + 1)
+def _line_rank(data: bytes, position: int) -> int:
+    """The prefix rank (or 0) of the line of ``data`` that ``position`` is on."""
+    prefix = _PREFIX_BYTES.match(data, data.rfind(b"\n", 0, position) + 1)
     return int(prefix.group(1)) if prefix else 0
 
 
 def _columns(
-    columns: list[Any],
+    data: bytes,
+    matches: list[Spans],
     value: int,
     step: int | None,
     rank: int | None,
     block_ranks: list[int] | None,
 ) -> tuple[list[int], list[int] | None, list[float]] | None:
-    if not columns:
-        return [], None, []
+    # b"" for a group that took no part: (-1, -1), as findall gives it.
     try:
-        values = list(map(float, columns[value]))
+        values = [float(data[slice(*spans[value])]) for spans in matches]
     except (ValueError, OverflowError):
         return None
     if not all(map(math.isfinite, values)):
         return None
-    steps = None if step is None else _plain_integers(columns[step])
-    ranks = block_ranks if rank is None else _plain_integers(columns[rank])
+    steps = None if step is None else _plain_integers([data[slice(*m[step])] for m in matches])
+    ranks = (
+        block_ranks if rank is None else _plain_integers([data[slice(*m[rank])] for m in matches])
+    )
     if (step is not None and steps is None) or ranks is None:
         return None
     return ranks, steps, values
 
 
-def _plain_integers(texts: Sequence[str]) -> list[int] | None:
-    """``texts`` as integers when each is 1 to 18 ASCII digits (an unmatched group is "")."""
-    joined = "".join(texts)
-    if not (joined.isascii() and joined.isdigit() and all(texts)):
+def _plain_integers(texts: Sequence[bytes]) -> list[int] | None:
+    """``texts`` as integers when each is 1 to 18 ASCII digits (an unmatched group is b"")."""
+    joined = b"".join(texts)
+    if not (joined.isdigit() and all(texts)):
         return None
     if max(map(len, texts)) > MAX_DIGITS:
         return None
@@ -405,6 +390,9 @@ class _Parser:
         self.declared = len(self.metrics)
         self.lines = 0
         self.ignored_json = 0
+        # Every match runs on RE2 (validation refused the patterns it cannot run), never on
+        # Python's re: a backtracking engine meets the log's lines in exponential time.
+        self.linear = [LinearPattern(spec.pattern.pattern) for spec in self.specs]
         patterns = [_BlockPattern.of(spec.pattern) for spec in self.specs]
         unique = len(self.metrics) == len(self.specs)
         self.block_patterns = (
@@ -424,8 +412,9 @@ class _Parser:
         if self.block_patterns is None or JSON_PREFIX in block:
             return False
         found = []
+        data = encode(block)
         for spec, pattern in zip(self.specs, self.block_patterns, strict=True):
-            points = pattern.points(block)
+            points = pattern.points(data)
             metric = self.metrics[spec.name]
             if points is None or not metric.fits(points[0]):
                 return False
@@ -443,13 +432,14 @@ class _Parser:
             if stripped.startswith(JSON_PREFIX):
                 self._json(stripped[len(JSON_PREFIX) :], prefix_rank)
                 return
-        for spec in self.specs:
-            match = spec.pattern.search(text)
-            if match is not None:
-                self._match(self.metrics[spec.name], match, prefix_rank)
+        for spec, pattern in zip(self.specs, self.linear, strict=True):
+            groups = pattern.search(text)
+            if groups is not None:
+                self._match(self.metrics[spec.name], groups, prefix_rank)
 
-    def _match(self, metric: _Metric, match: re.Match[str], prefix_rank: int | None) -> None:
-        groups = match.groupdict()
+    def _match(
+        self, metric: _Metric, groups: dict[str, str | None], prefix_rank: int | None
+    ) -> None:
         value_text = groups.get("value") or ""
         value = _finite(value_text)
         if value is None:
