@@ -81,8 +81,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repo-url",
         metavar="URL",
-        help="HTTPS URL the pods fetch the commit from (default: CI_REPOSITORY_URL in GitLab "
-        "CI, else the origin remote)",
+        help="URL the pods fetch the commit from: https://, or ssh:// or user@host:path "
+        "(default: CI_REPOSITORY_URL in GitLab CI, else the origin remote)",
     )
 
 
