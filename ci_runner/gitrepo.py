@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,11 +85,19 @@ class TreeEntry:
 def tree_entry(sha: str, path: str, cwd: Path) -> TreeEntry | None:
     """The entry of ``path`` (relative to the repository root, taken literally) in commit
     ``sha``, or None when there is none. Only the trees are read, not the file."""
-    listing = git(["--literal-pathspecs", "ls-tree", "-z", "--full-tree", sha, "--", path], cwd)
-    for record in listing.split("\0"):
-        meta, _, name = record.partition("\t")
-        if name == path:
-            mode, kind, oid = meta.split(" ")
+    args = ["--literal-pathspecs", "ls-tree", "-z", "--full-tree", sha, "--", path]
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed; fix: install git and run again") from exc
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(lines[-1] if lines else f"git ls-tree exited with {proc.returncode}")
+    wanted = os.fsencode(path)  # as the argument went to git: a name that is not UTF-8 too
+    for record in proc.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        if name == wanted:
+            mode, kind, oid = meta.decode("ascii").split(" ")
             return TreeEntry(mode, kind, oid)
     return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import platform
 import re
 import subprocess
@@ -502,6 +503,22 @@ def test_a_config_that_names_no_file(project: tuple[Path, str], config: str, exp
     repo, _ = project
     result = run(["validate", "--config", config], repo)
     assert (result.code, result.stdout, result.stderr) == (1, "", f"ci-runner: error: {expected}\n")
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_a_config_name_that_is_not_utf8_is_one_line(git_repo: GitRepo, command: str) -> None:
+    repo, _ = git_repo({"requirements.txt": "numpy\n"})
+    run_git(["remote", "add", "origin", ORIGIN], repo)
+    name = os.fsdecode(b"tr\xffin.yaml")  # as argv gives it: surrogateescape
+    (repo / name).write_text(TRAIN_YAML)
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "latin-1 name"], repo)
+    result = run([command, "--config", name], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "ci-runner: error: --config 'tr\\udcffin.yaml' is not a UTF-8 file name (the manifest "
+        "and every message name it); fix: rename the file\n"
+    )
 
 
 def test_a_directory_as_config(project: tuple[Path, str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from pathlib import Path
 from typing import Final
 
@@ -14,6 +15,7 @@ from ci_runner.config.yamlsource import YScalar, parse
 from ci_runner.errors import ConfigError, GitError, Problem
 from ci_runner.gitrepo import read_blob, resolve_commit, tree_entry
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 MAX_LINKS: Final = 8  # symbolic links followed in a row (git's own limit for a path is 40)
 _DAMAGED_FIX: Final = (
     "the clone is damaged: fetch again or clone afresh (git fsck names the damaged objects)"
@@ -28,6 +30,17 @@ def path_in_repo(config_arg: str, cwd: Path, root: Path) -> str:
     if not config_arg:
         raise GitError(
             "--config is empty; fix: pass the path of your train.yaml (by default train.yaml)"
+        )
+    if not config_arg.isprintable():
+        # argv's bytes that were not UTF-8 come as lone surrogates (surrogateescape)
+        what = (
+            "is not a UTF-8 file name"
+            if _SURROGATE.search(config_arg)
+            else "has control characters"
+        )
+        raise GitError(
+            f"--config {config_arg!r} {what} (the manifest and every message name it); "
+            "fix: rename the file"
         )
     lexical = Path(os.path.normpath(cwd / config_arg))
     absolute = lexical.parent.resolve() / lexical.name
