@@ -1,12 +1,11 @@
 """The ``train.yaml`` reference (``docs/train-yaml.md``), generated from the schema.
 
-``python -m ci_runner.config.reference > docs/train-yaml.md`` writes it; a test keeps the committed
-file equal to :func:`schema_markdown`.
+:func:`ci_runner.plan.rank_reference.train_yaml_reference` adds what every rank sees to it;
+``python -m testing.reference_docs`` writes the file, and a test keeps it equal to theirs.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Final
 
 from ci_runner.config.engine import ListOf, MapOf, Record, Values
@@ -59,14 +58,15 @@ reads it from the exact commit being built (`git show <sha>:train.yaml`), checks
 schema below and reports every mistake at once, each with its line, what is wrong and how to fix
 it; nothing runs until the file is valid. Check it yourself with `ci-runner validate`.
 
-Only `name`, `image` and `command` are required. Every rank sees `DATA_URI`, `OUTPUT_URI`
-(`outputs` with its placeholders filled in), `CI_RUNNER_SHA`, `CI_RUNNER_JOB` and
-`CI_RUNNER_PROJECT`, plus `env` and `secrets`. A manual pipeline run may override `workers` with
-the variable `CI_RUNNER_WORKERS` and append arguments to `command` with `CI_RUNNER_ARGS`
-(split like a shell command line); an empty variable changes nothing.
+Only `name`, `image` and `command` are required. Every rank sees `env`, `secrets` and
+ci-runner's own variables, such as `DATA_URI` and `OUTPUT_URI`: [What every rank
+sees](#what-every-rank-sees) lists them, and what the setup containers get. A manual pipeline
+run may override `workers` with the variable `CI_RUNNER_WORKERS` and append arguments to
+`command` with `CI_RUNNER_ARGS` (split like a shell command line); an empty variable changes
+nothing.
 
-This file is generated from the schema in `ci_runner/config/schema.py` by
-`python -m ci_runner.config.reference`; a test keeps them equal.
+This file is generated from the schema in `ci_runner/config/schema.py` and the code that sets
+the ranks' variables by `python -m testing.reference_docs`; a test keeps them equal.
 
 ## Example
 
@@ -126,7 +126,3 @@ def _rows(record: Record[Values, object], prefix: str) -> list[str]:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
-
-
-if __name__ == "__main__":
-    sys.stdout.write(schema_markdown())
