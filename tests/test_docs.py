@@ -1,10 +1,17 @@
-"""The documentation as a whole: docs/train-yaml.md and the README's list of what ranks see
-are what ``python -m testing.reference_docs`` writes, one list from the code that sets the
-variables.
+"""The documentation as a whole: generated parts up to date, links that resolve, a map that is true.
+
+- docs/train-yaml.md and the README's list of what ranks see are what ``python -m
+  testing.reference_docs`` writes, one list from the code that sets the variables;
+- every relative link of README.md and docs/*.md names a file that exists, and a heading of it
+  for a ``#fragment``;
+- docs/developing.md's "Where is ..." map names one file (or directory) a row, which exists,
+  and each function or class it names in brackets is defined there.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Final
 
 import pytest
@@ -20,6 +27,20 @@ from testing.paths import REPO_ROOT
 from testing.reference_docs import BEGIN, END, NoMarkers, expected, readme_with_list
 
 README: Final = REPO_ROOT / "README.md"
+DEVELOPING: Final = REPO_ROOT / "docs" / "developing.md"
+DOCUMENTS: Final = (README, *sorted((REPO_ROOT / "docs").glob("*.md")))
+MAP_HEADER: Final = "| Where is ... | |"
+# What a newcomer asks first (issue 36): each must be a row of the map.
+QUESTIONS: Final = (
+    "the MR comment built",
+    "the launcher log streamed",
+    "a timeout enforced",
+    "a failure explained",
+    "the MLflow run created and ended",
+    "a quota or admission refusal",
+    "the pod scripts",
+    "the baseline fetched",
+)
 
 
 # Generated text
@@ -74,3 +95,85 @@ def test_the_readmes_markers() -> None:
     for broken in ("no markers\n", f"{END}{BEGIN}", f"{BEGIN}{END}{BEGIN}{END}"):
         with pytest.raises(NoMarkers):
             readme_with_list(broken, "new\n")
+
+
+# Links
+
+LINK: Final = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _without_code_blocks(text: str) -> str:
+    return re.sub(r"^ *```.*?^ *```", "", text, flags=re.S | re.M)
+
+
+def _prose(text: str) -> str:
+    """``text`` without code blocks and code spans, whose brackets are not links."""
+    return re.sub(r"`[^`\n]*`", "", _without_code_blocks(text))
+
+
+def _anchors(path: Path) -> set[str]:
+    """The fragments GitLab and GitHub give the headings of ``path``."""
+    anchors = set()
+    for line in _without_code_blocks(path.read_text(encoding="utf-8")).splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def _resolves(document: Path, target: str) -> bool:
+    file, _, fragment = target.partition("#")
+    path = (document.parent / file).resolve() if file else document
+    if not path.exists():
+        return False
+    return not fragment or path.suffix != ".md" or fragment in _anchors(path)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
+def test_every_relative_link_resolves(document: Path) -> None:
+    targets = LINK.findall(_prose(document.read_text(encoding="utf-8")))
+    relative = [t for t in targets if not re.match(r"[a-z]+:", t)]  # not https:, mailto:
+    assert relative, f"{document.relative_to(REPO_ROOT)}: no link found"
+    assert [t for t in relative if not _resolves(document, t)] == []
+
+
+def test_anchors_are_made_as_gitlab_makes_them(tmp_path: Path) -> None:
+    doc = tmp_path / "a.md"
+    doc.write_text("## Publishing ci-runner (for its maintainers)\n# `train.yaml` reference\n")
+    assert _anchors(doc) == {"publishing-ci-runner-for-its-maintainers", "trainyaml-reference"}
+
+
+# The map
+
+
+def _map_rows() -> list[tuple[str, str]]:
+    lines = DEVELOPING.read_text(encoding="utf-8").splitlines()
+    assert lines.count(MAP_HEADER) == 1, f"docs/developing.md has no single table {MAP_HEADER}"
+    rows = []
+    for line in lines[lines.index(MAP_HEADER) + 2 :]:
+        if not line.startswith("|"):
+            break
+        question, answer = (cell.strip() for cell in line.strip("|").split(" | "))
+        rows.append((question, answer))
+    return rows
+
+
+def test_the_map_answers_the_questions() -> None:
+    questions = [question for question, _ in _map_rows()]
+    for asked in QUESTIONS:
+        assert [q for q in questions if q.startswith(asked)], f"the map has no row for {asked!r}"
+
+
+def test_each_row_of_the_map_names_one_file_that_exists() -> None:
+    for question, answer in _map_rows():
+        names = re.findall(r"`([^`]+)`", answer)
+        paths = [n for n in names if "/" in n or "." in n]
+        assert len(paths) == 1, f"{question}: {answer} names {len(paths)} files, not 1"
+        path = REPO_ROOT / paths[0]
+        assert path.exists(), f"{question}: {paths[0]} does not exist"
+        for name in names:
+            if name in paths:
+                continue
+            source = path.read_text(encoding="utf-8")
+            defined = re.search(rf"^\s*(def|class) {re.escape(name)}\b", source, re.M)
+            assert defined, f"{question}: {paths[0]} defines no {name}"

@@ -1,6 +1,6 @@
 """The package reads as the flow: each layer imports only the layers below it, and no cycle.
 
-The layers, lowest first, as the README's "Developing" section draws them. A module may import
+The layers, lowest first, as docs/developing.md draws them. A module may import
 its own layer and any lower one, at module level or inside a function; a new module must be
 given a layer here.
 """
