@@ -15,6 +15,22 @@ from urllib.parse import urlsplit, urlunsplit
 from ci_runner.errors import EnvironmentSetupError, GitError
 from ci_runner.gitrepo import git, repo_root, resolve_commit
 
+# The GitLab API token ci-runner comments (and with `tracking: gitlab` tracks) with, in the order
+# looked up: ci-runner's own variable, then the name other GitLab tools read.
+GITLAB_TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
+
+
+def gitlab_tokens(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each of :data:`GITLAB_TOKEN_VARIABLES` that is set, as (name, value), in lookup order."""
+    found = ((name, env.get(name, "").strip()) for name in GITLAB_TOKEN_VARIABLES)
+    return [(name, value) for name, value in found if value]
+
+
+def gitlab_token(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The GitLab API token and the variable it came from; None when neither variable is set."""
+    tokens = gitlab_tokens(env)
+    return tokens[0] if tokens else None
+
 
 @dataclass(frozen=True)
 class CIContext:

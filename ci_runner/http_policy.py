@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Final
@@ -49,6 +50,21 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+# 5xx answers a retry may cure, for both clients: a gateway's or proxy's (502-504), a server
+# restarting (500, 503), and the 52x a CDN in front of GitLab sends when the origin fails.
+TRANSIENT_STATUSES: Final = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
+
+
+def budget_seconds(env: Mapping[str, str], variable: str, default: float) -> float:
+    """The seconds a phase may spend on one service: the environment variable ``variable``,
+    else ``default``; a value that is not a positive finite number is ignored."""
+    try:
+        value = float(env.get(variable, "").strip())
+    except ValueError:
+        return default
+    return value if 0 < value < math.inf else default
+
+
 # -- the Kubernetes API ---------------------------------------------------------------------------
 
 # 429, 5xx and connection errors; with MAX_RECONNECT_FAILURES, minutes of outage for a watch.
@@ -72,9 +88,16 @@ MAX_RECONNECT_FAILURES: Final = 12
 # 429 always, and 5xx, timeouts and dropped connections for idempotent methods (the transport
 # decides what may be retried); the budget bounds every wait.
 GITLAB_RETRY: Final = RetryPolicy(attempts=4, base_delay=0.5, max_delay=8.0)
-# Seconds of GitLab work before training, and again after it (CI_RUNNER_GITLAB_TIMEOUT sets it).
+# Seconds of GitLab work before training, and again after it.
+GITLAB_BUDGET_VARIABLE: Final = "CI_RUNNER_GITLAB_TIMEOUT"
 GITLAB_BUDGET: Final = 20.0
 GITLAB_REQUEST_TIMEOUT: Final = 10.0  # seconds one request may take (capped by the budget left)
+
+# -- MLflow (through GitLab's transport: the same retries) ---------------------------------------
+
+# Seconds of tracking work before training, and again after it.
+TRACKING_BUDGET_VARIABLE: Final = "CI_RUNNER_TRACKING_TIMEOUT"
+TRACKING_BUDGET: Final = 30.0
 
 # -- S3 (boto3 retries on its own: ``total_max_attempts``) ---------------------------------------
 

@@ -11,6 +11,8 @@ from ci_runner.context import (
     ORIGIN,
     CIContext,
     from_environment,
+    gitlab_token,
+    gitlab_tokens,
     repo_url_problem,
     without_credentials,
 )
@@ -261,3 +263,14 @@ def test_repository_urls_the_pods_must_not_fetch_from(
 def test_git_protocol_when_the_project_allows_it() -> None:
     url = "git://10.98.76.1:9418/g/p.git"
     assert repo_url_problem(url, credential=True, git_protocol=True) is None
+
+
+def test_the_gitlab_token_is_ci_runners_variable_else_gitlab_token() -> None:
+    both = {"CI_RUNNER_GITLAB_TOKEN": " own ", "GITLAB_TOKEN": "other", "CI_JOB_TOKEN": "job"}
+    assert gitlab_token(both) == ("CI_RUNNER_GITLAB_TOKEN", "own")
+    assert gitlab_tokens(both) == [("CI_RUNNER_GITLAB_TOKEN", "own"), ("GITLAB_TOKEN", "other")]
+    assert gitlab_token({"CI_RUNNER_GITLAB_TOKEN": " ", "GITLAB_TOKEN": "other"}) == (
+        "GITLAB_TOKEN",
+        "other",
+    )
+    assert gitlab_token({"CI_JOB_TOKEN": "job"}) is None

@@ -8,7 +8,17 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ci_runner.http_policy import GITLAB_RETRY, KUBERNETES_RETRY, RetryPolicy, parse_retry_after
+from ci_runner.http_policy import (
+    GITLAB_BUDGET,
+    GITLAB_BUDGET_VARIABLE,
+    GITLAB_RETRY,
+    KUBERNETES_RETRY,
+    TRACKING_BUDGET,
+    TRACKING_BUDGET_VARIABLE,
+    RetryPolicy,
+    budget_seconds,
+    parse_retry_after,
+)
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -44,3 +54,30 @@ def test_each_client_has_its_policy() -> None:
     assert astuple(KUBERNETES_RETRY) == (6, 1.0, 30.0, 300.0)
     assert astuple(GITLAB_RETRY) == (4, 0.5, 8.0, math.inf)
     assert [GITLAB_RETRY.delay(retry) for retry in range(5)] == [0.5, 1.0, 2.0, 4.0, 8.0]
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [
+        ("", 30.0),
+        ("5", 5.0),
+        (" 2.5 ", 2.5),
+        ("0", 30.0),
+        ("-3", 30.0),
+        ("inf", 30.0),
+        ("nan", 30.0),
+        ("x", 30.0),
+    ],
+)
+def test_a_time_budget_is_the_variable_else_the_default(raw: str, seconds: float) -> None:
+    assert (
+        budget_seconds({"CI_RUNNER_TRACKING_TIMEOUT": raw}, TRACKING_BUDGET_VARIABLE, 30.0)
+        == seconds
+    )
+
+
+def test_each_service_has_its_budget_variable_and_default() -> None:
+    env = {GITLAB_BUDGET_VARIABLE: "7"}
+    assert budget_seconds(env, GITLAB_BUDGET_VARIABLE, GITLAB_BUDGET) == 7.0
+    assert budget_seconds(env, TRACKING_BUDGET_VARIABLE, TRACKING_BUDGET) == 30.0
+    assert (GITLAB_BUDGET_VARIABLE, GITLAB_BUDGET) == ("CI_RUNNER_GITLAB_TIMEOUT", 20.0)

@@ -20,7 +20,7 @@ from ci_runner.clock import ManualClock
 from ci_runner.config.schema import load_config
 from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.types import Elastic, TrackingSpec, TrainConfig
-from ci_runner.context import CIContext
+from ci_runner.context import GITLAB_TOKEN_VARIABLES, CIContext
 from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.masking import GITLAB_CREDENTIALS
 from ci_runner.plan.run_plan import RunPlan, build_plan
@@ -28,7 +28,7 @@ from ci_runner.plan.tracking import PASSWORD_VARIABLE, RANK_TOKEN_VARIABLE, TOKE
 from ci_runner.render import manifest_yaml, render_mpijob
 from ci_runner.tracking.client import MlflowApi
 from ci_runner.tracking.stage import TrackedRun, ranks_join
-from ci_runner.tracking.target import GITLAB_TOKEN_VARIABLES, Target, rank_sign_in
+from ci_runner.tracking.target import Target, rank_sign_in
 from testing.paths import REPO_ROOT
 
 README: Final = REPO_ROOT / "README.md"

@@ -13,7 +13,7 @@ from ci_runner.config.types import TrackingSpec, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.gitlab.transport import BoundedSession, Budget
-from ci_runner.tracking.client import MlflowApi, TrackingError, budget_seconds
+from ci_runner.tracking.client import MlflowApi, TrackingError
 from ci_runner.tracking.target import RankSignIn, Target, find_target, rank_sign_in
 from testing.config_cases import BASE, minimal
 
@@ -63,11 +63,6 @@ def test_gitlab_is_the_projects_endpoint_with_the_comment_token() -> None:
     assert without_api_url is not None
     assert without_api_url.uri == "https://gitlab.example.com/api/v4/projects/42/ml/mlflow"
     assert without_api_url.token is None
-
-
-@pytest.mark.parametrize(("raw", "seconds"), [("", 30.0), ("5", 5.0), ("0", 30.0), ("x", 30.0)])
-def test_the_time_budget_variable(raw: str, seconds: float) -> None:
-    assert budget_seconds({"CI_RUNNER_TRACKING_TIMEOUT": raw}) == seconds
 
 
 def test_a_spent_budget_is_one_line_naming_the_variable() -> None:

@@ -19,17 +19,15 @@ import requests
 from gitlab.v4.objects import Project
 
 from ci_runner.clock import SystemClock
+from ci_runner.context import gitlab_token
 from ci_runner.errors import GitLabError, first_line
 from ci_runner.gitlab.transport import (
-    BUDGET_VARIABLE,
     BoundedSession,
     Budget,
     BudgetExhausted,
     RateLimited,
 )
-from ci_runner.http_policy import GITLAB_BUDGET, GITLAB_REQUEST_TIMEOUT
-
-TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
+from ci_runner.http_policy import GITLAB_BUDGET, GITLAB_BUDGET_VARIABLE, GITLAB_REQUEST_TIMEOUT
 
 TOKEN_FIX: Final = (
     "store a valid project or personal access token with the api scope "
@@ -48,10 +46,9 @@ def token_from_env(env: Mapping[str, str]) -> str:
     :class:`GitLabError` when neither is set (saying so when only ``CI_JOB_TOKEN`` exists: the
     job token cannot post merge-request comments).
     """
-    for name in TOKEN_VARIABLES:
-        value = env.get(name, "").strip()
-        if value:
-            return value
+    found = gitlab_token(env)
+    if found:
+        return found[1]
     raise missing_token_error(job_token_present=bool(env.get("CI_JOB_TOKEN")))
 
 
@@ -126,7 +123,7 @@ def gitlab_errors(action: str, server_url: str) -> Iterator[None]:
         raise GitLabTimeout(
             f"cannot {action}: GitLab at {server_url} did not answer within the "
             f"{error.seconds:g} s ci-runner gives it; fix: check CI_SERVER_URL and the runner's "
-            f"network, or give GitLab more time in {BUDGET_VARIABLE} (seconds)"
+            f"network, or give GitLab more time in {GITLAB_BUDGET_VARIABLE} (seconds)"
         ) from error
     except requests.RequestException as error:
         raise GitLabError(

@@ -13,7 +13,6 @@ python-gitlab uses as its ``requests`` session (python-gitlab's own retries are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 import requests
@@ -21,16 +20,14 @@ import urllib3.exceptions
 
 from ci_runner.clock import Clock
 from ci_runner.http_policy import (
-    GITLAB_BUDGET,
     GITLAB_REQUEST_TIMEOUT,
     GITLAB_RETRY,
+    TRANSIENT_STATUSES,
     RetryPolicy,
     parse_retry_after,
 )
 
-BUDGET_VARIABLE: Final = "CI_RUNNER_GITLAB_TIMEOUT"
 IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
-TRANSIENT: Final = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
 
 
 class BudgetExhausted(requests.Timeout):
@@ -48,18 +45,6 @@ class RateLimited(requests.RequestException):
 
     def __init__(self, response: requests.Response) -> None:
         super().__init__("429 Too Many Requests", response=response)
-
-
-def budget_seconds(env: Mapping[str, str]) -> float:
-    """``CI_RUNNER_GITLAB_TIMEOUT`` (seconds for each phase), else
-    :data:`~ci_runner.http_policy.GITLAB_BUDGET`; a value that is not a positive number is
-    ignored."""
-    raw = env.get(BUDGET_VARIABLE, "").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        return GITLAB_BUDGET
-    return value if 0 < value < float("inf") else GITLAB_BUDGET
 
 
 class Budget:
@@ -131,7 +116,7 @@ class BoundedSession(requests.Session):
     def _may_retry_status(self, verb: str, status: int, attempt: int) -> bool:
         if attempt >= self.policy.attempts:
             return False
-        return status == 429 or (status in TRANSIENT and verb in IDEMPOTENT)
+        return status == 429 or (status in TRANSIENT_STATUSES and verb in IDEMPOTENT)
 
     def _may_retry_error(self, verb: str, error: requests.RequestException, attempt: int) -> bool:
         if attempt >= self.policy.attempts or isinstance(error, BudgetExhausted):

@@ -12,6 +12,7 @@ from ci_runner.clock import Clock, SystemClock
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
+from ci_runner.http_policy import GITLAB_BUDGET, GITLAB_BUDGET_VARIABLE, budget_seconds
 
 NOTIFY_VARIABLE: Final = "CI_RUNNER_NOTIFY_RESULT"  # the component's input notify_result
 
@@ -71,9 +72,10 @@ def open_gitlab(
         return None
     from ci_runner.gitlab.client import connect_gitlab, open_project, token_from_env
     from ci_runner.gitlab.comments import find_targets, report_project_id
-    from ci_runner.gitlab.transport import BoundedSession, Budget, budget_seconds
+    from ci_runner.gitlab.transport import BoundedSession, Budget
 
-    session = BoundedSession(Budget(clock or SystemClock(), budget_seconds(env)))
+    seconds = budget_seconds(env, GITLAB_BUDGET_VARIABLE, GITLAB_BUDGET)
+    session = BoundedSession(Budget(clock or SystemClock(), seconds))
     try:
         gl = connect_gitlab(ctx.server_url, token_from_env(env), session=session)
         project = open_project(gl, report_project_id(ctx))

@@ -21,11 +21,10 @@ import requests
 
 from ci_runner.errors import CiRunnerError
 from ci_runner.gitlab.transport import BoundedSession, BudgetExhausted, RateLimited
+from ci_runner.http_policy import TRACKING_BUDGET_VARIABLE
 from ci_runner.tracking.target import Target
 
 API: Final = "/api/2.0/mlflow/"
-TRACKING_BUDGET_VARIABLE: Final = "CI_RUNNER_TRACKING_TIMEOUT"
-DEFAULT_TRACKING_BUDGET: Final = 30.0  # seconds before training, and again after it
 JSONObject = dict[str, Any]
 
 
@@ -36,16 +35,6 @@ class TrackingError(CiRunnerError):
     def __init__(self, message: str, error_code: str | None = None) -> None:
         super().__init__(message)
         self.error_code = error_code
-
-
-def budget_seconds(env: Mapping[str, str]) -> float:
-    """``CI_RUNNER_TRACKING_TIMEOUT`` (seconds for each phase), else
-    :data:`DEFAULT_TRACKING_BUDGET`; a value that is not a positive number is ignored."""
-    try:
-        value = float(env.get(TRACKING_BUDGET_VARIABLE, "").strip())
-    except ValueError:
-        return DEFAULT_TRACKING_BUDGET
-    return value if 0 < value < float("inf") else DEFAULT_TRACKING_BUDGET
 
 
 class MlflowApi:

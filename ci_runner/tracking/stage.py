@@ -23,13 +23,14 @@ from ci_runner.console import StatusOutput
 from ci_runner.errors import GitError
 from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.gitrepo import git
+from ci_runner.http_policy import TRACKING_BUDGET, TRACKING_BUDGET_VARIABLE, budget_seconds
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.plan.tracking import RankTracking, with_tracking
 from ci_runner.results.annotations import add_links
 from ci_runner.results.artifacts import ArtifactListing
 from ci_runner.results.metrics import parse_log_file
 from ci_runner.tracking import payloads
-from ci_runner.tracking.client import MlflowApi, TrackingError, budget_seconds
+from ci_runner.tracking.client import MlflowApi, TrackingError
 from ci_runner.tracking.target import RankSignIn, Target, find_target, rank_sign_in
 
 RUN_FILE_NAME: Final = "mlflow-run.json"  # the run's ids, for `ci-runner cancel`
@@ -95,7 +96,7 @@ def start_tracking(
             f"CI/CD variable {target.token_variable}"
         )
         return None
-    seconds = budget_seconds(env)
+    seconds = budget_seconds(env, TRACKING_BUDGET_VARIABLE, TRACKING_BUDGET)
     api = MlflowApi(target, BoundedSession(Budget(clock, seconds)))
     mask = plan.masker.mask
     name = plan.config.tracking.experiment or plan.config.name
@@ -197,7 +198,7 @@ def resume_tracking(plan: RunPlan, env: Mapping[str, str], clock: Clock) -> Trac
         run_id, experiment_id, url = (str(ids[k]) for k in ("run_id", "experiment_id", "url"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    seconds = budget_seconds(env)
+    seconds = budget_seconds(env, TRACKING_BUDGET_VARIABLE, TRACKING_BUDGET)
     api = MlflowApi(target, BoundedSession(Budget(clock, seconds)))
     return TrackedRun(api, experiment_id, run_id, url, seconds)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from ci_runner.config.types import TrainConfig
-from ci_runner.context import CIContext
+from ci_runner.context import GITLAB_TOKEN_VARIABLES, CIContext, gitlab_token, gitlab_tokens
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.plan.tracking import (
     INSECURE_TLS_VARIABLE,
@@ -31,7 +31,6 @@ from ci_runner.plan.tracking import (
     USERNAME_VARIABLE,
 )
 
-GITLAB_TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
 _TRUE: Final = frozenset({"true", "1", "yes"})
 
 
@@ -92,12 +91,9 @@ def _gitlab_target(ctx: CIContext, env: Mapping[str, str]) -> Target | None:
         api = ctx.server_url.rstrip("/") + "/api/v4"
     if not api:
         return None
-    name = next((n for n in GITLAB_TOKEN_VARIABLES if env.get(n, "").strip()), None)
+    name, token = gitlab_token(env) or (GITLAB_TOKEN_VARIABLES[0], None)
     return Target(
-        "gitlab",
-        f"{api}/projects/{ctx.project_id}/ml/mlflow",
-        token=env[name].strip() if name else None,
-        token_variable=name or GITLAB_TOKEN_VARIABLES[0],
+        "gitlab", f"{api}/projects/{ctx.project_id}/ml/mlflow", token=token, token_variable=name
     )
 
 
@@ -131,9 +127,8 @@ def rank_sign_in(config: TrainConfig, target: Target, env: Mapping[str, str]) ->
         sign_in = RankSignIn(target.username, secret, source=PASSWORD_VARIABLE)
     else:
         sign_in = RankSignIn(target.username)  # a server that asks for no secret
-    for name in GITLAB_TOKEN_VARIABLES:
-        comment_token = env.get(name, "").strip()
-        if comment_token and comment_token in sign_in.credentials.values():
+    for name, comment_token in gitlab_tokens(env):
+        if comment_token in sign_in.credentials.values():
             raise _ranks_log_error(
                 config,
                 f"{sign_in.source} holds the same token as {name}, which ci-runner comments "

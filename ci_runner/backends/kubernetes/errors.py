@@ -12,6 +12,7 @@ from typing import Final
 from ci_runner.backends.kubernetes.permissions import rbac_rule
 from ci_runner.backends.kubernetes.resources import Resource
 from ci_runner.errors import ClusterError
+from ci_runner.http_policy import TRANSIENT_STATUSES
 
 
 class KubeError(ClusterError):
@@ -149,7 +150,7 @@ class ServerError(KubeError):
 
     @property
     def retryable(self) -> bool:
-        return self.status in (500, 502, 503, 504)
+        return self.status in TRANSIENT_STATUSES
 
 
 _BY_STATUS: Final[dict[int, type[KubeError]]] = {
