@@ -28,74 +28,69 @@ def apply_overrides(
     problems: list[Problem] = []
     new_workers, new_command = config.workers, config.command
     if workers is not None and workers.strip():
-        value = workers.strip()
-        low, high = (
-            (config.elastic.min_workers, config.elastic.max_workers)
-            if config.elastic is not None
-            else (1, MAX_WORKERS)
-        )
-        if not value.isdigit() or not value.isascii():
-            problems.append(
-                Problem(
-                    WORKERS_VARIABLE,
-                    "",
-                    None,
-                    f"must be a whole number, got {_uncut(workers)}",
-                    f"set {WORKERS_VARIABLE} to a number from 1 to {MAX_WORKERS}, e.g. 2",
-                )
-            )
-        elif len(value.lstrip("0")) > 6 or not low <= int(value) <= high:
-            within = " (elastic.min_workers to elastic.max_workers)" if config.elastic else ""
-            problems.append(
-                Problem(
-                    WORKERS_VARIABLE,
-                    "",
-                    None,
-                    f"must be from {low} to {high}{within}, got {number(value)}",
-                    f"set {WORKERS_VARIABLE} to a number from {low} to {high}",
-                )
-            )
-        elif not pip_cache_fits(config.kubernetes, int(value)):
-            problems.append(
-                Problem(
-                    WORKERS_VARIABLE,
-                    "",
-                    None,
-                    pip_cache_conflict(config.kubernetes, int(value)),
-                    f"set {WORKERS_VARIABLE} to 1, or {PIP_CACHE_FIX}",
-                )
-            )
+        checked = _worker_count(config, workers)
+        if isinstance(checked, Problem):
+            problems.append(checked)
         else:
-            new_workers = int(value)
+            new_workers = checked
     if extra_args is not None and extra_args.strip():
-        try:
-            args = shlex.split(extra_args)
-        except ValueError:
-            problems.append(
-                Problem(
-                    ARGS_VARIABLE,
-                    "",
-                    None,
-                    f"has an unbalanced quote or a trailing backslash: {_uncut(extra_args)}",
-                    "close every quote (the value is split like a shell command line)",
-                )
-            )
+        args = _extra_args(extra_args)
+        if isinstance(args, Problem):
+            problems.append(args)
         else:
-            if any("\x00" in arg for arg in args):
-                problems.append(
-                    Problem(
-                        ARGS_VARIABLE,
-                        "",
-                        None,
-                        "must not contain a NUL character",
-                        "remove it",
-                    )
-                )
-            else:
-                new_command = (*config.command, *args)
+            new_command = (*config.command, *args)
     if problems:
         raise ConfigError(problems)
     return replace(config, workers=new_workers, command=new_command)
+
+
+def _worker_count(config: TrainConfig, workers: str) -> int | Problem:
+    """CI_RUNNER_WORKERS as a worker count train.yaml allows, or the problem with it."""
+    value = workers.strip()
+    low, high = (
+        (config.elastic.min_workers, config.elastic.max_workers)
+        if config.elastic is not None
+        else (1, MAX_WORKERS)
+    )
+    if not value.isdigit() or not value.isascii():
+        return _problem(
+            WORKERS_VARIABLE,
+            f"must be a whole number, got {_uncut(workers)}",
+            f"set {WORKERS_VARIABLE} to a number from 1 to {MAX_WORKERS}, e.g. 2",
+        )
+    if len(value.lstrip("0")) > 6 or not low <= int(value) <= high:
+        within = " (elastic.min_workers to elastic.max_workers)" if config.elastic else ""
+        return _problem(
+            WORKERS_VARIABLE,
+            f"must be from {low} to {high}{within}, got {number(value)}",
+            f"set {WORKERS_VARIABLE} to a number from {low} to {high}",
+        )
+    if not pip_cache_fits(config.kubernetes, int(value)):
+        return _problem(
+            WORKERS_VARIABLE,
+            pip_cache_conflict(config.kubernetes, int(value)),
+            f"set {WORKERS_VARIABLE} to 1, or {PIP_CACHE_FIX}",
+        )
+    return int(value)
+
+
+def _extra_args(extra_args: str) -> list[str] | Problem:
+    """CI_RUNNER_ARGS split like a shell command line, or the problem with it."""
+    try:
+        args = shlex.split(extra_args)
+    except ValueError:
+        return _problem(
+            ARGS_VARIABLE,
+            f"has an unbalanced quote or a trailing backslash: {_uncut(extra_args)}",
+            "close every quote (the value is split like a shell command line)",
+        )
+    if any("\x00" in arg for arg in args):
+        return _problem(ARGS_VARIABLE, "must not contain a NUL character", "remove it")
+    return args
+
+
+def _problem(variable: str, message: str, fix: str) -> Problem:
+    return Problem(variable, "", None, message, fix)
 
 
 def _uncut(value: str, limit: int = 200) -> str:

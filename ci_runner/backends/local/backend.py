@@ -159,11 +159,7 @@ def run_local(
     config, context, job = plan.config, plan.context, plan.mpijob_name
     check_horovod(options.horovodrun, options.environ, run, options.cache_dir, console)
     assert options.horovodrun is not None
-    if config.ranks > options.cpu_count:
-        console.warning(
-            f"{config.ranks} ranks on {options.cpu_count} CPU cores: ranks will share cores "
-            "and train slower"
-        )
+    _warn_shared_cores(config.ranks, options.cpu_count, console)
     source = pin_source(context, options, console)
     started_at = clock.now()
     path_prefix = [options.base.python.parent]
@@ -199,6 +195,13 @@ def run_local(
         grace_seconds=options.stop_grace_seconds,
     )
     return _result(outcome, job, sink, started_at, clock, failure)
+
+
+def _warn_shared_cores(ranks: int, cores: int, console: ToolOutput) -> None:
+    if ranks > cores:
+        console.warning(
+            f"{ranks} ranks on {cores} CPU cores: ranks will share cores and train slower"
+        )
 
 
 class LocalBackend:
