@@ -44,6 +44,7 @@ class CIContext:
     project_id: str | None = None
     project_url: str | None = None
     server_url: str | None = None
+    api_url: str | None = None  # CI_API_V4_URL as GitLab gives it
     pipeline_id: str | None = None
     pipeline_source: str | None = None
     job_id: str | None = None
@@ -63,6 +64,14 @@ class CIContext:
     # (--repo-url, CI_REPOSITORY_URL, CI_PROJECT_URL, the origin remote), for messages.
     repo_url: str | None = None
     repo_url_from: str = ""
+
+    @property
+    def api_v4_url(self) -> str | None:
+        """GitLab's REST API root without a trailing slash: ``CI_API_V4_URL``, else the
+        server's ``/api/v4``."""
+        if self.api_url and self.api_url.strip():
+            return self.api_url.strip().rstrip("/")
+        return self.server_url.rstrip("/") + "/api/v4" if self.server_url else None
 
     @property
     def short_sha(self) -> str:
@@ -89,6 +98,7 @@ CI_VARIABLES: Final[Mapping[str, str]] = {
     "CI_PROJECT_ID": "project_id",
     "CI_PROJECT_URL": "project_url",
     "CI_SERVER_URL": "server_url",
+    "CI_API_V4_URL": "api_url",
     "CI_PIPELINE_ID": "pipeline_id",
     "CI_PIPELINE_SOURCE": "pipeline_source",
     "CI_JOB_ID": "job_id",

@@ -274,3 +274,17 @@ def test_the_gitlab_token_is_ci_runners_variable_else_gitlab_token() -> None:
         "other",
     )
     assert gitlab_token({"CI_JOB_TOKEN": "job"}) is None
+
+
+def test_the_api_root_is_ci_api_v4_url_else_the_servers() -> None:
+    given = CIContext(
+        "0" * 40,
+        "g/p",
+        server_url="https://gl.example.com/",
+        api_url=" https://gl.example.com/x/api/v4/ ",
+    )
+    assert given.api_v4_url == "https://gl.example.com/x/api/v4"
+    assert CIContext("0" * 40, "g/p", server_url="https://gl.example.com/").api_v4_url == (
+        "https://gl.example.com/api/v4"
+    )
+    assert CIContext("0" * 40, "g/p").api_v4_url is None

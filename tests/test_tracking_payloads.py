@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -138,12 +139,13 @@ def test_the_ci_job_tag_goes_only_to_the_gitlab_the_job_runs_on() -> None:
     assert ("gitlab.CI_JOB_ID", "4242") in payloads.run_tags(PLAN, job_link=True)
     assert "gitlab.CI_JOB_ID" not in dict(payloads.run_tags(PLAN))
     api = "https://gitlab.example.com/api/v4"
-    env = {"CI_API_V4_URL": api}
+    ctx = replace(PLAN.context, api_url=api)
+    outside = replace(PLAN.context, api_url=None)
     gitlab = Target("gitlab", f"{api}/projects/7/ml/mlflow")
-    assert on_this_gitlab(gitlab, {}) is True
+    assert on_this_gitlab(gitlab, outside) is True
     # MLFLOW_TRACKING_URI set to this GitLab's MLflow API, as GitLab's docs show it
-    assert on_this_gitlab(Target("mlflow", f"{api}/projects/7/ml/mlflow"), env) is True
-    assert on_this_gitlab(Target("mlflow", "https://mlflow.example.com"), env) is False
+    assert on_this_gitlab(Target("mlflow", f"{api}/projects/7/ml/mlflow"), ctx) is True
+    assert on_this_gitlab(Target("mlflow", "https://mlflow.example.com"), ctx) is False
     other = "https://other-gitlab.example.com/api/v4/projects/7/ml/mlflow"
-    assert on_this_gitlab(Target("mlflow", other), env) is False
-    assert on_this_gitlab(Target("mlflow", f"{api}/projects/7/ml/mlflow"), {}) is False
+    assert on_this_gitlab(Target("mlflow", other), ctx) is False
+    assert on_this_gitlab(Target("mlflow", f"{api}/projects/7/ml/mlflow"), outside) is False

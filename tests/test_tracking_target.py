@@ -46,9 +46,9 @@ def test_mlflows_own_variables() -> None:
 
 def test_gitlab_is_the_projects_endpoint_with_the_comment_token() -> None:
     config = minimal(tracking=TrackingSpec("gitlab"))
-    env = {"CI_API_V4_URL": "https://g.example.com/gl/api/v4", "GITLAB_TOKEN": "glpat-x",
-           "MLFLOW_TRACKING_URI": "http://elsewhere"}  # fmt: skip
-    target = find_target(config, IN_CI, env)
+    env = {"GITLAB_TOKEN": "glpat-x", "MLFLOW_TRACKING_URI": "http://elsewhere"}
+    in_ci = replace(IN_CI, api_url="https://g.example.com/gl/api/v4")
+    target = find_target(config, in_ci, env)
     assert target is not None
     assert (target.uri, target.token, target.token_variable) == (
         "https://g.example.com/gl/api/v4/projects/42/ml/mlflow",

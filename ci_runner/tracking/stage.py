@@ -20,6 +20,7 @@ from typing import Any, Final
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
+from ci_runner.context import CIContext
 from ci_runner.errors import GitError
 from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.gitrepo import git
@@ -104,7 +105,7 @@ def start_tracking(
     now = _ms(clock)
     try:
         experiment_id = _experiment(api, name)
-        job_link = on_this_gitlab(target, env)
+        job_link = on_this_gitlab(target, plan.context)
         tags = [(k, mask(v)) for k, v in payloads.run_tags(plan, job_link=job_link)]
         body = payloads.create_run(experiment_id, run_name, now, tags)
         info = api.call("POST", "runs/create", "create the run", body)["run"]["info"]
@@ -134,13 +135,13 @@ def start_tracking(
     return run
 
 
-def on_this_gitlab(target: Target, env: Mapping[str, str]) -> bool:
+def on_this_gitlab(target: Target, ctx: CIContext) -> bool:
     """Whether ``target`` is the MLflow API of the GitLab instance this CI job runs on:
     ``tracking: gitlab``, or ``MLFLOW_TRACKING_URI`` under this job's ``CI_API_V4_URL`` (as
     GitLab's docs set it)."""
     if target.kind == "gitlab":
         return True
-    api = env.get("CI_API_V4_URL", "").strip().rstrip("/")
+    api = (ctx.api_url or "").strip().rstrip("/")
     return (
         bool(api)
         and target.uri.startswith(f"{api}/projects/")

@@ -86,9 +86,7 @@ def find_target(config: TrainConfig, ctx: CIContext, env: Mapping[str, str]) -> 
 def _gitlab_target(ctx: CIContext, env: Mapping[str, str]) -> Target | None:
     if not ctx.in_ci or not ctx.project_id:
         return None  # outside a GitLab job there is no project to track in
-    api = env.get("CI_API_V4_URL", "").strip().rstrip("/")
-    if not api and ctx.server_url:
-        api = ctx.server_url.rstrip("/") + "/api/v4"
+    api = ctx.api_v4_url
     if not api:
         return None
     name, token = gitlab_token(env) or (GITLAB_TOKEN_VARIABLES[0], None)
