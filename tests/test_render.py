@@ -565,6 +565,12 @@ def test_pod_settings_on_launcher_and_workers() -> None:
         assert pod["imagePullSecrets"] == [{"name": "harbor"}]
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_no_pod_mounts_a_service_account_token(case: str) -> None:
+    for pod in _specs(render_mpijob(build_plan(*CASES[case]))):
+        assert pod["automountServiceAccountToken"] is False
+
+
 def test_labels_and_annotations_link_back() -> None:
     metadata = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))["metadata"]
     assert metadata["namespace"] == "mpi-operator"
