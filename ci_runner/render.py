@@ -184,6 +184,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "launcher_args": launcher_argv(plan),
         "elastic": plan.config.elastic is not None,
         "worker_resources": worker,
+        "shm_size": config.resources.shm_size,
         "setup_resources": container_resources(config.resources.setup),
         "launcher_resources": container_resources(config.resources.launcher),
     }

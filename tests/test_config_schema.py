@@ -164,7 +164,8 @@ command: [python, train.py, --epochs, 3]
 workers: 3
 slots_per_worker: 2
 resources:
-  {gpu: 2, cpu: 1500m, memory: 16Gi, setup: {cpu: 2, memory: 3Gi}, launcher: {memory: 256Mi}}
+  {gpu: 2, cpu: 1500m, memory: 16Gi, setup: {cpu: 2, memory: 3Gi}, launcher: {memory: 256Mi},
+   shm: 4Gi}
 requirements: ml/requirements.txt
 env: {Z_LAST: "1", A_FIRST: on}
 secrets: [WANDB_API_KEY, HF_TOKEN]
@@ -219,6 +220,7 @@ COMPLETE_CONFIG = TrainConfig(
         memory="16Gi",
         setup=ContainerResources(cpu="2", memory="3Gi"),
         launcher=ContainerResources(cpu="500m", memory="256Mi"),
+        shm="4Gi",
     ),
     requirements="ml/requirements.txt",
     env=(("A_FIRST", "on"), ("Z_LAST", "1")),
@@ -522,4 +524,27 @@ def test_setup_and_launcher_resources_are_none_or_a_mapping() -> None:
         "memory: 1Gi}, e.g. setup: {cpu: 2, memory: 4Gi}",
         "train.yaml:6: resources.launcher.cpu: must be more than 0, got '0'; fix: request a "
         "positive amount, e.g. cpu: 500m",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        ("{}", "1Gi"),  # no memory: the LimitRange decides the limit
+        ("{memory: 8Gi}", "4Gi"),
+        ("{memory: 3G}", "1430Mi"),  # whole MiB
+        ("{memory: 40Gi}", "16Gi"),  # at most SHM_MAX
+        ("{memory: 8Gi, shm: 8Gi}", "8Gi"),
+        ("{shm: 64Mi}", "64Mi"),
+    ],
+)
+def test_shm_defaults_to_half_the_memory_at_most_16gi(resources: str, expected: str) -> None:
+    assert load_config(BASE + f"resources: {resources}\n").resources.shm_size == expected
+
+
+def test_shm_may_not_be_more_than_the_memory() -> None:
+    assert problems(BASE + "resources:\n  memory: 8Gi\n  shm: 9Gi\n") == [
+        "train.yaml:6: resources.shm: 9Gi is more than the worker's memory (8Gi): what ranks "
+        "write to /dev/shm counts against it; fix: set shm to at most 8Gi, or raise "
+        "resources.memory",
     ]

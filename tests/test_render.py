@@ -398,16 +398,13 @@ def test_a_pip_cache_claim_also_keeps_virtualenvs_the_worker_runs() -> None:
     assert _env(_container(worker, "install-requirements"))["CI_RUNNER_VENV_CACHE"] == (
         "/ci-runner-cache/venvs"
     )
-    assert _container(worker, "worker")["volumeMounts"] == [
-        {"name": "ci-runner", "mountPath": "/ci-runner"},
-        {"name": "pip-cache", "mountPath": "/ci-runner-cache"},
+    assert {"name": "pip-cache", "mountPath": "/ci-runner-cache"} in _container(worker, "worker")[
+        "volumeMounts"
     ]
     # Without a claim each pod's cache is its own emptyDir: a virtualenv kept there helps no one.
     _, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
     assert "CI_RUNNER_VENV_CACHE" not in _env(_container(worker, "install-requirements"))
-    assert _container(worker, "worker")["volumeMounts"] == [
-        {"name": "ci-runner", "mountPath": "/ci-runner"}
-    ]
+    assert all(m["name"] != "pip-cache" for m in _container(worker, "worker")["volumeMounts"])
 
 
 def test_every_rank_sees_the_environment_contract() -> None:
@@ -490,6 +487,15 @@ def test_run_policy() -> None:
         "activeDeadlineSeconds"
         not in render_mpijob(build_plan(MINIMAL, LOCAL))["spec"]["runPolicy"]
     )
+
+
+@pytest.mark.parametrize(("case", "size"), [("minimal", "1Gi"), ("seed-like", "16Gi")])
+def test_the_ranks_get_a_memory_backed_dev_shm(case: str, size: str) -> None:
+    launcher, worker = _specs(render_mpijob(build_plan(*CASES[case])))
+    assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": size}} in worker["volumes"]
+    assert {"name": "shm", "mountPath": "/dev/shm"} in _container(worker, "worker")["volumeMounts"]
+    # The launcher runs mpirun (or horovodrun's driver), no rank.
+    assert all(v["name"] != "shm" for v in launcher["volumes"])
 
 
 def test_every_container_declares_cpu_and_memory() -> None:

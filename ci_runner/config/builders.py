@@ -11,6 +11,7 @@ import re
 from typing import Final, TypedDict
 
 from ci_runner.config.engine import INVALID, At, Invalid
+from ci_runner.config.quantity import quantity_value
 from ci_runner.config.types import (
     ContainerResources,
     DnsConfig,
@@ -36,11 +37,23 @@ class ResourcesValues(TypedDict, total=False):
     memory: str
     setup: ContainerResources
     launcher: ContainerResources
+    shm: str
 
 
 def build_resources(
     values: ResourcesValues, at: At, ok: bool, keys: frozenset[str]
 ) -> Resources | Invalid:
+    shm, memory = values.get("shm"), values.get("memory")
+    if shm is not None and memory is not None and quantity_value(shm) > quantity_value(memory):
+        # /dev/shm's pages are the worker's memory: more than the limit is an OOM kill.
+        at.problem(
+            at.line_of("shm") or at.context.lines.get(at.path),
+            f"{shm} is more than the worker's memory ({memory}): what ranks write to /dev/shm "
+            "counts against it",
+            f"set shm to at most {memory}, or raise resources.memory",
+            path=key_path(at.path, "shm"),
+        )
+        ok = False
     return Resources(**values) if ok else INVALID
 
 

@@ -66,6 +66,8 @@ from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
     LAUNCHER_RESOURCES,
     SETUP_RESOURCES,
+    SHM_MAX,
+    SHM_WITHOUT_MEMORY,
     Effect,
     Goal,
     KubernetesOptions,
@@ -359,6 +361,16 @@ SCHEMA: Final = Record(
             ),
             Field("cpu", Quantity(), "CPU per worker.", "4"),
             Field("memory", Quantity(), "Memory per worker.", "8Gi"),
+            Field(
+                "shm",
+                Quantity(),
+                "The size of each worker's `/dev/shm`: a memory-backed emptyDir (a container "
+                "runtime gives 64 MiB, too little for PyTorch DataLoader workers, NCCL and "
+                "OpenMPI's shared-memory transport). What the ranks write there counts against "
+                "`memory`, so it may not be more.",
+                "8Gi",
+                f"half of `memory`, at most `{SHM_MAX}`; `{SHM_WITHOUT_MEMORY}` without `memory`",
+            ),
             Field(
                 "setup",
                 NoneOrResources(SETUP_RESOURCES, "of each init container"),

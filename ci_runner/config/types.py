@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from ci_runner.config.quantity import binary_quantity, quantity_value
+
 Goal = Literal["min", "max"]
 Operator = Literal["Exists", "Equal"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -34,6 +36,12 @@ class ContainerResources:
 # and its ssh clients.
 SETUP_RESOURCES: Final = ContainerResources(cpu="1", memory="2Gi")
 LAUNCHER_RESOURCES: Final = ContainerResources(cpu="500m", memory="1Gi")
+# /dev/shm's default size (a memory-backed emptyDir, whose pages count against the worker's
+# memory limit): half of the worker's memory, at most SHM_MAX; SHM_WITHOUT_MEMORY when train.yaml
+# sets no memory (the namespace's LimitRange then decides the limit).
+SHM_MAX: Final = "16Gi"
+SHM_WITHOUT_MEMORY: Final = "1Gi"
+_MIB: Final = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,18 @@ class Resources:
     memory: str | None = None
     setup: ContainerResources = SETUP_RESOURCES
     launcher: ContainerResources = LAUNCHER_RESOURCES
+    shm: str | None = None  # None: shm_size's default
+
+    @property
+    def shm_size(self) -> str:
+        """/dev/shm's sizeLimit: ``shm``, else half of ``memory`` (whole MiB) at most
+        :data:`SHM_MAX`, else :data:`SHM_WITHOUT_MEMORY`."""
+        if self.shm is not None:
+            return self.shm
+        if self.memory is None:
+            return SHM_WITHOUT_MEMORY
+        half = int(quantity_value(self.memory) / 2) // _MIB * _MIB
+        return binary_quantity(max(min(half, int(quantity_value(SHM_MAX))), _MIB))
 
 
 @dataclass(frozen=True)
