@@ -22,9 +22,9 @@ def quantity_value(text: str) -> Decimal:
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
     number, suffix = Decimal(match.group(1)), match.group(2) or ""
     if suffix in _BINARY:
-        return number * 1024 ** (_BINARY.index(suffix) + 1)
+        return number * Decimal(1024 ** (_BINARY.index(suffix) + 1))
     if suffix in _DECIMAL:
-        return number * 1000 ** (_DECIMAL.index(suffix) + 1)
+        return number * Decimal(1000 ** (_DECIMAL.index(suffix) + 1))
     if suffix == "m":
         return number / 1000
     if suffix:
