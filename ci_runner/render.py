@@ -20,7 +20,7 @@ except ImportError:  # PyYAML built without libyaml
 
 from ci_runner.config.engine import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
-from ci_runner.config.types import ContainerResources, TrainConfig
+from ci_runner.config.types import NOBODY_UID, ContainerResources, TrainConfig
 from ci_runner.config.yamlsource import shorten
 from ci_runner.context import CIContext, repo_url_problem
 from ci_runner.errors import GitError
@@ -35,6 +35,26 @@ GIT_CREDENTIAL_FILES: Final = (("GIT_USERNAME", "username"), ("GIT_PASSWORD", "p
 GIT_CREDENTIALS_MODE: Final = 0o400
 PIP_CACHE_DIR: Final = "/ci-runner-cache/pip"
 VENV_CACHE_DIR: Final = "/ci-runner-cache/venvs"
+# The operator's mount of the job's ssh keys (sshAuthMountPath): no user's ~/.ssh, so its files
+# keep mode 0644 and a non-root sshd or ssh reads them (mpi_job_controller.go setupSSHOnPod).
+SSH_AUTH_DIR: Final = "/ci-runner-ssh"
+# What the workers' root sshd keeps of root's capabilities (PodSecurity baseline allows them all;
+# OpenSSH sshd-session.c, session.c, sshpty.c): its privilege separation chroots (SYS_CHROOT) and
+# drops to the sshd user (SETUID, SETGID), and its grace alarm signals that child (KILL); a
+# session's pty is chowned to its user (CHOWN); PAM writes audit records (AUDIT_WRITE); port 22
+# (NET_BIND_SERVICE). The ranks run as root too, in the checkout the setup containers' user made:
+# DAC_OVERRIDE and FOWNER let them write there as root expects to.
+SSHD_CAPABILITIES: Final = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETUID",
+    "SYS_CHROOT",
+)
 HOSTFILE: Final = "/etc/mpi/hostfile"
 DISCOVER_HOSTS: Final = "/etc/mpi/discover_hosts.sh"
 # Where the ranks run in the pods, and how the launcher finds them (files the operator mounts).
@@ -177,6 +197,12 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "pip_cache_pvc": k8s.pip_cache_pvc,
         "cluster_domain": k8s.cluster_domain,
         "ssh_port": k8s.ssh_port,
+        "ssh_auth_dir": SSH_AUTH_DIR,
+        "security": {
+            "uid": NOBODY_UID if k8s.run_as_user is None else k8s.run_as_user,
+            "uid_given": k8s.run_as_user is not None,
+            "sshd_capabilities": SSHD_CAPABILITIES,
+        },
         "scripts": scripts,
         **_setup_values(plan),
         "rank_env": plan.rank_environment(POD_LOCATION),

@@ -194,6 +194,7 @@ kubernetes:
   pip_cache_access_mode: ReadWriteMany
   cluster_domain: k8s.example.com
   ssh_port: 2222
+  run_as_user: 1000
   ttl_seconds_after_finished: 60
   backoff_limit: 1
   keep_finished: 1d
@@ -250,6 +251,7 @@ COMPLETE_CONFIG = TrainConfig(
         pip_cache_access_mode="ReadWriteMany",
         cluster_domain="k8s.example.com",
         ssh_port=2222,
+        run_as_user=1000,
         ttl_seconds_after_finished=60,
         backoff_limit=1,
         keep_finished=86400,
@@ -548,3 +550,13 @@ def test_shm_may_not_be_more_than_the_memory() -> None:
         "write to /dev/shm counts against it; fix: set shm to at most 8Gi, or raise "
         "resources.memory",
     ]
+
+
+def test_a_non_root_sshd_needs_an_unprivileged_port() -> None:
+    assert problems(BASE + "kubernetes:\n  run_as_user: 1000\n") == [
+        "train.yaml:5: kubernetes.ssh_port: sshd as user 1000 cannot listen on port 22 (below "
+        "1024, and no capability is given); fix: set kubernetes.ssh_port: 2222 (or another port "
+        "from 1024 up), as images built on mpioperator/base do",
+    ]
+    options = load_config(BASE + "kubernetes: {run_as_user: 1000, ssh_port: 2222}\n").kubernetes
+    assert (options.run_as_user, options.ssh_port) == (1000, 2222)

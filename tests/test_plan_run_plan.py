@@ -23,6 +23,7 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
     launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
     worker = specs["Worker"]["template"]["spec"]["containers"][0]
     pod = pod_environment(launcher, secret_data)
+    assert pod.pop("CI_RUNNER_SSH_USER") == "root"  # launch.sh's own: ranks never see it
     assert pod_environment(worker, secret_data) == pod
     assert pod.pop("CI_RUNNER_SSH_PORT") == "22"  # the workers' sshd: a pod's only
     code_dir = tmp_path / "worktree"

@@ -45,12 +45,11 @@ def _sh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
         "CI_RUNNER_CODE_DIR": str(tmp_path / "pod" / "code"),
         "CI_RUNNER_VENV": str(tmp_path / "pod" / "venv"),
-        "CI_RUNNER_SSH_CONFIG": str(tmp_path / "etc" / "ssh" / "ssh_config"),
+        "CI_RUNNER_SSH_DIR": str(tmp_path / "pod" / "ssh"),
         "CI_RUNNER_READY_FILE": str(tmp_path / "pod" / "ready"),
         **GIT_ENV,
     }
     (tmp_path / "home").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
     env.update(extra)
     return env
 
@@ -757,7 +756,8 @@ def test_launch_gives_mpirun_the_interface_and_every_variable_by_name(
         - {"NVIDIA_CUDA_VISIBLE_DEVICES", "HOROVOD_SECRET_KEY"}
     )
     names = [arg for name in passed for arg in ("-x", name)]
-    wdir = ["-wdir", env["CI_RUNNER_CODE_DIR"]]
+    wdir = ["-wdir", env["CI_RUNNER_CODE_DIR"], "-mca", "plm_rsh_agent"]
+    wdir.append(f"{env['CI_RUNNER_SSH_DIR']}/bin/ssh")
     interface = ["-mca", "btl_tcp_if_include", "net1", "-x", "NCCL_SOCKET_IFNAME=net1"]
     assert proc.stdout.splitlines() == [*wdir, *interface, *names, *rendered]
     assert "hunter2" not in proc.stdout
@@ -765,6 +765,40 @@ def test_launch_gives_mpirun_the_interface_and_every_variable_by_name(
     routes.write_text(ROUTE_TABLE.splitlines(keepends=True)[0])
     proc = run_script("launch.sh", env, "mpirun", *rendered)
     assert proc.stdout.splitlines() == [*wdir, *names, *rendered]
+
+
+def test_launch_sshs_through_a_config_of_its_own_with_a_private_copy_of_the_key(
+    tmp_path: Path,
+) -> None:
+    auth = tmp_path / "ci-runner-ssh"
+    auth.mkdir()
+    (auth / "id_rsa").write_text("KEY\n")
+    (auth / "id_rsa").chmod(0o644)  # the operator's mount away from /root/.ssh
+    env = _sh_env(
+        tmp_path,
+        CI_RUNNER_SHA="0" * 40,
+        CI_RUNNER_SSH_AUTH=str(auth),
+        CI_RUNNER_SSH_PORT="2222",
+        CI_RUNNER_SSH_USER="root",
+    )
+    env["PATH"] = f"{_fake_mpirun(tmp_path)}{os.pathsep}{env['PATH']}"
+    proc = run_script("launch.sh", env, "mpirun", "-np", "1", "true")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    ssh_dir = tmp_path / "pod" / "ssh"
+    assert (ssh_dir / "config").read_text().splitlines() == [
+        "Port 2222",
+        "StrictHostKeyChecking no",
+        "UserKnownHostsFile /dev/null",
+        "LogLevel ERROR",
+        f"IdentityFile {ssh_dir}/id",
+        "IdentitiesOnly yes",
+        "User root",
+    ]
+    assert (ssh_dir / "id").read_text() == "KEY\n"
+    assert (ssh_dir / "id").stat().st_mode & 0o777 == 0o600
+    wrapper = (ssh_dir / "bin" / "ssh").read_text().splitlines()
+    assert wrapper[1].endswith(f'ssh -F {ssh_dir}/config "$@"')
+    assert "CI_RUNNER_SSH_USER" not in proc.stdout.splitlines()  # not passed to the ranks
 
 
 def test_launch_starts_mpirun_without_code_of_its_own(tmp_path: Path) -> None:
@@ -860,6 +894,7 @@ def _run_in_pod(
         "CI_RUNNER_CODE_DIR": f"{pod_dir}/code",
         "CI_RUNNER_VENV": f"{pod_dir}/venv",
         "CI_RUNNER_READY_FILE": f"{pod_dir}/ready",
+        "CI_RUNNER_SSH_DIR": f"{pod_dir}/ssh",
     }
     seen = container_view(container, lambda ref: (secret or {}).get(ref["secretKeyRef"]["key"], ""))
     env.update({name: host(value) for name, value in seen["env"].items()})
@@ -934,7 +969,8 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     proc = _run_in_pod(None, entry, worker_dir, base)
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == (
-        f"mpirun -wdir {worker_dir}/code -mca btl_tcp_if_include eth0 --allow-run-as-root "
+        f"mpirun -wdir {worker_dir}/code -mca plm_rsh_agent {worker_dir}/ssh/bin/ssh "
+        "-mca btl_tcp_if_include eth0 --allow-run-as-root "
         "--tag-output -np 2 --hostfile /etc/mpi/hostfile -bind-to none -map-by slot -mca pml ob1 "
         "-mca btl ^openib\nold\n"
     )

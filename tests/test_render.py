@@ -345,6 +345,7 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
     rank_env = {**dict(plan.rank_environment(POD_LOCATION)), "WANDB_API_KEY": "w"}
     for container in (_container(launcher, "launcher"), _container(worker, "worker")):
         seen = view(container)
+        seen["env"].pop("CI_RUNNER_SSH_USER", None)  # the launcher's (launch.sh)
         assert seen["env"] == {**rank_env, "CI_RUNNER_SSH_PORT": "22"}
         assert seen["env"]["TRICKY"] == tricky
     assert view(_container(launcher, "launcher"))["args"] == plan.mpirun_argv(POD_HOSTS)
@@ -425,7 +426,7 @@ def test_every_rank_sees_the_environment_contract() -> None:
         "WANDB_API_KEY": {"secretKeyRef": {"name": f"{name}-secrets", "key": "WANDB_API_KEY"}},
         "CI_RUNNER_SSH_PORT": "22",
     }
-    assert _env(_container(launcher, "launcher")) == expected
+    assert _env(_container(launcher, "launcher")) == {**expected, "CI_RUNNER_SSH_USER": "root"}
     assert _env(_container(worker, "worker")) == expected
 
 
@@ -575,6 +576,72 @@ def test_pod_settings_on_launcher_and_workers() -> None:
 def test_no_pod_mounts_a_service_account_token(case: str) -> None:
     for pod in _specs(render_mpijob(build_plan(*CASES[case]))):
         assert pod["automountServiceAccountToken"] is False
+
+
+def _security(pod: dict[str, Any]) -> dict[str, Any]:
+    return {
+        c["name"]: c["securityContext"]
+        for c in [*pod.get("initContainers", []), *pod["containers"]]
+    }
+
+
+RESTRICTED_AS = {
+    uid: {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for uid in (65534, 1000)
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_setup_and_launcher_are_restricted_and_root_workers_keep_what_sshd_needs(
+    case: str,
+) -> None:
+    manifest = render_mpijob(build_plan(*CASES[case]))
+    assert manifest["spec"]["sshAuthMountPath"] == "/ci-runner-ssh"
+    launcher, worker = _specs(manifest)
+    for pod in (launcher, worker):
+        assert pod["securityContext"] == {
+            "fsGroup": 65534,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+    restricted = RESTRICTED_AS[65534]
+    assert all(context == restricted for context in _security(launcher).values())
+    contexts = _security(worker)
+    assert contexts.pop("worker") == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {
+            "drop": ["ALL"],
+            "add": [
+                *("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL"),
+                *("NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"),
+            ],
+        },
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert contexts == {"fetch-code": restricted, "install-requirements": restricted}
+
+
+def test_a_non_root_image_runs_every_container_restricted_as_its_user() -> None:
+    k8s = replace(MINIMAL.kubernetes, run_as_user=1000, ssh_port=2222)
+    for config in (replace(MINIMAL, kubernetes=k8s), replace(ELASTIC, kubernetes=k8s)):
+        manifest = render_mpijob(build_plan(config, LOCAL))
+        for pod in _specs(manifest):
+            assert pod["securityContext"]["fsGroup"] == 1000
+            assert set(_security(pod)) == {
+                c["name"] for c in [*pod.get("initContainers", []), *pod["containers"]]
+            }
+            assert all(context == RESTRICTED_AS[1000] for context in _security(pod).values())
+        launcher = _container(_specs(manifest)[0], "launcher")
+        assert "--allow-run-as-root" not in launcher["args"]
+        assert "CI_RUNNER_SSH_USER" not in _env(launcher)  # the launcher's own user logs in
+    launcher = _container(_specs(render_mpijob(build_plan(MINIMAL, LOCAL)))[0], "launcher")
+    assert launcher["args"][:2] == ["mpirun", "--allow-run-as-root"]
 
 
 def test_labels_and_annotations_link_back() -> None:

@@ -13,6 +13,7 @@ from typing import Final, TypedDict
 from ci_runner.config.engine import INVALID, At, Invalid
 from ci_runner.config.quantity import quantity_value
 from ci_runner.config.types import (
+    UNPRIVILEGED_PORT,
     ContainerResources,
     DnsConfig,
     Effect,
@@ -134,6 +135,7 @@ class KubernetesValues(TypedDict, total=False):
     pip_cache_access_mode: PvcAccessMode
     cluster_domain: str
     ssh_port: int
+    run_as_user: int
     ttl_seconds_after_finished: int
     backoff_limit: int
     keep_finished: int
@@ -149,6 +151,17 @@ def build_kubernetes(
         return INVALID
     if "node_selector" in values:
         values["node_selector"] = tuple(sorted(values["node_selector"]))
+    port = values.get("ssh_port", KubernetesOptions.ssh_port)
+    if "run_as_user" in values and port < UNPRIVILEGED_PORT:
+        at.problem(
+            at.line_of("ssh_port") or at.line_of("run_as_user"),
+            f"sshd as user {values['run_as_user']} cannot listen on port {port} (below "
+            f"{UNPRIVILEGED_PORT}, and no capability is given)",
+            "set kubernetes.ssh_port: 2222 (or another port from 1024 up), as images built on "
+            "mpioperator/base do",
+            path=key_path(at.path, "ssh_port"),
+        )
+        return INVALID
     return KubernetesOptions(**values)
 
 

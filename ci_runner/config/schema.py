@@ -249,6 +249,17 @@ _KUBERNETES: Final = Record(
         _default(KubernetesOptions, "ssh_port"),
     ),
     Field(
+        "run_as_user",
+        Int(1, 2**31 - 1),
+        "A non-root user of the image (its numeric uid) that every container runs as, sshd "
+        "included, on `ssh_port` (1024 or more): the workers then meet PodSecurity "
+        "`restricted`. Without it the workers run the image's sshd as root (`baseline`), and "
+        "the launcher and the setup containers run as 65534 (`nobody`). The user needs a home, "
+        "a shell and a password field that is not locked (`*`, not `!`: "
+        "`useradd -p '*'`), as sshd runs without PAM.",
+        "1000",
+    ),
+    Field(
         "ttl_seconds_after_finished",
         Int(0),
         "Seconds the launcher Job and its pod stay after they finish, while the MPIJob is kept "

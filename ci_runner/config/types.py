@@ -39,6 +39,11 @@ LAUNCHER_RESOURCES: Final = ContainerResources(cpu="500m", memory="1Gi")
 # /dev/shm's default size (a memory-backed emptyDir, whose pages count against the worker's
 # memory limit): half of the worker's memory, at most SHM_MAX; SHM_WITHOUT_MEMORY when train.yaml
 # sets no memory (the namespace's LimitRange then decides the limit).
+# The uid ci-runner's own containers run as when train.yaml names none: Debian's and Ubuntu's
+# `nobody`, a user in every image built on them (ssh refuses a uid without a passwd entry).
+NOBODY_UID: Final = 65534
+# The first port a non-root sshd may bind (no capability: allowPrivilegeEscalation false).
+UNPRIVILEGED_PORT: Final = 1024
 SHM_MAX: Final = "16Gi"
 SHM_WITHOUT_MEMORY: Final = "1Gi"
 _MIB: Final = 1024 * 1024
@@ -137,6 +142,7 @@ class KubernetesOptions:
     pip_cache_access_mode: PvcAccessMode = "ReadWriteOnce"  # only ReadWriteMany is shared
     cluster_domain: str = "cluster.local"  # the DNS search domains when dnsPolicy is None
     ssh_port: int = 22  # the port the workers' sshd listens on
+    run_as_user: int | None = None  # the image's non-root uid; None: the workers run as root
     ttl_seconds_after_finished: int = 3600
     backoff_limit: int = 0
     keep_finished: int = 0  # seconds a finished MPIJob is kept; 0: deleted once its log is saved

@@ -45,6 +45,10 @@ RANK_SIGNALLED: Final = re.compile(
 SIGKILL: Final = 9
 # pkg/quota/v1/evaluator/core/pods.go Constraints: "must specify R for: c1,c2; R2 for: c3".
 QUOTA_UNDECLARED: Final = re.compile(r"failed quota: [^:]+: must specify (?P<missing>[^\n]+)")
+# k8s.io/pod-security-admission v0.35.4 admission/admission.go: a refused pod's
+# `violates PodSecurity "<level>:<version>": ...`.
+POD_SECURITY: Final = re.compile(r'violates PodSecurity "(?P<level>[a-z]+):[^"]*"')
+ENFORCE_LABEL: Final = "pod-security.kubernetes.io/enforce"
 # Our containers and the train.yaml field that sets each one's cpu and memory.
 CONTAINER_FIELDS: Final = {
     "worker": ("resources.cpu", "resources.memory"),
@@ -473,12 +477,36 @@ def launcher_job_failure(event: JSON) -> Failure | None:
     return _refusal(event, "FailedCreate", "the launcher Job cannot create the launcher's pod")
 
 
+def pod_security_fix(message: str, namespace: str) -> str:
+    """The fix for PodSecurity admission's refusal of a pod ("; fix: ..."): the level the
+    namespace enforces and what meets it; "" for another refusal."""
+    found = POD_SECURITY.search(message)
+    if found is None:
+        return ""
+    level = found["level"]
+    enforced = f"; fix: namespace {namespace} enforces PodSecurity {level} (label {ENFORCE_LABEL})"
+    if level == "restricted":
+        return (
+            f"{enforced}, which a worker meets only as a non-root user: set kubernetes.run_as_user "
+            "to the image's non-root uid and kubernetes.ssh_port to 1024 or more, or have the "
+            f"namespace labelled {ENFORCE_LABEL}=baseline"
+        )
+    return (
+        f"{enforced}; ci-runner's pods meet baseline (and restricted with kubernetes.run_as_user): "
+        "what the message names was added to them by the cluster (a mutating admission webhook), "
+        "ask its administrators"
+    )
+
+
 def _refusal(event: JSON, reason: str, what: str) -> Failure | None:
-    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, a quota's fix."""
+    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, the fix for a
+    quota or PodSecurity."""
     if event.get("reason") != reason or event.get("type") != "Warning":
         return None
     message = str(event.get("message", "")).strip()
-    return Failure(FailureKind.REFUSED, f"{what}: {message}{quota_fix(message)}")
+    namespace = str((event.get("metadata") or {}).get("namespace", ""))
+    fix = quota_fix(message) or pod_security_fix(message, namespace)
+    return Failure(FailureKind.REFUSED, f"{what}: {message}{fix}")
 
 
 def launcher_job_warning(event: JSON) -> str | None:
