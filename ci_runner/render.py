@@ -6,6 +6,7 @@ from ``templates/mpijob.yaml.j2``; the shell scripts the pods run are ``template
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -192,6 +193,11 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "image_pull_secrets": k8s.image_pull_secrets,
         "node_selector": k8s.node_selector,
         "tolerations": k8s.tolerations,
+        "launcher_placement": {
+            "node_selector": k8s.launcher.node_selector,
+            "tolerations": k8s.launcher.tolerations,
+            "affinity": json.loads(k8s.launcher.affinity) if k8s.launcher.affinity else None,
+        },
         "dns_config": k8s.dns_config,
         "secret_name": plan.secret.name,
         "pip_cache_pvc": k8s.pip_cache_pvc,

@@ -21,6 +21,7 @@ from ci_runner.config.types import (
     DnsConfig,
     Elastic,
     KubernetesOptions,
+    LauncherPlacement,
     MetricSpec,
     Resources,
     Toleration,
@@ -195,6 +196,10 @@ kubernetes:
   cluster_domain: k8s.example.com
   ssh_port: 2222
   run_as_user: 1000
+  launcher:
+    node_selector: {pool: cpu}
+    tolerations: [{key: spot, operator: Exists}]
+    affinity: {podAntiAffinity: {}}
   ttl_seconds_after_finished: 60
   backoff_limit: 1
   keep_finished: 1d
@@ -252,6 +257,11 @@ COMPLETE_CONFIG = TrainConfig(
         cluster_domain="k8s.example.com",
         ssh_port=2222,
         run_as_user=1000,
+        launcher=LauncherPlacement(
+            node_selector=(("pool", "cpu"),),
+            tolerations=(Toleration(key="spot", operator="Exists"),),
+            affinity='{"podAntiAffinity": {}}',
+        ),
         ttl_seconds_after_finished=60,
         backoff_limit=1,
         keep_finished=86400,
@@ -295,6 +305,7 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
         COMPLETE_CONFIG.kubernetes,
         COMPLETE_CONFIG.resources,
         COMPLETE_CONFIG.tracking,
+        COMPLETE_CONFIG.kubernetes.launcher,
     ):
         assert _kept_defaults(instance) == []
     config = load_config(COMPLETE, "ml/train.yaml")
@@ -316,7 +327,7 @@ def _records(kind: Kind[object]) -> list[Record[dict[str, object], object]]:
 def test_each_record_states_the_types_of_exactly_its_fields() -> None:
     # The engine trusts each builder's TypedDict to name the record's fields (engine.Record).
     records = _records(SCHEMA)
-    assert len(records) == 11
+    assert len(records) == 13
     for record in records:
         values = get_type_hints(record.build)["values"]
         assert set(get_type_hints(values)) == {spec.key for spec in record.fields}, values

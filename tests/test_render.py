@@ -549,7 +549,13 @@ def test_gang_scheduling_counts_only_the_workers() -> None:
 
 
 def test_pod_settings_on_launcher_and_workers() -> None:
-    for pod in _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))):
+    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    # The launcher takes no slot on a GPU node: none of the workers' selectors or tolerations.
+    assert {"nodeSelector", "tolerations", "affinity"} & set(launcher) == set()
+    for pod in (launcher, worker):
+        assert pod["dnsPolicy"] == "None"
+        assert pod["serviceAccountName"] == "trainer"
+    for pod in (worker,):
         assert pod["tolerations"] == [
             {"operator": "Exists", "key": "gpu", "effect": "NoSchedule"},
             {
@@ -642,6 +648,58 @@ def test_a_non_root_image_runs_every_container_restricted_as_its_user() -> None:
         assert "CI_RUNNER_SSH_USER" not in _env(launcher)  # the launcher's own user logs in
     launcher = _container(_specs(render_mpijob(build_plan(MINIMAL, LOCAL)))[0], "launcher")
     assert launcher["args"][:2] == ["mpirun", "--allow-run-as-root"]
+
+
+def test_the_launcher_has_a_placement_of_its_own() -> None:
+    text = BASE + (
+        "kubernetes:\n"
+        "  node_selector: {gpu: a100}\n"
+        "  tolerations: [{key: gpu, operator: Exists}]\n"
+        "  launcher:\n"
+        "    node_selector: {pool: cpu}\n"
+        "    tolerations: [{key: spot, operator: Exists, effect: NoSchedule}]\n"
+        "    affinity:\n"
+        "      nodeAffinity:\n"
+        "        preferredDuringSchedulingIgnoredDuringExecution:\n"
+        "        - weight: 1\n"
+        "          preference: {matchExpressions: [{key: zone, operator: In, values: [a]}]}\n"
+    )
+    manifest = render_mpijob(build_plan(load_config(text), LOCAL))
+    validate_mpijob(manifest)
+    launcher, worker = _specs(manifest)
+    assert (launcher["nodeSelector"], launcher["tolerations"]) == (
+        {"pool": "cpu"},
+        [{"operator": "Exists", "key": "spot", "effect": "NoSchedule"}],
+    )
+    assert launcher["affinity"] == {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {
+                        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]
+                    },
+                }
+            ]
+        }
+    }
+    assert (worker["nodeSelector"], worker["tolerations"]) == (
+        {"gpu": "a100"},
+        [{"operator": "Exists", "key": "gpu"}],
+    )
+    assert "affinity" not in worker
+
+
+def test_a_launcher_affinity_is_a_kubernetes_affinity() -> None:
+    text = BASE + "kubernetes:\n  launcher:\n    affinity: {nodeAfinity: {}, podAffinity: []}\n"
+    example = "{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: ...}}"
+    assert problems(text) == [
+        "train.yaml:6: kubernetes.launcher.affinity.nodeAfinity: is not a kind of affinity "
+        "(nodeAffinity, podAffinity, podAntiAffinity); fix: write the pod's affinity as "
+        f"Kubernetes does, e.g. {example}",
+        "train.yaml:6: kubernetes.launcher.affinity.podAffinity: must be a mapping; fix: write it "
+        f"as Kubernetes does, e.g. {example}",
+    ]
 
 
 def test_labels_and_annotations_link_back() -> None:

@@ -20,6 +20,7 @@ from ci_runner.config.types import (
     Elastic,
     Goal,
     KubernetesOptions,
+    LauncherPlacement,
     MetricSpec,
     OnPreemption,
     Operator,
@@ -121,6 +122,22 @@ def build_dns(values: DnsValues, at: At, ok: bool, keys: frozenset[str]) -> DnsC
     return DnsConfig(**values) if ok else INVALID
 
 
+class LauncherValues(TypedDict, total=False):
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    affinity: str
+
+
+def build_launcher(
+    values: LauncherValues, at: At, ok: bool, keys: frozenset[str]
+) -> LauncherPlacement | Invalid:
+    if not ok:
+        return INVALID
+    if "node_selector" in values:
+        values["node_selector"] = tuple(sorted(values["node_selector"]))
+    return LauncherPlacement(**values)
+
+
 class KubernetesValues(TypedDict, total=False):
     context: str
     namespace: str
@@ -136,6 +153,7 @@ class KubernetesValues(TypedDict, total=False):
     cluster_domain: str
     ssh_port: int
     run_as_user: int
+    launcher: LauncherPlacement
     ttl_seconds_after_finished: int
     backoff_limit: int
     keep_finished: int

@@ -17,11 +17,13 @@ import sys
 from dataclasses import replace
 from typing import Final
 
+from ci_runner.config.affinity import Affinity
 from ci_runner.config.builders import (
     build_dns,
     build_dns_option,
     build_elastic,
     build_kubernetes,
+    build_launcher,
     build_metric,
     build_resources,
     build_toleration,
@@ -167,6 +169,33 @@ _DNS: Final = Record(
     build=build_dns,
 )
 
+_NODE_SELECTOR: Final = MapOf(
+    label_key, Str(scalars=True, empty=True, rule=label_value), doc="mapping"
+)
+
+_LAUNCHER: Final = Record(
+    Field(
+        "node_selector",
+        _NODE_SELECTOR,
+        "Node labels the launcher pod must run on.",
+        "{pool: cpu}",
+    ),
+    Field(
+        "tolerations",
+        ListOf(_TOLERATION, doc="list of mappings"),
+        "Taints the launcher pod tolerates.",
+        "[{key: spot, operator: Exists}]",
+    ),
+    Field(
+        "affinity",
+        Affinity(),
+        "The launcher pod's affinity, as Kubernetes writes it (`nodeAffinity`, `podAffinity`, "
+        "`podAntiAffinity`).",
+        "{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [...]}}",
+    ),
+    build=build_launcher,
+)
+
 _KUBERNETES: Final = Record(
     Field(
         "context",
@@ -187,14 +216,23 @@ _KUBERNETES: Final = Record(
     Field(
         "tolerations",
         ListOf(_TOLERATION, doc="list of mappings"),
-        "Taints the pods tolerate (e.g. of GPU nodes).",
+        "Taints the workers tolerate (e.g. of GPU nodes); the launcher's are "
+        "`launcher.tolerations`.",
         "[{key: gpu, operator: Exists, effect: NoSchedule}]",
     ),
     Field(
         "node_selector",
-        MapOf(label_key, Str(scalars=True, empty=True, rule=label_value), doc="mapping"),
-        "Node labels the pods must run on.",
+        _NODE_SELECTOR,
+        "Node labels the workers must run on (the launcher: `launcher.node_selector`).",
         "{gpu-type: a100}",
+    ),
+    Field(
+        "launcher",
+        _LAUNCHER,
+        "Where the launcher pod (mpirun: 500m of CPU, no GPU) may run. It gets none of the "
+        "workers' `node_selector` and `tolerations`, so that it takes no slot on a GPU node.",
+        "{node_selector: {pool: cpu}}",
+        "none: any node without a taint",
     ),
     Field("dns_config", _DNS, "The pods' DNS settings (dnsConfig).", "{nameservers: [10.96.0.10]}"),
     Field("service_account", _K8S_NAME, "Service account of the pods.", "trainer"),

@@ -126,6 +126,15 @@ class DnsConfig:
 
 
 @dataclass(frozen=True)
+class LauncherPlacement:
+    """Where the launcher pod may run: none of the workers' GPU selectors or tolerations."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs
+    tolerations: tuple[Toleration, ...] = ()
+    affinity: str | None = None  # the pod's affinity, as JSON text
+
+
+@dataclass(frozen=True)
 class KubernetesOptions:
     """Cluster-specific settings; all optional."""
 
@@ -143,6 +152,7 @@ class KubernetesOptions:
     cluster_domain: str = "cluster.local"  # the DNS search domains when dnsPolicy is None
     ssh_port: int = 22  # the port the workers' sshd listens on
     run_as_user: int | None = None  # the image's non-root uid; None: the workers run as root
+    launcher: LauncherPlacement = LauncherPlacement()
     ttl_seconds_after_finished: int = 3600
     backoff_limit: int = 0
     keep_finished: int = 0  # seconds a finished MPIJob is kept; 0: deleted once its log is saved
