@@ -21,7 +21,7 @@ except ImportError:  # PyYAML built without libyaml
 
 from ci_runner.config.engine import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
-from ci_runner.config.types import NOBODY_UID, ContainerResources, TrainConfig
+from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
 from ci_runner.config.yamlsource import shorten
 from ci_runner.context import CIContext, repo_url_problem
 from ci_runner.errors import GitError
@@ -171,7 +171,10 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
             "queue": k8s.queue,
             "priority_class": k8s.priority_class,
         }
-    worker = container_resources(ContainerResources(config.resources.cpu, config.resources.memory))
+    disk = config.resources.disk
+    worker = container_resources(
+        ContainerResources(config.resources.cpu, config.resources.memory), disk
+    )
     if config.resources.gpu:
         # An extended resource is set as a limit; the API server copies it into the requests.
         worker["limits"].append(("nvidia.com/gpu", config.resources.gpu))
@@ -217,8 +220,11 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "elastic": plan.config.elastic is not None,
         "worker_resources": worker,
         "shm_size": config.resources.shm_size,
-        "setup_resources": container_resources(config.resources.setup),
-        "launcher_resources": container_resources(config.resources.launcher),
+        # The setup containers fill the worker's emptyDirs: they may write as much as it.
+        "setup_resources": container_resources(config.resources.setup, disk),
+        "launcher_resources": container_resources(config.resources.launcher, LAUNCHER_DISK),
+        "disk": disk,
+        "launcher_disk": LAUNCHER_DISK,
     }
 
 
@@ -280,14 +286,19 @@ def pod_deadlines(training_deadline: int | None, config: TrainConfig) -> dict[st
 
 
 def container_resources(
-    resources: ContainerResources,
+    resources: ContainerResources, disk: str
 ) -> dict[str, list[tuple[str, str | int]]]:
     """A container's ``requests`` and ``limits`` (both the same amounts): what a ResourceQuota
     that counts cpu or memory requires of every container (pkg/quota/v1/evaluator/core/pods.go,
-    ``Constraints``). What is None is left out, for the namespace's LimitRange to fill in."""
+    ``Constraints``), and its ``ephemeral-storage``, ``disk``. What is None is left out, for the
+    namespace's LimitRange to fill in."""
     amounts: list[tuple[str, str | int]] = [
         (name, value)
-        for name, value in (("cpu", resources.cpu), ("memory", resources.memory))
+        for name, value in (
+            ("cpu", resources.cpu),
+            ("memory", resources.memory),
+            ("ephemeral-storage", disk),
+        )
         if value is not None
     ]
     return {"requests": list(amounts), "limits": list(amounts)}

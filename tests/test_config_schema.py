@@ -166,7 +166,7 @@ workers: 3
 slots_per_worker: 2
 resources:
   {gpu: 2, cpu: 1500m, memory: 16Gi, setup: {cpu: 2, memory: 3Gi}, launcher: {memory: 256Mi},
-   shm: 4Gi}
+   shm: 4Gi, disk: 40Gi}
 requirements: ml/requirements.txt
 env: {Z_LAST: "1", A_FIRST: on}
 secrets: [WANDB_API_KEY, HF_TOKEN]
@@ -227,6 +227,7 @@ COMPLETE_CONFIG = TrainConfig(
         setup=ContainerResources(cpu="2", memory="3Gi"),
         launcher=ContainerResources(cpu="500m", memory="256Mi"),
         shm="4Gi",
+        disk="40Gi",
     ),
     requirements="ml/requirements.txt",
     env=(("A_FIRST", "on"), ("Z_LAST", "1")),

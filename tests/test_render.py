@@ -388,10 +388,15 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     assert {"name": "pip-cache", "persistentVolumeClaim": {"claimName": "pip-cache"}} in worker[
         "volumes"
     ]
-    assert {"name": "pip-cache", "emptyDir": {}} in _specs(
+    assert {"name": "pip-cache", "emptyDir": {"sizeLimit": "20Gi"}} in _specs(
         render_mpijob(build_plan(MINIMAL, LOCAL))
     )[1]["volumes"]
-    assert main["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}
+    assert main["resources"]["limits"] == {
+        "cpu": "8",
+        "memory": "32Gi",
+        "ephemeral-storage": "20Gi",
+        "nvidia.com/gpu": 2,
+    }
 
 
 def test_a_pip_cache_claim_also_keeps_virtualenvs_the_worker_runs() -> None:
@@ -503,17 +508,30 @@ def test_every_container_declares_cpu_and_memory() -> None:
     # What a cpu/memory ResourceQuota requires of every container, init containers included
     # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py).
     launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
-    setup = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
-    assert _container(worker, "fetch-code")["resources"] == setup
-    assert _container(worker, "install-requirements")["resources"] == setup
-    assert _container(launcher, "launcher")["resources"] == {
-        "requests": {"cpu": "500m", "memory": "1Gi"},
-        "limits": {"cpu": "500m", "memory": "1Gi"},
+    disk = {"ephemeral-storage": "20Gi"}
+    setup = {"cpu": "1", "memory": "2Gi", **disk}
+    assert _container(worker, "fetch-code")["resources"] == {"requests": setup, "limits": setup}
+    assert _container(worker, "install-requirements")["resources"] == {
+        "requests": setup,
+        "limits": setup,
     }
+    mpirun = {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}
+    assert _container(launcher, "launcher")["resources"] == {"requests": mpirun, "limits": mpirun}
     assert _container(worker, "worker")["resources"] == {
-        "requests": {"cpu": "8", "memory": "32Gi"},
-        "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2},
+        "requests": {"cpu": "8", "memory": "32Gi", **disk},
+        "limits": {"cpu": "8", "memory": "32Gi", **disk, "nvidia.com/gpu": 2},
     }
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_emptydir_has_a_size_limit_and_every_container_asks_for_disk(case: str) -> None:
+    for pod in _specs(render_mpijob(build_plan(*CASES[case]))):
+        for volume in pod["volumes"]:
+            assert "sizeLimit" in volume.get("emptyDir", {"sizeLimit": "-"}), volume
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            resources = container["resources"]
+            assert "ephemeral-storage" in resources["requests"], container["name"]
+            assert "ephemeral-storage" in resources["limits"], container["name"]
 
 
 def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
@@ -522,12 +540,11 @@ def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
         "resources: {cpu: 2, memory: 4Gi, setup: none, launcher: {memory: 256Mi}}\n"
     )
     launcher, worker = _specs(render_mpijob(build_plan(config, LOCAL)))
-    assert "resources" not in _container(worker, "fetch-code")
-    assert "resources" not in _container(worker, "install-requirements")
-    assert _container(launcher, "launcher")["resources"] == {
-        "requests": {"cpu": "500m", "memory": "256Mi"},
-        "limits": {"cpu": "500m", "memory": "256Mi"},
-    }
+    disk = {"ephemeral-storage": "20Gi"}  # not the LimitRange's
+    for name in ("fetch-code", "install-requirements"):
+        assert _container(worker, name)["resources"] == {"requests": disk, "limits": disk}
+    mpirun = {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "2Gi"}
+    assert _container(launcher, "launcher")["resources"] == {"requests": mpirun, "limits": mpirun}
 
 
 def test_no_pod_outlives_its_job() -> None:

@@ -40,6 +40,7 @@ class ResourcesValues(TypedDict, total=False):
     setup: ContainerResources
     launcher: ContainerResources
     shm: str
+    disk: str
 
 
 def build_resources(

@@ -66,6 +66,7 @@ from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
 from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
+    LAUNCHER_DISK,
     LAUNCHER_RESOURCES,
     SETUP_RESOURCES,
     SHM_MAX,
@@ -419,6 +420,17 @@ SCHEMA: Final = Record(
                 "`memory`, so it may not be more.",
                 "8Gi",
                 f"half of `memory`, at most `{SHM_MAX}`; `{SHM_WITHOUT_MEMORY}` without `memory`",
+            ),
+            Field(
+                "disk",
+                Quantity(),
+                "What each worker may write to its node's disk (ephemeral-storage, requested "
+                "and the limit): the checkout, the requirements' virtualenv and pip's cache "
+                "(each an emptyDir of at most this size) and the container's own writes. Past "
+                "it the kubelet evicts the worker. The launcher gets "
+                f"`{LAUNCHER_DISK}`.",
+                "50Gi",
+                _default(Resources, "disk"),
             ),
             Field(
                 "setup",

@@ -44,6 +44,12 @@ LAUNCHER_RESOURCES: Final = ContainerResources(cpu="500m", memory="1Gi")
 NOBODY_UID: Final = 65534
 # The first port a non-root sshd may bind (no capability: allowPrivilegeEscalation false).
 UNPRIVILEGED_PORT: Final = 1024
+# What each worker may write to its disk (ephemeral-storage: the checkout, the requirements'
+# virtualenv and pip's cache in their emptyDirs, and the container's own writes): a torch
+# virtualenv and its wheel in pip's cache take about 8 GiB.
+DISK: Final = "20Gi"
+# The launcher's: mpirun's session files (and an elastic job's checkout).
+LAUNCHER_DISK: Final = "2Gi"
 SHM_MAX: Final = "16Gi"
 SHM_WITHOUT_MEMORY: Final = "1Gi"
 _MIB: Final = 1024 * 1024
@@ -61,6 +67,7 @@ class Resources:
     setup: ContainerResources = SETUP_RESOURCES
     launcher: ContainerResources = LAUNCHER_RESOURCES
     shm: str | None = None  # None: shm_size's default
+    disk: str = DISK
 
     @property
     def shm_size(self) -> str:
