@@ -206,6 +206,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "pip_cache_pvc": k8s.pip_cache_pvc,
         "cluster_domain": k8s.cluster_domain,
         "ssh_port": k8s.ssh_port,
+        "sha": ctx.sha,
         "ssh_auth_dir": SSH_AUTH_DIR,
         "security": {
             "uid": NOBODY_UID if k8s.run_as_user is None else k8s.run_as_user,

@@ -264,8 +264,8 @@ def test_setup_containers_get_only_the_allow_listed_variables() -> None:
             "valueFrom": {"secretKeyRef": {"name": secret, "key": "PIP_EXTRA_INDEX_URL"}},
         },
     ]
-    # The ranks still get all of env, as written.
-    rank = _env(_container(worker, "worker"))
+    # The ranks (through the launcher's mpirun -x) still get all of env, as written.
+    rank = _env(_container(_specs(manifest)[0], "launcher"))
     assert {k: rank[k] for k, _ in ATTACK_ENV} == {
         **dict(ATTACK_ENV),
         "STOLEN": "$$(GIT_PASSWORD)",  # the kubelet reads it as the literal $(GIT_PASSWORD)
@@ -343,11 +343,10 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
         return container_view(container, lambda ref: secret[ref["secretKeyRef"]["key"]])
 
     rank_env = {**dict(plan.rank_environment(POD_LOCATION)), "WANDB_API_KEY": "w"}
-    for container in (_container(launcher, "launcher"), _container(worker, "worker")):
-        seen = view(container)
-        seen["env"].pop("CI_RUNNER_SSH_USER", None)  # the launcher's (launch.sh)
-        assert seen["env"] == {**rank_env, "CI_RUNNER_SSH_PORT": "22"}
-        assert seen["env"]["TRICKY"] == tricky
+    seen = view(_container(launcher, "launcher"))
+    assert seen["env"].pop("CI_RUNNER_SSH_USER") == "root"  # launch.sh's own
+    assert seen["env"] == {**rank_env, "CI_RUNNER_SSH_PORT": "22"}
+    assert seen["env"]["TRICKY"] == tricky
     assert view(_container(launcher, "launcher"))["args"] == plan.mpirun_argv(POD_HOSTS)
     assert view(_container(launcher, "launcher"))["args"][-1] == tricky
     assert view(_container(worker, "install-requirements"))["env"]["PIP_INDEX_URL"] == tricky
@@ -432,7 +431,8 @@ def test_every_rank_sees_the_environment_contract() -> None:
         "CI_RUNNER_SSH_PORT": "22",
     }
     assert _env(_container(launcher, "launcher")) == {**expected, "CI_RUNNER_SSH_USER": "root"}
-    assert _env(_container(worker, "worker")) == expected
+    # sshd's container: what sshd.sh and the readiness probe read, no rank's and no Secret's.
+    assert _env(_container(worker, "worker")) == {"CI_RUNNER_SHA": SHA, "CI_RUNNER_SSH_PORT": "22"}
 
 
 def test_launcher_runs_mpirun_from_the_code_directory() -> None:
@@ -812,8 +812,8 @@ def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
     user = (("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0"), ("OMPI_MCA_mpi_yield_when_idle", "0"))
     manifest = render_mpijob(build_plan(replace(MINIMAL, env=user), LOCAL))
     assert validate_mpijob(manifest) == []
-    env = _env(_container(_specs(manifest)[1], "worker"))
-    names = [e["name"] for e in _container(_specs(manifest)[1], "worker")["env"]]
+    env = _env(_container(_specs(manifest)[0], "launcher"))
+    names = [e["name"] for e in _container(_specs(manifest)[0], "launcher")["env"]]
     assert (env["PYTHONPATH"], env["PYTHONUNBUFFERED"], env["OMPI_MCA_mpi_yield_when_idle"]) == (
         "lib",
         "0",
