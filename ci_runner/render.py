@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import yaml
@@ -25,10 +25,13 @@ from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources
 from ci_runner.config.yamlsource import shorten
 from ci_runner.context import CIContext, repo_url_problem
 from ci_runner.errors import GitError
+from ci_runner.masking import MASK
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.templating import environment, templates_dir
 
 CODE_DIR: Final = "/ci-runner/code"
+# The pod scripts (templates/scripts/), mounted read-only from the job's ConfigMap.
+SCRIPTS_DIR: Final = "/ci-runner-scripts"
 # The job Secret's git keys as files, mounted in the fetch-code container only (0400: its user's),
 # never on the /ci-runner volume the ranks read; fetch-code.sh's credential helper reads them.
 GIT_CREDENTIALS_DIR: Final = "/ci-runner-git"
@@ -73,6 +76,19 @@ MAX_ANNOTATION_CHARS: Final = 4096
 _LABEL_VALUE_BAD: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 # A `$` the kubelet's expansion would read as an operator: before `$` or `(` (kubelet_literal).
 _EXPANDED_DOLLAR: Final = re.compile(r"\$(?=[$(])")
+# A list of scalars (an argv: mpirun's options and the job's command) this short is written on
+# one line, and a named item of scalars (an env variable, a volume mount) this short too.
+FLOW_LIST_CHARS: Final = 200
+FLOW_ITEM_CHARS: Final = 100
+# Plain scalars a YAML 1.2 reader may take for a number, a boolean or null, where PyYAML (YAML
+# 1.1) would write them unquoted: kubectl's (sigs.k8s.io/yaml, go-yaml) reads 1e3, 0o17, 0b1 and
+# 1_000 as numbers and yes/on as booleans. Every string that starts like a number, or is one of
+# those words, is quoted.
+_NOT_PLAIN: Final = re.compile(
+    r"[-+]?\.?[0-9].*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|~|"
+    r"(?:null|true|false|yes|no|on|off|y|n)|(?:Null|True|False|Yes|No|On|Off|Y|N)|"
+    r"(?:NULL|TRUE|FALSE|YES|NO|ON|OFF)"
+)
 # libyaml's safe loader when PyYAML has it: ten times faster on the ~17 KB manifest.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCRIPTS: Final = {
@@ -107,6 +123,57 @@ def render_mpijob(plan: RunPlan) -> dict[str, Any]:
         for container in [*pod.get("initContainers", []), *pod["containers"]]:
             _literal_for_kubelet(container)
     return manifest
+
+
+def scripts_name(mpijob_name: str) -> str:
+    """The name of the job's ConfigMap of pod scripts."""
+    return f"{mpijob_name}-scripts"
+
+
+def render_scripts(plan: RunPlan) -> dict[str, Any]:
+    """The ConfigMap of the pod scripts the MPIJob of ``plan`` runs (``train`` makes the MPIJob
+    its owner, so that it goes with the job)."""
+    config, name = plan.config, plan.mpijob_name
+    metadata: dict[str, Any] = {"name": scripts_name(name)}
+    if config.kubernetes.namespace:
+        metadata["namespace"] = config.kubernetes.namespace
+    metadata["labels"] = dict(_labels(config, plan.context, name))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {
+            file: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
+            for file in _SCRIPTS.values()
+        },
+    }
+
+
+def render_secret(plan: RunPlan) -> dict[str, Any]:
+    """The job's Secret as ``train`` creates it (owned by the MPIJob), every value masked."""
+    config = plan.config
+    metadata: dict[str, Any] = {"name": plan.secret.name}
+    if config.kubernetes.namespace:
+        metadata["namespace"] = config.kubernetes.namespace
+    metadata["labels"] = dict(_labels(config, plan.context, plan.mpijob_name))
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": dict.fromkeys(plan.secret.keys, MASK),
+    }
+
+
+def render_objects(plan: RunPlan) -> list[dict[str, Any]]:
+    """Every object ``train`` submits, in its order: the MPIJob, the ConfigMap of the pod
+    scripts and the Secret (its values masked)."""
+    return [render_mpijob(plan), render_scripts(plan), render_secret(plan)]
+
+
+def objects_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
+    """``objects`` as one YAML stream (``---`` between them), each as :func:`manifest_yaml`."""
+    return "---\n".join(manifest_yaml(obj) for obj in objects)
 
 
 def kubelet_literal(text: str) -> str:
@@ -147,20 +214,41 @@ class _Dumper(_SafeDumper):
 
 
 def _represent_str(dumper: SafeRepresenter, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None  # PyYAML falls back to quoting when | cannot hold it
+    if "\n" in value:
+        style: str | None = "|"  # PyYAML falls back to quoting when | cannot hold it
+    else:
+        style = "'" if _NOT_PLAIN.fullmatch(value) else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+def _represent_list(dumper: SafeRepresenter, value: list[Any]) -> yaml.Node:
+    # A short list of one-line scalars on one line: [/bin/sh, /ci-runner-scripts/launch.sh].
+    short = all(isinstance(item, (str, int)) and "\n" not in str(item) for item in value)
+    flow = bool(value) and short and len(", ".join(map(str, value))) <= FLOW_LIST_CHARS
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
+def _represent_dict(dumper: SafeRepresenter, value: dict[Any, Any]) -> yaml.Node:
+    # A short named item of one-line scalars on one line: {name: ci-runner, mountPath: /ci-runner}.
+    flow = (
+        "name" in value
+        and all(isinstance(item, (str, int)) and "\n" not in str(item) for item in value.values())
+        and len(", ".join(f"{k}: {v}" for k, v in value.items())) <= FLOW_ITEM_CHARS
+    )
+    node = dumper.represent_mapping("tag:yaml.org,2002:map", value)
+    node.flow_style = flow
+    return node
+
+
 _Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(dict, _represent_dict)
 
 
 def _template_values(plan: RunPlan) -> dict[str, Any]:
     config, ctx, name = plan.config, plan.context, plan.mpijob_name
     k8s = config.kubernetes
-    scripts = {
-        key: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
-        for key, file in _SCRIPTS.items()
-    }
+    scripts = {key: f"{SCRIPTS_DIR}/{file}" for key, file in _SCRIPTS.items()}
     scheduling = None
     if k8s.queue:
         # The gang is the workers only. With WaitForWorkersReady the launcher pod is created
@@ -182,6 +270,8 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "name": name,
         "namespace": k8s.namespace,
         "labels": _labels(config, ctx, name),
+        # The pods' labels: the MPIJob's own carry the rest.
+        "pod_labels": _labels(config, ctx, name)[:2],
         "annotations": _annotations(config, ctx),
         "slots_per_worker": config.slots_per_worker,
         "workers": config.workers,
@@ -214,6 +304,8 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
             "sshd_capabilities": SSHD_CAPABILITIES,
         },
         "scripts": scripts,
+        "scripts_dir": SCRIPTS_DIR,
+        "scripts_name": scripts_name(name),
         **_setup_values(plan),
         "rank_env": plan.rank_environment(POD_LOCATION),
         "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],

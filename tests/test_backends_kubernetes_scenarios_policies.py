@@ -184,8 +184,9 @@ def test_a_namespace_enforcing_restricted_refuses_root_workers_naming_the_level(
         f'pods "{name}-worker-0" is forbidden: violates PodSecurity "restricted:latest": '
         'unrestricted capabilities (container "worker" must not include "AUDIT_WRITE", '
         '"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID", "SYS_CHROOT" in '
-        'securityContext.capabilities.add), runAsNonRoot != true (pod or container "worker" '
-        "must set securityContext.runAsNonRoot=true)"
+        'securityContext.capabilities.add), runAsNonRoot != true (container "worker" must not set '
+        'securityContext.runAsNonRoot=false), runAsUser=0 (container "worker" must not set '
+        "runAsUser=0)"
         f"; fix: namespace {cluster.namespace} enforces PodSecurity restricted (label "
         "pod-security.kubernetes.io/enforce), which a worker meets only as a non-root user: set "
         "kubernetes.run_as_user to the image's non-root uid and kubernetes.ssh_port to 1024 or "

@@ -899,6 +899,8 @@ def _run_in_pod(
     seen = container_view(container, lambda ref: (secret or {}).get(ref["secretKeyRef"]["key"], ""))
     env.update({name: host(value) for name, value in seen["env"].items()})
     argv = [*seen["command"], *seen["args"]] if command is None else command
+    # The ConfigMap's files (render_scripts) are the templates' scripts.
+    argv = [re.sub(r"^/ci-runner-scripts/", f"{SCRIPTS}/", arg) for arg in argv]
     return subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
@@ -931,7 +933,7 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
         proc = _run_in_pod(None, container, worker_dir, base)
         assert proc.returncode == 0, proc.stderr
     main = _container(worker, "worker")
-    assert main["command"][-1] == "sshd"  # sshd.sh
+    assert main["command"][-1] == "/ci-runner-scripts/sshd.sh"
     probe = container_view(main, lambda ref: "")["probe"]
     assert {"name": "CI_RUNNER_SSH_PORT", "value": "22"} in main["env"]
     on_test_port = {**main, "env": [e for e in main["env"] if e["name"] != "CI_RUNNER_SSH_PORT"]}

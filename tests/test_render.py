@@ -30,6 +30,7 @@ from ci_runner.render import (
     kubelet_literal,
     manifest_yaml,
     render_mpijob,
+    render_scripts,
     to_label_value,
 )
 from ci_runner.templating import templates_dir, yaml_quote
@@ -135,6 +136,13 @@ def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
     return dict(found)
 
 
+def _script(container: dict[str, Any]) -> str:
+    """The pod script ``container`` runs (``/bin/sh <the ConfigMap's file>``)."""
+    shell, path = (str(word) for word in container["command"])
+    assert (shell, path.rpartition("/")[0]) == ("/bin/sh", "/ci-runner-scripts")
+    return (templates_dir() / "scripts" / path.rpartition("/")[2]).read_text(encoding="utf-8")
+
+
 def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
@@ -145,6 +153,23 @@ def test_golden_manifest(case: str, golden: Golden) -> None:
     text = manifest_yaml(render_mpijob(build_plan(config, ctx)))
     golden.check(f"{case}.yaml", text)
     assert yaml.safe_load(text) == render_mpijob(build_plan(config, ctx))
+
+
+def test_the_examples_mpijob_reads_in_about_200_lines() -> None:
+    # The pod scripts are in the job's ConfigMap; short lists and named items take one line.
+    example = REPO_ROOT / "examples" / "simple_ml" / "train.yaml"
+    config = load_config(example.read_text(encoding="utf-8"), "examples/simple_ml/train.yaml")
+    text = manifest_yaml(render_mpijob(build_plan(config, MR_PIPELINE)))
+    assert len(text.splitlines()) <= 210
+    assert "#!/bin/sh" not in text
+
+
+@pytest.mark.parametrize(
+    "value", ["1e-4", "1e3", "0o17", "0x1", "0b1", "1_000", ".inf", "-.5", "yes", "on", "null", "~"]
+)
+def test_strings_a_yaml_1_2_reader_would_take_for_numbers_are_quoted(value: str) -> None:
+    text = manifest_yaml({"env": [{"name": "X", "value": value}], "args": [value, "plain"]})
+    assert text == f"env:\n- {{name: X, value: '{value}'}}\nargs: ['{value}', plain]\n"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -199,12 +224,13 @@ def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
         {"name": "CI_RUNNER_SHA", "value": SHA},
         {"name": "CI_RUNNER_GIT_CREDENTIALS", "value": "/ci-runner-git"},
     ]
-    assert fetch["command"][:2] == ["/bin/sh", "-c"]
-    assert 'fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+    assert fetch["command"] == ["/bin/sh", "/ci-runner-scripts/fetch-code.sh"]
+    assert 'fetch --quiet --no-tags --depth 1 origin "$sha"' in _script(fetch)
     # The Secret's git keys as files, in the fetch-code container only, readable by its user.
     assert _git_credentials_volume(f"{name}-secrets") in worker["volumes"]
     assert fetch["volumeMounts"] == [
         {"name": "ci-runner", "mountPath": "/ci-runner"},
+        {"name": "scripts", "mountPath": "/ci-runner-scripts", "readOnly": True},
         {"name": "git-credentials", "mountPath": "/ci-runner-git", "readOnly": True},
     ]
     containers = [*worker["initContainers"], *worker["containers"]]
@@ -350,16 +376,17 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
     assert view(_container(launcher, "launcher"))["args"] == plan.mpirun_argv(POD_HOSTS)
     assert view(_container(launcher, "launcher"))["args"][-1] == tricky
     assert view(_container(worker, "install-requirements"))["env"]["PIP_INDEX_URL"] == tricky
-    scripts = templates_dir() / "scripts"
+    scripts = render_scripts(plan)["data"]
     for container, script in [
         (_container(worker, "fetch-code"), "fetch-code.sh"),
         (_container(worker, "install-requirements"), "install-requirements.sh"),
         (_container(worker, "worker"), "sshd.sh"),
         (_container(launcher, "launcher"), "launch.sh"),
     ]:
-        assert view(container)["command"][2] == (scripts / script).read_text(encoding="utf-8")
+        assert view(container)["command"] == ["/bin/sh", f"/ci-runner-scripts/{script}"]
+        assert scripts[script] == (templates_dir() / "scripts" / script).read_text()
     probe = view(_container(worker, "worker"))["probe"]
-    assert probe is not None and probe[2] == (scripts / "ready.sh").read_text(encoding="utf-8")
+    assert probe == ["/bin/sh", "/ci-runner-scripts/ready.sh"]
 
 
 def test_an_elastic_launcher_fetches_the_code_horovodrun_runs_from() -> None:
@@ -372,13 +399,14 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     _, worker = _specs(manifest)
     assert [c["name"] for c in worker["initContainers"]] == ["fetch-code", "install-requirements"]
     main = _container(worker, "worker")
-    assert main["command"][:2] == ["/bin/sh", "-c"] and "args" not in main
-    assert main["command"][3] == "sshd" and "-o StrictModes=no" in main["command"][2]
-    assert main["readinessProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
+    assert main["command"] == ["/bin/sh", "/ci-runner-scripts/sshd.sh"] and "args" not in main
+    assert "-o StrictModes=no" in _script(main)
+    assert main["readinessProbe"]["exec"]["command"] == ["/bin/sh", "/ci-runner-scripts/ready.sh"]
     assert manifest["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
     # No fixed wait (the seed's `sleep 1m`): only short polls, ready.sh's for sshd's port and
     # launch.sh's for the workers' names in the cluster DNS.
-    assert [float(s) for s in re.findall(r"\bsleep +(\S+)", manifest_yaml(manifest))] == [
+    scripts = "".join(render_scripts(build_plan(SEED_LIKE, MR_PIPELINE))["data"].values())
+    assert [float(s) for s in re.findall(r"\bsleep +(\S+)", scripts)] == [
         0.1,
         0.1,
     ]
@@ -446,7 +474,7 @@ def test_launcher_runs_mpirun_from_the_code_directory() -> None:
         "--",  # the end of mpirun's options: the job's command is never one of them
         *("python", "main_with_horovod.py", "--epochs", "20"),
     ]
-    assert 'cd "$code_dir"' in main["command"][2]
+    assert 'cd "$code_dir"' in _script(main)
 
 
 def test_an_elastic_launcher_runs_horovodrun() -> None:
@@ -506,19 +534,17 @@ def test_the_ranks_get_a_memory_backed_dev_shm(case: str, size: str) -> None:
 
 def test_every_container_declares_cpu_and_memory() -> None:
     # What a cpu/memory ResourceQuota requires of every container, init containers included
-    # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py).
+    # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py). The API
+    # server sets the requests to the limits (pkg/apis/core/v1/defaults.go) before admission.
     launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
     disk = {"ephemeral-storage": "20Gi"}
-    setup = {"cpu": "1", "memory": "2Gi", **disk}
-    assert _container(worker, "fetch-code")["resources"] == {"requests": setup, "limits": setup}
-    assert _container(worker, "install-requirements")["resources"] == {
-        "requests": setup,
-        "limits": setup,
+    setup = {"limits": {"cpu": "1", "memory": "2Gi", **disk}}
+    assert _container(worker, "fetch-code")["resources"] == setup
+    assert _container(worker, "install-requirements")["resources"] == setup
+    assert _container(launcher, "launcher")["resources"] == {
+        "limits": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}
     }
-    mpirun = {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}
-    assert _container(launcher, "launcher")["resources"] == {"requests": mpirun, "limits": mpirun}
     assert _container(worker, "worker")["resources"] == {
-        "requests": {"cpu": "8", "memory": "32Gi", **disk},
         "limits": {"cpu": "8", "memory": "32Gi", **disk, "nvidia.com/gpu": 2},
     }
 
@@ -529,9 +555,7 @@ def test_every_emptydir_has_a_size_limit_and_every_container_asks_for_disk(case:
         for volume in pod["volumes"]:
             assert "sizeLimit" in volume.get("emptyDir", {"sizeLimit": "-"}), volume
         for container in [*pod.get("initContainers", []), *pod["containers"]]:
-            resources = container["resources"]
-            assert "ephemeral-storage" in resources["requests"], container["name"]
-            assert "ephemeral-storage" in resources["limits"], container["name"]
+            assert "ephemeral-storage" in container["resources"]["limits"], container["name"]
 
 
 def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
@@ -540,11 +564,12 @@ def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
         "resources: {cpu: 2, memory: 4Gi, setup: none, launcher: {memory: 256Mi}}\n"
     )
     launcher, worker = _specs(render_mpijob(build_plan(config, LOCAL)))
-    disk = {"ephemeral-storage": "20Gi"}  # not the LimitRange's
-    for name in ("fetch-code", "install-requirements"):
-        assert _container(worker, name)["resources"] == {"requests": disk, "limits": disk}
-    mpirun = {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "2Gi"}
-    assert _container(launcher, "launcher")["resources"] == {"requests": mpirun, "limits": mpirun}
+    disk = {"limits": {"ephemeral-storage": "20Gi"}}  # not the LimitRange's
+    assert _container(worker, "fetch-code")["resources"] == disk
+    assert _container(worker, "install-requirements")["resources"] == disk
+    assert _container(launcher, "launcher")["resources"] == {
+        "limits": {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "2Gi"}
+    }
 
 
 def test_no_pod_outlives_its_job() -> None:
@@ -608,16 +633,17 @@ def _security(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-RESTRICTED_AS = {
-    uid: {
+RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _pod_security(uid: int) -> dict[str, Any]:
+    return {
         "runAsNonRoot": True,
         "runAsUser": uid,
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
+        "fsGroup": uid,
+        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    for uid in (65534, 1000)
-}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -628,15 +654,12 @@ def test_setup_and_launcher_are_restricted_and_root_workers_keep_what_sshd_needs
     assert manifest["spec"]["sshAuthMountPath"] == "/ci-runner-ssh"
     launcher, worker = _specs(manifest)
     for pod in (launcher, worker):
-        assert pod["securityContext"] == {
-            "fsGroup": 65534,
-            "fsGroupChangePolicy": "OnRootMismatch",
-            "seccompProfile": {"type": "RuntimeDefault"},
-        }
-    restricted = RESTRICTED_AS[65534]
-    assert all(context == restricted for context in _security(launcher).values())
+        assert pod["securityContext"] == _pod_security(65534)
+    assert all(context == RESTRICTED for context in _security(launcher).values())
     contexts = _security(worker)
     assert contexts.pop("worker") == {
+        "runAsNonRoot": False,
+        "runAsUser": 0,
         "allowPrivilegeEscalation": False,
         "capabilities": {
             "drop": ["ALL"],
@@ -645,9 +668,8 @@ def test_setup_and_launcher_are_restricted_and_root_workers_keep_what_sshd_needs
                 *("NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"),
             ],
         },
-        "seccompProfile": {"type": "RuntimeDefault"},
     }
-    assert contexts == {"fetch-code": restricted, "install-requirements": restricted}
+    assert contexts == {"fetch-code": RESTRICTED, "install-requirements": RESTRICTED}
 
 
 def test_a_non_root_image_runs_every_container_restricted_as_its_user() -> None:
@@ -655,68 +677,16 @@ def test_a_non_root_image_runs_every_container_restricted_as_its_user() -> None:
     for config in (replace(MINIMAL, kubernetes=k8s), replace(ELASTIC, kubernetes=k8s)):
         manifest = render_mpijob(build_plan(config, LOCAL))
         for pod in _specs(manifest):
-            assert pod["securityContext"]["fsGroup"] == 1000
+            assert pod["securityContext"] == _pod_security(1000)
             assert set(_security(pod)) == {
                 c["name"] for c in [*pod.get("initContainers", []), *pod["containers"]]
             }
-            assert all(context == RESTRICTED_AS[1000] for context in _security(pod).values())
+            assert all(context == RESTRICTED for context in _security(pod).values())
         launcher = _container(_specs(manifest)[0], "launcher")
         assert "--allow-run-as-root" not in launcher["args"]
         assert "CI_RUNNER_SSH_USER" not in _env(launcher)  # the launcher's own user logs in
     launcher = _container(_specs(render_mpijob(build_plan(MINIMAL, LOCAL)))[0], "launcher")
     assert launcher["args"][:2] == ["mpirun", "--allow-run-as-root"]
-
-
-def test_the_launcher_has_a_placement_of_its_own() -> None:
-    text = BASE + (
-        "kubernetes:\n"
-        "  node_selector: {gpu: a100}\n"
-        "  tolerations: [{key: gpu, operator: Exists}]\n"
-        "  launcher:\n"
-        "    node_selector: {pool: cpu}\n"
-        "    tolerations: [{key: spot, operator: Exists, effect: NoSchedule}]\n"
-        "    affinity:\n"
-        "      nodeAffinity:\n"
-        "        preferredDuringSchedulingIgnoredDuringExecution:\n"
-        "        - weight: 1\n"
-        "          preference: {matchExpressions: [{key: zone, operator: In, values: [a]}]}\n"
-    )
-    manifest = render_mpijob(build_plan(load_config(text), LOCAL))
-    validate_mpijob(manifest)
-    launcher, worker = _specs(manifest)
-    assert (launcher["nodeSelector"], launcher["tolerations"]) == (
-        {"pool": "cpu"},
-        [{"operator": "Exists", "key": "spot", "effect": "NoSchedule"}],
-    )
-    assert launcher["affinity"] == {
-        "nodeAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "weight": 1,
-                    "preference": {
-                        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]
-                    },
-                }
-            ]
-        }
-    }
-    assert (worker["nodeSelector"], worker["tolerations"]) == (
-        {"gpu": "a100"},
-        [{"operator": "Exists", "key": "gpu"}],
-    )
-    assert "affinity" not in worker
-
-
-def test_a_launcher_affinity_is_a_kubernetes_affinity() -> None:
-    text = BASE + "kubernetes:\n  launcher:\n    affinity: {nodeAfinity: {}, podAffinity: []}\n"
-    example = "{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: ...}}"
-    assert problems(text) == [
-        "train.yaml:6: kubernetes.launcher.affinity.nodeAfinity: is not a kind of affinity "
-        "(nodeAffinity, podAffinity, podAntiAffinity); fix: write the pod's affinity as "
-        f"Kubernetes does, e.g. {example}",
-        "train.yaml:6: kubernetes.launcher.affinity.podAffinity: must be a mapping; fix: write it "
-        f"as Kubernetes does, e.g. {example}",
-    ]
 
 
 def test_labels_and_annotations_link_back() -> None:
