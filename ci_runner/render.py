@@ -24,7 +24,7 @@ from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SET
 from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
 from ci_runner.config.yamlsource import shorten
 from ci_runner.context import CIContext, repo_url_problem
-from ci_runner.errors import GitError
+from ci_runner.errors import ConfigError, GitError, Problem
 from ci_runner.masking import MASK
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.templating import environment, templates_dir
@@ -69,6 +69,12 @@ POD_HOSTS: Final = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOV
 LABEL_PREFIX: Final = "ci-runner"
 # Added to each pod's own deadline: the launcher Job's creation, pod starts, mpirun's teardown.
 POD_DEADLINE_MARGIN: Final = 600
+# kube-apiserver refuses a request body above 3 MiB (apiserver's MaxRequestBodyBytes) and etcd a
+# value above 1.5 MiB (--max-request-bytes); an MPIJob applied with kubectl carries itself again
+# in its last-applied annotation: measured, 1.5 MiB less 64 KiB of metadata is what always passes.
+MPIJOB_MAX_BYTES: Final = 3 * 1024 * 1024 // 2 - 64 * 1024
+# A Secret's data may hold at most 1 MiB (pkg/apis/core/validation, MaxSecretSize).
+SECRET_MAX_BYTES: Final = 1024 * 1024
 # Annotation values are capped so a pathological branch name cannot push the object past the
 # API server's 256 KiB annotation limit.
 MAX_ANNOTATION_CHARS: Final = 4096
@@ -122,7 +128,61 @@ def render_mpijob(plan: RunPlan) -> dict[str, Any]:
         pod = replica["template"]["spec"]
         for container in [*pod.get("initContainers", []), *pod["containers"]]:
             _literal_for_kubelet(container)
+    check_sizes(plan, manifest)
     return manifest
+
+
+def check_sizes(plan: RunPlan, manifest: Mapping[str, Any]) -> None:
+    """Refuse (ConfigError, before anything is submitted) an MPIJob above :data:`MPIJOB_MAX_BYTES`
+    or a Secret whose values are above :data:`SECRET_MAX_BYTES`, naming the largest fields."""
+    config = plan.config
+    size = len(json.dumps(manifest, separators=(",", ":")).encode())
+    fields = [(f"env.{name}", value) for name, value in config.env]
+    fields += [(f"command[{i}]", word) for i, word in enumerate(config.command)]
+    if size > MPIJOB_MAX_BYTES:
+        raise ConfigError(
+            [
+                Problem(
+                    config.source_file,
+                    "",
+                    None,
+                    f"the MPIJob would be {_size(size)}, more than the {_size(MPIJOB_MAX_BYTES)} "
+                    f"the API server stores (largest: {_largest(fields)})",
+                    "keep large data in a file of the repository or under `data`, not in env or "
+                    "the command",
+                )
+            ]
+        )
+    values = dict(plan.secret.data or {})
+    total = sum(len(value.encode()) for value in values.values())
+    if total > SECRET_MAX_BYTES:
+        named = [(f"secrets: {name}", value) for name, value in values.items()]
+        raise ConfigError(
+            [
+                Problem(
+                    config.source_file,
+                    "secrets",
+                    None,
+                    f"the job's Secret would hold {total} bytes, more than the "
+                    f"{SECRET_MAX_BYTES} (1 MiB) a Secret may (largest: {_largest(named)})",
+                    "pass large values another way (a file of the repository, or storage the "
+                    "ranks read with a smaller credential)",
+                )
+            ]
+        )
+
+
+def _size(amount: int) -> str:
+    if amount >= 1024 * 1024:
+        return f"{amount / 1024 / 1024:.2f} MiB"
+    return f"{amount / 1024:.1f} KiB" if amount >= 1024 else f"{amount} bytes"
+
+
+def _largest(fields: Sequence[tuple[str, str]]) -> str:
+    """The three largest fields as the request carries them (JSON-escaped, $ doubled)."""
+    sized = [(path, len(json.dumps(kubelet_literal(value)).encode())) for path, value in fields]
+    ranked = sorted(sized, key=lambda field: -field[1])[:3]
+    return ", ".join(f"{path} {_size(amount)}" for path, amount in ranked)
 
 
 def scripts_name(mpijob_name: str) -> str:

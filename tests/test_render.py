@@ -795,6 +795,31 @@ def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
 # The Secret
 
 
+def test_an_mpijob_over_what_the_api_server_stores_is_refused_naming_the_largest_fields() -> None:
+    # A control character is six in JSON: 300 KB of them is a 1.7 MiB request.
+    config = replace(MINIMAL, env=(("BIG", "\x01" * 300_000), ("SMALL", "y" * 2000)))
+    with pytest.raises(ConfigError) as caught:
+        render_mpijob(build_plan(config, LOCAL))
+    assert caught.value.lines() == [
+        "train.yaml: the MPIJob would be 1.72 MiB, more than the 1.44 MiB the API server stores "
+        "(largest: env.BIG 1.72 MiB, env.SMALL 2.0 KiB, command[1] 10 bytes); fix: keep large "
+        "data in a file of the repository or under `data`, not in env or the command"
+    ]
+    render_mpijob(build_plan(replace(config, env=(("BIG", "x" * 1_000_000),)), LOCAL))
+
+
+def test_a_secret_over_a_mib_is_refused_before_anything_is_submitted() -> None:
+    env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "w" * (1024 * 1024)}
+    with pytest.raises(ConfigError) as caught:
+        render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True))
+    assert caught.value.lines() == [
+        "simple_ml/train.yaml: secrets: the job's Secret would hold 1048615 bytes, more than the "
+        "1048576 (1 MiB) a Secret may (largest: secrets: WANDB_API_KEY 1.00 MiB, secrets: "
+        "GIT_PASSWORD 26 bytes, secrets: GIT_USERNAME 17 bytes); fix: pass large values another way (a file of "
+        "the repository, or storage the ranks read with a smaller credential)"
+    ]
+
+
 def test_secret_data_with_the_job_token() -> None:
     env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "wandb-value"}
     assert build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True).secret.data == {
