@@ -755,9 +755,10 @@ def test_launch_gives_mpirun_the_interface_and_every_variable_by_name(
         - {"OLDPWD", "BASH_FUNC_f%%", "CUDA_VISIBLE_DEVICES"}
         - {"NVIDIA_CUDA_VISIBLE_DEVICES", "HOROVOD_SECRET_KEY"}
     )
-    names = [arg for name in passed for arg in ("-x", name)]
-    wdir = ["-wdir", env["CI_RUNNER_CODE_DIR"], "-mca", "plm_rsh_agent"]
-    wdir.append(f"{env['CI_RUNNER_SSH_DIR']}/bin/ssh")
+    # PATH's value is the ranks' (the virtualenv first), not mpirun's (the ssh wrapper first).
+    ranks_path = f"PATH={env['CI_RUNNER_VENV']}/bin{os.pathsep}{env['PATH']}"
+    names = [arg for name in passed for arg in ("-x", ranks_path if name == "PATH" else name)]
+    wdir = ["-wdir", env["CI_RUNNER_CODE_DIR"]]
     interface = ["-mca", "btl_tcp_if_include", "net1", "-x", "NCCL_SOCKET_IFNAME=net1"]
     assert proc.stdout.splitlines() == [*wdir, *interface, *names, *rendered]
     assert "hunter2" not in proc.stdout
@@ -971,8 +972,7 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     proc = _run_in_pod(None, entry, worker_dir, base)
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == (
-        f"mpirun -wdir {worker_dir}/code -mca plm_rsh_agent {worker_dir}/ssh/bin/ssh "
-        "-mca btl_tcp_if_include eth0 --allow-run-as-root "
+        f"mpirun -wdir {worker_dir}/code -mca btl_tcp_if_include eth0 --allow-run-as-root "
         "--tag-output -np 2 --hostfile /etc/mpi/hostfile -bind-to none -map-by slot -mca pml ob1 "
         "-mca btl ^openib\nold\n"
     )

@@ -98,7 +98,7 @@ if [ "${1:-}" = mpirun ]; then
         done <"$hostfile"
     fi
     count=$#
-    set -- "$@" -wdir "$code_dir" -mca plm_rsh_agent "$ssh_dir/bin/ssh"
+    set -- "$@" -wdir "$code_dir"
     if [ -n "$iface" ]; then
         set -- "$@" -mca btl_tcp_if_include "$iface" -x "NCCL_SOCKET_IFNAME=$iface"
     fi
@@ -112,7 +112,11 @@ if [ "${1:-}" = mpirun ]; then
     IFS="
 "
     for name in $names; do
-        set -- "$@" -x "$name"
+        if [ "$name" = PATH ]; then
+            set -- "$@" -x "PATH=$PATH" # the ranks': without the ssh wrapper, which mpirun runs
+        else
+            set -- "$@" -x "$name"
+        fi
     done
     IFS="$old_ifs"
     set +f
@@ -122,6 +126,9 @@ if [ "${1:-}" = mpirun ]; then
         count=$((count - 1))
     done
     set -- mpirun "$@"
+    # mpirun starts its daemons with the first "ssh" on its PATH (plm_rsh_agent "ssh : rsh"); an
+    # MCA parameter naming the wrapper would reach the workers' daemons too, where it is not.
+    PATH="$ssh_dir/bin:$PATH"
 else
     cd "$code_dir"
 fi
