@@ -815,8 +815,8 @@ def test_a_secret_over_a_mib_is_refused_before_anything_is_submitted() -> None:
     assert caught.value.lines() == [
         "simple_ml/train.yaml: secrets: the job's Secret would hold 1048615 bytes, more than the "
         "1048576 (1 MiB) a Secret may (largest: secrets: WANDB_API_KEY 1.00 MiB, secrets: "
-        "GIT_PASSWORD 26 bytes, secrets: GIT_USERNAME 17 bytes); fix: pass large values another way (a file of "
-        "the repository, or storage the ranks read with a smaller credential)"
+        "GIT_PASSWORD 26 bytes, secrets: GIT_USERNAME 17 bytes); fix: pass large values another "
+        "way (a file of the repository, or storage the ranks read with a smaller credential)"
     ]
 
 
