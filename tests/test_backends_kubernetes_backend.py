@@ -143,7 +143,13 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
     job.launcher_log("[1]<stderr>:ORTE has lost communication with a remote daemon.")
     job.launcher_exits(1)
     result = cluster.result()
-    message = f"worker {JOB}-worker-1 was OOMKilled (memory limit 4Gi)"
+    # cgroup v2: the kubelet's memory.oom.group ends the whole worker container, 137.
+    message = (
+        f"worker {JOB}-worker-1 was OOMKilled (memory limit 4Gi): a rank went over the worker's "
+        "memory limit and, on cgroup v2, the kernel ends the whole container (memory.oom.group), "
+        "sshd and every rank in it; fix: raise resources.memory, or use less memory per rank "
+        "(what ranks write to /dev/shm counts too)"
+    )
     assert cluster.log.lines == [
         *running_lines(cluster, job),
         "[1]<stderr>:ORTE has lost communication with a remote daemon.",
