@@ -112,11 +112,7 @@ if [ "${1:-}" = mpirun ]; then
     IFS="
 "
     for name in $names; do
-        if [ "$name" = PATH ]; then
-            set -- "$@" -x "PATH=$PATH" # the ranks': without the ssh wrapper, which mpirun runs
-        else
-            set -- "$@" -x "$name"
-        fi
+        set -- "$@" -x "$name"
     done
     IFS="$old_ifs"
     set +f
@@ -127,7 +123,8 @@ if [ "${1:-}" = mpirun ]; then
     done
     set -- mpirun "$@"
     # mpirun starts its daemons with the first "ssh" on its PATH (plm_rsh_agent "ssh : rsh"); an
-    # MCA parameter naming the wrapper would reach the workers' daemons too, where it is not.
+    # MCA parameter naming the wrapper would reach the workers' daemons too, where it is not. The
+    # ranks get this PATH too: the wrapper's directory exists in the launcher only.
     PATH="$ssh_dir/bin:$PATH"
 else
     cd "$code_dir"
