@@ -299,6 +299,7 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
     assert requests_made(cluster) == {
         "create mpijobs": 1,
         "create secrets": 1,
+        "create configmaps": 1,
         "list mpijobs": 2,  # the job's, and those whose ci-runner/delete-after has passed
         "watch mpijobs": 1,
         "list pods": 1,
@@ -348,6 +349,7 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
     assert made == {
         "create mpijobs": 1,
         "create secrets": 1,
+        "create configmaps": 1,
         "delete mpijobs": 1,  # the job is over and its log saved
         "delete secrets": 1,
         "list mpijobs": 3,  # at the start, once the launcher ended, kept jobs expired
