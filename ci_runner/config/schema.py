@@ -293,9 +293,9 @@ _KUBERNETES: Final = Record(
         "A non-root user of the image (its numeric uid) that every container runs as, sshd "
         "included, on `ssh_port` (1024 or more): the workers then meet PodSecurity "
         "`restricted`. Without it the workers run the image's sshd as root (`baseline`), and "
-        "the launcher and the setup containers run as 65534 (`nobody`). The user needs a home, "
-        "a shell and a password field that is not locked (`*`, not `!`: "
-        "`useradd -p '*'`), as sshd runs without PAM.",
+        "the launcher and the setup containers run as 65534 (`nobody`). The user needs a home "
+        "and a login shell; sshd runs with PAM (`UsePAM yes`, as Debian's and Ubuntu's "
+        "configuration has it), without which OpenSSH refuses an account it takes for locked.",
         "1000",
     ),
     Field(

@@ -18,12 +18,14 @@ if [ "$(id -u)" = 0 ]; then
 else
     # As the image's user (kubernetes.run_as_user), the way MPI Operator's base images run it
     # (build/base/Dockerfile, sshd_config): the job's key is the host key (the image's are
-    # root's), the pid file is ours, and no PAM, which needs root. Without PAM sshd itself
-    # refuses a user whose password field is locked ("!"); the user's must be "*" or a hash.
+    # root's) and the pid file is ours. PAM stays on: without it OpenSSH refuses an account it
+    # takes for locked (auth.c allowed_user), and Debian's 9.2 run as a user refused `nobody`,
+    # whose password field is "*"; with it the account check passes for a key, even for the "!"
+    # that useradd writes.
     dir="${CI_RUNNER_SSHD_DIR:-/ci-runner/sshd}"
     mkdir -p "$dir"
     (umask 077 && cat "$auth/id_rsa" >"$dir/host_key")
-    set -- "$@" -o UsePAM=no -o "HostKey=$dir/host_key" -o "PidFile=$dir/sshd.pid"
+    set -- "$@" -o UsePAM=yes -o "HostKey=$dir/host_key" -o "PidFile=$dir/sshd.pid"
 fi
 echo "ci-runner: starting sshd on port $port"
 exec "$sshd" "$@"
