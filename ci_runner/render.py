@@ -6,8 +6,9 @@ from ``templates/mpijob.yaml.j2``; the shell scripts the pods run are ``template
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import yaml
@@ -20,14 +21,17 @@ except ImportError:  # PyYAML built without libyaml
 
 from ci_runner.config.engine import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
-from ci_runner.config.types import ContainerResources, TrainConfig
+from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
 from ci_runner.config.yamlsource import shorten
 from ci_runner.context import CIContext, repo_url_problem
-from ci_runner.errors import GitError
+from ci_runner.errors import ConfigError, GitError, Problem
+from ci_runner.masking import MASK
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.templating import environment, templates_dir
 
 CODE_DIR: Final = "/ci-runner/code"
+# The pod scripts (templates/scripts/), mounted read-only from the job's ConfigMap.
+SCRIPTS_DIR: Final = "/ci-runner-scripts"
 # The job Secret's git keys as files, mounted in the fetch-code container only (0400: its user's),
 # never on the /ci-runner volume the ranks read; fetch-code.sh's credential helper reads them.
 GIT_CREDENTIALS_DIR: Final = "/ci-runner-git"
@@ -35,6 +39,26 @@ GIT_CREDENTIAL_FILES: Final = (("GIT_USERNAME", "username"), ("GIT_PASSWORD", "p
 GIT_CREDENTIALS_MODE: Final = 0o400
 PIP_CACHE_DIR: Final = "/ci-runner-cache/pip"
 VENV_CACHE_DIR: Final = "/ci-runner-cache/venvs"
+# The operator's mount of the job's ssh keys (sshAuthMountPath): no user's ~/.ssh, so its files
+# keep mode 0644 and a non-root sshd or ssh reads them (mpi_job_controller.go setupSSHOnPod).
+SSH_AUTH_DIR: Final = "/ci-runner-ssh"
+# What the workers' root sshd keeps of root's capabilities (PodSecurity baseline allows them all;
+# OpenSSH sshd-session.c, session.c, sshpty.c): its privilege separation chroots (SYS_CHROOT) and
+# drops to the sshd user (SETUID, SETGID), and its grace alarm signals that child (KILL); a
+# session's pty is chowned to its user (CHOWN); PAM writes audit records (AUDIT_WRITE); port 22
+# (NET_BIND_SERVICE). The ranks run as root too, in the checkout the setup containers' user made:
+# DAC_OVERRIDE and FOWNER let them write there as root expects to.
+SSHD_CAPABILITIES: Final = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETUID",
+    "SYS_CHROOT",
+)
 HOSTFILE: Final = "/etc/mpi/hostfile"
 DISCOVER_HOSTS: Final = "/etc/mpi/discover_hosts.sh"
 # Where the ranks run in the pods, and how the launcher finds them (files the operator mounts).
@@ -45,6 +69,12 @@ POD_HOSTS: Final = Hosts(fixed=("--hostfile", HOSTFILE), discovery_script=DISCOV
 LABEL_PREFIX: Final = "ci-runner"
 # Added to each pod's own deadline: the launcher Job's creation, pod starts, mpirun's teardown.
 POD_DEADLINE_MARGIN: Final = 600
+# kube-apiserver refuses a request body above 3 MiB (apiserver's MaxRequestBodyBytes) and etcd a
+# value above 1.5 MiB (--max-request-bytes); an MPIJob applied with kubectl carries itself again
+# in its last-applied annotation: measured, 1.5 MiB less 64 KiB of metadata is what always passes.
+MPIJOB_MAX_BYTES: Final = 3 * 1024 * 1024 // 2 - 64 * 1024
+# A Secret's data may hold at most 1 MiB (pkg/apis/core/validation, MaxSecretSize).
+SECRET_MAX_BYTES: Final = 1024 * 1024
 # Annotation values are capped so a pathological branch name cannot push the object past the
 # API server's 256 KiB annotation limit.
 MAX_ANNOTATION_CHARS: Final = 4096
@@ -52,6 +82,19 @@ MAX_ANNOTATION_CHARS: Final = 4096
 _LABEL_VALUE_BAD: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 # A `$` the kubelet's expansion would read as an operator: before `$` or `(` (kubelet_literal).
 _EXPANDED_DOLLAR: Final = re.compile(r"\$(?=[$(])")
+# A list of scalars (an argv: mpirun's options and the job's command) this short is written on
+# one line, and a named item of scalars (an env variable, a volume mount) this short too.
+FLOW_LIST_CHARS: Final = 200
+FLOW_ITEM_CHARS: Final = 100
+# Plain scalars a YAML 1.2 reader may take for a number, a boolean or null, where PyYAML (YAML
+# 1.1) would write them unquoted: kubectl's (sigs.k8s.io/yaml, go-yaml) reads 1e3, 0o17, 0b1 and
+# 1_000 as numbers and yes/on as booleans. Every string that starts like a number, or is one of
+# those words, is quoted.
+_NOT_PLAIN: Final = re.compile(
+    r"[-+]?\.?[0-9].*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|~|"
+    r"(?:null|true|false|yes|no|on|off|y|n)|(?:Null|True|False|Yes|No|On|Off|Y|N)|"
+    r"(?:NULL|TRUE|FALSE|YES|NO|ON|OFF)"
+)
 # libyaml's safe loader when PyYAML has it: ten times faster on the ~17 KB manifest.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCRIPTS: Final = {
@@ -85,7 +128,112 @@ def render_mpijob(plan: RunPlan) -> dict[str, Any]:
         pod = replica["template"]["spec"]
         for container in [*pod.get("initContainers", []), *pod["containers"]]:
             _literal_for_kubelet(container)
+    check_sizes(plan, manifest)
     return manifest
+
+
+def check_sizes(plan: RunPlan, manifest: Mapping[str, Any]) -> None:
+    """Refuse (ConfigError, before anything is submitted) an MPIJob above :data:`MPIJOB_MAX_BYTES`
+    or a Secret whose values are above :data:`SECRET_MAX_BYTES`, naming the largest fields."""
+    config = plan.config
+    size = len(json.dumps(manifest, separators=(",", ":")).encode())
+    fields = [(f"env.{name}", value) for name, value in config.env]
+    fields += [(f"command[{i}]", word) for i, word in enumerate(config.command)]
+    if size > MPIJOB_MAX_BYTES:
+        raise ConfigError(
+            [
+                Problem(
+                    config.source_file,
+                    "",
+                    None,
+                    f"the MPIJob would be {_size(size)}, more than the {_size(MPIJOB_MAX_BYTES)} "
+                    f"the API server stores (largest: {_largest(fields)})",
+                    "keep large data in a file of the repository or under `data`, not in env or "
+                    "the command",
+                )
+            ]
+        )
+    values = dict(plan.secret.data or {})
+    total = sum(len(value.encode()) for value in values.values())
+    if total > SECRET_MAX_BYTES:
+        named = [(f"secrets: {name}", value) for name, value in values.items()]
+        raise ConfigError(
+            [
+                Problem(
+                    config.source_file,
+                    "secrets",
+                    None,
+                    f"the job's Secret would hold {total} bytes, more than the "
+                    f"{SECRET_MAX_BYTES} (1 MiB) a Secret may (largest: {_largest(named)})",
+                    "pass large values another way (a file of the repository, or storage the "
+                    "ranks read with a smaller credential)",
+                )
+            ]
+        )
+
+
+def _size(amount: int) -> str:
+    if amount >= 1024 * 1024:
+        return f"{amount / 1024 / 1024:.2f} MiB"
+    return f"{amount / 1024:.1f} KiB" if amount >= 1024 else f"{amount} bytes"
+
+
+def _largest(fields: Sequence[tuple[str, str]]) -> str:
+    """The three largest fields as the request carries them (JSON-escaped, $ doubled)."""
+    sized = [(path, len(json.dumps(kubelet_literal(value)).encode())) for path, value in fields]
+    ranked = sorted(sized, key=lambda field: -field[1])[:3]
+    return ", ".join(f"{path} {_size(amount)}" for path, amount in ranked)
+
+
+def scripts_name(mpijob_name: str) -> str:
+    """The name of the job's ConfigMap of pod scripts."""
+    return f"{mpijob_name}-scripts"
+
+
+def render_scripts(plan: RunPlan) -> dict[str, Any]:
+    """The ConfigMap of the pod scripts the MPIJob of ``plan`` runs (``train`` makes the MPIJob
+    its owner, so that it goes with the job)."""
+    config, name = plan.config, plan.mpijob_name
+    metadata: dict[str, Any] = {"name": scripts_name(name)}
+    if config.kubernetes.namespace:
+        metadata["namespace"] = config.kubernetes.namespace
+    metadata["labels"] = dict(_labels(config, plan.context, name))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {
+            file: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
+            for file in _SCRIPTS.values()
+        },
+    }
+
+
+def render_secret(plan: RunPlan) -> dict[str, Any]:
+    """The job's Secret as ``train`` creates it (owned by the MPIJob), every value masked."""
+    config = plan.config
+    metadata: dict[str, Any] = {"name": plan.secret.name}
+    if config.kubernetes.namespace:
+        metadata["namespace"] = config.kubernetes.namespace
+    metadata["labels"] = dict(_labels(config, plan.context, plan.mpijob_name))
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": dict.fromkeys(plan.secret.keys, MASK),
+    }
+
+
+def render_objects(plan: RunPlan) -> list[dict[str, Any]]:
+    """Every object ``train`` submits, in its order: the MPIJob, the ConfigMap of the pod
+    scripts and the Secret (its values masked)."""
+    return [render_mpijob(plan), render_scripts(plan), render_secret(plan)]
+
+
+def objects_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
+    """``objects`` as one YAML stream (``---`` between them), each as :func:`manifest_yaml`."""
+    return "---\n".join(manifest_yaml(obj) for obj in objects)
 
 
 def kubelet_literal(text: str) -> str:
@@ -126,20 +274,41 @@ class _Dumper(_SafeDumper):
 
 
 def _represent_str(dumper: SafeRepresenter, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None  # PyYAML falls back to quoting when | cannot hold it
+    if "\n" in value:
+        style: str | None = "|"  # PyYAML falls back to quoting when | cannot hold it
+    else:
+        style = "'" if _NOT_PLAIN.fullmatch(value) else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+def _represent_list(dumper: SafeRepresenter, value: list[Any]) -> yaml.Node:
+    # A short list of one-line scalars on one line: [/bin/sh, /ci-runner-scripts/launch.sh].
+    short = all(isinstance(item, (str, int)) and "\n" not in str(item) for item in value)
+    flow = bool(value) and short and len(", ".join(map(str, value))) <= FLOW_LIST_CHARS
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
+def _represent_dict(dumper: SafeRepresenter, value: dict[Any, Any]) -> yaml.Node:
+    # A short named item of one-line scalars on one line: {name: ci-runner, mountPath: /ci-runner}.
+    flow = (
+        "name" in value
+        and all(isinstance(item, (str, int)) and "\n" not in str(item) for item in value.values())
+        and len(", ".join(f"{k}: {v}" for k, v in value.items())) <= FLOW_ITEM_CHARS
+    )
+    node = dumper.represent_mapping("tag:yaml.org,2002:map", value)
+    node.flow_style = flow
+    return node
+
+
 _Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(dict, _represent_dict)
 
 
 def _template_values(plan: RunPlan) -> dict[str, Any]:
     config, ctx, name = plan.config, plan.context, plan.mpijob_name
     k8s = config.kubernetes
-    scripts = {
-        key: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
-        for key, file in _SCRIPTS.items()
-    }
+    scripts = {key: f"{SCRIPTS_DIR}/{file}" for key, file in _SCRIPTS.items()}
     scheduling = None
     if k8s.queue:
         # The gang is the workers only. With WaitForWorkersReady the launcher pod is created
@@ -150,7 +319,10 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
             "queue": k8s.queue,
             "priority_class": k8s.priority_class,
         }
-    worker = container_resources(ContainerResources(config.resources.cpu, config.resources.memory))
+    disk = config.resources.disk
+    worker = container_resources(
+        ContainerResources(config.resources.cpu, config.resources.memory), disk
+    )
     if config.resources.gpu:
         # An extended resource is set as a limit; the API server copies it into the requests.
         worker["limits"].append(("nvidia.com/gpu", config.resources.gpu))
@@ -158,6 +330,8 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "name": name,
         "namespace": k8s.namespace,
         "labels": _labels(config, ctx, name),
+        # The pods' labels: the MPIJob's own carry the rest.
+        "pod_labels": _labels(config, ctx, name)[:2],
         "annotations": _annotations(config, ctx),
         "slots_per_worker": config.slots_per_worker,
         "workers": config.workers,
@@ -172,20 +346,38 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "image_pull_secrets": k8s.image_pull_secrets,
         "node_selector": k8s.node_selector,
         "tolerations": k8s.tolerations,
+        "launcher_placement": {
+            "node_selector": k8s.launcher.node_selector,
+            "tolerations": k8s.launcher.tolerations,
+            "affinity": json.loads(k8s.launcher.affinity) if k8s.launcher.affinity else None,
+        },
         "dns_config": k8s.dns_config,
         "secret_name": plan.secret.name,
         "pip_cache_pvc": k8s.pip_cache_pvc,
         "cluster_domain": k8s.cluster_domain,
         "ssh_port": k8s.ssh_port,
+        "sha": ctx.sha,
+        "ssh_auth_dir": SSH_AUTH_DIR,
+        "security": {
+            "uid": NOBODY_UID if k8s.run_as_user is None else k8s.run_as_user,
+            "uid_given": k8s.run_as_user is not None,
+            "sshd_capabilities": SSHD_CAPABILITIES,
+        },
         "scripts": scripts,
+        "scripts_dir": SCRIPTS_DIR,
+        "scripts_name": scripts_name(name),
         **_setup_values(plan),
         "rank_env": plan.rank_environment(POD_LOCATION),
         "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],
         "launcher_args": launcher_argv(plan),
         "elastic": plan.config.elastic is not None,
         "worker_resources": worker,
-        "setup_resources": container_resources(config.resources.setup),
-        "launcher_resources": container_resources(config.resources.launcher),
+        "shm_size": config.resources.shm_size,
+        # The setup containers fill the worker's emptyDirs: they may write as much as it.
+        "setup_resources": container_resources(config.resources.setup, disk),
+        "launcher_resources": container_resources(config.resources.launcher, LAUNCHER_DISK),
+        "disk": disk,
+        "launcher_disk": LAUNCHER_DISK,
     }
 
 
@@ -247,14 +439,19 @@ def pod_deadlines(training_deadline: int | None, config: TrainConfig) -> dict[st
 
 
 def container_resources(
-    resources: ContainerResources,
+    resources: ContainerResources, disk: str
 ) -> dict[str, list[tuple[str, str | int]]]:
     """A container's ``requests`` and ``limits`` (both the same amounts): what a ResourceQuota
     that counts cpu or memory requires of every container (pkg/quota/v1/evaluator/core/pods.go,
-    ``Constraints``). What is None is left out, for the namespace's LimitRange to fill in."""
+    ``Constraints``), and its ``ephemeral-storage``, ``disk``. What is None is left out, for the
+    namespace's LimitRange to fill in."""
     amounts: list[tuple[str, str | int]] = [
         (name, value)
-        for name, value in (("cpu", resources.cpu), ("memory", resources.memory))
+        for name, value in (
+            ("cpu", resources.cpu),
+            ("memory", resources.memory),
+            ("ephemeral-storage", disk),
+        )
         if value is not None
     ]
     return {"requests": list(amounts), "limits": list(amounts)}

@@ -28,6 +28,7 @@ BINARIES=(
     "kubernetes:kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler"
     "kubernetes:kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager"
     "kubernetes:kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver"
+    "kubernetes:kubectl:k8s.io/kubernetes/cmd/kubectl"
 )
 
 key=$(cd "$MODULES" && cat ./*/go.mod ./*/go.sum | sha256sum | cut -c1-16)

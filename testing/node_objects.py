@@ -15,6 +15,7 @@ class NodeSpec:
     name: str
     cpu: str = "32"
     memory: str = "128Gi"
+    disk: str = "500Gi"  # ephemeral-storage, which every real kubelet reports
     gpus: int = 4
     pods: int = 110
     taints: list[JSON] = field(default_factory=list)
@@ -27,6 +28,7 @@ def node_object(node: NodeSpec, port: int, address: str = "127.0.0.1") -> JSON:
     allocatable = {
         "cpu": node.cpu,
         "memory": node.memory,
+        "ephemeral-storage": node.disk,
         "pods": str(node.pods),
         "nvidia.com/gpu": str(node.gpus),
     }

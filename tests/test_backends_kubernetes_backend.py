@@ -143,7 +143,13 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
     job.launcher_log("[1]<stderr>:ORTE has lost communication with a remote daemon.")
     job.launcher_exits(1)
     result = cluster.result()
-    message = f"worker {JOB}-worker-1 was OOMKilled (memory limit 4Gi)"
+    # cgroup v2: the kubelet's memory.oom.group ends the whole worker container, 137.
+    message = (
+        f"worker {JOB}-worker-1 was OOMKilled (memory limit 4Gi): a rank went over the worker's "
+        "memory limit and, on cgroup v2, the kernel ends the whole container (memory.oom.group), "
+        "sshd and every rank in it; fix: raise resources.memory, or use less memory per rank "
+        "(what ranks write to /dev/shm counts too)"
+    )
     assert cluster.log.lines == [
         *running_lines(cluster, job),
         "[1]<stderr>:ORTE has lost communication with a remote daemon.",
@@ -293,6 +299,7 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
     assert requests_made(cluster) == {
         "create mpijobs": 1,
         "create secrets": 1,
+        "create configmaps": 1,
         "list mpijobs": 2,  # the job's, and those whose ci-runner/delete-after has passed
         "watch mpijobs": 1,
         "list pods": 1,
@@ -342,6 +349,7 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
     assert made == {
         "create mpijobs": 1,
         "create secrets": 1,
+        "create configmaps": 1,
         "delete mpijobs": 1,  # the job is over and its log saved
         "delete secrets": 1,
         "list mpijobs": 3,  # at the start, once the launcher ended, kept jobs expired

@@ -46,7 +46,10 @@ def test_worker_oom_beats_the_launchers_exit_code() -> None:
     }
     assert explain.explain_failed_job(failed_job(), pods) == Failure(
         FailureKind.OOM_KILLED,
-        "worker j-worker-1 was OOMKilled (memory limit 8Gi)",
+        "worker j-worker-1 was OOMKilled (memory limit 8Gi): a rank went over the worker's memory "
+        "limit and, on cgroup v2, the kernel ends the whole container (memory.oom.group), sshd and "
+        "every rank in it; fix: raise resources.memory, or use less memory per rank (what ranks "
+        "write to /dev/shm counts too)",
         exit_code=137,
         pod="j-worker-1",
     )
@@ -180,7 +183,9 @@ def test_a_rank_killed_under_a_memory_limit_is_named_with_the_likely_cause() -> 
     assert explain.rank_signal(LAUNCHER_FAILED, tail, pods) == Failure(
         FailureKind.EXIT_CODE,
         "rank 1 on j-worker-1 was killed by signal 9 (Killed), most likely for going over the "
-        "workers' memory limit of 8Gi; launcher j-launcher-abcde exited with code 137",
+        "workers' memory limit of 8Gi (on cgroup v1 the kernel kills that rank alone; sshd lives "
+        "on); launcher j-launcher-abcde exited with code 137; fix: raise resources.memory, or use "
+        "less memory per rank (what ranks write to /dev/shm counts too)",
         137,
         "j-launcher-abcde",
     )

@@ -43,6 +43,8 @@ def test_every_request_is_covered_and_every_permission_used(
     with scripted.cluster(tmp_path / "b") as cluster:
         secrets = f"/api/v1/namespaces/{cluster.namespace}/secrets"
         cluster.admin.create(secrets, {"metadata": {"name": f"{JOB}-secrets"}})
+        configmaps = f"/api/v1/namespaces/{cluster.namespace}/configmaps"
+        cluster.admin.create(configmaps, {"metadata": {"name": f"{JOB}-scripts"}})
         cluster.admin.create(MPIJOBS.format(ns=cluster.namespace), mpijob_manifest())
         cluster.started()
         assert cluster.backend_under_test is not None

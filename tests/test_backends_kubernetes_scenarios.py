@@ -168,7 +168,11 @@ def test_a_refused_launcher_pod_fails_at_once(cluster: Cluster) -> None:
         r"the launcher Job cannot create the launcher's pod: Error creating: pods "
         rf'"{JOB}-launcher-[a-z0-9]{{5}}" is forbidden: violates PodSecurity '
         r'"baseline:latest": privileged '
-        r'\(container "launcher" must not set securityContext\.privileged=true\)',
+        r'\(container "launcher" must not set securityContext\.privileged=true\); fix: namespace '
+        rf"{cluster.namespace} enforces PodSecurity baseline \(label "
+        r"pod-security\.kubernetes\.io/enforce\); ci-runner's pods meet baseline \(and restricted "
+        r"with kubernetes\.run_as_user\): what the message names was added to them by the cluster "
+        r"\(a mutating admission webhook\), ask its administrators",
         result.failure.message,
     ), result.failure.message
     assert leftovers(cluster) == []

@@ -44,16 +44,23 @@ QUEUE = "kueue.x-k8s.io/queue-name"
 
 
 def rendered(
-    setup: ContainerResources | None = None, launcher: ContainerResources | None = None
+    setup: ContainerResources | None = None,
+    launcher: ContainerResources | None = None,
+    run_as_user: int | None = None,
 ) -> JSON:
     """The MPIJob ci-runner renders for the plan tests' train.yaml with ``resources.cpu: 2`` and
-    ``resources.memory: 4Gi`` (and ``resources.setup`` / ``resources.launcher`` when given)."""
+    ``resources.memory: 4Gi`` (and ``resources.setup`` / ``resources.launcher`` when given;
+    ``kubernetes.run_as_user`` with ``ssh_port: 2222``)."""
     resources = Resources(cpu="2", memory="4Gi")
     if setup is not None:
         resources = replace(resources, setup=setup)
     if launcher is not None:
         resources = replace(resources, launcher=launcher)
-    return render_mpijob(build_plan(replace(CONFIG, resources=resources), CONTEXT))
+    config = replace(CONFIG, resources=resources)
+    if run_as_user is not None:
+        k8s = replace(config.kubernetes, run_as_user=run_as_user, ssh_port=2222)
+        config = replace(config, kubernetes=k8s)
+    return render_mpijob(build_plan(config, CONTEXT))
 
 
 def submitted(cluster: Cluster, name: str = JOB) -> str:
@@ -95,14 +102,23 @@ def test_a_compute_quota_refuses_setup_containers_rendered_without_resources(
 def workers_refused(cluster: Cluster, manifest: JSON, quota: str, fix: str) -> None:
     """Run ``manifest``: the operator's worker pod is refused by the quota (``NAME: must
     specify ...``); ci-runner says so, naming ``fix``, and leaves nothing."""
+    worker_refused(
+        cluster,
+        manifest,
+        f"failed quota: {quota}; fix: the namespace's ResourceQuota counts cpu and memory, so "
+        f"every container must declare them: set {fix} in train.yaml",
+    )
+
+
+def worker_refused(cluster: Cluster, manifest: JSON, why: str) -> None:
+    """Run ``manifest``: admission refuses the operator's first worker pod (``forbidden: why``);
+    ci-runner says so in one line and leaves nothing."""
     name = manifest["metadata"]["name"]
     cluster.start(manifest)
     result = cluster.result(timeout=SETTLE)
     message = (
         "MPI Operator cannot create the job's pods: worker pod created failed: "
-        f'pods "{name}-worker-0" is forbidden: failed quota: {quota}; fix: the namespace\'s '
-        "ResourceQuota counts cpu and memory, so every container must declare them: set "
-        f"{fix} in train.yaml"
+        f'pods "{name}-worker-0" is forbidden: {why}'
     )
     assert result.failure == Failure(FailureKind.REFUSED, message), result.failure
     assert cluster.log.lines == [
@@ -143,6 +159,44 @@ def test_a_compute_quota_refuses_a_launcher_rendered_without_resources(cluster: 
 def test_a_compute_quota_admits_the_default_rendering_and_it_trains(cluster: Cluster) -> None:
     cluster.quota("compute", COMPUTE)
     trains(cluster, rendered())
+
+
+# -- PodSecurity -----------------------------------------------------------------------------
+
+ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def test_a_namespace_enforcing_baseline_admits_the_root_image_and_it_trains(
+    cluster: Cluster,
+) -> None:
+    cluster.label_namespace({ENFORCE: "baseline"})
+    trains(cluster, rendered())
+
+
+def test_a_namespace_enforcing_restricted_admits_a_non_root_image_and_it_trains(
+    cluster: Cluster,
+) -> None:
+    cluster.label_namespace({ENFORCE: "restricted"})
+    trains(cluster, rendered(run_as_user=1000))
+
+
+def test_a_namespace_enforcing_restricted_refuses_root_workers_naming_the_level(
+    cluster: Cluster,
+) -> None:
+    cluster.label_namespace({ENFORCE: "restricted"})
+    worker_refused(
+        cluster,
+        rendered(),
+        'violates PodSecurity "restricted:latest": unrestricted capabilities (container "worker" '
+        'must not include "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", '
+        '"SETUID", "SYS_CHROOT" in securityContext.capabilities.add), runAsNonRoot != true '
+        '(container "worker" must not set securityContext.runAsNonRoot=false), runAsUser=0 '
+        '(container "worker" must not set runAsUser=0); fix: namespace '
+        f"{cluster.namespace} enforces PodSecurity restricted (label "
+        "pod-security.kubernetes.io/enforce), which a worker meets only as a non-root user: set "
+        "kubernetes.run_as_user to the image's non-root uid and kubernetes.ssh_port to 1024 or "
+        "more, or have the namespace labelled pod-security.kubernetes.io/enforce=baseline",
+    )
 
 
 def trains(cluster: Cluster, manifest: JSON) -> None:

@@ -22,7 +22,7 @@ from ci_runner.config.schema import load_config
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
 from ci_runner.plan.run_plan import build_plan
-from ci_runner.render import manifest_yaml, render_mpijob
+from ci_runner.render import objects_yaml, render_objects
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 
@@ -103,12 +103,24 @@ def test_render_prints_the_manifest_and_names_the_secret(project: tuple[Path, st
         repo_url=ORIGIN,
     )
     assert result.code == 0
-    assert result.stdout == manifest_yaml(render_mpijob(build_plan(config, ctx)))
+    plan = build_plan(config, ctx)
+    assert result.stdout == objects_yaml(render_objects(plan))
+    mpijob, scripts, secret = yaml.safe_load_all(result.stdout)
+    assert (scripts["kind"], scripts["metadata"]["name"]) == (
+        "ConfigMap",
+        f"{plan.mpijob_name}-scripts",
+    )
+    # What train creates, its values masked.
+    assert secret["stringData"] == {
+        "GIT_USERNAME": "[MASKED]",
+        "GIT_PASSWORD": "[MASKED]",
+        "WANDB_API_KEY": "[MASKED]",
+    }
     assert result.stderr == (
         f"[ci-runner] the MPIJob reads Secret demo-{sha[:8]}-901-secrets (keys GIT_USERNAME, "
-        "GIT_PASSWORD, WANDB_API_KEY); `ci-runner train` creates it\n"
+        "GIT_PASSWORD, WANDB_API_KEY); `ci-runner train` creates it with the values masked here\n"
     )
-    assert validate_mpijob(yaml.safe_load(result.stdout)) == []
+    assert validate_mpijob(mpijob) == []
 
 
 def test_render_in_a_ci_job_without_timeout_follows_ci_job_timeout(
@@ -123,7 +135,7 @@ def test_render_in_a_ci_job_without_timeout_follows_ci_job_timeout(
     }
     result = run(["render"], repo, env)
     assert result.code == 0
-    deadline = yaml.safe_load(result.stdout)["spec"]["runPolicy"]["activeDeadlineSeconds"]
+    deadline = next(yaml.safe_load_all(result.stdout))["spec"]["runPolicy"]["activeDeadlineSeconds"]
     assert 3600 - 600 - 300 - 5 <= deadline <= 3600 - 600 - 300  # 5 min kept for the report
 
 
@@ -142,7 +154,10 @@ def test_a_timeout_longer_than_the_ci_jobs_warns_in_validate_render_and_train(
     rendered = run(["render"], repo, env)
     assert rendered.code == 0
     assert rendered.stderr.startswith(warning)
-    assert yaml.safe_load(rendered.stdout)["spec"]["runPolicy"]["activeDeadlineSeconds"] == 7200
+    assert (
+        next(yaml.safe_load_all(rendered.stdout))["spec"]["runPolicy"]["activeDeadlineSeconds"]
+        == 7200
+    )
     validated = run(["validate"], repo, env)
     assert (validated.code, validated.stderr) == (0, warning)
     # train warns before anything else fails (here: no cluster to connect to)
@@ -338,7 +353,12 @@ def test_repo_url_flag_overrides_origin_without_credentials(project: tuple[Path,
     repo, _ = project
     result = run(["render", "--repo-url", f"https://u:{GIT_TOKEN}@git.example.org/x.git"], repo)
     assert result.code == 0
-    assert "value: https://git.example.org/x.git\n" in result.stdout
+    worker = next(yaml.safe_load_all(result.stdout))["spec"]["mpiReplicaSpecs"]["Worker"]
+    fetch = worker["template"]["spec"]["initContainers"][0]
+    assert fetch["env"][0] == {
+        "name": "CI_RUNNER_REPO_URL",
+        "value": "https://git.example.org/x.git",
+    }
     assert GIT_TOKEN not in result.stdout
 
 

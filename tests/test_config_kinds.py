@@ -3,8 +3,13 @@ patterns; every problem worded exactly."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+from typing import cast
+
 import pytest
 
+from ci_runner.config.kinds import CREDENTIALS, UrlCredential
 from ci_runner.config.schema import load_config
 from testing.config_cases import BASE, problems
 
@@ -158,3 +163,47 @@ def test_uris(uri: str, field: str) -> None:
 
 def test_requirements_path_is_normalised() -> None:
     assert load_config(BASE + "requirements: ./ml//reqs.txt\n").requirements == "ml/reqs.txt"
+
+
+class _Counted:
+    """A compiled expression that counts the matches it is asked for."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.calls = 0
+
+    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        self.calls += 1
+        return self.pattern.match(text, pos)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["a" * 70_000, "a1" * 35_000, "x://" + "a" * 70_000, "a://" * 17_500, "ab+c.d-" * 10_000],
+)
+def test_a_long_value_is_scanned_once_for_a_url_with_a_password(value: str) -> None:
+    # The expression runs once per "://", from just after it; the scheme before it is read back
+    # to the previous "://" only: each character is looked at a bounded number of times.
+    url = next(c for c in CREDENTIALS if isinstance(c, UrlCredential))
+    counted = _Counted(url.regex)
+    probe = replace(url, regex=cast("re.Pattern[str]", counted))
+    assert probe.found_in(value) is False
+    assert counted.calls == value.count("://")
+    assert load_config(BASE + f"env: {{BIG: '{value}'}}\n").env == (("BIG", value),)
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ("https://u:p@h", True),
+        ("1abc://u:p@h", True),  # the scheme starts at its first letter
+        ("x_https://u:pw@h", True),
+        ("a://b://u:p@h", True),
+        ("1://u:p@h", False),  # no letter: no scheme
+        ("http://u:$(P)@h", False),  # a reference, not a password
+        ("http://host:8080/x@y", False),
+    ],
+)
+def test_urls_with_a_password(value: str, found: bool) -> None:
+    url = next(c for c in CREDENTIALS if isinstance(c, UrlCredential))
+    assert url.found_in(value) is found

@@ -21,6 +21,7 @@ from ci_runner.config.types import (
     DnsConfig,
     Elastic,
     KubernetesOptions,
+    LauncherPlacement,
     MetricSpec,
     Resources,
     Toleration,
@@ -164,7 +165,8 @@ command: [python, train.py, --epochs, 3]
 workers: 3
 slots_per_worker: 2
 resources:
-  {gpu: 2, cpu: 1500m, memory: 16Gi, setup: {cpu: 2, memory: 3Gi}, launcher: {memory: 256Mi}}
+  {gpu: 2, cpu: 1500m, memory: 16Gi, setup: {cpu: 2, memory: 3Gi}, launcher: {memory: 256Mi},
+   shm: 4Gi, disk: 40Gi}
 requirements: ml/requirements.txt
 env: {Z_LAST: "1", A_FIRST: on}
 secrets: [WANDB_API_KEY, HF_TOKEN]
@@ -193,6 +195,11 @@ kubernetes:
   pip_cache_access_mode: ReadWriteMany
   cluster_domain: k8s.example.com
   ssh_port: 2222
+  run_as_user: 1000
+  launcher:
+    node_selector: {pool: cpu}
+    tolerations: [{key: spot, operator: Exists}]
+    affinity: {podAntiAffinity: {}}
   ttl_seconds_after_finished: 60
   backoff_limit: 1
   keep_finished: 1d
@@ -219,6 +226,8 @@ COMPLETE_CONFIG = TrainConfig(
         memory="16Gi",
         setup=ContainerResources(cpu="2", memory="3Gi"),
         launcher=ContainerResources(cpu="500m", memory="256Mi"),
+        shm="4Gi",
+        disk="40Gi",
     ),
     requirements="ml/requirements.txt",
     env=(("A_FIRST", "on"), ("Z_LAST", "1")),
@@ -248,6 +257,12 @@ COMPLETE_CONFIG = TrainConfig(
         pip_cache_access_mode="ReadWriteMany",
         cluster_domain="k8s.example.com",
         ssh_port=2222,
+        run_as_user=1000,
+        launcher=LauncherPlacement(
+            node_selector=(("pool", "cpu"),),
+            tolerations=(Toleration(key="spot", operator="Exists"),),
+            affinity='{"podAntiAffinity": {}}',
+        ),
         ttl_seconds_after_finished=60,
         backoff_limit=1,
         keep_finished=86400,
@@ -291,6 +306,7 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
         COMPLETE_CONFIG.kubernetes,
         COMPLETE_CONFIG.resources,
         COMPLETE_CONFIG.tracking,
+        COMPLETE_CONFIG.kubernetes.launcher,
     ):
         assert _kept_defaults(instance) == []
     config = load_config(COMPLETE, "ml/train.yaml")
@@ -312,7 +328,7 @@ def _records(kind: Kind[object]) -> list[Record[dict[str, object], object]]:
 def test_each_record_states_the_types_of_exactly_its_fields() -> None:
     # The engine trusts each builder's TypedDict to name the record's fields (engine.Record).
     records = _records(SCHEMA)
-    assert len(records) == 11
+    assert len(records) == 13
     for record in records:
         values = get_type_hints(record.build)["values"]
         assert set(get_type_hints(values)) == {spec.key for spec in record.fields}, values
@@ -523,3 +539,36 @@ def test_setup_and_launcher_resources_are_none_or_a_mapping() -> None:
         "train.yaml:6: resources.launcher.cpu: must be more than 0, got '0'; fix: request a "
         "positive amount, e.g. cpu: 500m",
     ]
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        ("{}", "1Gi"),  # no memory: the LimitRange decides the limit
+        ("{memory: 8Gi}", "4Gi"),
+        ("{memory: 3G}", "1430Mi"),  # whole MiB
+        ("{memory: 40Gi}", "16Gi"),  # at most SHM_MAX
+        ("{memory: 8Gi, shm: 8Gi}", "8Gi"),
+        ("{shm: 64Mi}", "64Mi"),
+    ],
+)
+def test_shm_defaults_to_half_the_memory_at_most_16gi(resources: str, expected: str) -> None:
+    assert load_config(BASE + f"resources: {resources}\n").resources.shm_size == expected
+
+
+def test_shm_may_not_be_more_than_the_memory() -> None:
+    assert problems(BASE + "resources:\n  memory: 8Gi\n  shm: 9Gi\n") == [
+        "train.yaml:6: resources.shm: 9Gi is more than the worker's memory (8Gi): what ranks "
+        "write to /dev/shm counts against it; fix: set shm to at most 8Gi, or raise "
+        "resources.memory",
+    ]
+
+
+def test_a_non_root_sshd_needs_an_unprivileged_port() -> None:
+    assert problems(BASE + "kubernetes:\n  run_as_user: 1000\n") == [
+        "train.yaml:5: kubernetes.ssh_port: sshd as user 1000 cannot listen on port 22 (below "
+        "1024, and no capability is given); fix: set kubernetes.ssh_port: 2222 (or another port "
+        "from 1024 up), as images built on mpioperator/base do",
+    ]
+    options = load_config(BASE + "kubernetes: {run_as_user: 1000, ssh_port: 2222}\n").kubernetes
+    assert (options.run_as_user, options.ssh_port) == (1000, 2222)

@@ -496,8 +496,10 @@ def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:
     job, message = job_name(run.log), failure_line(run)
     found = re.fullmatch(
         rf"rank ([01]) on ({job}-worker-[01]) was killed by signal 9 \(Killed\), most likely for "
-        rf"going over the workers' memory limit of 300Mi; launcher {job}-launcher-[a-z0-9]{{5}} "
-        r"exited with code 137",
+        r"going over the workers' memory limit of 300Mi \(on cgroup v1 the kernel kills that rank "
+        rf"alone; sshd lives on\); launcher {job}-launcher-[a-z0-9]{{5}} exited with code 137; "
+        r"fix: raise resources\.memory, or use less memory per rank \(what ranks write to "
+        r"/dev/shm counts too\)",
         message,
     )
     assert found is not None, message

@@ -165,5 +165,7 @@ def test_validate_and_render_end_cleanly_on_any_config(
     assert not any(crash.iterdir()), text
     assert validated[0] == rendered[0], (text, validated, rendered)
     if rendered[0] == 0:
-        manifest = yaml.safe_load(rendered[1])
+        manifest = next(
+            yaml.safe_load_all(rendered[1])
+        )  # the MPIJob, then its ConfigMap and Secret
         assert manifest["kind"] == "MPIJob"

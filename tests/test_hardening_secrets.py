@@ -383,7 +383,7 @@ def test_rendered_manifest_names_secrets_only(git_repo: GitRepo, tmp_path: Path)
     code, out, err = error_run(["render"], repo, env, tmp_path / "crash")
 
     assert code == 0, err
-    manifest = yaml.safe_load(out)
+    manifest = next(yaml.safe_load_all(out))  # the MPIJob, then its ConfigMap and Secret
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     env_vars = {e["name"]: e for e in launcher["containers"][0]["env"]}
     assert env_vars["WANDB_API_KEY"] == {

@@ -133,7 +133,7 @@ def test_non_ascii_values_render_an_accepted_manifest(tmp_path: Path) -> None:
     code, out, err = run_cli(["render"], repo, environ(tmp_path))
 
     assert code == 0, err
-    manifest = yaml.safe_load(out)
+    manifest = next(yaml.safe_load_all(out))  # the MPIJob, then its ConfigMap and Secret
     assert validate_mpijob(manifest) == []
     labels = manifest["metadata"]["labels"]
     assert labels["ci-runner/project"] == "gr-ppe-pr-ject"

@@ -23,7 +23,12 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
     launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
     worker = specs["Worker"]["template"]["spec"]["containers"][0]
     pod = pod_environment(launcher, secret_data)
-    assert pod_environment(worker, secret_data) == pod
+    assert pod.pop("CI_RUNNER_SSH_USER") == "root"  # launch.sh's own: ranks never see it
+    # The ranks' environment is the launcher's (mpirun -x); sshd's container has none of it.
+    assert pod_environment(worker, secret_data) == {
+        "CI_RUNNER_SHA": SHA,
+        "CI_RUNNER_SSH_PORT": "22",
+    }
     assert pod.pop("CI_RUNNER_SSH_PORT") == "22"  # the workers' sshd: a pod's only
     code_dir = tmp_path / "worktree"
     local = rank_environment(plan, ENV, code_dir, [tmp_path / "layer" / "bin"])
@@ -47,7 +52,7 @@ def test_train_yaml_env_wins_over_the_rank_defaults_on_both() -> None:
     config = TrainConfig(name="t", image="i", command=("python", "t.py"), env=user)
     plan = build_plan(config, CONTEXT, ENV, read_secrets=True)
     local = rank_environment(plan, {"PYTHONUNBUFFERED": "1"}, Path("/code"), [])
-    container = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    container = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     pod = pod_environment(container["containers"][0], {})
     for name, value in user:
         assert local[name] == pod[name] == value, name

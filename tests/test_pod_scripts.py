@@ -45,12 +45,11 @@ def _sh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
         "CI_RUNNER_CODE_DIR": str(tmp_path / "pod" / "code"),
         "CI_RUNNER_VENV": str(tmp_path / "pod" / "venv"),
-        "CI_RUNNER_SSH_CONFIG": str(tmp_path / "etc" / "ssh" / "ssh_config"),
+        "CI_RUNNER_SSH_DIR": str(tmp_path / "pod" / "ssh"),
         "CI_RUNNER_READY_FILE": str(tmp_path / "pod" / "ready"),
         **GIT_ENV,
     }
     (tmp_path / "home").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
     env.update(extra)
     return env
 
@@ -767,6 +766,40 @@ def test_launch_gives_mpirun_the_interface_and_every_variable_by_name(
     assert proc.stdout.splitlines() == [*wdir, *names, *rendered]
 
 
+def test_launch_sshs_through_a_config_of_its_own_with_a_private_copy_of_the_key(
+    tmp_path: Path,
+) -> None:
+    auth = tmp_path / "ci-runner-ssh"
+    auth.mkdir()
+    (auth / "id_rsa").write_text("KEY\n")
+    (auth / "id_rsa").chmod(0o644)  # the operator's mount away from /root/.ssh
+    env = _sh_env(
+        tmp_path,
+        CI_RUNNER_SHA="0" * 40,
+        CI_RUNNER_SSH_AUTH=str(auth),
+        CI_RUNNER_SSH_PORT="2222",
+        CI_RUNNER_SSH_USER="root",
+    )
+    env["PATH"] = f"{_fake_mpirun(tmp_path)}{os.pathsep}{env['PATH']}"
+    proc = run_script("launch.sh", env, "mpirun", "-np", "1", "true")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    ssh_dir = tmp_path / "pod" / "ssh"
+    assert (ssh_dir / "config").read_text().splitlines() == [
+        "Port 2222",
+        "StrictHostKeyChecking no",
+        "UserKnownHostsFile /dev/null",
+        "LogLevel ERROR",
+        f"IdentityFile {ssh_dir}/id",
+        "IdentitiesOnly yes",
+        "User root",
+    ]
+    assert (ssh_dir / "id").read_text() == "KEY\n"
+    assert (ssh_dir / "id").stat().st_mode & 0o777 == 0o600
+    wrapper = (ssh_dir / "bin" / "ssh").read_text().splitlines()
+    assert wrapper[1].endswith(f'ssh -F {ssh_dir}/config "$@"')
+    assert "CI_RUNNER_SSH_USER" not in proc.stdout.splitlines()  # not passed to the ranks
+
+
 def test_launch_starts_mpirun_without_code_of_its_own(tmp_path: Path) -> None:
     # A fixed-size job's launcher runs no rank: the workers' checkouts are the ranks' (-wdir).
     env = _sh_env(tmp_path, CI_RUNNER_SHA="0" * 40)
@@ -860,10 +893,13 @@ def _run_in_pod(
         "CI_RUNNER_CODE_DIR": f"{pod_dir}/code",
         "CI_RUNNER_VENV": f"{pod_dir}/venv",
         "CI_RUNNER_READY_FILE": f"{pod_dir}/ready",
+        "CI_RUNNER_SSH_DIR": f"{pod_dir}/ssh",
     }
     seen = container_view(container, lambda ref: (secret or {}).get(ref["secretKeyRef"]["key"], ""))
     env.update({name: host(value) for name, value in seen["env"].items()})
     argv = [*seen["command"], *seen["args"]] if command is None else command
+    # The ConfigMap's files (render_scripts) are the templates' scripts.
+    argv = [re.sub(r"^/ci-runner-scripts/", f"{SCRIPTS}/", arg) for arg in argv]
     return subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
@@ -896,7 +932,7 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
         proc = _run_in_pod(None, container, worker_dir, base)
         assert proc.returncode == 0, proc.stderr
     main = _container(worker, "worker")
-    assert main["command"][-1] == "sshd"  # sshd.sh
+    assert main["command"][-1] == "/ci-runner-scripts/sshd.sh"
     probe = container_view(main, lambda ref: "")["probe"]
     assert {"name": "CI_RUNNER_SSH_PORT", "value": "22"} in main["env"]
     on_test_port = {**main, "env": [e for e in main["env"] if e["name"] != "CI_RUNNER_SSH_PORT"]}

@@ -30,6 +30,7 @@ from ci_runner.render import (
     kubelet_literal,
     manifest_yaml,
     render_mpijob,
+    render_scripts,
     to_label_value,
 )
 from ci_runner.templating import templates_dir, yaml_quote
@@ -135,6 +136,13 @@ def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
     return dict(found)
 
 
+def _script(container: dict[str, Any]) -> str:
+    """The pod script ``container`` runs (``/bin/sh <the ConfigMap's file>``)."""
+    shell, path = (str(word) for word in container["command"])
+    assert (shell, path.rpartition("/")[0]) == ("/bin/sh", "/ci-runner-scripts")
+    return (templates_dir() / "scripts" / path.rpartition("/")[2]).read_text(encoding="utf-8")
+
+
 def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
@@ -145,6 +153,23 @@ def test_golden_manifest(case: str, golden: Golden) -> None:
     text = manifest_yaml(render_mpijob(build_plan(config, ctx)))
     golden.check(f"{case}.yaml", text)
     assert yaml.safe_load(text) == render_mpijob(build_plan(config, ctx))
+
+
+def test_the_examples_mpijob_reads_in_about_200_lines() -> None:
+    # The pod scripts are in the job's ConfigMap; short lists and named items take one line.
+    example = REPO_ROOT / "examples" / "simple_ml" / "train.yaml"
+    config = load_config(example.read_text(encoding="utf-8"), "examples/simple_ml/train.yaml")
+    text = manifest_yaml(render_mpijob(build_plan(config, MR_PIPELINE)))
+    assert len(text.splitlines()) <= 210
+    assert "#!/bin/sh" not in text
+
+
+@pytest.mark.parametrize(
+    "value", ["1e-4", "1e3", "0o17", "0x1", "0b1", "1_000", ".inf", "-.5", "yes", "on", "null", "~"]
+)
+def test_strings_a_yaml_1_2_reader_would_take_for_numbers_are_quoted(value: str) -> None:
+    text = manifest_yaml({"env": [{"name": "X", "value": value}], "args": [value, "plain"]})
+    assert text == f"env:\n- {{name: X, value: '{value}'}}\nargs: ['{value}', plain]\n"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -199,12 +224,13 @@ def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
         {"name": "CI_RUNNER_SHA", "value": SHA},
         {"name": "CI_RUNNER_GIT_CREDENTIALS", "value": "/ci-runner-git"},
     ]
-    assert fetch["command"][:2] == ["/bin/sh", "-c"]
-    assert 'fetch --quiet --no-tags --depth 1 origin "$sha"' in fetch["command"][2]
+    assert fetch["command"] == ["/bin/sh", "/ci-runner-scripts/fetch-code.sh"]
+    assert 'fetch --quiet --no-tags --depth 1 origin "$sha"' in _script(fetch)
     # The Secret's git keys as files, in the fetch-code container only, readable by its user.
     assert _git_credentials_volume(f"{name}-secrets") in worker["volumes"]
     assert fetch["volumeMounts"] == [
         {"name": "ci-runner", "mountPath": "/ci-runner"},
+        {"name": "scripts", "mountPath": "/ci-runner-scripts", "readOnly": True},
         {"name": "git-credentials", "mountPath": "/ci-runner-git", "readOnly": True},
     ]
     containers = [*worker["initContainers"], *worker["containers"]]
@@ -264,8 +290,8 @@ def test_setup_containers_get_only_the_allow_listed_variables() -> None:
             "valueFrom": {"secretKeyRef": {"name": secret, "key": "PIP_EXTRA_INDEX_URL"}},
         },
     ]
-    # The ranks still get all of env, as written.
-    rank = _env(_container(worker, "worker"))
+    # The ranks (through the launcher's mpirun -x) still get all of env, as written.
+    rank = _env(_container(_specs(manifest)[0], "launcher"))
     assert {k: rank[k] for k, _ in ATTACK_ENV} == {
         **dict(ATTACK_ENV),
         "STOLEN": "$$(GIT_PASSWORD)",  # the kubelet reads it as the literal $(GIT_PASSWORD)
@@ -343,23 +369,24 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
         return container_view(container, lambda ref: secret[ref["secretKeyRef"]["key"]])
 
     rank_env = {**dict(plan.rank_environment(POD_LOCATION)), "WANDB_API_KEY": "w"}
-    for container in (_container(launcher, "launcher"), _container(worker, "worker")):
-        seen = view(container)
-        assert seen["env"] == {**rank_env, "CI_RUNNER_SSH_PORT": "22"}
-        assert seen["env"]["TRICKY"] == tricky
+    seen = view(_container(launcher, "launcher"))
+    assert seen["env"].pop("CI_RUNNER_SSH_USER") == "root"  # launch.sh's own
+    assert seen["env"] == {**rank_env, "CI_RUNNER_SSH_PORT": "22"}
+    assert seen["env"]["TRICKY"] == tricky
     assert view(_container(launcher, "launcher"))["args"] == plan.mpirun_argv(POD_HOSTS)
     assert view(_container(launcher, "launcher"))["args"][-1] == tricky
     assert view(_container(worker, "install-requirements"))["env"]["PIP_INDEX_URL"] == tricky
-    scripts = templates_dir() / "scripts"
+    scripts = render_scripts(plan)["data"]
     for container, script in [
         (_container(worker, "fetch-code"), "fetch-code.sh"),
         (_container(worker, "install-requirements"), "install-requirements.sh"),
         (_container(worker, "worker"), "sshd.sh"),
         (_container(launcher, "launcher"), "launch.sh"),
     ]:
-        assert view(container)["command"][2] == (scripts / script).read_text(encoding="utf-8")
+        assert view(container)["command"] == ["/bin/sh", f"/ci-runner-scripts/{script}"]
+        assert scripts[script] == (templates_dir() / "scripts" / script).read_text()
     probe = view(_container(worker, "worker"))["probe"]
-    assert probe is not None and probe[2] == (scripts / "ready.sh").read_text(encoding="utf-8")
+    assert probe == ["/bin/sh", "/ci-runner-scripts/ready.sh"]
 
 
 def test_an_elastic_launcher_fetches_the_code_horovodrun_runs_from() -> None:
@@ -372,13 +399,14 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     _, worker = _specs(manifest)
     assert [c["name"] for c in worker["initContainers"]] == ["fetch-code", "install-requirements"]
     main = _container(worker, "worker")
-    assert main["command"][:2] == ["/bin/sh", "-c"] and "args" not in main
-    assert main["command"][3] == "sshd" and "-o StrictModes=no" in main["command"][2]
-    assert main["readinessProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
+    assert main["command"] == ["/bin/sh", "/ci-runner-scripts/sshd.sh"] and "args" not in main
+    assert "-o StrictModes=no" in _script(main)
+    assert main["readinessProbe"]["exec"]["command"] == ["/bin/sh", "/ci-runner-scripts/ready.sh"]
     assert manifest["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
     # No fixed wait (the seed's `sleep 1m`): only short polls, ready.sh's for sshd's port and
     # launch.sh's for the workers' names in the cluster DNS.
-    assert [float(s) for s in re.findall(r"\bsleep +(\S+)", manifest_yaml(manifest))] == [
+    scripts = "".join(render_scripts(build_plan(SEED_LIKE, MR_PIPELINE))["data"].values())
+    assert [float(s) for s in re.findall(r"\bsleep +(\S+)", scripts)] == [
         0.1,
         0.1,
     ]
@@ -387,10 +415,15 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     assert {"name": "pip-cache", "persistentVolumeClaim": {"claimName": "pip-cache"}} in worker[
         "volumes"
     ]
-    assert {"name": "pip-cache", "emptyDir": {}} in _specs(
+    assert {"name": "pip-cache", "emptyDir": {"sizeLimit": "20Gi"}} in _specs(
         render_mpijob(build_plan(MINIMAL, LOCAL))
     )[1]["volumes"]
-    assert main["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}
+    assert main["resources"]["limits"] == {
+        "cpu": "8",
+        "memory": "32Gi",
+        "ephemeral-storage": "20Gi",
+        "nvidia.com/gpu": 2,
+    }
 
 
 def test_a_pip_cache_claim_also_keeps_virtualenvs_the_worker_runs() -> None:
@@ -398,16 +431,13 @@ def test_a_pip_cache_claim_also_keeps_virtualenvs_the_worker_runs() -> None:
     assert _env(_container(worker, "install-requirements"))["CI_RUNNER_VENV_CACHE"] == (
         "/ci-runner-cache/venvs"
     )
-    assert _container(worker, "worker")["volumeMounts"] == [
-        {"name": "ci-runner", "mountPath": "/ci-runner"},
-        {"name": "pip-cache", "mountPath": "/ci-runner-cache"},
+    assert {"name": "pip-cache", "mountPath": "/ci-runner-cache"} in _container(worker, "worker")[
+        "volumeMounts"
     ]
     # Without a claim each pod's cache is its own emptyDir: a virtualenv kept there helps no one.
     _, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
     assert "CI_RUNNER_VENV_CACHE" not in _env(_container(worker, "install-requirements"))
-    assert _container(worker, "worker")["volumeMounts"] == [
-        {"name": "ci-runner", "mountPath": "/ci-runner"}
-    ]
+    assert all(m["name"] != "pip-cache" for m in _container(worker, "worker")["volumeMounts"])
 
 
 def test_every_rank_sees_the_environment_contract() -> None:
@@ -428,8 +458,9 @@ def test_every_rank_sees_the_environment_contract() -> None:
         "WANDB_API_KEY": {"secretKeyRef": {"name": f"{name}-secrets", "key": "WANDB_API_KEY"}},
         "CI_RUNNER_SSH_PORT": "22",
     }
-    assert _env(_container(launcher, "launcher")) == expected
-    assert _env(_container(worker, "worker")) == expected
+    assert _env(_container(launcher, "launcher")) == {**expected, "CI_RUNNER_SSH_USER": "root"}
+    # sshd's container: what sshd.sh and the readiness probe read, no rank's and no Secret's.
+    assert _env(_container(worker, "worker")) == {"CI_RUNNER_SHA": SHA, "CI_RUNNER_SSH_PORT": "22"}
 
 
 def test_launcher_runs_mpirun_from_the_code_directory() -> None:
@@ -443,7 +474,7 @@ def test_launcher_runs_mpirun_from_the_code_directory() -> None:
         "--",  # the end of mpirun's options: the job's command is never one of them
         *("python", "main_with_horovod.py", "--epochs", "20"),
     ]
-    assert 'cd "$code_dir"' in main["command"][2]
+    assert 'cd "$code_dir"' in _script(main)
 
 
 def test_an_elastic_launcher_runs_horovodrun() -> None:
@@ -492,21 +523,39 @@ def test_run_policy() -> None:
     )
 
 
+@pytest.mark.parametrize(("case", "size"), [("minimal", "1Gi"), ("seed-like", "16Gi")])
+def test_the_ranks_get_a_memory_backed_dev_shm(case: str, size: str) -> None:
+    launcher, worker = _specs(render_mpijob(build_plan(*CASES[case])))
+    assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": size}} in worker["volumes"]
+    assert {"name": "shm", "mountPath": "/dev/shm"} in _container(worker, "worker")["volumeMounts"]
+    # The launcher runs mpirun (or horovodrun's driver), no rank.
+    assert all(v["name"] != "shm" for v in launcher["volumes"])
+
+
 def test_every_container_declares_cpu_and_memory() -> None:
     # What a cpu/memory ResourceQuota requires of every container, init containers included
-    # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py).
+    # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py). The API
+    # server sets the requests to the limits (pkg/apis/core/v1/defaults.go) before admission.
     launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
-    setup = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+    disk = {"ephemeral-storage": "20Gi"}
+    setup = {"limits": {"cpu": "1", "memory": "2Gi", **disk}}
     assert _container(worker, "fetch-code")["resources"] == setup
     assert _container(worker, "install-requirements")["resources"] == setup
     assert _container(launcher, "launcher")["resources"] == {
-        "requests": {"cpu": "500m", "memory": "1Gi"},
-        "limits": {"cpu": "500m", "memory": "1Gi"},
+        "limits": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}
     }
     assert _container(worker, "worker")["resources"] == {
-        "requests": {"cpu": "8", "memory": "32Gi"},
-        "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2},
+        "limits": {"cpu": "8", "memory": "32Gi", **disk, "nvidia.com/gpu": 2},
     }
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_emptydir_has_a_size_limit_and_every_container_asks_for_disk(case: str) -> None:
+    for pod in _specs(render_mpijob(build_plan(*CASES[case]))):
+        for volume in pod["volumes"]:
+            assert "sizeLimit" in volume.get("emptyDir", {"sizeLimit": "-"}), volume
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            assert "ephemeral-storage" in container["resources"]["limits"], container["name"]
 
 
 def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
@@ -515,11 +564,11 @@ def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
         "resources: {cpu: 2, memory: 4Gi, setup: none, launcher: {memory: 256Mi}}\n"
     )
     launcher, worker = _specs(render_mpijob(build_plan(config, LOCAL)))
-    assert "resources" not in _container(worker, "fetch-code")
-    assert "resources" not in _container(worker, "install-requirements")
+    disk = {"limits": {"ephemeral-storage": "20Gi"}}  # not the LimitRange's
+    assert _container(worker, "fetch-code")["resources"] == disk
+    assert _container(worker, "install-requirements")["resources"] == disk
     assert _container(launcher, "launcher")["resources"] == {
-        "requests": {"cpu": "500m", "memory": "256Mi"},
-        "limits": {"cpu": "500m", "memory": "256Mi"},
+        "limits": {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "2Gi"}
     }
 
 
@@ -542,7 +591,13 @@ def test_gang_scheduling_counts_only_the_workers() -> None:
 
 
 def test_pod_settings_on_launcher_and_workers() -> None:
-    for pod in _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))):
+    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    # The launcher takes no slot on a GPU node: none of the workers' selectors or tolerations.
+    assert {"nodeSelector", "tolerations", "affinity"} & set(launcher) == set()
+    for pod in (launcher, worker):
+        assert pod["dnsPolicy"] == "None"
+        assert pod["serviceAccountName"] == "trainer"
+    for pod in (worker,):
         assert pod["tolerations"] == [
             {"operator": "Exists", "key": "gpu", "effect": "NoSchedule"},
             {
@@ -563,6 +618,75 @@ def test_pod_settings_on_launcher_and_workers() -> None:
         assert pod["serviceAccountName"] == "trainer"
         assert pod["priorityClassName"] == "high"
         assert pod["imagePullSecrets"] == [{"name": "harbor"}]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_no_pod_mounts_a_service_account_token(case: str) -> None:
+    for pod in _specs(render_mpijob(build_plan(*CASES[case]))):
+        assert pod["automountServiceAccountToken"] is False
+
+
+def _security(pod: dict[str, Any]) -> dict[str, Any]:
+    return {
+        c["name"]: c["securityContext"]
+        for c in [*pod.get("initContainers", []), *pod["containers"]]
+    }
+
+
+RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _pod_security(uid: int) -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "fsGroup": uid,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_setup_and_launcher_are_restricted_and_root_workers_keep_what_sshd_needs(
+    case: str,
+) -> None:
+    manifest = render_mpijob(build_plan(*CASES[case]))
+    assert manifest["spec"]["sshAuthMountPath"] == "/ci-runner-ssh"
+    launcher, worker = _specs(manifest)
+    for pod in (launcher, worker):
+        assert pod["securityContext"] == _pod_security(65534)
+    assert all(context == RESTRICTED for context in _security(launcher).values())
+    contexts = _security(worker)
+    assert contexts.pop("worker") == {
+        "runAsNonRoot": False,
+        "runAsUser": 0,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {
+            "drop": ["ALL"],
+            "add": [
+                *("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL"),
+                *("NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"),
+            ],
+        },
+    }
+    assert contexts == {"fetch-code": RESTRICTED, "install-requirements": RESTRICTED}
+
+
+def test_a_non_root_image_runs_every_container_restricted_as_its_user() -> None:
+    k8s = replace(MINIMAL.kubernetes, run_as_user=1000, ssh_port=2222)
+    for config in (replace(MINIMAL, kubernetes=k8s), replace(ELASTIC, kubernetes=k8s)):
+        manifest = render_mpijob(build_plan(config, LOCAL))
+        for pod in _specs(manifest):
+            assert pod["securityContext"] == _pod_security(1000)
+            assert set(_security(pod)) == {
+                c["name"] for c in [*pod.get("initContainers", []), *pod["containers"]]
+            }
+            assert all(context == RESTRICTED for context in _security(pod).values())
+        launcher = _container(_specs(manifest)[0], "launcher")
+        assert "--allow-run-as-root" not in launcher["args"]
+        assert "CI_RUNNER_SSH_USER" not in _env(launcher)  # the launcher's own user logs in
+    launcher = _container(_specs(render_mpijob(build_plan(MINIMAL, LOCAL)))[0], "launcher")
+    assert launcher["args"][:2] == ["mpirun", "--allow-run-as-root"]
 
 
 def test_labels_and_annotations_link_back() -> None:
@@ -658,8 +782,8 @@ def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
     user = (("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0"), ("OMPI_MCA_mpi_yield_when_idle", "0"))
     manifest = render_mpijob(build_plan(replace(MINIMAL, env=user), LOCAL))
     assert validate_mpijob(manifest) == []
-    env = _env(_container(_specs(manifest)[1], "worker"))
-    names = [e["name"] for e in _container(_specs(manifest)[1], "worker")["env"]]
+    env = _env(_container(_specs(manifest)[0], "launcher"))
+    names = [e["name"] for e in _container(_specs(manifest)[0], "launcher")["env"]]
     assert (env["PYTHONPATH"], env["PYTHONUNBUFFERED"], env["OMPI_MCA_mpi_yield_when_idle"]) == (
         "lib",
         "0",
@@ -669,6 +793,31 @@ def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
 
 
 # The Secret
+
+
+def test_an_mpijob_over_what_the_api_server_stores_is_refused_naming_the_largest_fields() -> None:
+    # A control character is six in JSON: 300 KB of them is a 1.7 MiB request.
+    config = replace(MINIMAL, env=(("BIG", "\x01" * 300_000), ("SMALL", "y" * 2000)))
+    with pytest.raises(ConfigError) as caught:
+        render_mpijob(build_plan(config, LOCAL))
+    assert caught.value.lines() == [
+        "train.yaml: the MPIJob would be 1.72 MiB, more than the 1.44 MiB the API server stores "
+        "(largest: env.BIG 1.72 MiB, env.SMALL 2.0 KiB, command[1] 10 bytes); fix: keep large "
+        "data in a file of the repository or under `data`, not in env or the command"
+    ]
+    render_mpijob(build_plan(replace(config, env=(("BIG", "x" * 1_000_000),)), LOCAL))
+
+
+def test_a_secret_over_a_mib_is_refused_before_anything_is_submitted() -> None:
+    env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "w" * (1024 * 1024)}
+    with pytest.raises(ConfigError) as caught:
+        render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True))
+    assert caught.value.lines() == [
+        "simple_ml/train.yaml: secrets: the job's Secret would hold 1048615 bytes, more than the "
+        "1048576 (1 MiB) a Secret may (largest: secrets: WANDB_API_KEY 1.00 MiB, secrets: "
+        "GIT_PASSWORD 26 bytes, secrets: GIT_USERNAME 17 bytes); fix: pass large values another "
+        "way (a file of the repository, or storage the ranks read with a smaller credential)"
+    ]
 
 
 def test_secret_data_with_the_job_token() -> None:

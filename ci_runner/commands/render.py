@@ -1,4 +1,5 @@
-"""``ci-runner render``: the MPIJob for train.yaml at the commit, as YAML on stdout."""
+"""``ci-runner render``: every object ``train`` submits for train.yaml at the commit (the MPIJob,
+the ConfigMap of its pod scripts, the Secret with its values masked), as YAML on stdout."""
 
 from __future__ import annotations
 
@@ -13,24 +14,26 @@ from ci_runner.commands.common import (
     note_uncommitted,
     plan_only,
 )
-from ci_runner.render import manifest_yaml, render_mpijob
+from ci_runner.render import objects_yaml, render_objects
 
 
 def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
     loaded = load_config_from_args(args, runtime)
     note_uncommitted(args, loaded, runtime, "render read it from")
     plan = plan_only(loaded, runtime)
-    runtime.stdout.write(manifest_yaml(render_mpijob(plan)))
+    runtime.stdout.write(objects_yaml(render_objects(plan)))
     keys = ", ".join(plan.secret.keys)
     runtime.console.status(
-        f"the MPIJob reads Secret {plan.secret.name} (keys {keys}); `ci-runner train` creates it"
+        f"the MPIJob reads Secret {plan.secret.name} (keys {keys}); `ci-runner train` creates it "
+        "with the values masked here"
     )
     return 0
 
 
 COMMAND: Final = Command(
     "render",
-    "print the MPIJob for train.yaml at the commit (YAML, for kubectl apply)",
+    "print the MPIJob, its ConfigMap and its Secret (values masked) for train.yaml at the "
+    "commit (YAML, for kubectl apply)",
     add_config_arguments,
     run_render,
 )

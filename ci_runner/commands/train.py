@@ -220,9 +220,10 @@ def _cluster_backend(
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect_cluster
-    from ci_runner.render import render_mpijob
+    from ci_runner.render import render_mpijob, render_scripts
 
     manifest = render_mpijob(plan)
+    scripts = render_scripts(plan)
     k8s = plan.config.kubernetes
     connection = connect_cluster(k8s.namespace, env, context=k8s.context, context_flag=context_flag)
     manifest["metadata"]["namespace"] = connection.namespace
@@ -240,6 +241,7 @@ def _cluster_backend(
             setup_timeout=k8s.setup_timeout,
             keep_finished=k8s.keep_finished,
             on_preemption=k8s.on_preemption,
+            scripts=scripts,
         )
 
     return make

@@ -11,13 +11,16 @@ import re
 from typing import Final, TypedDict
 
 from ci_runner.config.engine import INVALID, At, Invalid
+from ci_runner.config.quantity import quantity_value
 from ci_runner.config.types import (
+    UNPRIVILEGED_PORT,
     ContainerResources,
     DnsConfig,
     Effect,
     Elastic,
     Goal,
     KubernetesOptions,
+    LauncherPlacement,
     MetricSpec,
     OnPreemption,
     Operator,
@@ -36,11 +39,24 @@ class ResourcesValues(TypedDict, total=False):
     memory: str
     setup: ContainerResources
     launcher: ContainerResources
+    shm: str
+    disk: str
 
 
 def build_resources(
     values: ResourcesValues, at: At, ok: bool, keys: frozenset[str]
 ) -> Resources | Invalid:
+    shm, memory = values.get("shm"), values.get("memory")
+    if shm is not None and memory is not None and quantity_value(shm) > quantity_value(memory):
+        # /dev/shm's pages are the worker's memory: more than the limit is an OOM kill.
+        at.problem(
+            at.line_of("shm") or at.context.lines.get(at.path),
+            f"{shm} is more than the worker's memory ({memory}): what ranks write to /dev/shm "
+            "counts against it",
+            f"set shm to at most {memory}, or raise resources.memory",
+            path=key_path(at.path, "shm"),
+        )
+        ok = False
     return Resources(**values) if ok else INVALID
 
 
@@ -107,6 +123,22 @@ def build_dns(values: DnsValues, at: At, ok: bool, keys: frozenset[str]) -> DnsC
     return DnsConfig(**values) if ok else INVALID
 
 
+class LauncherValues(TypedDict, total=False):
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    affinity: str
+
+
+def build_launcher(
+    values: LauncherValues, at: At, ok: bool, keys: frozenset[str]
+) -> LauncherPlacement | Invalid:
+    if not ok:
+        return INVALID
+    if "node_selector" in values:
+        values["node_selector"] = tuple(sorted(values["node_selector"]))
+    return LauncherPlacement(**values)
+
+
 class KubernetesValues(TypedDict, total=False):
     context: str
     namespace: str
@@ -121,6 +153,8 @@ class KubernetesValues(TypedDict, total=False):
     pip_cache_access_mode: PvcAccessMode
     cluster_domain: str
     ssh_port: int
+    run_as_user: int
+    launcher: LauncherPlacement
     ttl_seconds_after_finished: int
     backoff_limit: int
     keep_finished: int
@@ -136,6 +170,17 @@ def build_kubernetes(
         return INVALID
     if "node_selector" in values:
         values["node_selector"] = tuple(sorted(values["node_selector"]))
+    port = values.get("ssh_port", KubernetesOptions.ssh_port)
+    if "run_as_user" in values and port < UNPRIVILEGED_PORT:
+        at.problem(
+            at.line_of("ssh_port") or at.line_of("run_as_user"),
+            f"sshd as user {values['run_as_user']} cannot listen on port {port} (below "
+            f"{UNPRIVILEGED_PORT}, and no capability is given)",
+            "set kubernetes.ssh_port: 2222 (or another port from 1024 up), as images built on "
+            "mpioperator/base do",
+            path=key_path(at.path, "ssh_port"),
+        )
+        return INVALID
     return KubernetesOptions(**values)
 
 

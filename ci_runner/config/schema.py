@@ -17,11 +17,13 @@ import sys
 from dataclasses import replace
 from typing import Final
 
+from ci_runner.config.affinity import Affinity
 from ci_runner.config.builders import (
     build_dns,
     build_dns_option,
     build_elastic,
     build_kubernetes,
+    build_launcher,
     build_metric,
     build_resources,
     build_toleration,
@@ -64,8 +66,11 @@ from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
 from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
+    LAUNCHER_DISK,
     LAUNCHER_RESOURCES,
     SETUP_RESOURCES,
+    SHM_MAX,
+    SHM_WITHOUT_MEMORY,
     Effect,
     Goal,
     KubernetesOptions,
@@ -165,6 +170,33 @@ _DNS: Final = Record(
     build=build_dns,
 )
 
+_NODE_SELECTOR: Final = MapOf(
+    label_key, Str(scalars=True, empty=True, rule=label_value), doc="mapping"
+)
+
+_LAUNCHER: Final = Record(
+    Field(
+        "node_selector",
+        _NODE_SELECTOR,
+        "Node labels the launcher pod must run on.",
+        "{pool: cpu}",
+    ),
+    Field(
+        "tolerations",
+        ListOf(_TOLERATION, doc="list of mappings"),
+        "Taints the launcher pod tolerates.",
+        "[{key: spot, operator: Exists}]",
+    ),
+    Field(
+        "affinity",
+        Affinity(),
+        "The launcher pod's affinity, as Kubernetes writes it (`nodeAffinity`, `podAffinity`, "
+        "`podAntiAffinity`).",
+        "{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [...]}}",
+    ),
+    build=build_launcher,
+)
+
 _KUBERNETES: Final = Record(
     Field(
         "context",
@@ -185,14 +217,23 @@ _KUBERNETES: Final = Record(
     Field(
         "tolerations",
         ListOf(_TOLERATION, doc="list of mappings"),
-        "Taints the pods tolerate (e.g. of GPU nodes).",
+        "Taints the workers tolerate (e.g. of GPU nodes); the launcher's are "
+        "`launcher.tolerations`.",
         "[{key: gpu, operator: Exists, effect: NoSchedule}]",
     ),
     Field(
         "node_selector",
-        MapOf(label_key, Str(scalars=True, empty=True, rule=label_value), doc="mapping"),
-        "Node labels the pods must run on.",
+        _NODE_SELECTOR,
+        "Node labels the workers must run on (the launcher: `launcher.node_selector`).",
         "{gpu-type: a100}",
+    ),
+    Field(
+        "launcher",
+        _LAUNCHER,
+        "Where the launcher pod (mpirun: 500m of CPU, no GPU) may run. It gets none of the "
+        "workers' `node_selector` and `tolerations`, so that it takes no slot on a GPU node.",
+        "{node_selector: {pool: cpu}}",
+        "none: any node without a taint",
     ),
     Field("dns_config", _DNS, "The pods' DNS settings (dnsConfig).", "{nameservers: [10.96.0.10]}"),
     Field("service_account", _K8S_NAME, "Service account of the pods.", "trainer"),
@@ -245,6 +286,17 @@ _KUBERNETES: Final = Record(
         "on mpioperator/base use 2222).",
         "2222",
         _default(KubernetesOptions, "ssh_port"),
+    ),
+    Field(
+        "run_as_user",
+        Int(1, 2**31 - 1),
+        "A non-root user of the image (its numeric uid) that every container runs as, sshd "
+        "included, on `ssh_port` (1024 or more): the workers then meet PodSecurity "
+        "`restricted`. Without it the workers run the image's sshd as root (`baseline`), and "
+        "the launcher and the setup containers run as 65534 (`nobody`). The user needs a home "
+        "and a login shell; sshd runs with PAM (`UsePAM yes`, as Debian's and Ubuntu's "
+        "configuration has it), without which OpenSSH refuses an account it takes for locked.",
+        "1000",
     ),
     Field(
         "ttl_seconds_after_finished",
@@ -359,6 +411,27 @@ SCHEMA: Final = Record(
             ),
             Field("cpu", Quantity(), "CPU per worker.", "4"),
             Field("memory", Quantity(), "Memory per worker.", "8Gi"),
+            Field(
+                "shm",
+                Quantity(),
+                "The size of each worker's `/dev/shm`: a memory-backed emptyDir (a container "
+                "runtime gives 64 MiB, too little for PyTorch DataLoader workers, NCCL and "
+                "OpenMPI's shared-memory transport). What the ranks write there counts against "
+                "`memory`, so it may not be more.",
+                "8Gi",
+                f"half of `memory`, at most `{SHM_MAX}`; `{SHM_WITHOUT_MEMORY}` without `memory`",
+            ),
+            Field(
+                "disk",
+                Quantity(),
+                "What each worker may write to its node's disk (ephemeral-storage, requested "
+                "and the limit): the checkout, the requirements' virtualenv and pip's cache "
+                "(each an emptyDir of at most this size) and the container's own writes. Past "
+                "it the kubelet evicts the worker. The launcher gets "
+                f"`{LAUNCHER_DISK}`.",
+                "50Gi",
+                _default(Resources, "disk"),
+            ),
             Field(
                 "setup",
                 NoneOrResources(SETUP_RESOURCES, "of each init container"),

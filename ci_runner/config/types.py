@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from ci_runner.config.quantity import binary_quantity, quantity_value
+
 Goal = Literal["min", "max"]
 Operator = Literal["Exists", "Equal"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -34,6 +36,23 @@ class ContainerResources:
 # and its ssh clients.
 SETUP_RESOURCES: Final = ContainerResources(cpu="1", memory="2Gi")
 LAUNCHER_RESOURCES: Final = ContainerResources(cpu="500m", memory="1Gi")
+# /dev/shm's default size (a memory-backed emptyDir, whose pages count against the worker's
+# memory limit): half of the worker's memory, at most SHM_MAX; SHM_WITHOUT_MEMORY when train.yaml
+# sets no memory (the namespace's LimitRange then decides the limit).
+# The uid ci-runner's own containers run as when train.yaml names none: Debian's and Ubuntu's
+# `nobody`, a user in every image built on them (ssh refuses a uid without a passwd entry).
+NOBODY_UID: Final = 65534
+# The first port a non-root sshd may bind (no capability: allowPrivilegeEscalation false).
+UNPRIVILEGED_PORT: Final = 1024
+# What each worker may write to its disk (ephemeral-storage: the checkout, the requirements'
+# virtualenv and pip's cache in their emptyDirs, and the container's own writes): a torch
+# virtualenv and its wheel in pip's cache take about 8 GiB.
+DISK: Final = "20Gi"
+# The launcher's: mpirun's session files (and an elastic job's checkout).
+LAUNCHER_DISK: Final = "2Gi"
+SHM_MAX: Final = "16Gi"
+SHM_WITHOUT_MEMORY: Final = "1Gi"
+_MIB: Final = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,19 @@ class Resources:
     memory: str | None = None
     setup: ContainerResources = SETUP_RESOURCES
     launcher: ContainerResources = LAUNCHER_RESOURCES
+    shm: str | None = None  # None: shm_size's default
+    disk: str = DISK
+
+    @property
+    def shm_size(self) -> str:
+        """/dev/shm's sizeLimit: ``shm``, else half of ``memory`` (whole MiB) at most
+        :data:`SHM_MAX`, else :data:`SHM_WITHOUT_MEMORY`."""
+        if self.shm is not None:
+            return self.shm
+        if self.memory is None:
+            return SHM_WITHOUT_MEMORY
+        half = int(quantity_value(self.memory) / 2) // _MIB * _MIB
+        return binary_quantity(max(min(half, int(quantity_value(SHM_MAX))), _MIB))
 
 
 @dataclass(frozen=True)
@@ -101,6 +133,15 @@ class DnsConfig:
 
 
 @dataclass(frozen=True)
+class LauncherPlacement:
+    """Where the launcher pod may run: none of the workers' GPU selectors or tolerations."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs
+    tolerations: tuple[Toleration, ...] = ()
+    affinity: str | None = None  # the pod's affinity, as JSON text
+
+
+@dataclass(frozen=True)
 class KubernetesOptions:
     """Cluster-specific settings; all optional."""
 
@@ -117,6 +158,8 @@ class KubernetesOptions:
     pip_cache_access_mode: PvcAccessMode = "ReadWriteOnce"  # only ReadWriteMany is shared
     cluster_domain: str = "cluster.local"  # the DNS search domains when dnsPolicy is None
     ssh_port: int = 22  # the port the workers' sshd listens on
+    run_as_user: int | None = None  # the image's non-root uid; None: the workers run as root
+    launcher: LauncherPlacement = LauncherPlacement()
     ttl_seconds_after_finished: int = 3600
     backoff_limit: int = 0
     keep_finished: int = 0  # seconds a finished MPIJob is kept; 0: deleted once its log is saved

@@ -35,7 +35,9 @@ LOCATION_DEPENDENT: Final = frozenset({"CI_RUNNER_CODE_DIR", "PYTHONPATH", "PATH
 # What horovodrun 0.28.1 gives OpenMPI's mpirun (runner/mpi_run.py: basic_args, _NO_BINDING_ARGS,
 # _OMPI_FLAGS): rank-tagged output lines ([1,0]<stdout>:), one rank per slot, no core binding,
 # TCP between the ranks.
-MPIRUN_OUTPUT: Final = ("--allow-run-as-root", "--tag-output")
+MPIRUN_OUTPUT: Final = ("--tag-output",)
+# mpirun refuses to run as root without it; only an image that runs as root needs it.
+MPIRUN_AS_ROOT: Final = "--allow-run-as-root"
 MPIRUN_PLACEMENT: Final = ("-bind-to", "none", "-map-by", "slot")
 MPIRUN_TRANSPORT: Final = ("-mca", "pml", "ob1", "-mca", "btl", "^openib")
 # OpenMPI's mpirun takes every word after "--" as the program and its arguments (4.1's
@@ -197,7 +199,8 @@ class RunPlan:
                 f"mpirun starts MPI ranks; {' '.join(hosts.controller)} needs horovodrun"
             )
         ranks = ["-np", str(self.config.ranks), *hosts.fixed]
-        options = [*MPIRUN_OUTPUT, *ranks, *MPIRUN_PLACEMENT, *MPIRUN_TRANSPORT]
+        as_root = [MPIRUN_AS_ROOT] if self.config.kubernetes.run_as_user is None else []
+        options = [*as_root, *MPIRUN_OUTPUT, *ranks, *MPIRUN_PLACEMENT, *MPIRUN_TRANSPORT]
         return ["mpirun", *options, MPIRUN_END_OF_OPTIONS, *self.config.command]
 
 

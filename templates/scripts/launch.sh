@@ -17,22 +17,26 @@ if [ "${1:-}" != mpirun ]; then
     fi
 fi
 
-# Every ssh the launcher makes (horovodrun's checks, mpirun's, Gloo's) goes to the workers' sshd
-# port and records no host keys: ~/.ssh is the operator's read-only key mount, where ssh would
-# complain once per host. The first value ssh reads wins, so these lines go first.
-config="${CI_RUNNER_SSH_CONFIG:-/etc/ssh/ssh_config}"
-if { [ ! -e "$config" ] || [ -w "$config" ]; } && [ -w "$(dirname "$config")" ]; then
-    {
-        printf '%s\n' "# ci-runner: the workers' sshd; ~/.ssh is read-only" "Port $port" \
-            "StrictHostKeyChecking no" "UserKnownHostsFile /dev/null" "LogLevel ERROR"
-        cat "$config" 2>/dev/null || true
-    } >"$config.ci-runner"
-    mv "$config.ci-runner" "$config"
-elif [ "$port" != 22 ]; then
-    printf 'ci-runner: cannot write %s to reach the workers on port %s; fix: run the launcher as root, or use an image whose sshd listens on 22\n' \
-        "$config" "$port" >&2
-    exit 1
-fi
+# Every ssh the launcher makes (mpirun's, horovodrun's checks, Gloo's) goes through a wrapper that
+# reads a config of ours: the workers' sshd port, no host keys recorded, the job's key (the
+# operator's mount at sshAuthMountPath, $CI_RUNNER_SSH_AUTH, is no user's ~/.ssh; ssh ignores a
+# key its owner's group or others may read, hence a copy of our own) and, to workers that run
+# sshd as root, the user root. The launcher may not write /etc/ssh (it runs as a non-root user).
+auth="${CI_RUNNER_SSH_AUTH:-/ci-runner-ssh}"
+ssh_dir="${CI_RUNNER_SSH_DIR:-/ci-runner/ssh}"
+mkdir -p "$ssh_dir/bin"
+{
+    printf '%s\n' "Port $port" "StrictHostKeyChecking no" "UserKnownHostsFile /dev/null" "LogLevel ERROR"
+    if [ -r "$auth/id_rsa" ]; then
+        (umask 077 && cat "$auth/id_rsa" >"$ssh_dir/id")
+        printf '%s\n' "IdentityFile $ssh_dir/id" "IdentitiesOnly yes"
+    fi
+    [ -z "${CI_RUNNER_SSH_USER:-}" ] || printf 'User %s\n' "$CI_RUNNER_SSH_USER"
+} >"$ssh_dir/config"
+unset CI_RUNNER_SSH_USER # the launcher's, not the ranks'
+real_ssh="$(command -v ssh || echo /usr/bin/ssh)"
+printf '#!/bin/sh\nexec %s -F %s "$@"\n' "$real_ssh" "$ssh_dir/config" >"$ssh_dir/bin/ssh"
+chmod 755 "$ssh_dir/bin/ssh"
 
 # The pods' network is one CNI's, so the launcher's default-route interface is the workers' too.
 # horovodrun would otherwise find the interfaces every host shares by starting a task service on
@@ -46,9 +50,12 @@ if [ -r "${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}" ]; then
         fi
     done <"${CI_RUNNER_ROUTE_TABLE:-/proc/net/route}"
 fi
-if [ "${1:-}" = horovodrun ] && [ -n "$iface" ]; then
-    shift
-    set -- horovodrun --network-interfaces "$iface" "$@"
+if [ "${1:-}" = horovodrun ]; then
+    PATH="$ssh_dir/bin:$PATH" # horovodrun and Gloo run "ssh"
+    if [ -n "$iface" ]; then
+        shift
+        set -- horovodrun --network-interfaces "$iface" "$@"
+    fi
 fi
 
 # The ranks run the requirements' virtualenv (install-requirements.sh made it on every worker):
@@ -115,6 +122,10 @@ if [ "${1:-}" = mpirun ]; then
         count=$((count - 1))
     done
     set -- mpirun "$@"
+    # mpirun starts its daemons with the first "ssh" on its PATH (plm_rsh_agent "ssh : rsh"); an
+    # MCA parameter naming the wrapper would reach the workers' daemons too, where it is not. The
+    # ranks get this PATH too: the wrapper's directory exists in the launcher only.
+    PATH="$ssh_dir/bin:$PATH"
 else
     cd "$code_dir"
 fi

@@ -256,6 +256,13 @@ class Cluster:
             unschedulable_timeout=unschedulable_timeout,
             retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
             on_preemption=on_preemption,
+            # As train gives it: the pod scripts' ConfigMap (the scripted kubelet runs none).
+            scripts={
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{manifest['metadata']['name']}-scripts"},
+                "data": {"sshd.sh": "exec sshd\n"},
+            },
         )
         return self.backend_under_test
 

@@ -83,8 +83,10 @@ class KubernetesBackend:
         setup_timeout: float = KubernetesOptions.setup_timeout,
         keep_finished: float = 0,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        scripts: Mapping[str, Any] | None = None,
     ) -> None:
         self.keep_finished = keep_finished
+        self.scripts: JSON | None = dict(scripts) if scripts is not None else None
         self.api = KubeApi(api_client, namespace, clock, retry)
         self.manifest: JSON = dict(manifest)
         self.secret = secret
@@ -147,7 +149,7 @@ class KubernetesBackend:
         reap = (
             None if self._lifetime is None else self.clock.now() + timedelta(seconds=self._lifetime)
         )
-        submission = submit(self.api, self.manifest, self.secret, reap)
+        submission = submit(self.api, self.manifest, self.secret, reap, self.scripts)
         self._job_uid = submission.uid
         where = f"MPIJob {self.mpijob_name} in namespace {self.api.namespace}"
         if submission.attached:

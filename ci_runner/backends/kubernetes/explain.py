@@ -43,8 +43,22 @@ RANK_SIGNALLED: Final = re.compile(
     r"signal (?P<signal>\d+)(?: \((?P<name>[^)]*)\))?\."
 )
 SIGKILL: Final = 9
+MEMORY_FIX: Final = (
+    "raise resources.memory, or use less memory per rank (what ranks write to /dev/shm counts too)"
+)
+# On cgroup v2 the kubelet sets memory.oom.group on every container (Kubernetes v1.35.4
+# pkg/kubelet/kuberuntime/kuberuntime_container_linux.go, unless singleProcessOOMKill): a rank over
+# the limit ends the whole worker container, sshd and every rank in it, OOMKilled with 137.
+WORKER_OOM: Final = (
+    ": a rank went over the worker's memory limit and, on cgroup v2, the kernel ends the whole "
+    f"container (memory.oom.group), sshd and every rank in it; fix: {MEMORY_FIX}"
+)
 # pkg/quota/v1/evaluator/core/pods.go Constraints: "must specify R for: c1,c2; R2 for: c3".
 QUOTA_UNDECLARED: Final = re.compile(r"failed quota: [^:]+: must specify (?P<missing>[^\n]+)")
+# k8s.io/pod-security-admission v0.35.4 admission/admission.go: a refused pod's
+# `violates PodSecurity "<level>:<version>": ...`.
+POD_SECURITY: Final = re.compile(r'violates PodSecurity "(?P<level>[a-z]+):[^"]*"')
+ENFORCE_LABEL: Final = "pod-security.kubernetes.io/enforce"
 # Our containers and the train.yaml field that sets each one's cpu and memory.
 CONTAINER_FIELDS: Final = {
     "worker": ("resources.cpu", "resources.memory"),
@@ -473,12 +487,36 @@ def launcher_job_failure(event: JSON) -> Failure | None:
     return _refusal(event, "FailedCreate", "the launcher Job cannot create the launcher's pod")
 
 
+def pod_security_fix(message: str, namespace: str) -> str:
+    """The fix for PodSecurity admission's refusal of a pod ("; fix: ..."): the level the
+    namespace enforces and what meets it; "" for another refusal."""
+    found = POD_SECURITY.search(message)
+    if found is None:
+        return ""
+    level = found["level"]
+    enforced = f"; fix: namespace {namespace} enforces PodSecurity {level} (label {ENFORCE_LABEL})"
+    if level == "restricted":
+        return (
+            f"{enforced}, which a worker meets only as a non-root user: set kubernetes.run_as_user "
+            "to the image's non-root uid and kubernetes.ssh_port to 1024 or more, or have the "
+            f"namespace labelled {ENFORCE_LABEL}=baseline"
+        )
+    return (
+        f"{enforced}; ci-runner's pods meet baseline (and restricted with kubernetes.run_as_user): "
+        "what the message names was added to them by the cluster (a mutating admission webhook), "
+        "ask its administrators"
+    )
+
+
 def _refusal(event: JSON, reason: str, what: str) -> Failure | None:
-    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, a quota's fix."""
+    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, the fix for a
+    quota or PodSecurity."""
     if event.get("reason") != reason or event.get("type") != "Warning":
         return None
     message = str(event.get("message", "")).strip()
-    return Failure(FailureKind.REFUSED, f"{what}: {message}{quota_fix(message)}")
+    namespace = str((event.get("metadata") or {}).get("namespace", ""))
+    fix = quota_fix(message) or pod_security_fix(message, namespace)
+    return Failure(FailureKind.REFUSED, f"{what}: {message}{fix}")
 
 
 def launcher_job_warning(event: JSON) -> str | None:
@@ -531,9 +569,10 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
         if end and end.get("reason") == "OOMKilled":
             limit = memory_limit(pod)
             suffix = f" (memory limit {limit})" if limit else ""
+            why = WORKER_OOM if role(pod) == "worker" else ""
             return Failure(
                 FailureKind.OOM_KILLED,
-                f"{role(pod)} {pod_name(pod)} was OOMKilled{suffix}",
+                f"{role(pod)} {pod_name(pod)} was OOMKilled{suffix}{why}",
                 exit_code=end.get("exitCode"),
                 pod=pod_name(pod),
             )
@@ -572,9 +611,10 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
 
 def rank_signal(failure: Failure, log_tail: Sequence[str], pods: Mapping[str, JSON]) -> Failure:
     """A launcher failure that mpirun's last lines explain as a rank killed by a signal: that rank
-    and its worker first. A rank over its worker's memory limit is killed alone by the kernel (not
-    the container's main process, sshd), so no pod says OOMKilled; SIGKILL under a memory limit
-    is said to be that, most likely."""
+    and its worker first. On cgroup v1 a rank over its worker's memory limit is killed alone by
+    the kernel (not the container's main process, sshd), so no pod says OOMKilled; SIGKILL under
+    a memory limit is said to be that, most likely. (On cgroup v2 the container ends OOMKilled:
+    :data:`WORKER_OOM`.)"""
     if failure.kind is not FailureKind.EXIT_CODE:
         return failure
     found = next((m for line in reversed(log_tail) if (m := RANK_SIGNALLED.search(line))), None)
@@ -584,6 +624,11 @@ def rank_signal(failure: Failure, log_tail: Sequence[str], pods: Mapping[str, JS
     name = f" ({found['name']})" if found["name"] else ""
     message = f"rank {found['rank']} on {worker} was killed by signal {found['signal']}{name}"
     limit = memory_limit(pods.get(worker, {}))
+    fix = ""
     if int(found["signal"]) == SIGKILL and limit:
-        message += f", most likely for going over the workers' memory limit of {limit}"
-    return replace(failure, message=f"{message}; {failure.message}")
+        message += (
+            f", most likely for going over the workers' memory limit of {limit} (on cgroup v1 "
+            "the kernel kills that rank alone; sshd lives on)"
+        )
+        fix = f"; fix: {MEMORY_FIX}"
+    return replace(failure, message=f"{message}; {failure.message}{fix}")

@@ -44,6 +44,7 @@ MPIJOBS: Final = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
 PODS: Final = Resource("", "v1", "pods", "Pod")
 POD_LOGS: Final = Resource("", "v1", "pods/log", "Pod")
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 
 # Every MPIJob ci-runner renders carries this label (render.py).

@@ -1,4 +1,5 @@
-"""Create the MPIJob, then its Secret, owned by the MPIJob from its creation.
+"""Create the MPIJob, then its Secret and the ConfigMap of its pod scripts, each owned by the
+MPIJob from its creation.
 
 The Secret (the git credential, train.yaml's ``secrets``) is never without an owner: whatever ends
 ci-runner (a SIGKILL included), the garbage collector deletes it with its MPIJob, which is
@@ -19,6 +20,7 @@ from datetime import datetime
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Conflict, KubeError
 from ci_runner.backends.kubernetes.resources import (
+    CONFIGMAPS,
     DELETE_AFTER,
     JSON,
     MPIJOBS,
@@ -43,12 +45,17 @@ class Submission:
 
 
 def submit(
-    api: KubeApi, manifest: JSON, secret: JobSecret, delete_after: datetime | None = None
+    api: KubeApi,
+    manifest: JSON,
+    secret: JobSecret,
+    delete_after: datetime | None = None,
+    scripts: JSON | None = None,
 ) -> Submission:
     """Submit ``manifest`` with its Secret, or attach to the job of that name already running.
 
     ``delete_after``: when any later run in the namespace may delete the job (stamped on it as
-    ``ci-runner/delete-after``), in case this CI job is killed before it cleans up.
+    ``ci-runner/delete-after``), in case this CI job is killed before it cleans up. ``scripts``:
+    the ConfigMap of the pod scripts (render_scripts), which the pods mount.
     """
     mpijob_name = str(manifest["metadata"]["name"])
     if delete_after is not None:
@@ -72,6 +79,8 @@ def submit(
     }
     try:
         _put_secret(api, secret.name, manifest, secret.values(), owner)
+        if scripts is not None:
+            _put_scripts(api, scripts, owner)
     except KubeError:
         if not attached:
             # Its pods would wait for the Secret until their deadline: the job goes now.
@@ -99,3 +108,14 @@ def _put_secret(
         api.patch(
             SECRETS, name, {"metadata": {"ownerReferences": [owner]}, "stringData": dict(data)}
         )
+
+
+def _put_scripts(api: KubeApi, scripts: JSON, owner: JSON) -> None:
+    metadata = {**scripts["metadata"], "ownerReferences": [owner]}
+    metadata.pop("namespace", None)  # the API's namespace
+    try:
+        api.create(CONFIGMAPS, {**scripts, "metadata": metadata})
+    except Conflict:
+        # Left by an earlier run of this CI job: this run's scripts and owner.
+        patch = {"metadata": {"ownerReferences": [owner]}, "data": scripts["data"]}
+        api.patch(CONFIGMAPS, str(metadata["name"]), patch)

@@ -1,0 +1,63 @@
+"""``ci-runner render`` is what kubectl reads: ``kubectl apply --dry-run=server -f -`` (kubectl
+built from the control plane's own module) takes every object it prints, against the real
+kube-apiserver with the real MPIJob CRD (the scripted cluster), with every value a string where a
+YAML 1.2 reader would see a number or a boolean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci_runner.config.types import KubernetesOptions
+from ci_runner.plan.run_plan import build_plan
+from ci_runner.render import objects_yaml, render_objects
+from testing.control_plane.binaries import bin_dir
+from testing.plan_cases import CONFIG, CONTEXT
+from testing.scripted_cluster.harness import Cluster
+
+pytestmark = pytest.mark.control_plane
+
+# What PyYAML (YAML 1.1) would leave unquoted and a YAML 1.2 reader (kubectl's) read as a number.
+TRICKY = ("1e-4", "1e3", "0o17", "0x1", ".inf", "yes", "1_000")
+
+
+def test_kubectl_applies_every_object_render_prints(cluster: Cluster, tmp_path: Path) -> None:
+    env = tuple((f"V{i}", value) for i, value in enumerate(TRICKY))
+    config = replace(
+        CONFIG,
+        command=("python", "train.py", *TRICKY),
+        env=env,
+        kubernetes=KubernetesOptions(namespace=cluster.namespace),
+    )
+    text = objects_yaml(render_objects(build_plan(config, CONTEXT)))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(cluster.plane.admin_kubeconfig(cluster.namespace)))
+    done = subprocess.run(
+        [
+            *(str(bin_dir() / "kubectl"), "--kubeconfig", str(kubeconfig)),
+            *("apply", "--dry-run=server", "-o", "json", "-f", "-"),
+        ],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    applied = json.loads(done.stdout)["items"]
+    assert [obj["kind"] for obj in applied] == ["MPIJob", "ConfigMap", "Secret"]
+    # What the API server kept is what we rendered: every tricky value still the same string.
+    launcher = applied[0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    main = launcher["containers"][0]
+    assert main["args"][-len(TRICKY) :] == list(TRICKY)
+    values = {e["name"]: e.get("value") for e in main["env"]}
+    assert {name: values[name] for name, _ in env} == dict(env)
+    assert (
+        applied[1]["data"]
+        == next(obj for obj in yaml.safe_load_all(text) if obj["kind"] == "ConfigMap")["data"]
+    )
