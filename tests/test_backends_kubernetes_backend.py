@@ -110,7 +110,9 @@ def test_workers_left_running_by_the_operator_are_stopped(cluster: Cluster) -> N
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
     assert job.pods() == []
-    assert cluster.api.count("delete", "pods") == 2  # the workers, before the MPIJob went
+    # The workers, before the MPIJob went: one request for all of them.
+    assert cluster.api.count("deletecollection", "pods") == 1
+    assert cluster.api.count("delete", "pods") == 0
 
 
 def test_launcher_exits_1(cluster: Cluster) -> None:
@@ -335,7 +337,7 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
     made = requests_made(cluster)
     # The workers, when the backend is done before the operator deleted them (cleanPodPolicy
     # Running): whoever comes first.
-    assert made.pop("delete pods", 0) in (0, 2)
+    assert made.pop("deletecollection pods", 0) in (0, 1)
     # watch mpijobs: at the start, after the drop while pending, and at the launcher's end (the
     # operator writes Succeeded after the Job controller saw the launcher end: the listing then
     # finds the MPIJob running still, and a watch brings it).
@@ -477,6 +479,9 @@ def test_cancel_mid_run_deletes_every_pod_and_the_secret(cluster: Cluster) -> No
     assert result.failure == Failure(FailureKind.CANCELLED, "cancelled before the job finished")
     assert result.exit_code == 1
     assert cluster.leftovers() == []
+    # Every pod of the job in one request, none one by one.
+    assert cluster.api.count("deletecollection", "pods") == 1
+    assert cluster.api.count("delete", "pods") == 0
 
 
 def test_cancel_twice_is_harmless(cluster: Cluster) -> None:

@@ -163,6 +163,17 @@ class KubeApi:
         path = resource.path(self.namespace, name)
         return self._json("delete", resource, "DELETE", path, body=body)
 
+    def delete_collection(
+        self, resource: Resource, label_selector: str, propagation: str | None = None
+    ) -> JSON:
+        """Delete every object the selector matches, in one request (none matching is fine)."""
+        body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        path = resource.path(self.namespace)
+        query = _selectors(label_selector, None)
+        return self._json("deletecollection", resource, "DELETE", path, query, body=body)
+
     def watch(
         self,
         resource: Resource,

@@ -30,7 +30,7 @@ from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.cleanup import (
     cancel_job,
     delete_expired,
-    delete_pods,
+    delete_workers,
     expired_line,
     keep_until,
     remove_finished_job,
@@ -179,7 +179,8 @@ class KubernetesBackend:
         if verdict.failure is not None:
             failure = explain.rank_signal(verdict.failure, self.sink.tail, self.tracker.last_seen)
             verdict = replace(verdict, failure=failure)
-        delete_pods(self.api, self.tracker.running_workers())
+        if self.tracker.running_workers():
+            delete_workers(self.api, self.mpijob_name)
         if verdict.outcome is Outcome.SUCCEEDED:
             self._say(f"MPIJob {self.mpijob_name} succeeded")
         elif verdict.outcome is Outcome.CANCELLED:

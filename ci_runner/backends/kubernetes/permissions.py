@@ -9,7 +9,7 @@ from typing import Final
 REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "patch", "delete")),
     ("", "secrets", ("create", "patch", "delete")),
-    ("", "pods", ("get", "list", "watch", "delete")),
+    ("", "pods", ("get", "list", "watch", "deletecollection")),
     ("", "pods/log", ("get",)),
     ("", "events", ("list", "watch")),
 )
