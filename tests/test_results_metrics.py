@@ -297,6 +297,28 @@ def logs(draw: st.DrawFn) -> str:
     return ending.join(lines) + draw(st.sampled_from(["", ending]))
 
 
+def test_the_ranks_share_the_points_a_metric_keeps() -> None:
+    spec = MetricSpec("loss", re.compile(r"step (?P<step>\d+) loss (?P<value>\S+)"))
+
+    def lines(ranks: int) -> Iterator[str]:
+        for step in range(400):
+            for rank in range(ranks):
+                yield f"[1,{rank}]<stdout>:step {step} loss {1 / (step + 1) + rank}\n"
+
+    many = parse_metrics(lines(256), [spec]).metrics[0]
+    few = parse_metrics(lines(8), [spec]).metrics[0]
+
+    # 256 ranks: 128 points each at most (32,768 / 256): every 4th step, and the last.
+    assert many.count == 102_400
+    assert {s.points for s in many.series} == {
+        tuple((step, 1 / (step + 1) + s.rank) for step in [*range(0, 400, 4), 399])
+        for s in many.series
+    }
+    assert sum(len(s.points) for s in many.series) == 256 * 101 <= SERIES_CAPACITY
+    # 8 ranks: 4,096 each: every step.
+    assert [len(s.points) for s in few.series] == [400] * 8
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     log=logs(),

@@ -21,8 +21,11 @@ a NaN loss is exactly what the report must point out, and it cannot be averaged 
 
 Exact per metric: the number of points, the best point (over every rank and step, by the goal)
 and the final value: the mean over ranks of each rank's value at the highest step any rank
-reported. The series kept for the chart are decimated (at most :data:`SERIES_CAPACITY` points per
-rank, evenly spread, always with the rank's last point), so a 1 GiB log costs a few MB.
+reported. The series kept for the chart are decimated: at most :data:`SERIES_CAPACITY` points per
+metric over all its ranks (each rank keeps at most ``SERIES_CAPACITY // ranks``, evenly spread,
+always with its last point), so a 1 GiB log or 1,024 ranks cost a few MB, as much as 8 ranks.
+A rank keeps every ``stride``-th point, the stride the smallest power of two that fits its share:
+that depends on the rank's count and the number of ranks only, not on the order points come in.
 
 :func:`parse_log_file` reads the log in blocks of whole lines. A block goes through few
 passes (RE2 over its UTF-8 bytes, ``float``/``int`` over the columns, a sort by rank) when every
@@ -48,8 +51,9 @@ from ci_runner.config.types import Goal, MetricSpec
 from ci_runner.results.linepattern import block_pattern, leading_text
 
 JSON_PREFIX: Final = "CI_RUNNER_METRIC"
-# Points kept per (metric, rank) for the chart; halved by dropping every other point when full.
-SERIES_CAPACITY: Final = 1024
+# Points kept per metric for the chart, over all its ranks (each its share); a rank's are halved
+# by dropping every other point when full.
+SERIES_CAPACITY: Final = 32_768
 # Caps that keep memory bounded whatever the log says.
 MAX_RANKS_PER_METRIC: Final = 1024
 MAX_JSON_METRICS: Final = 50
@@ -116,9 +120,19 @@ class MetricsSummary:
 class _Series:
     """Streaming state of one (metric, rank)."""
 
-    __slots__ = ("count", "last_step", "last_value", "max_step", "points", "stride", "value_at_max")
+    __slots__ = (
+        "capacity",
+        "count",
+        "last_step",
+        "last_value",
+        "max_step",
+        "points",
+        "stride",
+        "value_at_max",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
         self.count = 0
         self.stride = 1
         self.points: list[tuple[int, float]] = []
@@ -127,9 +141,16 @@ class _Series:
         self.max_step = -(2**63)
         self.value_at_max = 0.0
 
+    def shrink(self, capacity: int) -> None:
+        """Keep at most ``capacity`` points (a new rank took part of the metric's)."""
+        self.capacity = capacity
+        while len(self.points) > capacity:
+            self.points = self.points[::2]
+            self.stride *= 2
+
     def add(self, step: int, value: float) -> None:
         if self.count % self.stride == 0:
-            if len(self.points) >= SERIES_CAPACITY:
+            if len(self.points) >= self.capacity:
                 self.points = self.points[::2]
                 self.stride *= 2
             if self.count % self.stride == 0:
@@ -148,13 +169,13 @@ class _Series:
             index = position + (-(first + position)) % self.stride
             if index >= count:
                 break
-            if len(self.points) >= SERIES_CAPACITY:
+            if len(self.points) >= self.capacity:
                 self.points = self.points[::2]
                 self.stride *= 2
                 if (first + index) % self.stride:
                     position = index + 1
                     continue
-            kept = range(index, count, self.stride)[: SERIES_CAPACITY - len(self.points)]
+            kept = range(index, count, self.stride)[: self.capacity - len(self.points)]
             self.points += [(steps[i], values[i]) for i in kept]
             position = kept[-1] + 1
         self.count = first + count
@@ -193,13 +214,21 @@ class _Metric:
         if self.sample is None:
             self.sample = text[:SAMPLE_CHARS]
 
+    def _new_series(self, rank: int) -> _Series:
+        """The series of a rank not seen before; every rank's share of the points shrinks."""
+        capacity = max(1, SERIES_CAPACITY // (len(self.ranks) + 1))
+        for other in self.ranks.values():
+            other.shrink(capacity)
+        series = self.ranks[rank] = _Series(capacity)
+        return series
+
     def add(self, rank: int, step: int | None, value: float) -> None:
         series = self.ranks.get(rank)
         if series is None:
             if len(self.ranks) >= MAX_RANKS_PER_METRIC:
                 self.bad(f"rank {rank}")
                 return
-            series = self.ranks[rank] = _Series()
+            series = self._new_series(rank)
         if step is None:
             step = series.count
         series.add(step, value)
@@ -236,7 +265,7 @@ class _Metric:
             indices = order[start:end]
             series = self.ranks.get(rank)
             if series is None:
-                series = self.ranks[rank] = _Series()
+                series = self._new_series(rank)
             if steps is None:
                 rank_steps: Sequence[int] = range(series.count, series.count + len(indices))
             else:
