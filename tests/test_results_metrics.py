@@ -18,6 +18,7 @@ from ci_runner.results.metrics import (
     MAX_JSON_METRICS,
     MAX_PARSED_LINE_CHARS,
     SERIES_CAPACITY,
+    LogParser,
     parse_log_file,
     parse_metrics,
     split_prefix,
@@ -345,6 +346,32 @@ def test_blocks_give_the_line_by_line_summary(
         with path.open(encoding="utf-8", errors="replace") as text:
             expected = parse_metrics(iter(lambda: text.readline(longest), ""), specs)
         assert parse_log_file(path, specs) == expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    log=logs(),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+    longest=st.sampled_from([30, MAX_PARSED_LINE_CHARS]),
+)
+def test_the_log_parsed_as_it_streams_is_the_saved_log_parsed(
+    tmp_path_factory: pytest.TempPathFactory, log: str, cuts: list[int], longest: int
+) -> None:
+    path = tmp_path_factory.mktemp("log") / "train.log"
+    path.write_bytes(log.encode())
+    specs = [FAST_TRAIN, FAST_ACC]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(metrics, "SERIES_CAPACITY", 3)
+        patch.setattr(metrics, "MAX_PARSED_LINE_CHARS", longest)
+        streamed = LogParser(specs)
+        # Pieces split anywhere, as the LogSink's echo gets them (newline=\n as it saves them).
+        text = path.read_text(encoding="utf-8", errors="replace")
+        at = 0
+        for cut in sorted(cuts):
+            streamed.feed(text[at:cut])
+            at = max(at, cut)
+        streamed.feed(text[at:])
+        assert streamed.summary() == parse_log_file(path, specs)
 
 
 NESTED = MetricSpec("loss", re.compile(r"loss (?P<value>(\d+)+)x"))

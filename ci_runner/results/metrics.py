@@ -27,7 +27,8 @@ always with its last point), so a 1 GiB log or 1,024 ranks cost a few MB, as muc
 A rank keeps every ``stride``-th point, the stride the smallest power of two that fits its share:
 that depends on the rank's count and the number of ranks only, not on the order points come in.
 
-:func:`parse_log_file` reads the log in blocks of whole lines. A block goes through few
+:func:`parse_log_file` reads the log in blocks of whole lines; :class:`LogParser` parses it so
+as it streams in during training. A block goes through few
 passes (RE2 over its UTF-8 bytes, ``float``/``int`` over the columns, a sort by rank) when every
 pattern is one :mod:`ci_runner.results.linepattern` proves exact over blocks, no
 ``CI_RUNNER_METRIC`` line is in it and every value and number converts plainly; otherwise line
@@ -44,7 +45,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final
 
 from ci_runner.config.linear import LinearPattern, LinearPatternError, Spans, encode
 from ci_runner.config.types import Goal, MetricSpec
@@ -537,36 +538,60 @@ def parse_metrics(lines: Iterable[str], specs: Sequence[MetricSpec]) -> MetricsS
     return parser.summary()
 
 
+class LogParser:
+    """The metrics of a log as it is written: :meth:`feed` takes its text in pieces split
+    anywhere (the LogSink's echo, as lines stream in during training), :meth:`summary` gives
+    what :func:`parse_log_file` gives of the same text saved, without reading it again. Lines
+    are matched a block at a time (every whole line a piece completes); an unterminated line is
+    held, up to :data:`MAX_PARSED_LINE_CHARS` (then matched in pieces that long, as
+    ``readline(MAX_PARSED_LINE_CHARS)`` reads it)."""
+
+    def __init__(self, specs: Sequence[MetricSpec], on_point: OnPoint | None = None) -> None:
+        self._parser = _Parser(specs, on_point)
+        self._held: list[str] = []  # the unterminated line so far, in pieces
+        self._held_chars = 0
+
+    def feed(self, text: str) -> None:
+        """The next piece of the log."""
+        cut = text.rfind("\n") + 1
+        if cut:
+            body = "".join([*self._held, text[:cut]])
+            self._held, self._held_chars = [], 0
+            if len(body) > MAX_PARSED_LINE_CHARS:  # it may hold an overlong line
+                for piece in _readline_pieces(body):
+                    self._parser.feed_block(piece)
+            else:
+                self._parser.feed_block(body)
+            text = text[cut:]
+        if text:
+            self._held.append(text)
+            self._held_chars += len(text)
+        if self._held_chars >= MAX_PARSED_LINE_CHARS:
+            carry = "".join(self._held)
+            while len(carry) >= MAX_PARSED_LINE_CHARS:
+                self._parser.feed_block(carry[:MAX_PARSED_LINE_CHARS])
+                carry = carry[MAX_PARSED_LINE_CHARS:]
+            self._held, self._held_chars = ([carry] if carry else []), len(carry)
+
+    def summary(self) -> MetricsSummary:
+        """Every metric so far, an unterminated last line included."""
+        if self._held:
+            self._parser.feed_block("".join(self._held))
+            self._held, self._held_chars = [], 0
+        return self._parser.summary()
+
+
 def parse_log_file(
     path: Path, specs: Sequence[MetricSpec], on_point: OnPoint | None = None
 ) -> MetricsSummary:
     """:func:`parse_metrics` over a saved log's lines as ``readline(MAX_PARSED_LINE_CHARS)`` reads
     them (undecodable bytes replaced, never fatal), a block of lines at a time; ``on_point`` is
     told of every point kept (each rank's in arrival order)."""
-    parser = _Parser(specs, on_point)
+    parser = LogParser(specs, on_point)
     with path.open(encoding="utf-8", errors="replace") as log:
-        for block in _blocks(log):
-            parser.feed_block(block)
+        while chunk := log.read(BLOCK_CHARS):
+            parser.feed(chunk)
     return parser.summary()
-
-
-def _blocks(log: TextIO) -> Iterator[str]:
-    """``log`` in blocks of whole lines; a line over :data:`MAX_PARSED_LINE_CHARS` in pieces that
-    long (a block of its own each), as ``readline(MAX_PARSED_LINE_CHARS)`` would return them."""
-    carry = ""
-    while chunk := log.read(BLOCK_CHARS):
-        text = carry + chunk
-        cut = text.rfind("\n") + 1
-        body, carry = text[:cut], text[cut:]
-        if len(body) > MAX_PARSED_LINE_CHARS:  # it may hold an overlong line
-            yield from _readline_pieces(body)
-        elif body:
-            yield body
-        while len(carry) >= MAX_PARSED_LINE_CHARS:
-            yield carry[:MAX_PARSED_LINE_CHARS]
-            carry = carry[MAX_PARSED_LINE_CHARS:]
-    if carry:
-        yield carry
 
 
 def _readline_pieces(text: str) -> Iterator[str]:
