@@ -137,6 +137,7 @@ class CiJob:
         self.process = process
         self.lines = 0
         self.kept: list[str] = []  # ci-runner's own lines
+        self.kept_at: list[float] = []  # when each came (monotonic)
         self.last = ""
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -150,6 +151,7 @@ class CiJob:
                 self.last = line.rstrip("\n")
                 if not line.startswith("[1,"):
                     self.kept.append(self.last)
+                    self.kept_at.append(time.monotonic())
                 self._cond.notify_all()
 
     def wait_for(self, wanted: str) -> None:
@@ -265,6 +267,9 @@ def _drive(pipe: object, cluster: object, ci: CiJob, ranks: int, window: float) 
     code = ci.process.wait(timeout=WAIT)
     exit_seconds = time.monotonic() - ended
     ci.join()
+    for at, line in zip(ci.kept_at, ci.kept, strict=True):
+        if at >= ended:  # where the time to exit goes
+            say(f"  +{at - ended:.2f} s {line[:100]}")
     if code != 0:
         tail = "\n".join(ci.kept[-30:])
         raise RuntimeError(f"ci-runner train exited with {code}:\n{tail}")
