@@ -280,10 +280,9 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
         DELETED,
     ]
     assert result.outcome is Outcome.SUCCEEDED
-    # First, after 410, once more when the launcher ended (its watch was paused meanwhile),
-    assert (
-        cluster.api.count("list", "mpijobs") == 4
-    )  # and once for the jobs whose delete-after has passed
+    # First, after 410, and once for the jobs whose delete-after has passed; not when the
+    # launcher ended: its pod Succeeded decided the job (its watch stayed paused).
+    assert cluster.api.count("list", "mpijobs") == 3
     assert cluster.api.count("list", "events") == 2
     assert cluster.api.count("list", "pods") == 3  # first, after 410, the final look
 
@@ -305,12 +304,10 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
     }
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
-    # The launcher's end: the MPIJob listed again (and once for the jobs whose delete-after
-    # has passed).
-    assert cluster.api.count("list", "mpijobs") == 3
-    # The operator writes Succeeded after the Job controller saw the launcher end: the listing
-    # made at the launcher pod's end finds the MPIJob running still, and a watch brings it.
-    assert cluster.api.count("watch", "mpijobs") == 2
+    # The launcher's pod Succeeded decided the job: the MPIJob was not listed or watched again
+    # for the operator's Succeeded, which comes about a second later.
+    assert cluster.api.count("list", "mpijobs") == 2
+    assert cluster.api.count("watch", "mpijobs") == 1
 
 
 def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_steady(
@@ -338,16 +335,15 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
     # The workers, when the backend is done before the operator deleted them (cleanPodPolicy
     # Running): whoever comes first.
     assert made.pop("deletecollection pods", 0) in (0, 1)
-    # watch mpijobs: at the start, after the drop while pending, and at the launcher's end (the
-    # operator writes Succeeded after the Job controller saw the launcher end: the listing then
-    # finds the MPIJob running still, and a watch brings it).
+    # watch mpijobs: at the start and after the drop while pending; not at the launcher's end
+    # (its pod Succeeded decided the job before the operator wrote Succeeded).
     assert made == {
         "create mpijobs": 1,
         "create secrets": 1,
         "delete mpijobs": 1,  # the job is over and its log saved
         "delete secrets": 1,
-        "list mpijobs": 3,  # at the start, once the launcher ended, kept jobs expired
-        "watch mpijobs": 3,
+        "list mpijobs": 2,  # at the start, kept jobs expired
+        "watch mpijobs": 2,
         "list pods": 2,  # at the start, and the final look
         "watch pods": 6,
         "list events": 1,
@@ -405,12 +401,9 @@ def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
         DELETED,
     ]
     assert cluster.api.count("watch", "pods") == 3  # first, 410 Gone, after the new list
-    # Listed again only once the launcher ended (and once for the jobs whose delete-after has
-    # passed).
-    assert cluster.api.count("list", "mpijobs") == 3
-    # The operator writes Succeeded after the Job controller saw the launcher end: the listing
-    # made at the launcher pod's end finds the MPIJob running still, and a watch brings it.
-    assert cluster.api.count("watch", "mpijobs") == 2
+    # Not listed again when the launcher ended: its pod Succeeded decided the job.
+    assert cluster.api.count("list", "mpijobs") == 2
+    assert cluster.api.count("watch", "mpijobs") == 1
     assert cluster.api.count("list", "events") == 1
 
 
