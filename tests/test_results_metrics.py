@@ -17,6 +17,7 @@ from ci_runner.results import metrics
 from ci_runner.results.metrics import (
     MAX_JSON_METRICS,
     MAX_PARSED_LINE_CHARS,
+    PARSE_CHARS,
     SERIES_CAPACITY,
     LogParser,
     parse_log_file,
@@ -353,9 +354,10 @@ def test_blocks_give_the_line_by_line_summary(
     log=logs(),
     cuts=st.lists(st.integers(0, 4000), max_size=12),
     longest=st.sampled_from([30, MAX_PARSED_LINE_CHARS]),
+    held=st.sampled_from([1, 50, PARSE_CHARS]),
 )
 def test_the_log_parsed_as_it_streams_is_the_saved_log_parsed(
-    tmp_path_factory: pytest.TempPathFactory, log: str, cuts: list[int], longest: int
+    tmp_path_factory: pytest.TempPathFactory, log: str, cuts: list[int], longest: int, held: int
 ) -> None:
     path = tmp_path_factory.mktemp("log") / "train.log"
     path.write_bytes(log.encode())
@@ -363,6 +365,7 @@ def test_the_log_parsed_as_it_streams_is_the_saved_log_parsed(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(metrics, "SERIES_CAPACITY", 3)
         patch.setattr(metrics, "MAX_PARSED_LINE_CHARS", longest)
+        patch.setattr(metrics, "PARSE_CHARS", held)
         streamed = LogParser(specs)
         # Pieces split anywhere, as the LogSink's echo gets them (newline=\n as it saves them).
         text = path.read_text(encoding="utf-8", errors="replace")

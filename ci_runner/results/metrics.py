@@ -62,6 +62,7 @@ MAX_NAME_CHARS: Final = 100
 SAMPLE_CHARS: Final = 80  # text quoted in a message (a bad value, a garbled baseline)
 MAX_PARSED_LINE_CHARS: Final = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
 BLOCK_CHARS: Final = 1024 * 1024  # read at a time by parse_log_file
+PARSE_CHARS: Final = 256 * 1024  # held by LogParser before its whole lines are matched
 MAX_DIGITS: Final = 18  # a step or rank with more digits is not a plain integer
 
 # ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
@@ -541,44 +542,45 @@ def parse_metrics(lines: Iterable[str], specs: Sequence[MetricSpec]) -> MetricsS
 class LogParser:
     """The metrics of a log as it is written: :meth:`feed` takes its text in pieces split
     anywhere (the LogSink's echo, as lines stream in during training), :meth:`summary` gives
-    what :func:`parse_log_file` gives of the same text saved, without reading it again. Lines
-    are matched a block at a time (every whole line a piece completes); an unterminated line is
-    held, up to :data:`MAX_PARSED_LINE_CHARS` (then matched in pieces that long, as
-    ``readline(MAX_PARSED_LINE_CHARS)`` reads it)."""
+    what :func:`parse_log_file` gives of the same text saved, without reading it again. Text is
+    held until :data:`PARSE_CHARS` of it came, then its whole lines are matched as one block:
+    256 ranks write a line each a step, and a block per step would cost a pass per rank. A line
+    longer than :data:`MAX_PARSED_LINE_CHARS` is matched in pieces that long, as
+    ``readline(MAX_PARSED_LINE_CHARS)`` reads it."""
 
     def __init__(self, specs: Sequence[MetricSpec], on_point: OnPoint | None = None) -> None:
         self._parser = _Parser(specs, on_point)
-        self._held: list[str] = []  # the unterminated line so far, in pieces
+        self._held: list[str] = []  # text not parsed yet, in pieces
         self._held_chars = 0
 
     def feed(self, text: str) -> None:
         """The next piece of the log."""
-        cut = text.rfind("\n") + 1
-        if cut:
-            body = "".join([*self._held, text[:cut]])
-            self._held, self._held_chars = [], 0
-            if len(body) > MAX_PARSED_LINE_CHARS:  # it may hold an overlong line
-                for piece in _readline_pieces(body):
-                    self._parser.feed_block(piece)
-            else:
-                self._parser.feed_block(body)
-            text = text[cut:]
-        if text:
-            self._held.append(text)
-            self._held_chars += len(text)
-        if self._held_chars >= MAX_PARSED_LINE_CHARS:
-            carry = "".join(self._held)
-            while len(carry) >= MAX_PARSED_LINE_CHARS:
-                self._parser.feed_block(carry[:MAX_PARSED_LINE_CHARS])
-                carry = carry[MAX_PARSED_LINE_CHARS:]
-            self._held, self._held_chars = ([carry] if carry else []), len(carry)
+        if not text:
+            return
+        self._held.append(text)
+        self._held_chars += len(text)
+        if self._held_chars >= PARSE_CHARS:
+            self._parse_held(final=False)
 
     def summary(self) -> MetricsSummary:
         """Every metric so far, an unterminated last line included."""
-        if self._held:
-            self._parser.feed_block("".join(self._held))
-            self._held, self._held_chars = [], 0
+        self._parse_held(final=True)
         return self._parser.summary()
+
+    def _parse_held(self, final: bool) -> None:
+        """Match the whole lines held (every line, ``final``); hold the rest."""
+        text = "".join(self._held)
+        cut = len(text) if final else text.rfind("\n") + 1
+        body, carry = text[:cut], text[cut:]
+        if len(body) > MAX_PARSED_LINE_CHARS:  # it may hold an overlong line
+            for piece in _readline_pieces(body):
+                self._parser.feed_block(piece)
+        elif body:
+            self._parser.feed_block(body)
+        while len(carry) >= MAX_PARSED_LINE_CHARS:
+            self._parser.feed_block(carry[:MAX_PARSED_LINE_CHARS])
+            carry = carry[MAX_PARSED_LINE_CHARS:]
+        self._held, self._held_chars = ([carry] if carry else []), len(carry)
 
 
 def parse_log_file(
