@@ -163,7 +163,7 @@ class LauncherLogStream(StreamReader):
         self._opened = True
         pending = b""
         with self.reading(stream):
-            for chunk in stream.chunks():
+            for chunk in stream.batches():
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 self._pass_on(lines)
