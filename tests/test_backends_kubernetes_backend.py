@@ -24,7 +24,7 @@ from ci_runner.render import render_mpijob
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
 from testing.scripted_cluster.harness import Cluster
-from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
 
 pytestmark = pytest.mark.control_plane
 
@@ -102,15 +102,30 @@ def test_success(cluster: Cluster, tmp_path: Path) -> None:
     assert cluster.clock.sleeps == []
 
 
-def test_workers_left_running_by_the_operator_are_stopped(cluster: Cluster) -> None:
+def test_workers_left_running_by_the_operator_go_with_the_mpijob(cluster: Cluster) -> None:
     job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
     job.workers_running()
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
-    assert job.pods() == []
-    # The workers, before the MPIJob went: one request for all of them.
+    assert cluster.leftovers() == []
+    # The MPIJob's deletion took them: the CI job did not wait for each pod's.
+    assert cluster.api.count("deletecollection", "pods") == 0
+    assert cluster.api.count("delete", "pods") == 0
+
+
+def test_workers_left_running_by_a_kept_job_are_stopped(cluster: Cluster) -> None:
+    job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
+    assert cluster.backend_under_test is not None
+    cluster.backend_under_test.keep_finished = 3600
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    wait_for("the workers gone", lambda: job.workers() == [])
+    # One request for all of them; the MPIJob stays, marked to be deleted later.
     assert cluster.api.count("deletecollection", "pods") == 1
     assert cluster.api.count("delete", "pods") == 0
 
