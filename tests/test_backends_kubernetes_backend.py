@@ -124,7 +124,7 @@ def test_workers_left_running_by_a_kept_job_are_stopped(cluster: Cluster) -> Non
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
-    wait_for("the workers gone", lambda: job.workers() == [])
+    wait_for("the workers gone", lambda: job.workers() == [], timeout=60)
     # One request for all of them; the MPIJob stays, marked to be deleted later.
     assert cluster.api.count("deletecollection", "pods") == 1
     assert cluster.api.count("delete", "pods") == 0
