@@ -70,7 +70,7 @@ unit: env
 ## bench: what ci-runner costs on top of training, each figure next to its target (bench/README.md)
 # e.g. make bench BENCH_FLAGS=--quick (small sizes, for development)
 BENCH_FLAGS ?=
-bench: env horovod cluster-tools control-plane
+bench: env horovod cluster-tools control-plane mermaid
 	$(PY) -m bench.run $(BENCH_FLAGS)
 
 ## dist: the wheel and sdist in dist/ (the release job uploads them; the Dockerfile installs the wheel)

@@ -12,7 +12,7 @@ launcher succeeds. Two readings of "a watch dropped" (ended as kube-apiserver en
 does when each watch asks for ``timeoutSeconds=300``, as ours do).
 While the job runs steadily the backend watches its pods alone (the MPIJob watch paused, the Events
 watch stopped for good), so in that hour both readings drop the pods watch; when the launcher ends,
-the backend lists the MPIJob once and sees Succeeded.
+its pod's Succeeded decides the job (the operator's Succeeded comes about a second later).
 
 Targets: at most 30 requests in all (a loop polling the MPIJob every 5 s would make 720 in that
 hour), and ``run()`` returns within 1 s (wall time) of the Succeeded condition being set (seen by

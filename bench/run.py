@@ -5,7 +5,7 @@ Usage (from the repository root)::
     .venv/bin/python -m bench.run [--quick] [--only NAME ...]
 
 ``--quick`` uses small sizes and few repeats (for development; its figures are not the ones
-the targets are about). NAME is one of: startup, imports, logs, kube, report, cluster.
+the targets are about). NAME is one of: startup, imports, logs, kube, report, cluster, scale.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ BENCHMARKS = {
     "kube": "bench.kube_api",
     "report": "bench.report_size",
     "cluster": "bench.cluster_startup",
+    "scale": "bench.scale",
 }
 
 

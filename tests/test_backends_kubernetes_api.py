@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
 import kubernetes.client
 import pytest
+import urllib3
 
-from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.api import KubeApi, ResponseStream
 from ci_runner.backends.kubernetes.errors import (
     Conflict,
     Forbidden,
@@ -198,3 +200,34 @@ def test_a_403_says_whether_rbac_a_quota_or_admission_refused(server: FakeKubeSe
         "the Role bound to the CI job's identity (examples/rbac.yaml grants everything "
         "ci-runner needs)"
     )
+
+
+def test_a_streams_chunks_already_received_come_joined_and_none_waits_for_the_next() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    go_on = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            conn.sendall(head + b"2\r\na\n\r\n2\r\nb\n\r\n2\r\nc\n\r\n")  # three at once
+            go_on.wait(10)
+            conn.sendall(b"2\r\nd\n\r\n0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    pool = urllib3.PoolManager()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/log"
+    response = pool.request("GET", url, preload_content=False)
+    assert isinstance(response, urllib3.HTTPResponse)
+    stream = ResponseStream(response, Unreachable("get", POD_LOGS, "ml", None, "broken"))
+    batches = stream.batches()
+
+    assert next(batches) == b"a\nb\nc\n"  # d is not waited for
+    go_on.set()
+    assert list(batches) == [b"d\n"]
+    thread.join(10)
+    listener.close()

@@ -24,7 +24,7 @@ from ci_runner.render import render_mpijob
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
 from testing.scripted_cluster.harness import Cluster
-from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
 
 pytestmark = pytest.mark.control_plane
 
@@ -102,15 +102,32 @@ def test_success(cluster: Cluster, tmp_path: Path) -> None:
     assert cluster.clock.sleeps == []
 
 
-def test_workers_left_running_by_the_operator_are_stopped(cluster: Cluster) -> None:
+def test_workers_left_running_by_the_operator_go_with_the_mpijob(cluster: Cluster) -> None:
     job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
     job.workers_running()
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
-    assert job.pods() == []
-    assert cluster.api.count("delete", "pods") == 2  # the workers, before the MPIJob went
+    assert cluster.leftovers() == []
+    # The MPIJob's deletion took them: the CI job did not wait for each pod's.
+    assert cluster.api.count("deletecollection", "pods") == 0
+    assert cluster.api.count("delete", "pods") == 0
+
+
+def test_workers_left_running_by_a_kept_job_are_stopped(cluster: Cluster) -> None:
+    job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
+    assert cluster.backend_under_test is not None
+    cluster.backend_under_test.keep_finished = 3600
+    job.workers_running()
+    job.launcher_running()
+    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
+    job.launcher_exits(0)
+    assert cluster.result().outcome is Outcome.SUCCEEDED
+    wait_for("the workers gone", lambda: job.workers() == [], timeout=60)
+    # One request for all of them; the MPIJob stays, marked to be deleted later.
+    assert cluster.api.count("deletecollection", "pods") == 1
+    assert cluster.api.count("delete", "pods") == 0
 
 
 def test_launcher_exits_1(cluster: Cluster) -> None:
@@ -284,10 +301,9 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
         DELETED,
     ]
     assert result.outcome is Outcome.SUCCEEDED
-    # First, after 410, once more when the launcher ended (its watch was paused meanwhile),
-    assert (
-        cluster.api.count("list", "mpijobs") == 4
-    )  # and once for the jobs whose delete-after has passed
+    # First, after 410, and once for the jobs whose delete-after has passed; not when the
+    # launcher ended: its pod Succeeded decided the job (its watch stayed paused).
+    assert cluster.api.count("list", "mpijobs") == 3
     assert cluster.api.count("list", "events") == 2
     assert cluster.api.count("list", "pods") == 3  # first, after 410, the final look
 
@@ -310,12 +326,10 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
     }
     job.launcher_exits(0)
     assert cluster.result().outcome is Outcome.SUCCEEDED
-    # The launcher's end: the MPIJob listed again (and once for the jobs whose delete-after
-    # has passed).
-    assert cluster.api.count("list", "mpijobs") == 3
-    # The operator writes Succeeded after the Job controller saw the launcher end: the listing
-    # made at the launcher pod's end finds the MPIJob running still, and a watch brings it.
-    assert cluster.api.count("watch", "mpijobs") == 2
+    # The launcher's pod Succeeded decided the job: the MPIJob was not listed or watched again
+    # for the operator's Succeeded, which comes about a second later.
+    assert cluster.api.count("list", "mpijobs") == 2
+    assert cluster.api.count("watch", "mpijobs") == 1
 
 
 def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_steady(
@@ -342,18 +356,17 @@ def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_st
     made = requests_made(cluster)
     # The workers, when the backend is done before the operator deleted them (cleanPodPolicy
     # Running): whoever comes first.
-    assert made.pop("delete pods", 0) in (0, 2)
-    # watch mpijobs: at the start, after the drop while pending, and at the launcher's end (the
-    # operator writes Succeeded after the Job controller saw the launcher end: the listing then
-    # finds the MPIJob running still, and a watch brings it).
+    assert made.pop("deletecollection pods", 0) in (0, 1)
+    # watch mpijobs: at the start and after the drop while pending; not at the launcher's end
+    # (its pod Succeeded decided the job before the operator wrote Succeeded).
     assert made == {
         "create mpijobs": 1,
         "create secrets": 1,
         "create configmaps": 1,
         "delete mpijobs": 1,  # the job is over and its log saved
         "delete secrets": 1,
-        "list mpijobs": 3,  # at the start, once the launcher ended, kept jobs expired
-        "watch mpijobs": 3,
+        "list mpijobs": 2,  # at the start, kept jobs expired
+        "watch mpijobs": 2,
         "list pods": 2,  # at the start, and the final look
         "watch pods": 6,
         "list events": 1,
@@ -411,12 +424,9 @@ def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
         DELETED,
     ]
     assert cluster.api.count("watch", "pods") == 3  # first, 410 Gone, after the new list
-    # Listed again only once the launcher ended (and once for the jobs whose delete-after has
-    # passed).
-    assert cluster.api.count("list", "mpijobs") == 3
-    # The operator writes Succeeded after the Job controller saw the launcher end: the listing
-    # made at the launcher pod's end finds the MPIJob running still, and a watch brings it.
-    assert cluster.api.count("watch", "mpijobs") == 2
+    # Not listed again when the launcher ended: its pod Succeeded decided the job.
+    assert cluster.api.count("list", "mpijobs") == 2
+    assert cluster.api.count("watch", "mpijobs") == 1
     assert cluster.api.count("list", "events") == 1
 
 
@@ -485,6 +495,9 @@ def test_cancel_mid_run_deletes_every_pod_and_the_secret(cluster: Cluster) -> No
     assert result.failure == Failure(FailureKind.CANCELLED, "cancelled before the job finished")
     assert result.exit_code == 1
     assert cluster.leftovers() == []
+    # Every pod of the job in one request, none one by one.
+    assert cluster.api.count("deletecollection", "pods") == 1
+    assert cluster.api.count("delete", "pods") == 0
 
 
 def test_cancel_twice_is_harmless(cluster: Cluster) -> None:

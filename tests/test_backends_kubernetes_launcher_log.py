@@ -11,12 +11,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Forbidden
 from ci_runner.backends.kubernetes.launcher_log import (
     CleanEnd,
     LauncherLogStream,
+    _epoch_seconds,
     after_clean_end,
     parse_timestamp,
     since_time,
@@ -97,6 +99,31 @@ def test_a_clean_end_is_the_end_only_once_the_container_is_known_to_have_ended()
     assert after_clean_end(b"", ended=True, opened_after_end=True) is CleanEnd.COMPLETE
 
 
+def test_a_chunks_lines_reach_the_sink_at_once_and_a_second_is_parsed_once(
+    tmp_path: Path,
+) -> None:
+    echoed: list[str] = []
+    sink = LogSink(tmp_path / "log.txt", echoed.append)
+    api = KubeApi(ApiClient(), "ml", ManualClock(), KUBERNETES_RETRY)
+    log = LauncherLogStream(api, "train-1-launcher", sink)
+    _epoch_seconds.cache_clear()
+
+    log._pass_on(
+        [
+            b"2026-01-01T00:00:01.1Z [1,0]<stdout>:step 1",
+            b"2026-01-01T00:00:01.2Z [1,1]<stdout>:step 1",
+            b"2026-01-01T00:00:01.3Z [1,2]<stdout>:step 1",
+            b"2026-01-01T00:00:02Z [1,0]<stdout>:step 2",
+        ]
+    )
+
+    assert echoed == [
+        "[1,0]<stdout>:step 1\n[1,1]<stdout>:step 1\n[1,2]<stdout>:step 1\n[1,0]<stdout>:step 2\n"
+    ]
+    info = _epoch_seconds.cache_info()
+    assert (info.misses, info.hits) == (2, 2)  # strptime once per second of log
+
+
 @on_the_control_plane
 def test_follows_to_the_end_of_the_container(cluster: Cluster, tmp_path: Path) -> None:
     job = launcher(cluster)
@@ -106,7 +133,7 @@ def test_follows_to_the_end_of_the_container(cluster: Cluster, tmp_path: Path) -
     job.launcher_exits(0)
     log, echoed = follower(cluster, job, tmp_path)
     log.run()
-    assert echoed == ["one\n", "two\n"]
+    assert "".join(echoed) == "one\ntwo\n"  # a chunk's lines in one feed
     assert log.reconnects == 0
 
 
@@ -128,7 +155,7 @@ def test_every_drop_resumes_exactly_where_it_was(cluster: Cluster, tmp_path: Pat
     job.launcher_log("g")
     job.launcher_exits(0)
     ended(thread)
-    assert echoed == [f"{c}\n" for c in "abcdefg"]
+    assert "".join(echoed) == "".join(f"{c}\n" for c in "abcdefg")
     assert log.reconnects == 3
 
 
@@ -142,7 +169,7 @@ def test_a_last_line_without_newline_is_kept(cluster: Cluster, tmp_path: Path) -
     log, echoed = follower(cluster, job, tmp_path)
     log.run()
     log.sink.close()
-    assert echoed == ["one\n", "last words\n"]
+    assert "".join(echoed) == "one\nlast words\n"
     # The container had ended when the stream ended mid-record: one more request said it was
     # its last words, not a break.
     assert cluster.api.count("get", "pods/log") == 2
@@ -169,7 +196,7 @@ def test_a_line_cut_as_the_container_ends_is_read_whole(cluster: Cluster, tmp_pa
     job.launcher_log_cut("[0]<stdout>:step 2")
     ended(thread)
     assert ends_meanwhile.is_set()
-    assert echoed == ["[0]<stdout>:step 1\n", "[0]<stdout>:step 2\n", "[0]<stdout>:step 3\n"]
+    assert "".join(echoed) == "[0]<stdout>:step 1\n[0]<stdout>:step 2\n[0]<stdout>:step 3\n"
 
 
 @on_the_control_plane
@@ -244,7 +271,7 @@ def test_a_rotation_during_a_drop_is_said_once(cluster: Cluster, tmp_path: Path)
     job.launcher_log("a")
     job.launcher_log_cut("b")
     ended(thread)
-    assert echoed == ["a\n", "c\n"]
+    assert "".join(echoed) == "a\nc\n"
     assert warnings == [
         "the launcher's log file was rotated while its stream was down: "
         "lines written meanwhile may be missing here"
@@ -267,5 +294,5 @@ def test_a_line_stamped_before_the_one_it_follows_survives_a_drop(
     job.launcher_log("out 3")
     job.launcher_exits(0)
     ended(thread)
-    assert echoed == ["out 1\n", "err 1\n", "out 2\n", "out 3\n"]
+    assert "".join(echoed) == "out 1\nerr 1\nout 2\nout 3\n"
     assert log.reconnects == 1

@@ -264,8 +264,10 @@ def test_launcher_fails_once_under_backoff_limit_then_succeeds(cluster: Cluster)
     job.launcher_exits(0)
     result = cluster.result(timeout=SETTLE)
     assert result.outcome is Outcome.SUCCEEDED
+    # The operator counted the failed launcher; the second one's pod Succeeded decided the job
+    # (the MPIJob is deleted before the operator may count it).
     launcher = [status.get("replicaStatuses", {}).get("Launcher") for status in statuses]
-    assert {"failed": 1, "succeeded": 1} in launcher
+    assert {"failed": 1} in launcher
     assert cluster.log.lines == [
         submitted(cluster),
         "[ci-runner] workers ready 1/2",

@@ -112,6 +112,19 @@ def test_the_end_comes_from_conditions_not_counters() -> None:
     assert not tracker.decided_here
 
 
+def test_the_launcher_pod_succeeded_is_the_end_before_the_operator_says_so() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.verdict() is None
+    tracker.apply(pods("MODIFIED", launcher(exit_code=1)), 1)
+    assert tracker.verdict() is None  # the Job may start another launcher: its condition decides
+    tracker.apply(pods("MODIFIED", launcher("j-launcher-x7k2p")), 2)
+    tracker.apply(pods("MODIFIED", launcher("j-launcher-x7k2p", exit_code=0)), 3)
+    assert tracker.verdict() == Verdict(Outcome.SUCCEEDED)
+    assert not tracker.decided_here
+
+
 def test_validation_error_fails_at_once() -> None:
     tracker = JobTracker("j", 2, 600)
     event = {

@@ -61,6 +61,27 @@ def test_train_local_streams_the_log_and_prints_a_summary(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored after the run
 
 
+def test_the_metrics_are_parsed_as_the_log_streams_not_from_the_saved_log(
+    git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ci_runner.results import metrics, publish
+
+    def refused(*_: object) -> None:
+        raise AssertionError("the saved log was read again")
+
+    monkeypatch.setattr(metrics, "parse_log_file", refused)
+    monkeypatch.setattr(publish, "parse_log_file", refused)
+    repo, _ = git_repo(
+        {"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY, "requirements.txt": "PyYAML\n"}
+    )
+
+    code, _, err = run_cli(["train", "--local", "--output-dir", "ci"], repo, environ(tmp_path))
+
+    assert code == 0, err
+    assert "[ci-runner] loss: 1.5 (final, mean over ranks; best 1)" in err.splitlines()
+    assert '"final": 1.5' in (repo / "ci" / "metrics.json").read_text()
+
+
 def test_train_local_refuses_a_dirty_tree(
     git_repo: GitRepo, tmp_path: Path, fake_horovodrun: Path
 ) -> None:

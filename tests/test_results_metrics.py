@@ -17,7 +17,9 @@ from ci_runner.results import metrics
 from ci_runner.results.metrics import (
     MAX_JSON_METRICS,
     MAX_PARSED_LINE_CHARS,
+    PARSE_CHARS,
     SERIES_CAPACITY,
+    LogParser,
     parse_log_file,
     parse_metrics,
     split_prefix,
@@ -297,6 +299,28 @@ def logs(draw: st.DrawFn) -> str:
     return ending.join(lines) + draw(st.sampled_from(["", ending]))
 
 
+def test_the_ranks_share_the_points_a_metric_keeps() -> None:
+    spec = MetricSpec("loss", re.compile(r"step (?P<step>\d+) loss (?P<value>\S+)"))
+
+    def lines(ranks: int) -> Iterator[str]:
+        for step in range(400):
+            for rank in range(ranks):
+                yield f"[1,{rank}]<stdout>:step {step} loss {1 / (step + 1) + rank}\n"
+
+    many = parse_metrics(lines(256), [spec]).metrics[0]
+    few = parse_metrics(lines(8), [spec]).metrics[0]
+
+    # 256 ranks: 128 points each at most (32,768 / 256): every 4th step, and the last.
+    assert many.count == 102_400
+    assert {s.points for s in many.series} == {
+        tuple((step, 1 / (step + 1) + s.rank) for step in [*range(0, 400, 4), 399])
+        for s in many.series
+    }
+    assert sum(len(s.points) for s in many.series) == 256 * 101 <= SERIES_CAPACITY
+    # 8 ranks: 4,096 each: every step.
+    assert [len(s.points) for s in few.series] == [400] * 8
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     log=logs(),
@@ -323,6 +347,34 @@ def test_blocks_give_the_line_by_line_summary(
         with path.open(encoding="utf-8", errors="replace") as text:
             expected = parse_metrics(iter(lambda: text.readline(longest), ""), specs)
         assert parse_log_file(path, specs) == expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    log=logs(),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+    longest=st.sampled_from([30, MAX_PARSED_LINE_CHARS]),
+    held=st.sampled_from([1, 50, PARSE_CHARS]),
+)
+def test_the_log_parsed_as_it_streams_is_the_saved_log_parsed(
+    tmp_path_factory: pytest.TempPathFactory, log: str, cuts: list[int], longest: int, held: int
+) -> None:
+    path = tmp_path_factory.mktemp("log") / "train.log"
+    path.write_bytes(log.encode())
+    specs = [FAST_TRAIN, FAST_ACC]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(metrics, "SERIES_CAPACITY", 3)
+        patch.setattr(metrics, "MAX_PARSED_LINE_CHARS", longest)
+        patch.setattr(metrics, "PARSE_CHARS", held)
+        streamed = LogParser(specs)
+        # Pieces split anywhere, as the LogSink's echo gets them (newline=\n as it saves them).
+        text = path.read_text(encoding="utf-8", errors="replace")
+        at = 0
+        for cut in sorted(cuts):
+            streamed.feed(text[at:cut])
+            at = max(at, cut)
+        streamed.feed(text[at:])
+        assert streamed.summary() == parse_log_file(path, specs)
 
 
 NESTED = MetricSpec("loss", re.compile(r"loss (?P<value>(\d+)+)x"))

@@ -110,6 +110,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
     from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.metrics import LogParser
     from ci_runner.results.publish import announce, finish, masker_for_report
     from ci_runner.tracking.stage import end_failed, finish_tracking, ranks_join, start_tracking
 
@@ -157,8 +158,16 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     gitlab = open_gitlab(plan.context, env, console, clock)
     report_masker = masker_for_report(plan.masker, env)
     announce(gitlab, plan, report_masker, console, tracking_url)
+    # The metrics are parsed as the log streams in (what the sink shows is what it saves): the
+    # end of a long training does not read its log again.
+    parser = LogParser(plan.config.metrics)
+
+    def echo(text: str) -> None:
+        console.echo(text)
+        parser.feed(text)
+
     try:
-        with LogSink(outputs.log_path, console.echo, plan.masker) as sink:
+        with LogSink(outputs.log_path, echo, plan.masker) as sink:
             backend = make_backend(sink)
             with _cancel_on_signals(backend):
                 result = backend.run()
@@ -169,6 +178,7 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     report = finish(
         plan,
         result,
+        metrics=parser.summary(),
         now=clock.now(),
         env=env,
         gitlab=gitlab,

@@ -21,10 +21,14 @@ a NaN loss is exactly what the report must point out, and it cannot be averaged 
 
 Exact per metric: the number of points, the best point (over every rank and step, by the goal)
 and the final value: the mean over ranks of each rank's value at the highest step any rank
-reported. The series kept for the chart are decimated (at most :data:`SERIES_CAPACITY` points per
-rank, evenly spread, always with the rank's last point), so a 1 GiB log costs a few MB.
+reported. The series kept for the chart are decimated: at most :data:`SERIES_CAPACITY` points per
+metric over all its ranks (each rank keeps at most ``SERIES_CAPACITY // ranks``, evenly spread,
+always with its last point), so a 1 GiB log or 1,024 ranks cost a few MB, as much as 8 ranks.
+A rank keeps every ``stride``-th point, the stride the smallest power of two that fits its share:
+that depends on the rank's count and the number of ranks only, not on the order points come in.
 
-:func:`parse_log_file` reads the log in blocks of whole lines. A block goes through few
+:func:`parse_log_file` reads the log in blocks of whole lines; :class:`LogParser` parses it so
+as it streams in during training. A block goes through few
 passes (RE2 over its UTF-8 bytes, ``float``/``int`` over the columns, a sort by rank) when every
 pattern is one :mod:`ci_runner.results.linepattern` proves exact over blocks, no
 ``CI_RUNNER_METRIC`` line is in it and every value and number converts plainly; otherwise line
@@ -41,15 +45,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final
 
 from ci_runner.config.linear import LinearPattern, LinearPatternError, Spans, encode
 from ci_runner.config.types import Goal, MetricSpec
 from ci_runner.results.linepattern import block_pattern, leading_text
 
 JSON_PREFIX: Final = "CI_RUNNER_METRIC"
-# Points kept per (metric, rank) for the chart; halved by dropping every other point when full.
-SERIES_CAPACITY: Final = 1024
+# Points kept per metric for the chart, over all its ranks (each its share); a rank's are halved
+# by dropping every other point when full.
+SERIES_CAPACITY: Final = 32_768
 # Caps that keep memory bounded whatever the log says.
 MAX_RANKS_PER_METRIC: Final = 1024
 MAX_JSON_METRICS: Final = 50
@@ -57,6 +62,7 @@ MAX_NAME_CHARS: Final = 100
 SAMPLE_CHARS: Final = 80  # text quoted in a message (a bad value, a garbled baseline)
 MAX_PARSED_LINE_CHARS: Final = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
 BLOCK_CHARS: Final = 1024 * 1024  # read at a time by parse_log_file
+PARSE_CHARS: Final = 256 * 1024  # held by LogParser before its whole lines are matched
 MAX_DIGITS: Final = 18  # a step or rank with more digits is not a plain integer
 
 # ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
@@ -116,9 +122,19 @@ class MetricsSummary:
 class _Series:
     """Streaming state of one (metric, rank)."""
 
-    __slots__ = ("count", "last_step", "last_value", "max_step", "points", "stride", "value_at_max")
+    __slots__ = (
+        "capacity",
+        "count",
+        "last_step",
+        "last_value",
+        "max_step",
+        "points",
+        "stride",
+        "value_at_max",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
         self.count = 0
         self.stride = 1
         self.points: list[tuple[int, float]] = []
@@ -127,9 +143,16 @@ class _Series:
         self.max_step = -(2**63)
         self.value_at_max = 0.0
 
+    def shrink(self, capacity: int) -> None:
+        """Keep at most ``capacity`` points (a new rank took part of the metric's)."""
+        self.capacity = capacity
+        while len(self.points) > capacity:
+            self.points = self.points[::2]
+            self.stride *= 2
+
     def add(self, step: int, value: float) -> None:
         if self.count % self.stride == 0:
-            if len(self.points) >= SERIES_CAPACITY:
+            if len(self.points) >= self.capacity:
                 self.points = self.points[::2]
                 self.stride *= 2
             if self.count % self.stride == 0:
@@ -148,13 +171,13 @@ class _Series:
             index = position + (-(first + position)) % self.stride
             if index >= count:
                 break
-            if len(self.points) >= SERIES_CAPACITY:
+            if len(self.points) >= self.capacity:
                 self.points = self.points[::2]
                 self.stride *= 2
                 if (first + index) % self.stride:
                     position = index + 1
                     continue
-            kept = range(index, count, self.stride)[: SERIES_CAPACITY - len(self.points)]
+            kept = range(index, count, self.stride)[: self.capacity - len(self.points)]
             self.points += [(steps[i], values[i]) for i in kept]
             position = kept[-1] + 1
         self.count = first + count
@@ -193,13 +216,21 @@ class _Metric:
         if self.sample is None:
             self.sample = text[:SAMPLE_CHARS]
 
+    def _new_series(self, rank: int) -> _Series:
+        """The series of a rank not seen before; every rank's share of the points shrinks."""
+        capacity = max(1, SERIES_CAPACITY // (len(self.ranks) + 1))
+        for other in self.ranks.values():
+            other.shrink(capacity)
+        series = self.ranks[rank] = _Series(capacity)
+        return series
+
     def add(self, rank: int, step: int | None, value: float) -> None:
         series = self.ranks.get(rank)
         if series is None:
             if len(self.ranks) >= MAX_RANKS_PER_METRIC:
                 self.bad(f"rank {rank}")
                 return
-            series = self.ranks[rank] = _Series()
+            series = self._new_series(rank)
         if step is None:
             step = series.count
         series.add(step, value)
@@ -236,7 +267,7 @@ class _Metric:
             indices = order[start:end]
             series = self.ranks.get(rank)
             if series is None:
-                series = self.ranks[rank] = _Series()
+                series = self._new_series(rank)
             if steps is None:
                 rank_steps: Sequence[int] = range(series.count, series.count + len(indices))
             else:
@@ -508,36 +539,61 @@ def parse_metrics(lines: Iterable[str], specs: Sequence[MetricSpec]) -> MetricsS
     return parser.summary()
 
 
+class LogParser:
+    """The metrics of a log as it is written: :meth:`feed` takes its text in pieces split
+    anywhere (the LogSink's echo, as lines stream in during training), :meth:`summary` gives
+    what :func:`parse_log_file` gives of the same text saved, without reading it again. Text is
+    held until :data:`PARSE_CHARS` of it came, then its whole lines are matched as one block:
+    256 ranks write a line each a step, and a block per step would cost a pass per rank. A line
+    longer than :data:`MAX_PARSED_LINE_CHARS` is matched in pieces that long, as
+    ``readline(MAX_PARSED_LINE_CHARS)`` reads it."""
+
+    def __init__(self, specs: Sequence[MetricSpec], on_point: OnPoint | None = None) -> None:
+        self._parser = _Parser(specs, on_point)
+        self._held: list[str] = []  # text not parsed yet, in pieces
+        self._held_chars = 0
+
+    def feed(self, text: str) -> None:
+        """The next piece of the log."""
+        if not text:
+            return
+        self._held.append(text)
+        self._held_chars += len(text)
+        if self._held_chars >= PARSE_CHARS:
+            self._parse_held(final=False)
+
+    def summary(self) -> MetricsSummary:
+        """Every metric so far, an unterminated last line included."""
+        self._parse_held(final=True)
+        return self._parser.summary()
+
+    def _parse_held(self, final: bool) -> None:
+        """Match the whole lines held (every line, ``final``); hold the rest."""
+        text = "".join(self._held)
+        cut = len(text) if final else text.rfind("\n") + 1
+        body, carry = text[:cut], text[cut:]
+        if len(body) > MAX_PARSED_LINE_CHARS:  # it may hold an overlong line
+            for piece in _readline_pieces(body):
+                self._parser.feed_block(piece)
+        elif body:
+            self._parser.feed_block(body)
+        while len(carry) >= MAX_PARSED_LINE_CHARS:
+            self._parser.feed_block(carry[:MAX_PARSED_LINE_CHARS])
+            carry = carry[MAX_PARSED_LINE_CHARS:]
+        self._held, self._held_chars = ([carry] if carry else []), len(carry)
+
+
 def parse_log_file(
     path: Path, specs: Sequence[MetricSpec], on_point: OnPoint | None = None
 ) -> MetricsSummary:
     """:func:`parse_metrics` over a saved log's lines as ``readline(MAX_PARSED_LINE_CHARS)`` reads
     them (undecodable bytes replaced, never fatal), a block of lines at a time; ``on_point`` is
     told of every point kept (each rank's in arrival order)."""
-    parser = _Parser(specs, on_point)
+    parser = LogParser(specs, on_point)
     with path.open(encoding="utf-8", errors="replace") as log:
-        for block in _blocks(log):
-            parser.feed_block(block)
+        while chunk := log.read(BLOCK_CHARS):
+            parser.feed(chunk)
     return parser.summary()
-
-
-def _blocks(log: TextIO) -> Iterator[str]:
-    """``log`` in blocks of whole lines; a line over :data:`MAX_PARSED_LINE_CHARS` in pieces that
-    long (a block of its own each), as ``readline(MAX_PARSED_LINE_CHARS)`` would return them."""
-    carry = ""
-    while chunk := log.read(BLOCK_CHARS):
-        text = carry + chunk
-        cut = text.rfind("\n") + 1
-        body, carry = text[:cut], text[cut:]
-        if len(body) > MAX_PARSED_LINE_CHARS:  # it may hold an overlong line
-            yield from _readline_pieces(body)
-        elif body:
-            yield body
-        while len(carry) >= MAX_PARSED_LINE_CHARS:
-            yield carry[:MAX_PARSED_LINE_CHARS]
-            carry = carry[MAX_PARSED_LINE_CHARS:]
-    if carry:
-        yield carry
 
 
 def _readline_pieces(text: str) -> Iterator[str]:

@@ -1,8 +1,9 @@
 """After a run, or before it: what ci-runner tells people.
 
-Metrics from the saved log, model links from storage, the target branch's baseline, the report
-written to the output directory and kept up to date as one comment per merge request. GitLab or
-S3 failing never changes the training result: each becomes one warning line in the CI log.
+Metrics (parsed as the log streamed in, or from the saved log), model links from storage, the
+target branch's baseline, the report written to the output directory and kept up to date as one
+comment per merge request. GitLab or S3 failing never changes the training result: each becomes
+one warning line in the CI log.
 """
 
 from __future__ import annotations
@@ -108,18 +109,21 @@ def finish(
     gitlab: GitLabDestination | None,
     masker: SecretMasker,
     console: StatusOutput,
+    metrics: MetricsSummary | None = None,
     link_expiry_seconds: int = DEFAULT_EXPIRY_SECONDS,
     tracking_url: str | None = None,
 ) -> ReportInput:
     """Metrics, links, baseline → report.md / metrics.json / metrics.txt (in the plan's output
-    directory) and the MR comment; links to the files under the plan's output URI."""
+    directory) and the MR comment; links to the files under the plan's output URI.
+    ``metrics``: those parsed while the log streamed in (``train``); None: parsed from the
+    saved log (``cancel``, another process)."""
     config, ctx, paths = plan.config, plan.context, plan.outputs
     if paths is None:
         raise ValueError("a run plan without output paths has nowhere to write the report")
     if gitlab is not None:
         gitlab.next_phase()
         gitlab = gitlab.found_again(ctx, console)
-    summary = _metrics(config, result, console)
+    summary = metrics if metrics is not None else _metrics(config, result, console)
     artifacts = None
     if result.succeeded and plan.output_uri:
         artifacts = output_links(plan.output_uri, env, now, link_expiry_seconds)

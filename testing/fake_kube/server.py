@@ -374,6 +374,21 @@ class FakeKubeServer:
                 "status": "Success",
                 "details": details,
             }
+        if verb == "deletecollection":
+            # registry/generic/registry/store.go DeleteCollection: the matching objects, each
+            # deleted as a DELETE would; the answer lists them as they were then.
+            propagation = body.get("propagationPolicy") or query.get("propagationPolicy")
+            items, rv = store.list(key, namespace, query.get("labelSelector"))
+            deleted = [
+                store.delete(key, namespace, item["metadata"]["name"], propagation)
+                for item in items
+            ]
+            return 200, {
+                "kind": f"{kind.kind}List",
+                "apiVersion": kind.api_version,
+                "metadata": {"resourceVersion": str(rv)},
+                "items": deleted,
+            }
         raise ApiError(405, "MethodNotAllowed", f"{verb} is not supported by this fake")
 
     def _admit(self, key: str, obj: JSON) -> None:

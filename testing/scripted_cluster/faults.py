@@ -21,7 +21,8 @@ What a test can make happen (each on the next matching requests, or now):
   version").
 
 What a test can see: :attr:`FaultProxy.requests` (verb and resource as RBAC names them),
-:attr:`~FaultProxy.refused` (answered 401 here),
+:attr:`~FaultProxy.refused` (answered 401 here), :attr:`~FaultProxy.watch_events` (events sent
+to the client's watches, one JSON object a line each),
 :meth:`~FaultProxy.count`, :meth:`~FaultProxy.open_watches` (a client hanging up closes its
 watch here and at kube-apiserver at once), :meth:`~FaultProxy.verbs_used`, and
 :meth:`~FaultProxy.wait_until` (woken by every request and every watch opened or closed)."""
@@ -195,6 +196,7 @@ class FaultProxy:
         self._credentials = credentials
         self.requests: list[Request] = []
         self.refused = 0  # requests answered 401 (no token, or one ``credentials`` refused)
+        self.watch_events = 0  # watch events passed on (each ends with a newline)
         self.cond = threading.Condition()
         self._faults: list[_Fault] = []
         self._expire: list[_Fault] = []
@@ -468,6 +470,9 @@ class FaultProxy:
                     return
                 if not stream.send(data):
                     return
+                if request is not None and request.verb == "watch":
+                    with self.cond:
+                        self.watch_events += data.count(b"\n")
         finally:
             with self.cond:
                 self._streams.pop(stream, None)

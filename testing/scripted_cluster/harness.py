@@ -64,17 +64,19 @@ _numbers = itertools.count(1)
 
 
 class ScriptedCluster:
-    """The control plane and the scripted kubelet of one test module."""
+    """The control plane and the scripted kubelet of one test module (``nodes``: its nodes,
+    :data:`NODES` unless given)."""
 
-    def __init__(self, state: Path) -> None:
+    def __init__(self, state: Path, nodes: list[NodeSpec] | None = None) -> None:
         self.plane = ScriptedControlPlane()
         self.state = state
+        self.nodes = NODES if nodes is None else nodes
         self.kubelet: ScriptedKubelet | None = None
 
     def start(self) -> ScriptedCluster:
         self.plane.start()
         try:
-            self.kubelet = ScriptedKubelet(self.plane.plane, NODES, self.state).start()
+            self.kubelet = ScriptedKubelet(self.plane.plane, self.nodes, self.state).start()
         except BaseException:
             self.plane.stop()
             raise

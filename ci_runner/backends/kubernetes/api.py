@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
+import ssl
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +37,8 @@ from ci_runner.http_policy import (
 )
 
 Query = Sequence[tuple[str, str | int | bool]]
+# Chunks joined at most by ResponseStream.batches (a burst of lines still reaches the CI log soon).
+MAX_BATCH_CHUNKS: Final = 1024
 
 # Errors raised while reading a response body when the connection breaks.
 STREAM_ERRORS: Final = (
@@ -67,6 +71,42 @@ class ResponseStream:
                 err.host,
                 agent_context=err.agent_context,
             ) from exc
+
+    def batches(self) -> Iterator[bytes]:
+        """:meth:`chunks`, those already received joined: kube-apiserver passes a followed log
+        on a chunk per line (the kubelet flushes each write), and 256 ranks write hundreds a
+        second. A chunk is never held back waiting for the next one."""
+        batch: list[bytes] = []
+        chunks = self.chunks()
+        for chunk in chunks:
+            batch.append(chunk)
+            if len(batch) < MAX_BATCH_CHUNKS and self._more_received():
+                continue
+            yield b"".join(batch)
+            batch = []
+        if batch:
+            yield b"".join(batch)
+
+    def _more_received(self) -> bool:
+        """Whether more of the answer has come in: in the socket's buffer (or TLS's), or read
+        from it already into the buffered reader http.client reads chunks from. Never waits."""
+        sock = getattr(self._response.connection, "sock", None)
+        reader = getattr(getattr(self._response, "_fp", None), "fp", None)
+        if sock is None or reader is None:
+            return False
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        try:
+            if select.select([sock], [], [], 0)[0]:
+                return True
+            timeout = sock.gettimeout()
+            sock.settimeout(0)  # peek reads the socket only when its buffer is empty: not now
+            try:
+                return bool(reader.peek(1))
+            finally:
+                sock.settimeout(timeout)
+        except (OSError, ValueError):  # nothing there (TLS says so with an error), or closed
+            return False
 
     def interrupt(self) -> None:
         """Make a read blocked in another thread return; the reading thread then closes."""
@@ -162,6 +202,17 @@ class KubeApi:
             body["propagationPolicy"] = propagation
         path = resource.path(self.namespace, name)
         return self._json("delete", resource, "DELETE", path, body=body)
+
+    def delete_collection(
+        self, resource: Resource, label_selector: str, propagation: str | None = None
+    ) -> JSON:
+        """Delete every object the selector matches, in one request (none matching is fine)."""
+        body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        path = resource.path(self.namespace)
+        query = _selectors(label_selector, None)
+        return self._json("deletecollection", resource, "DELETE", path, query, body=body)
 
     def watch(
         self,

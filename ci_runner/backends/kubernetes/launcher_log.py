@@ -18,6 +18,7 @@ opened now that the container is known to be done (:func:`after_clean_end`).
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections import deque
 from collections.abc import Callable
@@ -39,6 +40,7 @@ ROTATION_WARNING: Final = (
     "the launcher's log file was rotated while its stream was down: "
     "lines written meanwhile may be missing here"
 )
+STAMP_CACHE: Final = 64  # seconds whose epoch value is kept (lines stamped out of order)
 _STAMP: Final = re.compile(
     r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)", re.ASCII
 )
@@ -50,6 +52,16 @@ def parse_timestamp(text: str) -> int | None:
     if match is None:
         return None
     whole, fraction, zone = match.groups()
+    seconds = _epoch_seconds(whole, zone)
+    if seconds is None:
+        return None
+    return seconds * NANOS + (int((fraction + "00000000")[:9]) if fraction else 0)
+
+
+# The lines of a second share its whole part: strptime (slow) runs once per second of log.
+@functools.lru_cache(maxsize=STAMP_CACHE)
+def _epoch_seconds(whole: str, zone: str) -> int | None:
+    """Seconds since the epoch of ``2026-01-01T02:00:01`` in ``zone`` (``Z``, ``+02:00``)."""
     try:
         moment = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S")
     except ValueError:
@@ -58,8 +70,7 @@ def parse_timestamp(text: str) -> int | None:
     if zone != "Z":
         sign = -1 if zone[0] == "-" else 1
         offset = sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
-    seconds = int((moment - offset).replace(tzinfo=timezone.utc).timestamp())
-    return seconds * NANOS + (int((fraction + "00000000")[:9]) if fraction else 0)
+    return int((moment - offset).replace(tzinfo=timezone.utc).timestamp())
 
 
 def since_time(nanos: int) -> str:
@@ -152,11 +163,10 @@ class LauncherLogStream(StreamReader):
         self._opened = True
         pending = b""
         with self.reading(stream):
-            for chunk in stream.chunks():
+            for chunk in stream.batches():
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._line(line)
+                self._pass_on(lines)
         if self._stopped.is_set():
             return True
         # A clean end: the container finished, or the stream broke (kube-apiserver ends it
@@ -165,7 +175,7 @@ class LauncherLogStream(StreamReader):
         verdict = after_clean_end(pending, ended, self._after_end)
         if verdict is CleanEnd.COMPLETE:
             if pending:
-                self._line(pending, newline=False)
+                self._pass_on([pending], newline=False)
             return True
         if verdict is CleanEnd.RECONNECT:
             self.api.clock.sleep(self.api.retry.base_delay)
@@ -173,22 +183,34 @@ class LauncherLogStream(StreamReader):
         self.reconnects += 1
         return False
 
-    def _line(self, raw: bytes, newline: bool = True) -> None:
-        stamp, _, content = raw.partition(b" ")
-        nanos = parse_timestamp(stamp.decode("ascii", errors="replace"))
-        if nanos is None:
-            self.sink.feed(raw + b"\n" if newline else raw)  # no timestamp: as it is
-            return
-        if self._again:
-            if self._again[0] == (nanos, content):
-                self._again.popleft()
-                return
-            self._again.clear()  # what we had passed on is not in the file any more
-            if not self._warned:
-                self._warned = True
-                self.warn(ROTATION_WARNING)
-        self._remember(nanos, content)
-        self.sink.feed(content + b"\n" if newline else content)
+    def _pass_on(self, lines: list[bytes], newline: bool = True) -> None:
+        """Strip the timestamps of a chunk's lines and feed the sink the new ones at once (one
+        feed per chunk, not per line: 256 ranks write hundreds of lines a second)."""
+        end = b"\n" if newline else b""
+        batch: list[bytes] = []
+        for raw in lines:
+            stamp, _, content = raw.partition(b" ")
+            nanos = parse_timestamp(stamp.decode("ascii", errors="replace"))
+            if nanos is None:
+                batch.append(raw + end)  # no timestamp: as it is
+                continue
+            if self._again:
+                if self._again[0] == (nanos, content):
+                    self._again.popleft()
+                    continue
+                self._again.clear()  # what we had passed on is not in the file any more
+                if not self._warned:
+                    self._warned = True
+                    self._feed(batch)  # the lines before it, then the warning
+                    batch = []
+                    self.warn(ROTATION_WARNING)
+            self._remember(nanos, content)
+            batch.append(content + end)
+        self._feed(batch)
+
+    def _feed(self, batch: list[bytes]) -> None:
+        if batch:
+            self.sink.feed(b"".join(batch))
 
     def _remember(self, nanos: int, content: bytes) -> None:
         self._newest = nanos if self._newest is None else max(self._newest, nanos)

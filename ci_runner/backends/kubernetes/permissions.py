@@ -10,7 +10,7 @@ REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "patch", "delete")),
     ("", "secrets", ("create", "patch", "delete")),
     ("", "configmaps", ("create", "patch")),
-    ("", "pods", ("get", "list", "watch", "delete")),
+    ("", "pods", ("get", "list", "watch", "deletecollection")),
     ("", "pods/log", ("get",)),
     ("", "events", ("list", "watch")),
 )

@@ -4,7 +4,11 @@ It prints each phase once (submitted is printed by the backend; here: pending an
 ready n/N, launcher running) and decides when the job is over — from the MPIJob's conditions,
 never from counters, which count every launcher pod that ever failed (updateMPIJobStatus in
 pkg/controller/mpi_job_controller.go, kubeflow/mpi-operator v0.8.2) — or when waiting longer is
-pointless.
+pointless. One pod decides alone: the launcher's pod Succeeded (mpirun exited 0) is the job's
+success, which the operator writes only after the Job controller has seen it (its pod updates
+are batched for a second: ``syncJobBatchPeriod`` in pkg/controller/job/job_controller.go), about
+1.1 s later; a launcher pod that failed may be retried (the Job's backoffLimit), so failures
+wait for the MPIJob's condition.
 """
 
 from __future__ import annotations
@@ -354,7 +358,17 @@ class JobTracker:
             return self._failure
         if self._deleted:
             return Verdict(Outcome.CANCELLED, explain.deleted_failure(self.mpijob_name))
+        if self._launcher_succeeded():
+            return Verdict(Outcome.SUCCEEDED)
         return None
+
+    def _launcher_succeeded(self) -> bool:
+        """The launcher pod being followed ended Succeeded, and no queue suspended the job."""
+        launcher = self.launcher_to_follow()
+        if launcher is None or self._suspended:
+            return False
+        pod = self.pods.get(launcher) or self.last_seen.get(launcher) or {}
+        return bool(pod.get("status", {}).get("phase") == "Succeeded")
 
     @property
     def steady(self) -> bool:
