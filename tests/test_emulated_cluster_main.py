@@ -26,6 +26,9 @@ NOTHING: dict[str, list[str]] = {
     "links": [],
     "mounts": [],
     "cgroups": [],
+    "iptables": [],
+    "files": [],
+    "sysctls": [],
     "state": [],
 }
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -186,11 +187,17 @@ def phase_is(*phases: str) -> Callable[[JSON], bool]:
 
 
 @contextmanager
-def emulated(nodes: int = 2, images: frozenset[str] = frozenset({IMAGE})) -> Iterator[Emulated]:
+def emulated(
+    nodes: int = 2,
+    images: frozenset[str] = frozenset({IMAGE}),
+    real: bool = False,
+    archives: tuple[Path, ...] = (),
+    memory: str = "8Gi",
+) -> Iterator[Emulated]:
     """The emulated cluster with ``nodes`` nodes (which have ``images``) and the namespace
-    :data:`NAMESPACE`."""
-    shapes = [NodeShape(f"node-{i + 1}") for i in range(nodes)]
-    side = MachineSide(shapes, images=images).start()
+    :data:`NAMESPACE`; ``real``: real nodes with the images of ``archives`` (and busybox)."""
+    shapes = [NodeShape(f"node-{i + 1}", memory=memory) for i in range(nodes)]
+    side = MachineSide(shapes, images=images, real=real, archives=archives).start()
     recorder: Informer | None = None
     try:
         accounts.create_namespace(side.api, NAMESPACE)

@@ -1,0 +1,135 @@
+"""Real nodes under the emulated cluster: kubelet v1.35.4 with Debian's containerd, runc and CNI
+plugins (testing/emulated_cluster/realcluster.py), observed through the API as ci-runner sees
+them (slow: real pods; root)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ci_runner.backends.kubernetes import explain
+from testing.emulated_cluster import cleanup, hoststate, imagestore, marks
+from testing.emulated_cluster.harness import Emulated, emulated, main_status, phase_is, pod
+
+pytestmark = pytest.mark.slow
+JSON = dict[str, Any]
+BUSYBOX = imagestore.BUSYBOX_IMAGE
+
+
+@pytest.fixture(scope="module")
+def sysctls() -> dict[str, str]:
+    """The machine's values before the cluster started."""
+    return hoststate.read()
+
+
+@pytest.fixture(scope="module")
+def cluster(sysctls: dict[str, str]) -> Iterator[Emulated]:
+    with emulated(nodes=2, real=True) as running:
+        yield running
+
+
+def busybox(name: str, *command: str, **fields: Any) -> JSON:
+    return {
+        "name": name,
+        "image": BUSYBOX,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(command),
+        **fields,
+    }
+
+
+def ended(cluster: Emulated, name: str, *containers: JSON, node: str = "node-1") -> JSON:
+    cluster.create("pods", pod(name, node, list(containers), restartPolicy="Never"))
+    return cluster.wait_pod(name, phase_is("Succeeded", "Failed"), timeout=60)
+
+
+def test_the_nodes_are_kubelet_v1_35_4_on_containerd_shaped_by_system_reserved(
+    cluster: Emulated,
+) -> None:
+    items, _ = cluster.api.list("/api/v1/nodes")
+    assert [n["metadata"]["name"] for n in items] == ["node-1", "node-2"]
+    for node in items:
+        info = node["status"]["nodeInfo"]
+        assert (info["kubeletVersion"], info["containerRuntimeVersion"]) == (
+            "v1.35.4",
+            "containerd://1.6.20",
+        )
+        assert (node["status"]["allocatable"]["cpu"], node["status"]["allocatable"]["memory"]) == (
+            "2",
+            "8Gi",
+        )
+        addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+        assert addresses["InternalIP"] in marks.NODE_ADDRESSES
+
+
+def test_a_pod_runs_in_containerd_with_an_address_of_its_node_and_logs_through_the_kubelet(
+    cluster: Emulated,
+) -> None:
+    done = ended(
+        cluster,
+        "hello",
+        busybox("main", "sh", "-c", "echo hello from $(hostname); cat /etc/resolv.conf"),
+        node="node-2",
+    )
+    status = main_status(done)
+    assert status["containerID"].startswith("containerd://")
+    assert status["state"]["terminated"]["reason"] == "Completed"
+    assert done["status"]["podIP"].startswith(f"{marks.SUBNET}.")
+    assert 64 < int(done["status"]["podIP"].rsplit(".", 1)[1]) < 96  # node-2's pod CIDR
+    log = cluster.api.text("/api/v1/namespaces/ml/pods/hello/log")
+    assert log.splitlines() == [
+        "hello from hello",
+        f"search ml.svc.{marks.CLUSTER_DOMAIN} svc.{marks.CLUSTER_DOMAIN} {marks.CLUSTER_DOMAIN}",
+        f"nameserver {marks.GATEWAY}",
+        "options ndots:5",
+    ]
+
+
+def test_a_command_the_image_lacks_ends_start_error_in_runc_s_words(cluster: Emulated) -> None:
+    done = ended(cluster, "worker-0", busybox("worker", "/opt/conda/bin/python", "train.py"))
+    end = main_status(done)["state"]["terminated"]
+    assert (end["reason"], end["exitCode"]) == ("StartError", 128)
+    runc = (
+        'exec: "/opt/conda/bin/python": stat /opt/conda/bin/python: no such file or directory: '
+        "unknown"
+    )
+    assert end["message"].endswith(runc), end["message"]
+    failure = explain.setup_failure(done)
+    assert failure is not None
+    assert failure.message == (
+        "worker worker-0: container worker could not start (StartError, exit code 128): "
+        f"{end['message']}; fix: use an image that has /bin/sh and the command (ci-runner's "
+        "containers run their scripts with /bin/sh)"
+    )
+
+
+def test_a_process_over_the_memory_limit_is_oom_killed_and_the_container_keeps_its_exit_code(
+    cluster: Emulated,
+) -> None:
+    """cgroup v1: the kernel kills the process over the limit, not the container (no
+    ``memory.oom.group`` here); the runtime says OOMKilled with the code the shell exits with."""
+    limits = {"resources": {"limits": {"memory": "32Mi"}}}
+    hog = busybox("worker", "sh", "-c", "head -c 200m /dev/zero | tail; exit 5", **limits)
+    done = ended(cluster, "hog-worker-0", hog)
+    end = main_status(done)["state"]["terminated"]
+    assert (end["reason"], end["exitCode"]) == ("OOMKilled", 5)
+    failure = explain.setup_failure(done)
+    assert failure is not None
+    assert failure.message == (
+        "worker hog-worker-0: container worker was OOMKilled (exit code 5, memory limit 32Mi)"
+    )
+
+
+def test_after_stop_nothing_is_left_and_the_sysctls_are_back(
+    cluster: Emulated, sysctls: dict[str, str]
+) -> None:
+    """Last in this module: it stops the module's cluster, with a pod still running."""
+    cluster.create("pods", pod("sleeper", "node-1", [busybox("main", "sleep", "600")]))
+    cluster.wait_pod("sleeper", phase_is("Running"))
+    assert hoststate.read()["vm.overcommit_memory"] == "1"  # the kubelet's
+    cluster.side.stop()
+    assert cluster.side.left_behind == {key: [] for key in cluster.side.left_behind or {}}
+    assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
+    assert hoststate.read() == sysctls
