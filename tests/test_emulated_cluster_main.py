@@ -16,7 +16,7 @@ import requests
 import yaml
 
 from testing.control_plane.run import OPERATOR_NETNS, OPERATOR_VETH
-from testing.emulated_cluster import cleanup, marks
+from testing.emulated_cluster import cleanup, hoststate, imagestore, marks
 from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -128,3 +128,47 @@ def test_a_start_after_sigkill_removes_what_the_killed_run_left(tmp_path: Path) 
         again.send_signal(signal.SIGTERM)
         assert again.wait(60) == 0
     assert cleanup.inventory() == NOTHING
+
+
+def test_a_start_after_sigkill_removes_what_killed_real_nodes_left(tmp_path: Path) -> None:
+    """Kubelets, containerd, shims and pods, their mounts and cgroups, the CNI masquerade rule
+    and the kubelet's chains, the sysctls the kubelet changed."""
+    before = hoststate.read()
+    assert cleanup.inventory() == NOTHING
+    killed, _ = start(tmp_path / "first", "--real-nodes")
+    url, session = api(tmp_path / "first")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sleeper"},
+        "spec": {
+            "nodeName": "emulated-node-1",
+            "containers": [
+                {"name": "main", "image": imagestore.BUSYBOX_IMAGE, "command": ["sleep", "600"]}
+            ],
+        },
+    }
+    pods = f"{url}/api/v1/namespaces/default/pods"
+    session.post(pods, json=body, timeout=10).raise_for_status()
+    deadline = time.time() + 60
+    while session.get(f"{pods}/sleeper", timeout=10).json()["status"].get("phase") != "Running":
+        assert time.time() < deadline, "the pod never ran"
+        time.sleep(0.2)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    left = cleanup.inventory()
+    assert left["processes"] and left["mounts"] and left["cgroups"]
+    assert left["sysctls"] == [str(marks.SYSCTL_RECORD)]
+    assert [r for r in left["iptables"] if r.startswith("-A POSTROUTING -s 10.98.76.33/32")]
+    assert "iptables filter KUBE-FIREWALL" in left["iptables"]
+    assert hoststate.read()["vm.overcommit_memory"] == "1"
+
+    again, lines = start(tmp_path / "second", "--real-nodes")
+    try:
+        assert lines == [f"dns {marks.GATEWAY}", "ready"]
+        assert not set(left["processes"]) & set(cleanup.inventory()["processes"])
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(60) == 0
+    assert cleanup.inventory() == NOTHING
+    assert hoststate.read() == before
