@@ -11,7 +11,14 @@ import pytest
 
 from ci_runner.backends.kubernetes import explain
 from testing.emulated_cluster import cleanup, hoststate, imagestore, marks
-from testing.emulated_cluster.harness import Emulated, emulated, main_status, phase_is, pod
+from testing.emulated_cluster.harness import (
+    Emulated,
+    emulated,
+    is_ready,
+    main_status,
+    phase_is,
+    pod,
+)
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]
@@ -122,6 +129,35 @@ def test_a_process_over_the_memory_limit_is_oom_killed_and_the_container_keeps_i
     )
 
 
+def test_coredns_answers_for_services_and_the_pods_of_a_headless_service(
+    cluster: Emulated,
+) -> None:
+    """The records MPI Operator's hostfile relies on: ``<pod>.<service>.<ns>.svc.<domain>`` for
+    a pod whose ``hostname`` and ``subdomain`` name it and a headless Service that selects it."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "sub"},
+        "spec": {"clusterIP": "None", "selector": {"app": "target"}, "ports": [{"port": 22}]},
+    }
+    cluster.create("services", service)
+    target = pod("target", "node-2", [busybox("main", "sleep", "600")], labels={"app": "target"})
+    target["spec"].update(hostname="w-0", subdomain="sub")
+    cluster.create("pods", target)
+    running = cluster.wait_pod("target", lambda p: is_ready(p), timeout=60)
+    domain = marks.CLUSTER_DOMAIN
+    lookup = (
+        f"for n in kubernetes.default.svc.{domain} w-0.sub.ml.svc.{domain}; do "
+        "nslookup -type=a $n | sed -n 's/^Address: //p'; done"
+    )
+    done = ended(cluster, "lookup", busybox("main", "sh", "-c", lookup))
+    log = cluster.api.text("/api/v1/namespaces/ml/pods/lookup/log")
+    assert (done["status"]["phase"], log.split()) == (
+        "Succeeded",
+        [marks.KUBERNETES_SERVICE_IP, running["status"]["podIP"]],
+    )
+
+
 def test_after_stop_nothing_is_left_and_the_sysctls_are_back(
     cluster: Emulated, sysctls: dict[str, str]
 ) -> None:
@@ -129,7 +165,7 @@ def test_after_stop_nothing_is_left_and_the_sysctls_are_back(
     cluster.create("pods", pod("sleeper", "node-1", [busybox("main", "sleep", "600")]))
     cluster.wait_pod("sleeper", phase_is("Running"))
     assert hoststate.read()["vm.overcommit_memory"] == "1"  # the kubelet's
-    cluster.side.stop()
+    cluster.stop()
     assert cluster.side.left_behind == {key: [] for key in cluster.side.left_behind or {}}
     assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
     assert hoststate.read() == sysctls

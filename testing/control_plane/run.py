@@ -37,8 +37,10 @@ START_TIMEOUT = 120.0  # kube-apiserver on 2 busy cores takes 10-40 s to be read
 # cmd/kube-controller-manager/names/controller_names.go, kubernetes v1.35.4);
 # the root CA publisher writes kube-root-ca.crt, which every pod's projected token volume reads;
 # the node lifecycle controller lifts the not-ready taint admission puts on every new Node; the
-# PersistentVolume binder binds claims to volumes (the scheduler waits for that).
+# PersistentVolume binder binds claims to volumes (the scheduler waits for that); the
+# EndpointSlice controller publishes the Services' endpoints CoreDNS answers from.
 CONTROLLERS = (
+    "endpointslice-controller",
     "node-lifecycle-controller",
     "persistentvolume-binder-controller",
     "job-controller",

@@ -18,6 +18,7 @@ from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster import cleanup, image, marks, network, realcluster
 from testing.emulated_cluster.api import Api, Scope
 from testing.emulated_cluster.cgroups import Cgroup, run_root
+from testing.emulated_cluster.coredns import CoreDns
 from testing.emulated_cluster.dns import ClusterDns
 from testing.emulated_cluster.kubelet import Kubelet
 from testing.emulated_cluster.logserver import Tls
@@ -119,7 +120,7 @@ class MachineSide:
         self.real = real
         self.archives = archives
         self.real_nodes: realcluster.RealNodes | None = None
-        self.dns: ClusterDns | None = None
+        self.dns: ClusterDns | CoreDns | None = None
         self.cgroup: Cgroup | None = None
         self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
         self._lock: int | None = None
@@ -216,15 +217,11 @@ class MachineSide:
             self._wait_schedulable(shape.name)
 
     def _start_real(self, system: Cgroup) -> None:
-        """Cluster DNS, then a real node per shape."""
+        """CoreDNS, then a real node per shape."""
         assert self.control is not None and self.cgroup is not None
-        self.dns = ClusterDns(
-            self.api,
-            self.scope,
-            marks.STATE_ROOT / "dns",
-            marks.GATEWAY,
-            self.cluster_domain,
-            system,
+        binary = self.control.bin_dir / "coredns"
+        self.dns = CoreDns(
+            self.control, binary, marks.STATE_ROOT / "dns", self.cluster_domain, system
         ).start()
         shapes = []
         for shape in self.shapes:
