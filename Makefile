@@ -38,7 +38,7 @@ control-plane:
 
 ## real-node: what the emulated cluster's real nodes run: Debian's containerd, runc, CNI plugins and busybox-static, gcc for the pause image (apt-get, as root), and the kubelet with the control plane
 real-node: control-plane
-	scripts/apt-install.sh real-node containerd runc containernetworking-plugins busybox-static gcc libc6-dev
+	scripts/setup-real-node.sh
 
 ## gitlab-ci-local: gitlab-ci-local 4.75.1 on Node.js 22 (both from npm, into the cache) and rsync, for the tests that run the CI files
 gitlab-ci-local:
