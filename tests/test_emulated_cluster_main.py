@@ -63,7 +63,7 @@ def api(kubeconfig: Path) -> tuple[str, requests.Session]:
     return cluster["server"], session
 
 
-def run_pod(kubeconfig: Path) -> dict[str, Any]:
+def run_pod(kubeconfig: Path, image: str = "horovod/horovod:0.28.1") -> dict[str, Any]:
     url, session = api(kubeconfig)
     pods = f"{url}/api/v1/namespaces/default/pods"
     body = {
@@ -72,13 +72,11 @@ def run_pod(kubeconfig: Path) -> dict[str, Any]:
         "metadata": {"name": "sleeper"},
         "spec": {
             "nodeName": "emulated-node-1",
-            "containers": [
-                {"name": "main", "image": "horovod/horovod:0.28.1", "command": ["sleep", "600"]}
-            ],
+            "containers": [{"name": "main", "image": image, "command": ["sleep", "600"]}],
         },
     }
     session.post(pods, json=body, timeout=10).raise_for_status()
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     while time.time() < deadline:
         pod: dict[str, Any] = session.get(f"{pods}/sleeper", timeout=10).json()
         if (pod.get("status") or {}).get("phase") == "Running":
@@ -136,24 +134,7 @@ def test_a_start_after_sigkill_removes_what_killed_real_nodes_left(tmp_path: Pat
     before = hoststate.read()
     assert cleanup.inventory() == NOTHING
     killed, _ = start(tmp_path / "first", "--real-nodes")
-    url, session = api(tmp_path / "first")
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "sleeper"},
-        "spec": {
-            "nodeName": "emulated-node-1",
-            "containers": [
-                {"name": "main", "image": imagestore.BUSYBOX_IMAGE, "command": ["sleep", "600"]}
-            ],
-        },
-    }
-    pods = f"{url}/api/v1/namespaces/default/pods"
-    session.post(pods, json=body, timeout=10).raise_for_status()
-    deadline = time.time() + 60
-    while session.get(f"{pods}/sleeper", timeout=10).json()["status"].get("phase") != "Running":
-        assert time.time() < deadline, "the pod never ran"
-        time.sleep(0.2)
+    run_pod(tmp_path / "first", imagestore.BUSYBOX_IMAGE)
     killed.send_signal(signal.SIGKILL)
     killed.wait(10)
     left = cleanup.inventory()

@@ -84,7 +84,8 @@ def cert_user(pair: pki.KeyPair) -> JSON:
     return {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a log, for an error message."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -100,7 +101,7 @@ class Process:
     def check(self) -> None:
         if self.popen.poll() is not None:
             raise StartFailed(
-                f"{self.name} exited with {self.popen.returncode}:\n{_tail(self.log)}"
+                f"{self.name} exited with {self.popen.returncode}:\n{log_tail(self.log)}"
             )
 
 
@@ -325,7 +326,7 @@ class ControlPlane:
             if time.monotonic() > deadline:
                 raise StartFailed(
                     f"kube-apiserver not ready after {START_TIMEOUT:.0f}s:\n"
-                    + _tail(self.state / "kube-apiserver.log")
+                    + log_tail(self.state / "kube-apiserver.log")
                 )
             time.sleep(0.3)
 
@@ -420,7 +421,7 @@ class ControlPlane:
             if lease is not None and (lease.get("spec") or {}).get("holderIdentity"):
                 return lease
             if time.monotonic() > deadline:
-                raise StartFailed("the MPI Operator never took its Lease:\n" + _tail(
+                raise StartFailed("the MPI Operator never took its Lease:\n" + log_tail(
                     self.state / "mpi-operator.log"))  # fmt: skip
             time.sleep(0.2)
 

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testing.control_plane import run
 from testing.emulated_cluster import cni, marks
 
 START_TIMEOUT = 30.0
@@ -150,8 +151,9 @@ def wait_ready(layout: Layout, process: subprocess.Popen[bytes], log: Path) -> N
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         if process.poll() is not None:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-            raise ContainerdFailed(f"containerd exited with {process.returncode}:\n{tail}")
+            raise ContainerdFailed(
+                f"containerd exited with {process.returncode}:\n{run.log_tail(log)}"
+            )
         if layout.socket.exists() and ctr(layout, "version", timeout=10).returncode == 0:
             return
         if time.monotonic() > deadline:

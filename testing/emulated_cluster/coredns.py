@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from testing.control_plane import rbac
-from testing.control_plane.run import ControlPlane, cert_user, kubeconfig
+from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail
 from testing.emulated_cluster import cleanup, marks
 from testing.emulated_cluster.api import Api, ApiFailure
 from testing.emulated_cluster.cgroups import Cgroup
@@ -119,8 +119,9 @@ class CoreDns:
         while True:
             assert self.process is not None
             if self.process.poll() is not None:
-                tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-10:])
-                raise RuntimeError(f"coredns exited with {self.process.returncode}:\n{tail}")
+                raise RuntimeError(
+                    f"coredns exited with {self.process.returncode}:\n{log_tail(self.log)}"
+                )
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
                 probe.settimeout(0.3)
                 try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from testing.control_plane.run import ControlPlane, cert_user, kubeconfig
+from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail
 from testing.emulated_cluster import cgroups, cleanup, cni, containerd, imagestore, kubeletconfig
 from testing.emulated_cluster.cgroups import Cgroup
 
@@ -22,13 +22,6 @@ READY_TIMEOUT = 90.0  # the kubelet's first status on 2 busy cores
 
 class NodeFailed(Exception):
     """A real node did not come up; the message ends with the log's tail."""
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 @dataclass
@@ -159,7 +152,7 @@ class RealNode:
                 if process.poll() is not None:
                     raise NodeFailed(
                         f"{self.settings.name}: {program} exited with {process.returncode}:\n"
-                        + _tail(log)
+                        + log_tail(log)
                     )
             node = api.get(f"/api/v1/nodes/{self.settings.name}") or {}
             conditions = (node.get("status") or {}).get("conditions") or []
@@ -168,7 +161,7 @@ class RealNode:
             if time.monotonic() > deadline:
                 raise NodeFailed(
                     f"{self.settings.name} not Ready after {timeout:.0f}s:\n"
-                    + _tail(self.kubelet_log)
+                    + log_tail(self.kubelet_log)
                 )
             time.sleep(0.3)
 
