@@ -30,7 +30,7 @@ KUBERNETES_MODULE = REPO_ROOT / "testing" / "control_plane" / "modules" / "kuber
 PAUSE_VERSION = marks.PAUSE_IMAGE.rsplit(":", 1)[1]
 # build/pause/Makefile's CFLAGS (kubernetes v1.35.4), REV named for this build.
 PAUSE_CFLAGS = ("-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}-ci-runner")
-FORMAT = "oci-archive-1"  # bump when the way archives are written changes: a new cache key
+FORMAT = "oci-archive-2"  # bump when the way archives are written changes: a new cache key
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"
 
 
@@ -76,7 +76,7 @@ class Named:
     config: ImageConfig
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
     sha = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
@@ -91,13 +91,17 @@ def _blob(blobs: Path, data: bytes) -> JSON:
 
 
 def layer_from_dir(root: Path, out: Path) -> Path:
-    """An uncompressed layer tar of the directory ``root`` (numeric owners, xattrs kept)."""
+    """An uncompressed layer tar of the directory ``root`` (numeric owners, xattrs kept), the
+    same bytes for the same tree (sorted, every time stamp 0): a cache key can be its digest."""
     subprocess.run(
         [
             "tar",
             "--numeric-owner",
             "--xattrs",
             "--sort=name",
+            "--mtime=@0",
+            "--format=posix",
+            "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
             "-C",
             str(root),
             "-cf",
@@ -107,6 +111,11 @@ def layer_from_dir(root: Path, out: Path) -> Path:
         check=True,
     )
     return out
+
+
+def extract(layer: Path, dest: Path, members: Sequence[str]) -> None:
+    """Some files of a layer tar (``./etc/passwd``...) into ``dest``."""
+    subprocess.run(["tar", "-C", str(dest), "-xf", str(layer), *members], check=True)
 
 
 def write_archive(archive: Path, images: Sequence[Named]) -> Path:
@@ -119,12 +128,12 @@ def write_archive(archive: Path, images: Sequence[Named]) -> Path:
         for image in images:
             layers: list[JSON] = []
             for layer in image.layers:
-                digest = _digest(layer)
-                target = blobs / digest.split(":", 1)[1]
+                layer_digest = digest(layer)
+                target = blobs / layer_digest.split(":", 1)[1]
                 if not target.exists():
                     shutil.copyfile(layer, target)
                 layers.append(
-                    {"mediaType": LAYER_TYPE, "digest": digest, "size": target.stat().st_size}
+                    {"mediaType": LAYER_TYPE, "digest": layer_digest, "size": target.stat().st_size}
                 )
             config = json.dumps(image.config.as_json([str(d["digest"]) for d in layers])).encode()
             manifest = {
