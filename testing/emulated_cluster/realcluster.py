@@ -80,8 +80,8 @@ class RealNodes:
         ]
 
     def start(self) -> RealNodes:
-        """Every containerd first (imports in parallel with nothing else to wait for), then the
-        kubelets, then until every Node is Ready."""
+        """Every containerd with its images first, then the kubelets, then until every Node is
+        Ready (the kubelets register while the others start)."""
         hoststate.record()
         for node in self.nodes:
             node.start_runtime()
