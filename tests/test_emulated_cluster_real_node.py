@@ -5,11 +5,16 @@ them (slow: real pods; root)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.connect import connect_cluster
+from ci_runner.clock import SystemClock
 from testing.emulated_cluster import cleanup, hoststate, imagestore, marks
 from testing.emulated_cluster.harness import (
     Emulated,
@@ -92,6 +97,33 @@ def test_a_pod_runs_in_containerd_with_an_address_of_its_node_and_logs_through_t
         f"nameserver {marks.GATEWAY}",
         "options ndots:5",
     ]
+
+
+def test_ci_runner_s_client_with_only_the_rbac_example_s_token_follows_a_log_as_it_is_written(
+    cluster: Emulated, tmp_path: Path
+) -> None:
+    """kube-apiserver proxies ``pods/log?follow=true`` to the real kubelet's HTTPS port: the first
+    line arrives while the container still runs."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig()))
+    connection = connect_cluster(None, {"KUBECONFIG": str(kubeconfig)}, tmp_path / "no-sa")
+    api = KubeApi(connection.client, connection.namespace, SystemClock())
+    script = "echo first; sleep 4; echo second"
+    cluster.create(
+        "pods",
+        pod("streamer", "node-1", [busybox("launcher", "sh", "-c", script)], restartPolicy="Never"),
+    )
+    cluster.wait_pod("streamer", phase_is("Running"))
+    received = b""
+    running_at_first = None
+    for chunk in api.follow_log("streamer").chunks():
+        received += chunk
+        if running_at_first is None and b" first\n" in received:
+            running_at_first = (cluster.pod("streamer") or {})["status"]["phase"] == "Running"
+    assert running_at_first is True
+    lines = [line.split(" ", 1) for line in received.decode().splitlines()]
+    assert [text for _, text in lines] == ["first", "second"]
+    assert all(stamp.startswith("20") for stamp, _ in lines)
 
 
 def test_a_command_the_image_lacks_ends_start_error_in_runc_s_words(cluster: Emulated) -> None:
