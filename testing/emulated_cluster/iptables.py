@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 
 from testing.emulated_cluster import marks
@@ -23,6 +24,10 @@ PROGRAMS = ("iptables", "ip6tables")
 
 
 def _iptables(*args: str, program: str = "iptables") -> subprocess.CompletedProcess[str]:
+    """``program`` with ``args``; a machine without it has none of these rules (an empty
+    answer)."""
+    if shutil.which(program) is None:
+        return subprocess.CompletedProcess([program, *args], 0, "", "")
     return subprocess.run([program, "-w", *args], capture_output=True, text=True, check=False)
 
 
