@@ -4,13 +4,22 @@ containerd's, the OCI archives and the sysctl record (fast, no root)."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from testing.emulated_cluster import cni, containerd, hoststate, imagestore, kubeletconfig, marks
+from testing.emulated_cluster import (
+    cni,
+    containerd,
+    hostfiles,
+    hoststate,
+    imagestore,
+    kubeletconfig,
+    marks,
+)
 
 GI = 1 << 30
 
@@ -145,3 +154,13 @@ def test_an_archive_is_an_oci_layout_with_the_name_containerd_imports(tmp_path: 
     assert image["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
     listed = subprocess.run(["tar", "tf", str(layer)], capture_output=True, text=True).stdout
     assert listed.split() == ["./", "./bin/", "./bin/hello"]
+
+
+def test_a_shim_socket_nobody_listens_on_is_stale_one_that_listens_is_not(tmp_path: Path) -> None:
+    left, live = tmp_path / "left", tmp_path / "live"
+    with socket.socket(socket.AF_UNIX) as killed:
+        killed.bind(str(left))  # a killed shim's socket: the file stays, nobody accepts
+    with socket.socket(socket.AF_UNIX) as shim:
+        shim.bind(str(live))
+        shim.listen()
+        assert (hostfiles.stale(left), hostfiles.stale(live)) == (True, False)

@@ -29,7 +29,7 @@ DIRECTORIES = (
 )
 
 
-def _stale(path: Path) -> bool:
+def stale(path: Path) -> bool:
     """A unix socket nobody accepts on."""
     with socket.socket(socket.AF_UNIX) as sock:
         try:
@@ -46,10 +46,10 @@ def leftovers() -> list[str]:
     no kubelet listens)."""
     found = []
     if SHIM_SOCKETS.is_dir():
-        found += [str(p) for p in sorted(SHIM_SOCKETS.iterdir()) if _stale(p)]
+        found += [str(p) for p in sorted(SHIM_SOCKETS.iterdir()) if stale(p)]
     if CNI_RESULTS.is_dir():
         found += [str(p) for p in sorted(CNI_RESULTS.glob(f"{marks.CNI_NETWORK}-*"))]
-    if KUBELET_SOCKET.exists() and _stale(KUBELET_SOCKET):
+    if KUBELET_SOCKET.exists() and stale(KUBELET_SOCKET):
         found.append(str(KUBELET_SOCKET))
     return found
 
