@@ -105,6 +105,21 @@ class Process:
             )
 
 
+def spawn(
+    argv: list[str], log: Path, cgroup: Cgroup, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``argv`` in ``cgroup`` (where the run's cleanup finds it), its output in ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=cgroup.add_self,
+        )
+
+
 def operator_network_up() -> None:
     """The operator's netns, joined to the bridge (it only talks to kube-apiserver there)."""
     network.ip("netns", "add", OPERATOR_NETNS)
@@ -211,15 +226,7 @@ class ControlPlane:
 
     def _spawn(self, name: str, argv: list[str]) -> Process:
         log = self.state / f"{name}.log"
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=self.cgroup.add_self,
-            )
-        process = Process(name, popen, log)
+        process = Process(name, spawn(argv, log, self.cgroup), log)
         self.processes.append(process)
         return process
 

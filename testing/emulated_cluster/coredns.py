@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from testing.control_plane import rbac
-from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail
+from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail, spawn
 from testing.emulated_cluster import cleanup, marks
 from testing.emulated_cluster.api import Api, ApiFailure
 from testing.emulated_cluster.cgroups import Cgroup
@@ -97,15 +97,9 @@ class CoreDns:
         )
         core = self.state / "Corefile"
         core.write_text(corefile(marks.GATEWAY, self.domain, config))
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [str(self.binary), "-conf", str(core)],
-                cwd=self.state,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=self.cgroup.add_self,
-            )
+        self.process = spawn(
+            [str(self.binary), "-conf", str(core)], self.log, self.cgroup, cwd=self.state
+        )
         self._wait_answering()
         return self
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail
+from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail, spawn
 from testing.emulated_cluster import cgroups, cleanup, cni, containerd, imagestore, kubeletconfig
 from testing.emulated_cluster.cgroups import Cgroup
 
@@ -71,15 +71,7 @@ class RealNode:
         return self.directory / "containerd.log"
 
     def _spawn(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=self.cgroup.add_self,
-                start_new_session=True,
-            )
+        process = spawn(argv, log, self.cgroup)
         self.processes.append(process)
         return process
 
