@@ -4,6 +4,8 @@ them (slow: real pods; root)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.connect import connect_cluster
 from ci_runner.clock import SystemClock
-from testing.emulated_cluster import cleanup, hoststate, imagestore, marks
+from testing.emulated_cluster import cleanup, hoststate, imagestore, marks, network
 from testing.emulated_cluster.harness import (
     Emulated,
     emulated,
@@ -26,6 +28,15 @@ from testing.emulated_cluster.harness import (
 )
 
 pytestmark = pytest.mark.slow
+# Accepts one connection and prints the peer's address and what it sent.
+PEER_SERVER = """
+import socket
+server = socket.create_server(("198.51.100.2", 8080))
+print("listening", flush=True)
+server.settimeout(30)
+conn, (address, _) = server.accept()
+print(address, conn.recv(100).decode().strip(), flush=True)
+"""
 JSON = dict[str, Any]
 BUSYBOX = imagestore.BUSYBOX_IMAGE
 
@@ -188,6 +199,37 @@ def test_coredns_answers_for_services_and_the_pods_of_a_headless_service(
         "Succeeded",
         [marks.KUBERNETES_SERVICE_IP, running["status"]["podIP"]],
     )
+
+
+def test_a_pod_reaches_a_network_beyond_the_bridge_masqueraded_as_this_machine(
+    cluster: Emulated,
+) -> None:
+    """An "outside" network namespace joined to this machine only (198.51.100.0/24, no route
+    to the pods): a pod's connection gets there through this machine, from its address."""
+    outside, veth = f"{marks.NETNS_PREFIX}outside", f"{marks.VETH_PREFIX}outside"
+    network.ip("netns", "add", outside)
+    try:
+        network.ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", outside)
+        network.ip("addr", "add", "198.51.100.1/24", "dev", veth)
+        network.ip("link", "set", veth, "up")
+        inside = ("netns", "exec", outside, "ip")
+        network.ip(*inside, "addr", "add", "198.51.100.2/24", "dev", "eth0")
+        network.ip(*inside, "link", "set", "eth0", "up")
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", outside, sys.executable, "-c", PEER_SERVER],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None and server.stdout.readline() == "listening\n"
+            call = busybox("main", "sh", "-c", "echo hello | nc -w 5 198.51.100.2 8080")
+            done = ended(cluster, "caller", call)
+            peer, _ = server.communicate(timeout=10)
+        finally:
+            server.kill()
+        assert (done["status"]["phase"], peer) == ("Succeeded", "198.51.100.1 hello\n")
+    finally:
+        network.ip("netns", "del", outside, check=False)
 
 
 def test_after_stop_nothing_is_left_and_the_sysctls_are_back(
