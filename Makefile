@@ -9,7 +9,7 @@ DEMO_DATA := $(DEMO_DIR)/data
 # e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
 DEMO_FLAGS ?=
 
-.PHONY: dist image-check demo demo-cluster horovod cluster-tools control-plane gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
+.PHONY: dist image-check demo demo-cluster horovod cluster-tools control-plane real-node gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
 
 ## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
 demo: env horovod $(DEMO_DATA)/diabetes.csv
@@ -36,6 +36,10 @@ cluster-tools: env
 control-plane:
 	scripts/setup-control-plane.sh >/dev/null
 
+## real-node: what the emulated cluster's real nodes run: Debian's containerd, runc, CNI plugins and busybox-static, gcc for the pause image (apt-get, as root), and the kubelet with the control plane
+real-node: control-plane
+	scripts/setup-real-node.sh
+
 ## gitlab-ci-local: gitlab-ci-local 4.75.1 on Node.js 22 (both from npm, into the cache) and rsync, for the tests that run the CI files
 gitlab-ci-local:
 	scripts/setup-gitlab-ci-local.sh
@@ -50,7 +54,7 @@ screenshots: env mermaid
 	$(PY) -m testing.mermaid.screenshots $(SCREENSHOTS)
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
-test: env horovod cluster-tools control-plane gitlab-ci-local mermaid lint typecheck image-check
+test: env horovod cluster-tools control-plane real-node gitlab-ci-local mermaid lint typecheck image-check
 	$(PY) -m pytest -q
 
 ## lint: ruff (check and format) over the Python, shellcheck (Debian's package, installed when missing) over every shell script

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the real control plane the emulated cluster runs above its kubelet: kube-apiserver,
-# kube-controller-manager and kube-scheduler (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3)
-# and the MPI Operator (github.com/kubeflow/mpi-operator), each from the Go module pinned under
-# testing/control_plane/modules/ (go.mod and go.sum; the binaries are their `tool` lines).
+# Builds the real control plane and node programs of the emulated cluster: kube-apiserver,
+# kube-controller-manager, kube-scheduler and the kubelet (k8s.io/kubernetes), etcd
+# (go.etcd.io/etcd/server/v3), the MPI Operator (github.com/kubeflow/mpi-operator) and CoreDNS
+# (github.com/coredns/coredns), each from the Go module pinned under testing/control_plane/modules/
+# (go.mod and go.sum; the binaries are their `tool` lines).
 #
 # The binaries are built once into a cache directory outside the repository, keyed by those go.mod
 # and go.sum files: a warm machine returns in a second. Cold on 2 cores this takes 15-30 minutes
@@ -29,6 +30,8 @@ BINARIES=(
     "kubernetes:kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager"
     "kubernetes:kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver"
     "kubernetes:kubectl:k8s.io/kubernetes/cmd/kubectl"
+    "kubernetes:kubelet:k8s.io/kubernetes/cmd/kubelet"
+    "coredns:coredns:github.com/coredns/coredns"
 )
 
 key=$(cd "$MODULES" && cat ./*/go.mod ./*/go.sum | sha256sum | cut -c1-16)

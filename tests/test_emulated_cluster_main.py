@@ -16,7 +16,7 @@ import requests
 import yaml
 
 from testing.control_plane.run import OPERATOR_NETNS, OPERATOR_VETH
-from testing.emulated_cluster import cleanup, marks
+from testing.emulated_cluster import cleanup, hoststate, imagestore, marks
 from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -26,6 +26,9 @@ NOTHING: dict[str, list[str]] = {
     "links": [],
     "mounts": [],
     "cgroups": [],
+    "iptables": [],
+    "files": [],
+    "sysctls": [],
     "state": [],
 }
 
@@ -60,7 +63,7 @@ def api(kubeconfig: Path) -> tuple[str, requests.Session]:
     return cluster["server"], session
 
 
-def run_pod(kubeconfig: Path) -> dict[str, Any]:
+def run_pod(kubeconfig: Path, image: str = "horovod/horovod:0.28.1") -> dict[str, Any]:
     url, session = api(kubeconfig)
     pods = f"{url}/api/v1/namespaces/default/pods"
     body = {
@@ -69,13 +72,11 @@ def run_pod(kubeconfig: Path) -> dict[str, Any]:
         "metadata": {"name": "sleeper"},
         "spec": {
             "nodeName": "emulated-node-1",
-            "containers": [
-                {"name": "main", "image": "horovod/horovod:0.28.1", "command": ["sleep", "600"]}
-            ],
+            "containers": [{"name": "main", "image": image, "command": ["sleep", "600"]}],
         },
     }
     session.post(pods, json=body, timeout=10).raise_for_status()
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     while time.time() < deadline:
         pod: dict[str, Any] = session.get(f"{pods}/sleeper", timeout=10).json()
         if (pod.get("status") or {}).get("phase") == "Running":
@@ -125,3 +126,30 @@ def test_a_start_after_sigkill_removes_what_the_killed_run_left(tmp_path: Path) 
         again.send_signal(signal.SIGTERM)
         assert again.wait(60) == 0
     assert cleanup.inventory() == NOTHING
+
+
+def test_a_start_after_sigkill_removes_what_killed_real_nodes_left(tmp_path: Path) -> None:
+    """Kubelets, containerd, shims and pods, their mounts and cgroups, the CNI masquerade rule
+    and the kubelet's chains, the sysctls the kubelet changed."""
+    before = hoststate.read()
+    assert cleanup.inventory() == NOTHING
+    killed, _ = start(tmp_path / "first", "--real-nodes")
+    run_pod(tmp_path / "first", imagestore.BUSYBOX_IMAGE)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    left = cleanup.inventory()
+    assert left["processes"] and left["mounts"] and left["cgroups"]
+    assert left["sysctls"] == [str(marks.SYSCTL_RECORD)]
+    assert [r for r in left["iptables"] if r.startswith("-A POSTROUTING -s 10.98.76.33/32")]
+    assert "iptables filter KUBE-FIREWALL" in left["iptables"]
+    assert hoststate.read()["vm.overcommit_memory"] == "1"
+
+    again, lines = start(tmp_path / "second", "--real-nodes")
+    try:
+        assert lines == [f"dns {marks.GATEWAY}", "ready"]
+        assert not set(left["processes"]) & set(cleanup.inventory()["processes"])
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(60) == 0
+    assert cleanup.inventory() == NOTHING
+    assert hoststate.read() == before

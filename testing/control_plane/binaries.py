@@ -9,7 +9,15 @@ from pathlib import Path
 from testing.paths import REPO_ROOT
 
 SETUP = REPO_ROOT / "scripts" / "setup-control-plane.sh"
-NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "mpi-operator")
+NAMES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "mpi-operator",
+    "kubelet",
+    "coredns",
+)
 
 
 class NotBuilt(Exception):
@@ -17,7 +25,7 @@ class NotBuilt(Exception):
 
 
 def bin_dir() -> Path:
-    """The directory with the five binaries; :class:`NotBuilt` (the script's line) if missing."""
+    """The directory with the binaries; :class:`NotBuilt` (the script's line) if missing."""
     done = subprocess.run([str(SETUP), "--bin-dir"], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise NotBuilt(done.stderr.strip() or "scripts/setup-control-plane.sh --bin-dir failed")

@@ -37,8 +37,10 @@ START_TIMEOUT = 120.0  # kube-apiserver on 2 busy cores takes 10-40 s to be read
 # cmd/kube-controller-manager/names/controller_names.go, kubernetes v1.35.4);
 # the root CA publisher writes kube-root-ca.crt, which every pod's projected token volume reads;
 # the node lifecycle controller lifts the not-ready taint admission puts on every new Node; the
-# PersistentVolume binder binds claims to volumes (the scheduler waits for that).
+# PersistentVolume binder binds claims to volumes (the scheduler waits for that); the
+# EndpointSlice controller publishes the Services' endpoints CoreDNS answers from.
 CONTROLLERS = (
+    "endpointslice-controller",
     "node-lifecycle-controller",
     "persistentvolume-binder-controller",
     "job-controller",
@@ -82,7 +84,8 @@ def cert_user(pair: pki.KeyPair) -> JSON:
     return {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a log, for an error message."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -98,8 +101,23 @@ class Process:
     def check(self) -> None:
         if self.popen.poll() is not None:
             raise StartFailed(
-                f"{self.name} exited with {self.popen.returncode}:\n{_tail(self.log)}"
+                f"{self.name} exited with {self.popen.returncode}:\n{log_tail(self.log)}"
             )
+
+
+def spawn(
+    argv: list[str], log: Path, cgroup: Cgroup, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``argv`` in ``cgroup`` (where the run's cleanup finds it), its output in ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=cgroup.add_self,
+        )
 
 
 def operator_network_up() -> None:
@@ -208,15 +226,7 @@ class ControlPlane:
 
     def _spawn(self, name: str, argv: list[str]) -> Process:
         log = self.state / f"{name}.log"
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=self.cgroup.add_self,
-            )
-        process = Process(name, popen, log)
+        process = Process(name, spawn(argv, log, self.cgroup), log)
         self.processes.append(process)
         return process
 
@@ -323,7 +333,7 @@ class ControlPlane:
             if time.monotonic() > deadline:
                 raise StartFailed(
                     f"kube-apiserver not ready after {START_TIMEOUT:.0f}s:\n"
-                    + _tail(self.state / "kube-apiserver.log")
+                    + log_tail(self.state / "kube-apiserver.log")
                 )
             time.sleep(0.3)
 
@@ -418,7 +428,7 @@ class ControlPlane:
             if lease is not None and (lease.get("spec") or {}).get("holderIdentity"):
                 return lease
             if time.monotonic() > deadline:
-                raise StartFailed("the MPI Operator never took its Lease:\n" + _tail(
+                raise StartFailed("the MPI Operator never took its Lease:\n" + log_tail(
                     self.state / "mpi-operator.log"))  # fmt: skip
             time.sleep(0.2)
 

@@ -5,7 +5,8 @@ kubelets of the emulated nodes (they register their Nodes) and the cluster DNS; 
 kubeconfig (a ``system:masters`` token, the CA inline); prints
 ``dns <address>``, with --s3 ``s3 <endpoint URL>``, then ``ready``, each on its own line; runs
 until SIGTERM or Ctrl-C and then leaves nothing behind. A start after a crash removes first what
-the killed run left."""
+the killed run left. ``--real-nodes``: the nodes are real (kubelet v1.35.4, containerd, runc and
+CNI: ``make real-node``), with the pause and busybox images only."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import yaml
 
 from testing.control_plane import accounts, binaries
 from testing.control_plane.run import StartFailed
-from testing.emulated_cluster import marks
+from testing.emulated_cluster import marks, realcluster, realnode
 from testing.emulated_cluster.cluster import Busy, MachineSide, NodeShape
 from testing.emulated_cluster.image import STOCK_PYTHON_IMAGE
 from testing.emulated_cluster.node import DEFAULT_IMAGE
@@ -73,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{STOCK_PYTHON_IMAGE} is the one with the stock image's Python); any other name fails "
         "to pull",
     )
+    parser.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="real kubelets and containerd instead of ours (two nodes, no GPU node)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print(
@@ -94,12 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    side = MachineSide(list(NODES[: args.nodes]), images=frozenset({DEFAULT_IMAGE, *args.image}))
+    side = MachineSide(
+        list(NODES[:2] if args.real_nodes else NODES[: args.nodes]),
+        images=frozenset({DEFAULT_IMAGE, *args.image}),
+        real=args.real_nodes,
+    )
     s3: Any = None
     try:
         try:
             side.start(wait_for_lock=False)
-        except (Busy, StartFailed) as err:
+        except (Busy, StartFailed, realcluster.NotInstalled, realnode.NodeFailed) as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
         control = side.control

@@ -60,12 +60,40 @@ def run_root() -> Path:
     return path
 
 
+def v1_hierarchies() -> list[Path]:
+    """The mount point of every cgroup v1 hierarchy (cpu, memory, pids, ...; none on a v2-only
+    machine)."""
+    if not V2.is_dir():
+        return []
+    return sorted(
+        p
+        for p in V2.iterdir()
+        if p.is_dir()
+        and not p.is_symlink()
+        and (p / "cgroup.procs").exists()
+        and not (p / "cgroup.controllers").exists()
+    )
+
+
+def make_everywhere(relative: str) -> None:
+    """The cgroup ``relative`` (a path from the root, as a v1 kubelet's ``cgroupRoot``) in every
+    v1 hierarchy. A new cpuset cgroup has no CPUs or memory nodes until given its parent's."""
+    for hierarchy in v1_hierarchies():
+        path = hierarchy / relative.strip("/")
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        for directory in reversed(missing):
+            directory.mkdir()
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if (directory / name).exists() and not (directory / name).read_text().strip():
+                    (directory / name).write_text((directory.parent / name).read_text())
+
+
 def ours() -> list[Path]:
-    """Every cgroup directory named :data:`marks.CGROUP_NAME` (this run's or a killed one's)."""
+    """Every cgroup directory named :data:`marks.CGROUP_NAME` (this run's or a killed one's), in
+    every hierarchy (a real node's kubelet and runc make the pods' in each v1 one)."""
     found: list[Path] = []
     roots = [r for r in (V2, V2_UNIFIED) if (r / "cgroup.controllers").is_file()]
-    if (V1_MEMORY / "memory.limit_in_bytes").exists():
-        roots.append(V1_MEMORY)
+    roots += v1_hierarchies()
     for root in roots:
         for dirpath, dirnames, _ in os.walk(root):
             if os.path.basename(dirpath) == marks.CGROUP_NAME:

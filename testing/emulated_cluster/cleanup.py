@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from testing.emulated_cluster import cgroups, marks, network
+from testing.emulated_cluster import cgroups, hostfiles, hoststate, iptables, marks, network
 
 
 def our_mounts() -> list[str]:
@@ -33,6 +33,9 @@ def inventory() -> dict[str, list[str]]:
         "links": network.our_links(),
         "mounts": our_mounts(),
         "cgroups": [str(p) for p in cgroups.ours()],
+        "iptables": iptables.our_rules() + iptables.kubelet_chains(),
+        "files": hostfiles.leftovers(),
+        "sysctls": [str(marks.SYSCTL_RECORD)] if marks.SYSCTL_RECORD.exists() else [],
         "state": [str(marks.STATE_ROOT)] if marks.STATE_ROOT.exists() else [],
     }
 
@@ -50,7 +53,7 @@ def end(process: subprocess.Popen[bytes], grace: float) -> None:
 
 def remove_everything() -> None:
     """Processes first (they hold namespaces and mounts), then namespaces, links, mounts,
-    cgroups and the state directory."""
+    cgroups, iptables rules and the state directory; the sysctls a kubelet changed go back."""
     for path in cgroups.ours():
         cgroups.Cgroup(path).kill_all()
     for name in network.our_netns():
@@ -63,5 +66,8 @@ def remove_everything() -> None:
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
     for path in cgroups.ours():
         cgroups.Cgroup(path).remove()
+    iptables.remove_ours()
+    hostfiles.remove_leftovers()
+    hoststate.restore()
     if marks.STATE_ROOT.exists() and not our_mounts():
         subprocess.run(["rm", "-rf", "--one-file-system", str(marks.STATE_ROOT)], check=False)

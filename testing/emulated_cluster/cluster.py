@@ -15,9 +15,10 @@ from typing import Any
 
 from testing import node_objects as nodes
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster import cleanup, image, marks, network
+from testing.emulated_cluster import cleanup, image, marks, network, realcluster
 from testing.emulated_cluster.api import Api, Scope
 from testing.emulated_cluster.cgroups import Cgroup, run_root
+from testing.emulated_cluster.coredns import CoreDns
 from testing.emulated_cluster.dns import ClusterDns
 from testing.emulated_cluster.kubelet import Kubelet
 from testing.emulated_cluster.logserver import Tls
@@ -102,9 +103,13 @@ class MachineSide:
         venv: Path | None = None,
         cluster_domain: str = marks.CLUSTER_DOMAIN,
         images: frozenset[str] = frozenset({DEFAULT_IMAGE}),
+        real: bool = False,
+        archives: tuple[Path, ...] = (),
     ) -> None:
         """``images``: the image names the nodes have (each runs the emulated image, but
-        :data:`image.STOCK_PYTHON_IMAGE` runs its variant)."""
+        :data:`image.STOCK_PYTHON_IMAGE` runs its variant). ``real``: real nodes (kubelet
+        v1.35.4 and containerd: :mod:`.realcluster`) instead of ours, with the images of
+        ``archives`` besides the pause and busybox images."""
         self.scope = Scope(None)  # kubelets and DNS watch every namespace
         self.control: ControlPlane | None = None
         self.shapes = nodes
@@ -112,7 +117,10 @@ class MachineSide:
         self.cluster_domain = cluster_domain
         self.images = images
         self.kubelets: list[Kubelet] = []
-        self.dns: ClusterDns | None = None
+        self.real = real
+        self.archives = archives
+        self.real_nodes: realcluster.RealNodes | None = None
+        self.dns: ClusterDns | CoreDns | None = None
         self.cgroup: Cgroup | None = None
         self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
         self._lock: int | None = None
@@ -161,6 +169,9 @@ class MachineSide:
             marks.STATE_ROOT / "control-plane", Cgroup(self.cgroup.path / "control-plane")
         ).start()
         system = Cgroup(self.cgroup.path / "system").create(None)
+        if self.real:
+            self._start_real(system)
+            return
         layer = image.build(marks.STATE_ROOT / "image", self.venv)
         variants = {
             normalized(name): image.build_named(
@@ -205,6 +216,38 @@ class MachineSide:
         for shape in self.shapes:
             self._wait_schedulable(shape.name)
 
+    def _start_real(self, system: Cgroup) -> None:
+        """CoreDNS, then a real node per shape."""
+        assert self.control is not None and self.cgroup is not None
+        binary = self.control.bin_dir / "coredns"
+        self.dns = CoreDns(
+            self.control, binary, marks.STATE_ROOT / "dns", self.cluster_domain, system
+        ).start()
+        shapes = []
+        for shape in self.shapes:
+            if shape.gpus:
+                raise ValueError(f"{shape.name}: a real node here has no GPUs (no device plugin)")
+            shapes.append(
+                realcluster.Shape(
+                    shape.name,
+                    cpu=shape.cpu,
+                    memory=shape.memory,
+                    labels=tuple(sorted(shape.labels.items())),
+                    taints=tuple((t["key"], t.get("value", ""), t["effect"]) for t in shape.taints),
+                )
+            )
+        archives = realcluster.node_archives(cache_dir(), self.archives)
+        self.real_nodes = realcluster.RealNodes(
+            self.control,
+            shapes,
+            self.node_ips,
+            marks.STATE_ROOT / "nodes",
+            self.cgroup.path,
+            archives,
+        ).start()
+        for shape in self.shapes:
+            self._wait_schedulable(shape.name)
+
     def _wait_schedulable(self, name: str, timeout: float = 60.0) -> None:
         """Until the node lifecycle controller lifted the not-ready taint that admission
         (TaintNodesByCondition) puts on every new Node."""
@@ -224,6 +267,9 @@ class MachineSide:
         for kubelet in self.kubelets:
             kubelet.shutdown()
         self.kubelets = []
+        if self.real_nodes is not None:
+            self.real_nodes.stop()
+            self.real_nodes = None
         if self.dns is not None:
             self.dns.stop()
             self.dns = None

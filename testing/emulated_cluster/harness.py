@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -28,6 +29,17 @@ class Emulated:
     side: MachineSide
     seen: list[tuple[str, JSON]] = field(default_factory=list)  # every pod event, in order
     _kubelet_client: requests.Session | None = None
+    recorder: Informer | None = None  # the watch that fills ``seen``
+
+    def seen_event(self, kind: str, obj: JSON) -> None:
+        self.seen.append((kind, obj))
+
+    def stop(self) -> None:
+        """Stop the cluster before the end of the ``with`` block (a test of what stop leaves)."""
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
+        self.side.stop()
 
     def kubelet_client(self, user: str, allowed: bool) -> requests.Session:
         """A session with a client certificate of the cluster's CA for ``user``, given the
@@ -186,24 +198,30 @@ def phase_is(*phases: str) -> Callable[[JSON], bool]:
 
 
 @contextmanager
-def emulated(nodes: int = 2, images: frozenset[str] = frozenset({IMAGE})) -> Iterator[Emulated]:
+def emulated(
+    nodes: int = 2,
+    images: frozenset[str] = frozenset({IMAGE}),
+    real: bool = False,
+    archives: tuple[Path, ...] = (),
+    memory: str = "8Gi",
+) -> Iterator[Emulated]:
     """The emulated cluster with ``nodes`` nodes (which have ``images``) and the namespace
-    :data:`NAMESPACE`."""
-    shapes = [NodeShape(f"node-{i + 1}") for i in range(nodes)]
-    side = MachineSide(shapes, images=images).start()
-    recorder: Informer | None = None
+    :data:`NAMESPACE`; ``real``: real nodes with the images of ``archives`` (and busybox)."""
+    shapes = [NodeShape(f"node-{i + 1}", memory=memory) for i in range(nodes)]
+    side = MachineSide(shapes, images=images, real=real, archives=archives).start()
+    cluster: Emulated | None = None
     try:
         accounts.create_namespace(side.api, NAMESPACE)
         cluster = Emulated(side.api, side)
-        recorder = Informer(
+        cluster.recorder = Informer(
             side.api,
             f"/api/v1/namespaces/{NAMESPACE}/pods",
             {},
-            lambda kind, obj: cluster.seen.append((kind, obj)),
+            cluster.seen_event,
             "pod-history",
         ).start()
         yield cluster
     finally:
-        if recorder is not None:
-            recorder.stop()
+        if cluster is not None and cluster.recorder is not None:
+            cluster.recorder.stop()
         side.stop()

@@ -37,3 +37,19 @@ def netns_name(uid: str) -> str:
 
 def veth_name(uid: str) -> str:
     return VETH_PREFIX + short_id(uid)
+
+
+# Real nodes (kubelet + containerd): what they leave on the machine is named here too.
+CNI_NETWORK = "ci-runner-emulated"  # the CNI network's name: its iptables rules carry it
+SYSCTL_RECORD = Path("/run/ci-runner-emulated.sysctls")  # the values before the first kubelet
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # kubeadm's PauseVersion in kubernetes v1.35.4
+# Each real node's pods take addresses from its own block of the bridge's /24 (its pod CIDR).
+POD_BLOCK = 32
+
+
+def pod_cidr(node_index: int) -> str:
+    """The pod CIDR of real node ``node_index`` (0-based): a /27 of the bridge's subnet,
+    .32-.63 for the first; six nodes fit between the node addresses and the Service range."""
+    if not 0 <= node_index < 6:
+        raise ValueError(f"a real node's index is 0-5, not {node_index}")
+    return f"{SUBNET}.{POD_BLOCK * (node_index + 1)}/27"

@@ -1,0 +1,245 @@
+"""Real nodes under the emulated cluster: kubelet v1.35.4 with Debian's containerd, runc and CNI
+plugins (testing/emulated_cluster/realcluster.py), observed through the API as ci-runner sees
+them (slow: real pods; root)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.connect import connect_cluster
+from ci_runner.clock import SystemClock
+from testing.emulated_cluster import cleanup, hoststate, imagestore, marks, network
+from testing.emulated_cluster.harness import (
+    Emulated,
+    emulated,
+    is_ready,
+    main_status,
+    phase_is,
+    pod,
+)
+
+pytestmark = pytest.mark.slow
+# Accepts one connection and prints the peer's address and what it sent.
+PEER_SERVER = """
+import socket
+server = socket.create_server(("198.51.100.2", 8080))
+print("listening", flush=True)
+server.settimeout(30)
+conn, (address, _) = server.accept()
+print(address, conn.recv(100).decode().strip(), flush=True)
+"""
+JSON = dict[str, Any]
+BUSYBOX = imagestore.BUSYBOX_IMAGE
+
+
+@pytest.fixture(scope="module")
+def sysctls() -> dict[str, str]:
+    """The machine's values before the cluster started."""
+    return hoststate.read()
+
+
+@pytest.fixture(scope="module")
+def cluster(sysctls: dict[str, str]) -> Iterator[Emulated]:
+    with emulated(nodes=2, real=True) as running:
+        yield running
+
+
+def busybox(name: str, *command: str, **fields: Any) -> JSON:
+    return {
+        "name": name,
+        "image": BUSYBOX,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(command),
+        **fields,
+    }
+
+
+def ended(cluster: Emulated, name: str, *containers: JSON, node: str = "node-1") -> JSON:
+    cluster.create("pods", pod(name, node, list(containers), restartPolicy="Never"))
+    return cluster.wait_pod(name, phase_is("Succeeded", "Failed"), timeout=60)
+
+
+def test_the_nodes_are_kubelet_v1_35_4_on_containerd_shaped_by_system_reserved(
+    cluster: Emulated,
+) -> None:
+    items, _ = cluster.api.list("/api/v1/nodes")
+    assert [n["metadata"]["name"] for n in items] == ["node-1", "node-2"]
+    for node in items:
+        info = node["status"]["nodeInfo"]
+        assert (info["kubeletVersion"], info["containerRuntimeVersion"]) == (
+            "v1.35.4",
+            "containerd://1.6.20",
+        )
+        assert (node["status"]["allocatable"]["cpu"], node["status"]["allocatable"]["memory"]) == (
+            "2",
+            "8Gi",
+        )
+        addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+        assert addresses["InternalIP"] in marks.NODE_ADDRESSES
+
+
+def test_a_pod_runs_in_containerd_with_an_address_of_its_node_and_logs_through_the_kubelet(
+    cluster: Emulated,
+) -> None:
+    done = ended(
+        cluster,
+        "hello",
+        busybox("main", "sh", "-c", "echo hello from $(hostname); cat /etc/resolv.conf"),
+        node="node-2",
+    )
+    status = main_status(done)
+    assert status["containerID"].startswith("containerd://")
+    assert status["state"]["terminated"]["reason"] == "Completed"
+    assert done["status"]["podIP"].startswith(f"{marks.SUBNET}.")
+    assert 64 < int(done["status"]["podIP"].rsplit(".", 1)[1]) < 96  # node-2's pod CIDR
+    log = cluster.api.text("/api/v1/namespaces/ml/pods/hello/log")
+    assert log.splitlines() == [
+        "hello from hello",
+        f"search ml.svc.{marks.CLUSTER_DOMAIN} svc.{marks.CLUSTER_DOMAIN} {marks.CLUSTER_DOMAIN}",
+        f"nameserver {marks.GATEWAY}",
+        "options ndots:5",
+    ]
+
+
+def test_ci_runner_s_client_with_only_the_rbac_example_s_token_follows_a_log_as_it_is_written(
+    cluster: Emulated, tmp_path: Path
+) -> None:
+    """kube-apiserver proxies ``pods/log?follow=true`` to the real kubelet's HTTPS port: the first
+    line arrives while the container still runs."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig()))
+    connection = connect_cluster(None, {"KUBECONFIG": str(kubeconfig)}, tmp_path / "no-sa")
+    api = KubeApi(connection.client, connection.namespace, SystemClock())
+    script = "echo first; sleep 4; echo second"
+    cluster.create(
+        "pods",
+        pod("streamer", "node-1", [busybox("launcher", "sh", "-c", script)], restartPolicy="Never"),
+    )
+    cluster.wait_pod("streamer", phase_is("Running"))
+    received = b""
+    running_at_first = None
+    for chunk in api.follow_log("streamer").chunks():
+        received += chunk
+        if running_at_first is None and b" first\n" in received:
+            running_at_first = (cluster.pod("streamer") or {})["status"]["phase"] == "Running"
+    assert running_at_first is True
+    lines = [line.split(" ", 1) for line in received.decode().splitlines()]
+    assert [text for _, text in lines] == ["first", "second"]
+    assert all(stamp.startswith("20") for stamp, _ in lines)
+
+
+def test_a_command_the_image_lacks_ends_start_error_in_runc_s_words(cluster: Emulated) -> None:
+    done = ended(cluster, "worker-0", busybox("worker", "/opt/conda/bin/python", "train.py"))
+    end = main_status(done)["state"]["terminated"]
+    assert (end["reason"], end["exitCode"]) == ("StartError", 128)
+    runc = (
+        'exec: "/opt/conda/bin/python": stat /opt/conda/bin/python: no such file or directory: '
+        "unknown"
+    )
+    assert end["message"].endswith(runc), end["message"]
+    failure = explain.setup_failure(done)
+    assert failure is not None
+    assert failure.message == (
+        "worker worker-0: container worker could not start (StartError, exit code 128): "
+        f"{end['message']}; fix: use an image that has /bin/sh and the command (ci-runner's "
+        "containers run their scripts with /bin/sh)"
+    )
+
+
+def test_a_process_over_the_memory_limit_is_oom_killed_and_the_container_keeps_its_exit_code(
+    cluster: Emulated,
+) -> None:
+    """cgroup v1: the kernel kills the process over the limit, not the container (no
+    ``memory.oom.group`` here); the runtime says OOMKilled with the code the shell exits with."""
+    limits = {"resources": {"limits": {"memory": "32Mi"}}}
+    hog = busybox("worker", "sh", "-c", "head -c 200m /dev/zero | tail; exit 5", **limits)
+    done = ended(cluster, "hog-worker-0", hog)
+    end = main_status(done)["state"]["terminated"]
+    assert (end["reason"], end["exitCode"]) == ("OOMKilled", 5)
+    failure = explain.setup_failure(done)
+    assert failure is not None
+    assert failure.message == (
+        "worker hog-worker-0: container worker was OOMKilled (exit code 5, memory limit 32Mi)"
+    )
+
+
+def test_coredns_answers_for_services_and_the_pods_of_a_headless_service(
+    cluster: Emulated,
+) -> None:
+    """The records MPI Operator's hostfile relies on: ``<pod>.<service>.<ns>.svc.<domain>`` for
+    a pod whose ``hostname`` and ``subdomain`` name it and a headless Service that selects it."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "sub"},
+        "spec": {"clusterIP": "None", "selector": {"app": "target"}, "ports": [{"port": 22}]},
+    }
+    cluster.create("services", service)
+    target = pod("target", "node-2", [busybox("main", "sleep", "600")], labels={"app": "target"})
+    target["spec"].update(hostname="w-0", subdomain="sub")
+    cluster.create("pods", target)
+    running = cluster.wait_pod("target", lambda p: is_ready(p), timeout=60)
+    domain = marks.CLUSTER_DOMAIN
+    lookup = (
+        f"for n in kubernetes.default.svc.{domain} w-0.sub.ml.svc.{domain}; do "
+        "nslookup -type=a $n | sed -n 's/^Address: //p'; done"
+    )
+    done = ended(cluster, "lookup", busybox("main", "sh", "-c", lookup))
+    log = cluster.api.text("/api/v1/namespaces/ml/pods/lookup/log")
+    assert (done["status"]["phase"], log.split()) == (
+        "Succeeded",
+        [marks.KUBERNETES_SERVICE_IP, running["status"]["podIP"]],
+    )
+
+
+def test_a_pod_reaches_a_network_beyond_the_bridge_masqueraded_as_this_machine(
+    cluster: Emulated,
+) -> None:
+    """An "outside" network namespace joined to this machine only (198.51.100.0/24, no route
+    to the pods): a pod's connection gets there through this machine, from its address."""
+    outside, veth = f"{marks.NETNS_PREFIX}outside", f"{marks.VETH_PREFIX}outside"
+    network.ip("netns", "add", outside)
+    try:
+        network.ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", outside)
+        network.ip("addr", "add", "198.51.100.1/24", "dev", veth)
+        network.ip("link", "set", veth, "up")
+        inside = ("netns", "exec", outside, "ip")
+        network.ip(*inside, "addr", "add", "198.51.100.2/24", "dev", "eth0")
+        network.ip(*inside, "link", "set", "eth0", "up")
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", outside, sys.executable, "-c", PEER_SERVER],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None and server.stdout.readline() == "listening\n"
+            call = busybox("main", "sh", "-c", "echo hello | nc -w 5 198.51.100.2 8080")
+            done = ended(cluster, "caller", call)
+            peer, _ = server.communicate(timeout=10)
+        finally:
+            server.kill()
+        assert (done["status"]["phase"], peer) == ("Succeeded", "198.51.100.1 hello\n")
+    finally:
+        network.ip("netns", "del", outside, check=False)
+
+
+def test_after_stop_nothing_is_left_and_the_sysctls_are_back(
+    cluster: Emulated, sysctls: dict[str, str]
+) -> None:
+    """Last in this module: it stops the module's cluster, with a pod still running."""
+    cluster.create("pods", pod("sleeper", "node-1", [busybox("main", "sleep", "600")]))
+    cluster.wait_pod("sleeper", phase_is("Running"))
+    assert hoststate.read()["vm.overcommit_memory"] == "1"  # the kubelet's
+    cluster.stop()
+    assert cluster.side.left_behind == {key: [] for key in cluster.side.left_behind or {}}
+    assert cleanup.inventory() == {key: [] for key in cleanup.inventory()}
+    assert hoststate.read() == sysctls

@@ -1,0 +1,92 @@
+"""Images built from Debian packages (testing/emulated_cluster/nodeimages.py) on a real node:
+what the image says (WORKDIR, USER, its Python, OpenMPI and sshd) is what the container gets,
+with the runtime's default capabilities (slow: debootstrap once, real pods; root)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from testing.emulated_cluster import nodeimages
+from testing.emulated_cluster.harness import Emulated, emulated, main_status, phase_is, pod
+from testing.paths import cache_dir
+
+pytestmark = pytest.mark.slow
+JSON = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Emulated]:
+    archive = nodeimages.mpi_archive(cache_dir())
+    with emulated(nodes=1, real=True, archives=(archive,)) as running:
+        yield running
+
+
+def run(cluster: Emulated, name: str, image: str, script: str, **spec: Any) -> tuple[JSON, str]:
+    main = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", script],
+    }
+    cluster.create("pods", pod(name, "node-1", [main], restartPolicy="Never", **spec))
+    done = cluster.wait_pod(name, phase_is("Succeeded", "Failed"), timeout=60)
+    return done, cluster.api.text(f"/api/v1/namespaces/ml/pods/{name}/log")
+
+
+def test_the_debian_image_has_python_openmpi_and_sshd_in_its_workdir_with_default_caps(
+    cluster: Emulated,
+) -> None:
+    script = (
+        "python3 --version; mpirun --version | head -n1; /usr/sbin/sshd -t && echo sshd ok; "
+        "pwd; id -u; grep CapEff /proc/self/status"
+    )
+    done, log = run(cluster, "debian", nodeimages.MPI_IMAGE, script)
+    assert (done["status"]["phase"], log.splitlines()) == (
+        "Succeeded",
+        [
+            "Python 3.11.2",
+            "mpirun (Open MPI) 4.1.4",
+            "sshd ok",
+            "/horovod/examples",
+            "0",
+            "CapEff:\t00000000a80425fb",
+        ],
+    )
+
+
+def test_the_non_root_variant_runs_as_its_numeric_user_under_run_as_non_root(
+    cluster: Emulated,
+) -> None:
+    done, log = run(
+        cluster,
+        "non-root",
+        nodeimages.NON_ROOT_IMAGE,
+        "id -u; echo $HOME; ls -ld $HOME/.ssh | cut -d' ' -f1,3",
+        securityContext={"runAsNonRoot": True},
+    )
+    assert (done["status"]["phase"], log.splitlines()) == (
+        "Succeeded",
+        ["1000", "/home/mpiuser", "drwx------ mpiuser"],
+    )
+
+
+def test_run_as_non_root_refuses_the_root_image_before_it_starts(cluster: Emulated) -> None:
+    main = {"name": "main", "image": nodeimages.MPI_IMAGE, "command": ["true"]}
+    spec = pod("refused", "node-1", [main], securityContext={"runAsNonRoot": True})
+    cluster.create("pods", spec)
+    waiting = cluster.wait_pod(
+        "refused",
+        lambda p: (
+            (main_status(p).get("state") or {}).get("waiting", {}).get("reason")
+            == "CreateContainerConfigError"
+        ),
+    )
+    message = main_status(waiting)["state"]["waiting"]["message"]
+    uid = waiting["metadata"]["uid"]
+    assert message == (
+        "container has runAsNonRoot and image will run as root "
+        f'(pod: "refused_ml({uid})", container: main)'
+    )
