@@ -415,7 +415,7 @@ def _setup_values(plan: RunPlan) -> dict[str, Any]:
 def launcher_argv(plan: RunPlan) -> list[str]:
     """The launcher's command: ``mpirun`` with the operator's hostfile for a fixed-size job (no
     horovodrun start-up and ssh check of every host before it: 1.6-1.9 s on the emulated
-    cluster, bench 6); an elastic job needs horovodrun's elastic driver."""
+    cluster); an elastic job needs horovodrun's elastic driver."""
     if plan.config.elastic:
         return plan.horovodrun_argv(POD_HOSTS)
     return plan.mpirun_argv(POD_HOSTS)

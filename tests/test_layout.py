@@ -159,3 +159,18 @@ def test_no_package_imports_what_it_must_not(package: str) -> None:
         if name in FORBIDDEN[package]
     )
     assert wrong == []
+
+
+def test_nothing_that_ships_talks_about_our_benchmarks() -> None:
+    """The package and the templates reach users (every manifest holds the pod scripts): a
+    figure's reason is said in their words, never as a benchmark's number they cannot see."""
+    root = Path(__file__).resolve().parent.parent
+    shipped = [*(root / "ci_runner").rglob("*.py"), *(root / "templates").rglob("*")]
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in shipped
+        if path.is_file()
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if "bench" in line.lower()
+    ]
+    assert found == []

@@ -50,7 +50,7 @@ MPIRUN_END_OF_OPTIONS: Final = "--"
 # negotiates every few milliseconds from hvd.init on) spins on its core unless OpenMPI counts more
 # ranks than cores, and it counts neither a rank's own threads nor a pod's CPU quota: the spin then
 # takes the CPU the rank's main thread needs (importing torch, building the optimizer: 1.3 s of
-# bench 6's first step).
+# a two-rank job's first step).
 RANK_DEFAULTS: Final = (("PYTHONUNBUFFERED", "1"), ("OMPI_MCA_mpi_yield_when_idle", "1"))
 
 

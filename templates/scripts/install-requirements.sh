@@ -9,7 +9,7 @@
 # With a pip cache claim, $CI_RUNNER_VENV_CACHE is a directory on it that keeps each virtualenv it
 # made under a key: the requirements files' bytes (with those they include by -r or -c), the
 # image's Python and the distributions it has, and the PIP_* settings. A pod whose key is there
-# links $CI_RUNNER_VENV to it and runs no pip at all (8-9 s of a start, bench 6); the worker
+# links $CI_RUNNER_VENV to it and runs no pip at all (8-9 s of a start); the worker
 # container mounts the claim at the same path, and every pod builds at the same $CI_RUNNER_VENV,
 # so the scripts' #! lines hold. Requirements that name a local path (./libs/pkg, -e .) may change
 # with any commit: they are never cached. A kept virtualenv no pod used for

@@ -2,7 +2,7 @@
 # The launcher's entry point: run its arguments, mpirun ... or, for an elastic job, horovodrun ...
 # A fixed-size job's launcher runs no rank and needs no code of its own: mpirun starts each rank in
 # the workers' checkout (-wdir), which their install-requirements found at the pinned commit, and
-# the launcher pod starts without a fetch-code init container (1-2 s, bench 6). horovodrun runs
+# the launcher pod starts without a fetch-code init container (1-2 s sooner). horovodrun runs
 # from the launcher's own checkout, which its fetch-code init container made.
 set -eu
 code_dir="${CI_RUNNER_CODE_DIR:-/ci-runner/code}"
