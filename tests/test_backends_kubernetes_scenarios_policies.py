@@ -521,6 +521,12 @@ def test_a_preemption_ends_the_run_when_train_yaml_says_fail(cluster: Cluster) -
     assert cluster.leftovers(SETTLE) == []  # the queue has nothing left to resume
 
 
+def _suspended(job: JobScenario) -> list[tuple[str, str]]:
+    """The status and reason of the MPIJob's Suspended condition, if it has one."""
+    conditions = job.mpijob.get("status", {}).get("conditions", [])
+    return [(c["status"], c["reason"]) for c in conditions if c["type"] == "Suspended"]
+
+
 def test_a_resume_the_operator_cannot_carry_out_fails_after_the_setup_timeout(
     cluster: Cluster,
 ) -> None:
@@ -530,6 +536,12 @@ def test_a_resume_the_operator_cannot_carry_out_fails_after_the_setup_timeout(
     _suspend(cluster, True)
     cluster.log.wait_for(PREEMPTED)
     wait_for("the preempted job's pods gone", lambda: job.pods() == [])
+    # The operator writes the condition after it deletes the pods; a resume before that makes
+    # its status update conflict, and the failed resume then never writes it.
+    wait_for(
+        "the operator's Suspended condition",
+        lambda: _suspended(job) == [("True", "MPIJobSuspended")],
+    )
     _suspend(cluster, False)
     cluster.log.wait_for(RESUMED)
     job.workers_running()  # the operator makes the workers again; they get Ready
@@ -537,8 +549,7 @@ def test_a_resume_the_operator_cannot_carry_out_fails_after_the_setup_timeout(
     wait_for("every worker Ready again", lambda: cluster.log.lines.count(ready) == 2)
     # What the real operator leaves: its sync stops at the launcher Job's jobs/status update,
     # before the MPIJob's status, so the Suspended condition stays True; no launcher pod.
-    suspended = [c for c in job.mpijob["status"]["conditions"] if c["type"] == "Suspended"]
-    assert [(c["status"], c["reason"]) for c in suspended] == [("True", "MPIJobSuspended")]
+    assert _suspended(job) == [("True", "MPIJobSuspended")]
     assert job.mpijob["spec"]["runPolicy"]["suspend"] is False
     cluster.clock.advance(1800)  # kubernetes.setup_timeout after the resume
     result = cluster.result()
