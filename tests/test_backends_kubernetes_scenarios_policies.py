@@ -464,9 +464,7 @@ def test_a_job_suspended_after_it_started_is_preempted_then_resumed(cluster: Clu
 def _preempted_then_resumed(cluster: Cluster) -> None:
     first = _started_and_running(cluster)
     job = cluster.job()
-    _suspend(cluster, True)
-    cluster.log.wait_for(PREEMPTED)
-    wait_for("the preempted job's pods gone", lambda: job.pods() == [])
+    _preempt(cluster, job)
     cluster.clock.advance(2 * 1800)
     _suspend(cluster, False)
     cluster.log.wait_for(RESUMED)
@@ -521,6 +519,19 @@ def test_a_preemption_ends_the_run_when_train_yaml_says_fail(cluster: Cluster) -
     assert cluster.leftovers(SETTLE) == []  # the queue has nothing left to resume
 
 
+def _preempt(cluster: Cluster, job: JobScenario) -> None:
+    """A queue suspends the running job; returns once the operator has settled it: ci-runner
+    said so, the pods are gone and the operator wrote its Suspended condition (it writes it
+    after it deletes the pods; a resume before that makes its status update conflict)."""
+    _suspend(cluster, True)
+    cluster.log.wait_for(PREEMPTED)
+    wait_for("the preempted job's pods gone", lambda: job.pods() == [])
+    wait_for(
+        "the operator's Suspended condition",
+        lambda: _suspended(job) == [("True", "MPIJobSuspended")],
+    )
+
+
 def _suspended(job: JobScenario) -> list[tuple[str, str]]:
     """The status and reason of the MPIJob's Suspended condition, if it has one."""
     conditions = job.mpijob.get("status", {}).get("conditions", [])
@@ -533,15 +544,7 @@ def test_a_resume_the_operator_cannot_carry_out_fails_after_the_setup_timeout(
     # Upstream v0.8.2's ClusterRole as it is: no update on jobs/status.
     first = _started_and_running(cluster)
     job = cluster.job()
-    _suspend(cluster, True)
-    cluster.log.wait_for(PREEMPTED)
-    wait_for("the preempted job's pods gone", lambda: job.pods() == [])
-    # The operator writes the condition after it deletes the pods; a resume before that makes
-    # its status update conflict, and the failed resume then never writes it.
-    wait_for(
-        "the operator's Suspended condition",
-        lambda: _suspended(job) == [("True", "MPIJobSuspended")],
-    )
+    _preempt(cluster, job)
     _suspend(cluster, False)
     cluster.log.wait_for(RESUMED)
     job.workers_running()  # the operator makes the workers again; they get Ready
