@@ -41,8 +41,18 @@ _lock = threading.Lock()
 def _relay(stream: IO[bytes], rank: int, name: str) -> None:
     for line in iter(stream.readline, b""):
         with _lock:
-            sys.stdout.buffer.write(f"[{rank}]<{name}>:".encode() + line)
+            _write_all(f"[{rank}]<{name}>:".encode() + line)
             sys.stdout.buffer.flush()
+
+
+def _write_all(data: bytes) -> None:
+    """Write every byte of ``data``: ci-runner gives horovodrun PYTHONUNBUFFERED=1, which makes
+    ``sys.stdout.buffer`` a raw FileIO, and a raw write to a pipe may write only part (seen here
+    under load: 60 KB of a 530 KB line, the rest lost)."""
+    view = memoryview(data)
+    while view:
+        written = sys.stdout.buffer.write(view)
+        view = view[written or 0 :]
 
 
 def main(argv: list[str]) -> int:
