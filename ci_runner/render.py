@@ -19,7 +19,7 @@ try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
 except ImportError:  # PyYAML built without libyaml
     from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
 
-from ci_runner.config.engine import MAX_DURATION
+from ci_runner.config.scalars import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
 from ci_runner.config.yamlsource import shorten

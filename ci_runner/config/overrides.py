@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Final
 
 from ci_runner.config.builders import PIP_CACHE_FIX, pip_cache_conflict, pip_cache_fits
-from ci_runner.config.engine import number
+from ci_runner.config.scalars import number
 from ci_runner.config.schema import MAX_WORKERS
 from ci_runner.config.types import TrainConfig
 from ci_runner.errors import ConfigError, Problem

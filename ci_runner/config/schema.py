@@ -30,22 +30,7 @@ from ci_runner.config.builders import (
     build_train,
 )
 from ci_runner.config.container_resources import NoneOrResources
-from ci_runner.config.engine import (
-    Argv,
-    At,
-    Context,
-    Duration,
-    Field,
-    Int,
-    Invalid,
-    ListOf,
-    MapOf,
-    OneOf,
-    Quantity,
-    Record,
-    Str,
-    homes,
-)
+from ci_runner.config.engine import At, Context, Field, Invalid, ListOf, MapOf, Record, homes
 from ci_runner.config.kinds import (
     EnvValues,
     MetricPattern,
@@ -63,6 +48,7 @@ from ci_runner.config.names import (
     name_prefix,
 )
 from ci_runner.config.outputs import OUTPUT_PLACEHOLDERS
+from ci_runner.config.scalars import Argv, Duration, Int, OneOf, Quantity, Str
 from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
