@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ci_runner.config.schema import load_config
+from ci_runner.config.scalars import Int
+from ci_runner.config.schema import WORKER_COUNT, load_config
 from testing.config_cases import BASE, BASE_WITHOUT_COMMAND, problems
 
 SCALAR_PROBLEMS = [
@@ -170,3 +171,8 @@ def test_command_forms(command: str, argv: tuple[str, ...]) -> None:
 )
 def test_durations(timeout: str, seconds: int) -> None:
     assert load_config(BASE + f"timeout: {timeout}\n").timeout == seconds
+
+
+def test_a_whole_number_is_admitted_within_its_bounds() -> None:
+    assert [Int(2, 4).admits(value) for value in (1, 2, 4, 5)] == [False, True, True, False]
+    assert (WORKER_COUNT.minimum, WORKER_COUNT.maximum) == (1, 512)

@@ -11,6 +11,7 @@ of single values (numbers, strings, words, durations, quantities, a command line
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar, cast
@@ -113,6 +114,20 @@ class Field:
     example: str  # the value as written in YAML, e.g. "2h"
     default: str = ""  # as shown in the reference; "" when there is none
     required: bool = False
+
+
+def shown_default(record: type, key: str, *, duration: bool = False) -> str:
+    """A :class:`Field`'s default as the reference shows it: the dataclass's own default
+    (written once, in :mod:`ci_runner.config.types`), with a duration's short form:
+    "`1800` (30m)"."""
+    value = next(f.default for f in dataclasses.fields(record) if f.name == key)
+    shown = f"`{value}`"
+    if not duration or not isinstance(value, int):
+        return shown
+    for unit, seconds in (("h", 3600), ("m", 60)):
+        if value and value % seconds == 0:
+            return f"{shown} ({value // seconds}{unit})"
+    return f"{shown} ({value}s)"
 
 
 # A Record's builder: (checked values, where, whether every field was valid, the keys written)

@@ -37,11 +37,16 @@ class Int(Kind[int]):
             f"integer ≥ {minimum}" if maximum == MAX_INT32 else f"integer {minimum}–{maximum}"
         )
 
+    def admits(self, value: int) -> bool:
+        """Whether ``value`` is within [minimum, maximum] (the pipeline's CI_RUNNER_WORKERS is
+        held to the ``workers`` field's kind)."""
+        return self.minimum <= value <= self.maximum
+
     def check(self, node: YNode, at: At) -> int | Invalid:
         if not isinstance(node, YScalar) or type(node.value) is not int:
             return at.wrong_type(node, "a whole number")
         value = node.value
-        if value < self.minimum or value > self.maximum:
+        if not self.admits(value):
             bound = "at least" if value < self.minimum else "at most"
             limit = self.minimum if value < self.minimum else self.maximum
             return at.problem(
