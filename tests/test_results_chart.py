@@ -20,13 +20,8 @@ from ci_runner.results.chart import (
     metric_chart,
 )
 from ci_runner.results.chart_grid import Grid, natural_grid
-from ci_runner.results.metrics import (
-    SERIES_CAPACITY,
-    MetricResult,
-    MetricsSummary,
-    RankSeries,
-    parse_metrics,
-)
+from ci_runner.results.metrics import SERIES_CAPACITY, MetricResult, MetricsSummary, parse_metrics
+from ci_runner.results.rank_series import RankSeries
 
 PATTERN = re.compile(r"loss (?P<step>\d+) (?P<value>\S+)")
 INIT = '%%{init:{"themeVariables":{"xyChart":{"plotColorPalette":"'

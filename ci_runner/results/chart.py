@@ -31,7 +31,8 @@ from typing import Final
 from ci_runner.results.chart_axis import YAxis, chart_number, y_axis
 from ci_runner.results.chart_grid import LINEAR_AXIS_SPAN, Grid, natural_grid, usable
 from ci_runner.results.markdown import clean
-from ci_runner.results.metrics import MetricResult, MetricsSummary, RankSeries
+from ci_runner.results.metrics import MetricResult, MetricsSummary
+from ci_runner.results.rank_series import RankSeries
 
 # gitlabhq render_sandboxed_mermaid.js: MAX_CHAR_LIMIT = 2000 (a longer source is not drawn).
 CHART_CHARS: Final = 2000
