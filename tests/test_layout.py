@@ -23,8 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gitrepo", "context", "config"),
     # -> one plan of the run
     ("plan",),
-    # -> the MPIJob
-    ("render",),
+    # -> the MPIJob, and its YAML
+    ("render", "kube_yaml"),
     # -> a backend runs it and yields status and log lines
     ("backends",),
     # GitLab's API (the comment, the baseline's bytes)
