@@ -8,7 +8,7 @@ import pytest
 from ci_runner.config.engine import INVALID, At, Context, Field, Invalid, Record, check, homes
 from ci_runner.config.scalars import Int, Str
 from ci_runner.config.yamlsource import YScalar, parse
-from testing.config_cases import BASE, BASE_WITHOUT_COMMAND, problems
+from testing.config_cases import BASE, problems
 
 KIND_PROBLEMS = [
     (
@@ -290,8 +290,7 @@ KIND_PROBLEMS = [
 
 @pytest.mark.parametrize(("snippet", "expected"), KIND_PROBLEMS)
 def test_each_problem_is_worded_exactly(snippet: str, expected: str) -> None:
-    base = BASE_WITHOUT_COMMAND if snippet.startswith("command:") else BASE
-    assert problems(base + snippet + "\n") == [expected]
+    assert problems(BASE + snippet + "\n") == [expected]
 
 
 # ---------------------------------------------------------------------------------------------
