@@ -115,6 +115,32 @@ CI_VARIABLES: Final[Mapping[str, str]] = {
     "CI_OPEN_MERGE_REQUESTS": "open_merge_requests",
 }
 
+# The CI job's time limit: GitLab's (15.7+) timeout in seconds and start (ISO 8601, UTC), and
+# GitLab Runner's limit of the script (a Go duration) when the job sets one.
+JOB_TIMEOUT_VARIABLE: Final = "CI_JOB_TIMEOUT"
+SCRIPT_TIMEOUT_VARIABLE: Final = "RUNNER_SCRIPT_TIMEOUT"
+JOB_STARTED_VARIABLE: Final = "CI_JOB_STARTED_AT"
+
+
+@dataclass(frozen=True)
+class JobTimeVariables:
+    """The CI job's time limit as GitLab and GitLab Runner give it, each as written (spaces
+    around removed; "" when unset): what :mod:`ci_runner.plan.deadline` reads it from."""
+
+    timeout: str  # CI_JOB_TIMEOUT
+    script_timeout: str  # RUNNER_SCRIPT_TIMEOUT
+    started_at: str  # CI_JOB_STARTED_AT
+
+
+def job_time_variables(env: Mapping[str, str]) -> JobTimeVariables:
+    """The CI job's time-limit variables in ``env``."""
+    return JobTimeVariables(
+        timeout=env.get(JOB_TIMEOUT_VARIABLE, "").strip(),
+        script_timeout=env.get(SCRIPT_TIMEOUT_VARIABLE, "").strip(),
+        started_at=env.get(JOB_STARTED_VARIABLE, "").strip(),
+    )
+
+
 # Variables whose presence means "running inside a GitLab CI job".
 _CI_MARKERS: Final = ("GITLAB_CI", "CI_JOB_ID")
 # Without these a CI context cannot name the job or the commit.

@@ -12,19 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import yaml
-from yaml.representer import SafeRepresenter
 
-try:  # libyaml's emitter: the pure-Python one took 40 ms of `ci-runner render`
-    from yaml import CSafeDumper as _SafeDumper
-except ImportError:  # PyYAML built without libyaml
-    from yaml import SafeDumper as _SafeDumper  # type: ignore[assignment]
-
-from ci_runner.config.engine import MAX_DURATION
+from ci_runner.config.scalars import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
 from ci_runner.config.yamlsource import shorten
 from ci_runner.context import CIContext, repo_url_problem
 from ci_runner.errors import ConfigError, GitError, Problem
+from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.masking import MASK
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
 from ci_runner.templating import environment, templates_dir
@@ -82,19 +77,6 @@ MAX_ANNOTATION_CHARS: Final = 4096
 _LABEL_VALUE_BAD: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 # A `$` the kubelet's expansion would read as an operator: before `$` or `(` (kubelet_literal).
 _EXPANDED_DOLLAR: Final = re.compile(r"\$(?=[$(])")
-# A list of scalars (an argv: mpirun's options and the job's command) this short is written on
-# one line, and a named item of scalars (an env variable, a volume mount) this short too.
-FLOW_LIST_CHARS: Final = 200
-FLOW_ITEM_CHARS: Final = 100
-# Plain scalars a YAML 1.2 reader may take for a number, a boolean or null, where PyYAML (YAML
-# 1.1) would write them unquoted: kubectl's (sigs.k8s.io/yaml, go-yaml) reads 1e3, 0o17, 0b1 and
-# 1_000 as numbers and yes/on as booleans. Every string that starts like a number, or is one of
-# those words, is quoted.
-_NOT_PLAIN: Final = re.compile(
-    r"[-+]?\.?[0-9].*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|~|"
-    r"(?:null|true|false|yes|no|on|off|y|n)|(?:Null|True|False|Yes|No|On|Off|Y|N)|"
-    r"(?:NULL|TRUE|FALSE|YES|NO|ON|OFF)"
-)
 # libyaml's safe loader when PyYAML has it: ten times faster on the ~17 KB manifest.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCRIPTS: Final = {
@@ -262,70 +244,9 @@ def _literal_for_kubelet(container: dict[str, Any]) -> None:
         probe["command"] = [kubelet_literal(str(arg)) for arg in probe["command"]]
 
 
-def manifest_yaml(manifest: Mapping[str, Any]) -> str:
-    """``manifest`` as YAML for ``kubectl apply -f``; multi-line strings as literal blocks."""
-    return yaml.dump(
-        dict(manifest), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 30
-    )
-
-
-class _Dumper(_SafeDumper):
-    pass
-
-
-def _represent_str(dumper: SafeRepresenter, value: str) -> yaml.Node:
-    if "\n" in value:
-        style: str | None = "|"  # PyYAML falls back to quoting when | cannot hold it
-    else:
-        style = "'" if _NOT_PLAIN.fullmatch(value) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-def _represent_list(dumper: SafeRepresenter, value: list[Any]) -> yaml.Node:
-    # A short list of one-line scalars on one line: [/bin/sh, /ci-runner-scripts/launch.sh].
-    short = all(isinstance(item, (str, int)) and "\n" not in str(item) for item in value)
-    flow = bool(value) and short and len(", ".join(map(str, value))) <= FLOW_LIST_CHARS
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
-
-
-def _represent_dict(dumper: SafeRepresenter, value: dict[Any, Any]) -> yaml.Node:
-    # A short named item of one-line scalars on one line: {name: ci-runner, mountPath: /ci-runner}.
-    flow = (
-        "name" in value
-        and all(isinstance(item, (str, int)) and "\n" not in str(item) for item in value.values())
-        and len(", ".join(f"{k}: {v}" for k, v in value.items())) <= FLOW_ITEM_CHARS
-    )
-    node = dumper.represent_mapping("tag:yaml.org,2002:map", value)
-    node.flow_style = flow
-    return node
-
-
-_Dumper.add_representer(str, _represent_str)
-_Dumper.add_representer(list, _represent_list)
-_Dumper.add_representer(dict, _represent_dict)
-
-
 def _template_values(plan: RunPlan) -> dict[str, Any]:
     config, ctx, name = plan.config, plan.context, plan.mpijob_name
     k8s = config.kubernetes
-    scripts = {key: f"{SCRIPTS_DIR}/{file}" for key, file in _SCRIPTS.items()}
-    scheduling = None
-    if k8s.queue:
-        # The gang is the workers only. With WaitForWorkersReady the launcher pod is created
-        # after every worker is ready; a gang of workers + launcher would hold the workers back
-        # until a launcher exists, which waits for the workers (kubeflow/mpi-operator#608).
-        scheduling = {
-            "min_available": config.workers,
-            "queue": k8s.queue,
-            "priority_class": k8s.priority_class,
-        }
-    disk = config.resources.disk
-    worker = container_resources(
-        ContainerResources(config.resources.cpu, config.resources.memory), disk
-    )
-    if config.resources.gpu:
-        # An extended resource is set as a limit; the API server copies it into the requests.
-        worker["limits"].append(("nvidia.com/gpu", config.resources.gpu))
     return {
         "name": name,
         "namespace": k8s.namespace,
@@ -339,19 +260,7 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "backoff_limit": k8s.backoff_limit,
         "active_deadline_seconds": plan.deadline_seconds,
         "pod_deadlines": pod_deadlines(plan.deadline_seconds, config),
-        "scheduling": scheduling,
         "image": config.image,
-        "service_account": k8s.service_account,
-        "priority_class": k8s.priority_class,
-        "image_pull_secrets": k8s.image_pull_secrets,
-        "node_selector": k8s.node_selector,
-        "tolerations": k8s.tolerations,
-        "launcher_placement": {
-            "node_selector": k8s.launcher.node_selector,
-            "tolerations": k8s.launcher.tolerations,
-            "affinity": json.loads(k8s.launcher.affinity) if k8s.launcher.affinity else None,
-        },
-        "dns_config": k8s.dns_config,
         "secret_name": plan.secret.name,
         "pip_cache_pvc": k8s.pip_cache_pvc,
         "cluster_domain": k8s.cluster_domain,
@@ -363,14 +272,59 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
             "uid_given": k8s.run_as_user is not None,
             "sshd_capabilities": SSHD_CAPABILITIES,
         },
-        "scripts": scripts,
+        "scripts": {key: f"{SCRIPTS_DIR}/{file}" for key, file in _SCRIPTS.items()},
         "scripts_dir": SCRIPTS_DIR,
         "scripts_name": scripts_name(name),
+        **_placement_values(config),
         **_setup_values(plan),
         "rank_env": plan.rank_environment(POD_LOCATION),
         "secret_env": [(s, plan.secret.name, s) for s in plan.secret_names],
         "launcher_args": launcher_argv(plan),
         "elastic": plan.config.elastic is not None,
+        **_resource_values(config),
+    }
+
+
+def _placement_values(config: TrainConfig) -> dict[str, Any]:
+    """Where the pods may run and how they are scheduled: the workers' and the launcher's
+    nodes, tolerations and affinity, DNS, the service account, priority and gang queue."""
+    k8s = config.kubernetes
+    scheduling = None
+    if k8s.queue:
+        # The gang is the workers only. With WaitForWorkersReady the launcher pod is created
+        # after every worker is ready; a gang of workers + launcher would hold the workers back
+        # until a launcher exists, which waits for the workers (kubeflow/mpi-operator#608).
+        scheduling = {
+            "min_available": config.workers,
+            "queue": k8s.queue,
+            "priority_class": k8s.priority_class,
+        }
+    return {
+        "scheduling": scheduling,
+        "service_account": k8s.service_account,
+        "priority_class": k8s.priority_class,
+        "image_pull_secrets": k8s.image_pull_secrets,
+        "node_selector": k8s.node_selector,
+        "tolerations": k8s.tolerations,
+        "launcher_placement": {
+            "node_selector": k8s.launcher.node_selector,
+            "tolerations": k8s.launcher.tolerations,
+            "affinity": json.loads(k8s.launcher.affinity) if k8s.launcher.affinity else None,
+        },
+        "dns_config": k8s.dns_config,
+    }
+
+
+def _resource_values(config: TrainConfig) -> dict[str, Any]:
+    """What each container requests and is limited to, and the size of each pod's disks."""
+    disk = config.resources.disk
+    worker = container_resources(
+        ContainerResources(config.resources.cpu, config.resources.memory), disk
+    )
+    if config.resources.gpu:
+        # An extended resource is set as a limit; the API server copies it into the requests.
+        worker["limits"].append(("nvidia.com/gpu", config.resources.gpu))
+    return {
         "worker_resources": worker,
         "shm_size": config.resources.shm_size,
         # The setup containers fill the worker's emptyDirs: they may write as much as it.

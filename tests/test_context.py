@@ -10,9 +10,11 @@ import pytest
 from ci_runner.context import (
     ORIGIN,
     CIContext,
+    JobTimeVariables,
     from_environment,
     gitlab_token,
     gitlab_tokens,
+    job_time_variables,
     repo_url_problem,
     without_credentials,
 )
@@ -288,3 +290,9 @@ def test_the_api_root_is_ci_api_v4_url_else_the_servers() -> None:
         "https://gl.example.com/api/v4"
     )
     assert CIContext("0" * 40, "g/p").api_v4_url is None
+
+
+def test_the_ci_jobs_time_limit_is_read_as_written() -> None:
+    env = {"CI_JOB_TIMEOUT": " 3600 ", "RUNNER_SCRIPT_TIMEOUT": "55m", "CI_JOB_STARTED_AT": "x"}
+    assert job_time_variables(env) == JobTimeVariables("3600", "55m", "x")
+    assert job_time_variables({}) == JobTimeVariables("", "", "")

@@ -33,8 +33,9 @@ from ci_runner.config.schema import load_config
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
+from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.plan.run_plan import build_plan
-from ci_runner.render import manifest_yaml, render_mpijob
+from ci_runner.render import render_mpijob
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 from testing.kubelet_expansion import container_view

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ci_runner import cli
-from ci_runner.config.engine import Field, Int, Kind, ListOf, MapOf, OneOf, Record
+from ci_runner.config.engine import Field, Kind, ListOf, MapOf, Record
+from ci_runner.config.scalars import Int, OneOf
 from ci_runner.config.schema import SCHEMA
 from testing.git import run_git
 

@@ -23,8 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gitrepo", "context", "config"),
     # -> one plan of the run
     ("plan",),
-    # -> the MPIJob
-    ("render",),
+    # -> the MPIJob, and its YAML
+    ("render", "kube_yaml"),
     # -> a backend runs it and yields status and log lines
     ("backends",),
     # GitLab's API (the comment, the baseline's bytes)
@@ -123,6 +123,43 @@ def test_an_upward_import_is_found_even_inside_a_function() -> None:
     ]
     with pytest.raises(AssertionError, match="has no layer"):
         _layer("ci_runner.somewhere_new")
+
+
+# Small modules with one job, and functions that fit on a screen (issue 36).
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60  # from ``def`` to the last line of its body
+
+
+def _too_long(name: str, text: str) -> Iterator[str]:
+    """``name`` when ``text`` is over :data:`MAX_MODULE_LINES` lines, and each function of it
+    (methods and nested functions too) over :data:`MAX_FUNCTION_LINES`."""
+    lines = len(text.splitlines())
+    if lines > MAX_MODULE_LINES:
+        yield f"{name}: {lines} lines"
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                yield f"{name}:{node.lineno} {node.name}: {length} lines"
+
+
+def test_no_module_over_500_lines_and_no_function_over_60() -> None:
+    found = [
+        problem
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for problem in _too_long(
+            str(path.relative_to(PACKAGE.parent)), path.read_text(encoding="utf-8")
+        )
+    ]
+    assert found == []
+
+
+def test_a_long_module_and_a_long_method_are_found() -> None:
+    body = "".join(f"        x = {n}\n" for n in range(59))
+    method = f"class C:\n    def f(self) -> None:\n{body}"
+    assert list(_too_long("m.py", method)) == []
+    assert list(_too_long("m.py", method + "        x = 59\n")) == ["m.py:2 f: 61 lines"]
+    assert list(_too_long("m.py", "x = 1\n" * 501)) == ["m.py: 501 lines"]
 
 
 REPO = PACKAGE.parent

@@ -10,9 +10,10 @@ from ci_runner.backends.local.backend import rank_environment
 from ci_runner.clock import ManualClock
 from ci_runner.config.types import TrackingSpec, TrainConfig
 from ci_runner.gitlab.transport import BoundedSession, Budget
+from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.plan.run_plan import RunPlan, build_plan
 from ci_runner.plan.tracking import RankTracking, with_tracking
-from ci_runner.render import manifest_yaml, render_mpijob
+from ci_runner.render import render_mpijob
 from ci_runner.tracking.client import MlflowApi
 from ci_runner.tracking.stage import TrackedRun, ranks_join
 from ci_runner.tracking.target import Target, rank_sign_in

@@ -22,10 +22,11 @@ from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.types import Elastic, TrackingSpec, TrainConfig
 from ci_runner.context import GITLAB_TOKEN_VARIABLES, CIContext
 from ci_runner.gitlab.transport import BoundedSession, Budget
+from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.masking import GITLAB_CREDENTIALS
 from ci_runner.plan.run_plan import RunPlan, build_plan
 from ci_runner.plan.tracking import PASSWORD_VARIABLE, RANK_TOKEN_VARIABLE, TOKEN_VARIABLE
-from ci_runner.render import manifest_yaml, render_mpijob
+from ci_runner.render import render_mpijob
 from ci_runner.tracking.client import MlflowApi
 from ci_runner.tracking.stage import TrackedRun, ranks_join
 from ci_runner.tracking.target import Target, rank_sign_in

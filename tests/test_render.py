@@ -23,12 +23,12 @@ from ci_runner.config.types import (
 )
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
+from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.plan.run_plan import build_plan, secret_name
 from ci_runner.render import (
     POD_HOSTS,
     POD_LOCATION,
     kubelet_literal,
-    manifest_yaml,
     render_mpijob,
     render_scripts,
     to_label_value,
@@ -162,14 +162,6 @@ def test_the_examples_mpijob_reads_in_about_200_lines() -> None:
     text = manifest_yaml(render_mpijob(build_plan(config, MR_PIPELINE)))
     assert len(text.splitlines()) <= 210
     assert "#!/bin/sh" not in text
-
-
-@pytest.mark.parametrize(
-    "value", ["1e-4", "1e3", "0o17", "0x1", "0b1", "1_000", ".inf", "-.5", "yes", "on", "null", "~"]
-)
-def test_strings_a_yaml_1_2_reader_would_take_for_numbers_are_quoted(value: str) -> None:
-    text = manifest_yaml({"env": [{"name": "X", "value": value}], "args": [value, "plain"]})
-    assert text == f"env:\n- {{name: X, value: '{value}'}}\nargs: ['{value}', plain]\n"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

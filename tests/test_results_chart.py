@@ -15,20 +15,13 @@ from ci_runner.results.chart import (
     CHART_CHARS,
     MEAN_COLOUR,
     RANK_COLOURS,
-    Grid,
-    chart_number,
     charts,
     mermaid_label,
     metric_chart,
-    natural_grid,
 )
-from ci_runner.results.metrics import (
-    SERIES_CAPACITY,
-    MetricResult,
-    MetricsSummary,
-    RankSeries,
-    parse_metrics,
-)
+from ci_runner.results.chart_grid import Grid, natural_grid
+from ci_runner.results.metrics import SERIES_CAPACITY, MetricResult, MetricsSummary, parse_metrics
+from ci_runner.results.rank_series import RankSeries
 
 PATTERN = re.compile(r"loss (?P<step>\d+) (?P<value>\S+)")
 INIT = '%%{init:{"themeVariables":{"xyChart":{"plotColorPalette":"'
@@ -185,42 +178,6 @@ def test_a_long_run_is_sampled_at_real_points_nearest_each_grid_step() -> None:
         assert abs(value - grid.step(k)) <= half
     assert values[0] == 0 and values[-1] == 99_999
     assert {round(v) for v in values} <= kept | {99_999}
-
-
-def _mermaid_positions(first: int, last: int, step: float) -> int:
-    """xychartDb.ts transformDataWithoutCategory (v10.7.0, mermaid@11.14.0 :148):
-    ``for (let i = min; i <= max; i += step)``."""
-    count, at = 0, float(first)
-    while at <= last:
-        count, at = count + 1, at + step
-    return count
-
-
-@pytest.mark.parametrize("last", [19, 99, 1999, 99_910, 99_999, 123_457])
-def test_no_grid_that_mermaid_draws_short(last: int) -> None:
-    # Mermaid 11.14 steps by (max - min) / (n - 1), 10.7 by (max - min + 1) / n, in doubles:
-    # 0 --> 99999 with 100 values gives 11.14 only 99 positions, and the last value is lost.
-    assert _mermaid_positions(0, 99_999, 99_999 / 99) == 99
-    grid = natural_grid([*range(0, last, 7), last], 100)
-
-    assert _mermaid_positions(0, last, last / (grid.count - 1)) == grid.count
-    assert _mermaid_positions(0, last, (last + 1) / grid.count) == grid.count
-
-
-def test_grid_sample_takes_the_nearest_point_within_half_a_spacing_later_on_a_tie() -> None:
-    grid = Grid(0, 10, 3)  # 0, 5, 10; half spacing 2.5
-
-    assert grid.sample([0, 2, 4, 7, 8, 10], [0, 2, 4, 7, 8, 10]) == [0, 4, 10]
-    assert grid.sample([0, 4, 6, 10], [0, 4, 6, 10]) == [0, 6, 10]  # 4 and 6: the later
-    assert grid.sample([0, 10], [0, 10]) == [0, None, 10]
-    assert grid.sample([0, 7, 8, 9, 10], [0, 7, 8, 9, 10]) == [0, 7, 10]
-
-
-def test_grid_sample_is_exact_with_huge_steps() -> None:
-    big = 10**17
-    grid = Grid(big, big + 2, 3)
-
-    assert grid.sample([big, big + 1, big + 2], [1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
 
 
 # ----------------------------------------------------------------------------- x axis
@@ -491,16 +448,6 @@ def test_mermaid_label() -> None:
     assert mermaid_label("y" * 80) == "y" * 59 + "_"
     assert mermaid_label("%%{init}%%") == "___init___"
     assert mermaid_label("   ") == "metric"
-
-
-def test_chart_number() -> None:
-    assert chart_number(1e-07) == "0.0000001"
-    assert chart_number(-2.5e20) == "-250000000000000000000"
-    assert chart_number(443.1262107366988) == "443.126"
-    assert chart_number(443.1262107366988, 1) == "443.1"
-    assert chart_number(2.0, 3) == "2"
-    assert chart_number(-0.0001, 2) == "0"
-    assert chart_number(1234.5, 0) == "1234"
 
 
 def test_a_subnormal_value_is_charted() -> None:

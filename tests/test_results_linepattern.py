@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ci_runner.config.linear import LinearPattern, encode
 from ci_runner.results.linepattern import block_pattern, leading_text
-from ci_runner.results.metrics import split_prefix
+from ci_runner.results.rank_prefix import split_prefix
 
 EXAMPLE_TRAIN = (
     r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"

@@ -22,7 +22,6 @@ from ci_runner.results.metrics import (
     LogParser,
     parse_log_file,
     parse_metrics,
-    split_prefix,
 )
 from testing.metric_specs import ACC, TEST, TRAIN
 from testing.paths import SEED_LOG
@@ -66,23 +65,6 @@ def test_seed_log() -> None:
         219.68063354492188,
     )
     assert summary.lines == len(SEED_LOG.read_text(encoding="utf-8").splitlines())
-
-
-def test_prefix_is_removed_and_gives_the_rank() -> None:
-    assert split_prefix("[3]<stdout>:loss 1") == (3, "loss 1")
-    assert split_prefix("[1,12]<stderr>:loss 1") == (12, "loss 1")
-    assert split_prefix("loss 1") == (None, "loss 1")
-    assert split_prefix(" [3]<stdout>:x") == (None, " [3]<stdout>:x")
-    # Not a rank: int() of 5000 digits raises; such a "prefix" is text like any other.
-    huge = "[" + "9" * 5000 + "]<stdout>:x"
-    assert split_prefix(huge) == (None, huge)
-    # The pattern sees the line without the prefix: anchors work.
-    spec = MetricSpec("loss", re.compile(r"^loss (?P<value>\S+)$"))
-    summary = parse_metrics(["[2]<stdout>:loss 0.5\n", "loss 0.25\n"], [spec])
-    assert [(s.rank, s.points) for s in summary.metrics[0].series] == [
-        (0, ((0, 0.25),)),
-        (2, ((0, 0.5),)),
-    ]
 
 
 def test_interleaved_ranks_final_is_the_mean_at_the_last_step() -> None:

@@ -18,7 +18,8 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.config.types import MetricSpec, Resources, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
-from ci_runner.results.chart import chart_number, mermaid_label
+from ci_runner.results.chart import mermaid_label
+from ci_runner.results.chart_axis import chart_number
 from ci_runner.results.markdown import code, safe_url
 from ci_runner.results.metrics import MetricsSummary, parse_log_file, parse_metrics
 from ci_runner.results.report import HistoryEntry, ReportInput

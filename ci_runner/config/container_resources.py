@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Final, TypedDict
 
-from ci_runner.config.engine import INVALID, At, Field, Invalid, Quantity, Record
+from ci_runner.config.engine import INVALID, At, Field, Invalid, Record
+from ci_runner.config.scalars import Quantity
 from ci_runner.config.types import ContainerResources
 from ci_runner.config.yamlsource import YMapping, YNode, YScalar
 

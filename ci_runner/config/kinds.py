@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ci_runner.config.engine import INVALID, At, Invalid, Kind, MapOf, Str
+from ci_runner.config.engine import INVALID, At, Invalid, Kind, MapOf
 from ci_runner.config.linear import LinearPattern, LinearPatternError
 from ci_runner.config.names import Rule, Wrong
+from ci_runner.config.scalars import Str
 from ci_runner.config.yamlsource import YMapping, YNode, key_path, shorten
 
 _S3_BUCKET: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")

@@ -1,5 +1,7 @@
 """A manual pipeline's variables over train.yaml: ``CI_RUNNER_WORKERS`` (the worker count) and
-``CI_RUNNER_ARGS`` (arguments appended to the command), checked like the file's values."""
+``CI_RUNNER_ARGS`` (arguments appended to the command), checked like the file's values: the
+worker count by the kind of ``workers`` (:data:`~ci_runner.config.schema.WORKER_COUNT`), or of
+``elastic``'s bounds."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from dataclasses import replace
 from typing import Final
 
 from ci_runner.config.builders import PIP_CACHE_FIX, pip_cache_conflict, pip_cache_fits
-from ci_runner.config.engine import number
-from ci_runner.config.schema import MAX_WORKERS
+from ci_runner.config.scalars import Int, number
+from ci_runner.config.schema import WORKER_COUNT
 from ci_runner.config.types import TrainConfig
 from ci_runner.errors import ConfigError, Problem
 
@@ -47,19 +49,19 @@ def apply_overrides(
 def _worker_count(config: TrainConfig, workers: str) -> int | Problem:
     """CI_RUNNER_WORKERS as a worker count train.yaml allows, or the problem with it."""
     value = workers.strip()
-    low, high = (
-        (config.elastic.min_workers, config.elastic.max_workers)
-        if config.elastic is not None
-        else (1, MAX_WORKERS)
-    )
+    elastic = config.elastic
+    kind = WORKER_COUNT if elastic is None else Int(elastic.min_workers, elastic.max_workers)
     if not value.isdigit() or not value.isascii():
         return _problem(
             WORKERS_VARIABLE,
             f"must be a whole number, got {_uncut(workers)}",
-            f"set {WORKERS_VARIABLE} to a number from 1 to {MAX_WORKERS}, e.g. 2",
+            f"set {WORKERS_VARIABLE} to a number from {WORKER_COUNT.minimum} to "
+            f"{WORKER_COUNT.maximum}, e.g. 2",
         )
-    if len(value.lstrip("0")) > 6 or not low <= int(value) <= high:
-        within = " (elastic.min_workers to elastic.max_workers)" if config.elastic else ""
+    # More than 6 digits is out of any bound, and int() refuses thousands of them.
+    if len(value.lstrip("0")) > 6 or not kind.admits(int(value)):
+        low, high = kind.minimum, kind.maximum
+        within = " (elastic.min_workers to elastic.max_workers)" if elastic else ""
         return _problem(
             WORKERS_VARIABLE,
             f"must be from {low} to {high}{within}, got {number(value)}",

@@ -20,14 +20,13 @@ from ci_runner.config.engine import (
     Field,
     Invalid,
     Kind,
-    OneOf,
     Record,
-    Str,
     T_co,
     Values,
     check,
 )
 from ci_runner.config.names import Wrong
+from ci_runner.config.scalars import OneOf, Str
 from ci_runner.config.types import TrackingServer, TrackingSpec
 from ci_runner.config.yamlsource import YMapping, YNode, YScalar, shorten
 

@@ -3,7 +3,8 @@
 in the cluster with nobody to report it. GitLab Runner stops the script sooner when
 ``RUNNER_SCRIPT_TIMEOUT`` (a Go duration) is set, then runs ``after_script`` for at most
 ``RUNNER_AFTER_SCRIPT_TIMEOUT`` (``Build.executeUserScripts`` and ``getStageTimeoutContexts``,
-common/build.go in gitlab-org/gitlab-runner). Pure: the environment and the time are passed in.
+common/build.go in gitlab-org/gitlab-runner). The variables are read through
+:func:`ci_runner.context.job_time_variables`. Pure: the environment and the time are passed in.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
+
+from ci_runner.context import JOB_TIMEOUT_VARIABLE, SCRIPT_TIMEOUT_VARIABLE, job_time_variables
 
 _GO_DURATION: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
 _UNIT_SECONDS: Final = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -30,7 +33,7 @@ class CIJobTime:
 
     timeout_seconds: int
     spent_seconds: int
-    source: str = "CI_JOB_TIMEOUT"
+    source: str = JOB_TIMEOUT_VARIABLE
 
     @property
     def margin_seconds(self) -> int:
@@ -48,16 +51,17 @@ def ci_job_time(env: Mapping[str, str], now: datetime) -> CIJobTime | None:
     shorter, and the time spent since ``CI_JOB_STARTED_AT`` (ISO 8601, UTC); None outside CI or
     on a GitLab that does not give the timeout. A start time missing or unreadable counts as
     now."""
-    raw = env.get("CI_JOB_TIMEOUT", "").strip()
+    variables = job_time_variables(env)
+    raw = variables.timeout
     if not raw.isdigit() or int(raw) <= 0:
         return None
-    limit, source = int(raw), "CI_JOB_TIMEOUT"
-    script = go_duration_seconds(env.get("RUNNER_SCRIPT_TIMEOUT", ""))
+    limit, source = int(raw), JOB_TIMEOUT_VARIABLE
+    script = go_duration_seconds(variables.script_timeout)
     if script is not None and 0 < script < limit:  # the runner clamps a longer one to the job's
-        limit, source = script, "RUNNER_SCRIPT_TIMEOUT"
+        limit, source = script, SCRIPT_TIMEOUT_VARIABLE
     spent = 0
     try:
-        started = datetime.fromisoformat(env.get("CI_JOB_STARTED_AT", "").strip())
+        started = datetime.fromisoformat(variables.started_at)
     except ValueError:
         started = None
     if started is not None and started.tzinfo is not None:

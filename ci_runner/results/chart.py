@@ -11,19 +11,10 @@ points and the digits are chosen to fit; rank lines go only when nothing else fi
 What a chart shows is what the ranks logged: each rank's value at a grid step is its own point
 at (or, when steps are sampled, nearest to) that step, never a value carried forward; a rank
 without points over the whole chart is left out of the lines and said so; the mean at a step is
-over the ranks that have that step. Axes: whole-number step ticks; a y range cut to the part
-after the first steps when a first-steps spike would flatten the rest (said in the axis title);
-a power of ten taken out of very large or small values, and a round number off values that
-differ only in late digits (said in the axis title too).
-
-Mermaid places the k-th of n values on a linear x axis at ``first + k * (last - first) / (n - 1)``
-(11.x) or ``first + k * (last - first + 1) / n`` (10.7). The two agree when the grid is every
-step; on a sampled or sparse grid 10.7 draws the points up to one grid spacing short of their
-steps towards the right end. The axis is set for 11.x (10.7's drift stays under one spacing).
-Up to at least 11.14 both make the positions with a floating-point loop that can stop one short,
-dropping the last value (``xychartDb.ts`` ``transformDataWithoutCategory``, v10.7.0 and
-mermaid@11.14.0 :143-152; 11.17 computes each from its index): the number of points is chosen
-so that it does not.
+over the ranks that have that step. Axes: whole-number step ticks at steps Mermaid draws whole
+(:mod:`~ci_runner.results.chart_grid`); a y range cut past a first-steps spike, a power of ten
+or a round number taken off the values, said in the axis title
+(:mod:`~ci_runner.results.chart_axis`).
 
 GitLab ships Mermaid 10.7, which draws series in palette order and ignores their names: the
 palette is set in the chart and each chart's :attr:`Chart.key` spells out which colour is which.
@@ -34,14 +25,14 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_left
-from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Final
 
+from ci_runner.results.chart_axis import YAxis, chart_number, y_axis
+from ci_runner.results.chart_grid import LINEAR_AXIS_SPAN, Grid, natural_grid, usable
 from ci_runner.results.markdown import clean
-from ci_runner.results.metrics import MetricResult, MetricsSummary, RankSeries
+from ci_runner.results.metrics import MetricResult, MetricsSummary
+from ci_runner.results.rank_series import RankSeries
 
 # gitlabhq render_sandboxed_mermaid.js: MAX_CHAR_LIMIT = 2000 (a longer source is not drawn).
 CHART_CHARS: Final = 2000
@@ -50,14 +41,6 @@ MIN_CHART_POINTS: Final = 20  # fewer points than this: drop rank lines rather t
 MAX_CHARTS: Final = 4
 MAX_RANK_LINES: Final = 4  # with more ranks: the mean and the lowest and highest rank at each step
 LABEL_CHARS: Final = 60
-# d3's scale.ticks() (10 ticks, what xychart-beta asks for) steps by 1 or more from a span of 8.
-LINEAR_AXIS_SPAN: Final = 8
-# A warm-up spike: at most the first 2 points or 5% of them (more is the learning curve) ...
-FIRST_STEPS_SHARE: Final = 0.05
-SPIKE_MIN_POINTS: Final = 10  # ... of a chart with this many points or more
-SPIKE_RATIO: Final = 3.0  # cut the axis when the rest would fill less than a third of it
-SCALE_ABOVE: Final = 1e5  # tick labels of 6+ digits ...
-SCALE_BELOW: Final = 1e-2  # ... or 0.00x: take out a power of ten
 
 
 @dataclass(frozen=True)
@@ -102,20 +85,6 @@ def mermaid_label(text: str, limit: int = LABEL_CHARS) -> str:
     return cleaned.strip() or "metric"
 
 
-def chart_number(value: float, decimals: int | None = None) -> str:
-    """A plain decimal, which Mermaid's parser takes (no exponent): with ``decimals`` places,
-    trailing zeros dropped, or 6 significant digits."""
-    if decimals is None:
-        text = f"{value:.6g}"
-        if "e" in text:
-            text = format(Decimal(text), "f")
-        return text
-    text = f"{value:.{max(decimals, 0)}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
-
-
 # ----------------------------------------------------------------------------- sampling
 
 
@@ -134,84 +103,6 @@ class _Points:
             by_step[step] = value
         steps = sorted(by_step)
         return cls(series.rank, steps, [by_step[s] for s in steps])
-
-
-@dataclass(frozen=True)
-class Grid:
-    """``count`` evenly spaced steps from ``first`` to ``last`` (both real steps)."""
-
-    first: int
-    last: int
-    count: int
-
-    def step(self, k: int) -> float:
-        return self.first + k * (self.last - self.first) / (self.count - 1)
-
-    @property
-    def whole(self) -> bool:
-        """Whether every grid step is a whole step."""
-        return (self.last - self.first) % (self.count - 1) == 0
-
-    def sample(self, steps: Sequence[int], values: Sequence[float]) -> list[float | None]:
-        """The value at the step nearest each grid step, within half a spacing (the later
-        one on a tie); None where there is none. Integer arithmetic: steps can be huge."""
-        span, gaps = self.last - self.first, self.count - 1
-        out: list[float | None] = []
-        for k in range(self.count):
-            # Scaled by 2*gaps: grid step k sits at 2*k*span, the half spacing is span.
-            at = bisect_left(steps, self.first + -(-k * span // gaps))
-            best: tuple[int, int] | None = None  # (distance, -index)
-            for i in (at - 1, at):
-                if 0 <= i < len(steps):
-                    distance = abs(2 * gaps * (steps[i] - self.first) - 2 * k * span)
-                    if distance <= span and (best is None or (distance, -i) < best):
-                        best = (distance, -i)
-            out.append(None if best is None else values[-best[1]])
-        return out
-
-
-def natural_grid(steps: Sequence[int], limit: int) -> Grid:
-    """Every step of the steps' own spacing when there are at most ``limit``, else ``limit``
-    evenly spaced ones; fewer where ``steps`` (sorted, distinct, two or more) are irregular,
-    so that every grid step has a logged step near it."""
-    first, last = steps[0], steps[-1]
-    spacing = 0
-    for step in steps:
-        spacing = math.gcd(spacing, step - first)
-    grid = Grid(first, last, min((last - first) // spacing + 1, limit))
-    while not _usable(grid, steps):
-        grid = Grid(first, last, grid.count - 1)  # two grid steps always qualify
-    return grid
-
-
-def _usable(grid: Grid, steps: Sequence[int]) -> bool:
-    """Whether ``grid`` can be drawn and every grid step has one of ``steps`` near it."""
-    return _drawable(grid) and None not in grid.sample(steps, [0.0] * len(steps))
-
-
-def _drawable(grid: Grid) -> bool:
-    """Whether the x axis has whole-number ticks (a linear axis spans enough steps for d3's
-    ticks to be whole; a shorter one is a band axis labelled with the grid steps) and, on a
-    linear axis, both Mermaid versions place every value."""
-    if grid.last - grid.first < LINEAR_AXIS_SPAN:
-        return grid.whole
-    return all(
-        _positions(grid.first, grid.last, step) == grid.count
-        for step in (
-            (grid.last - grid.first) / (grid.count - 1),  # 11.x
-            (grid.last - grid.first + 1) / grid.count,  # 10.7
-        )
-    )
-
-
-def _positions(first: int, last: int, step: float) -> int:
-    """How many x positions Mermaid 10.7 / 11.14 makes for a line (``for (let i = min; i <=
-    max; i += step)``, in the same doubles as JavaScript's): a value past them is not drawn."""
-    count, at = 0, float(first)
-    while at <= last:
-        count += 1
-        at += step
-    return count
 
 
 # ----------------------------------------------------------------------------- lines
@@ -290,116 +181,6 @@ def _named(lines: list[_Line]) -> str:
     return f"{'Line' if len(lines) == 1 else 'Lines'}: {named}"
 
 
-# ----------------------------------------------------------------------------- y axis
-
-
-LOWEST_EXPONENT: Final = -306  # 1e-306 is still a normal float; a multiple of 3, as exponents are
-
-
-@dataclass(frozen=True)
-class _Axis:
-    """The y axis: range (None: Mermaid's own, from the data), what is taken off the values
-    and the power of ten they are shown in, the title's suffix and the key's note."""
-
-    low: float | None
-    high: float | None
-    offset: float
-    exponent: int
-    suffix: str
-    note: str | None
-
-    def show(self, value: float) -> float:
-        return (value - self.offset) / 10.0**self.exponent
-
-
-def _round_to(value: float, quantum: float, up: bool) -> float:
-    scaled = value / quantum
-    return (math.ceil(scaled) if up else math.floor(scaled)) * quantum
-
-
-def _y_axis(lines: list[_Line], grid: Grid) -> _Axis:
-    values = [v for line in lines for v in line.values]
-    low, high = min(values), max(values)
-    cut_low = cut_high = None
-    if low == high:  # Mermaid would squash the axis to one tick: give it room around it
-        room = abs(low) / 10 or 1.0
-        cut_low, cut_high = low - room, high + room
-    elif grid.count >= SPIKE_MIN_POINTS:
-        # The fewest first points whose leaving out lets the rest fill a third of the axis.
-        for skip in range(1, max(2, math.ceil(grid.count * FIRST_STEPS_SHARE)) + 1):
-            rest = [v for line in lines for v in line.values[skip:]]
-            rest_low, rest_high = min(rest), max(rest)
-            rest_span = rest_high - rest_low
-            if high - low > SPIKE_RATIO * rest_span:
-                break
-        if rest_span > 0 and high - low > SPIKE_RATIO * rest_span:
-            quantum = 10.0 ** (math.floor(math.log10(rest_span)) - 1)
-            margin = rest_span / 20
-            if high > rest_high + margin:
-                cut_high = _round_to(rest_high + margin, quantum, up=True)
-                if low >= rest_low - margin:
-                    cut_low = _round_to(low, quantum, up=False)
-            if low < rest_low - margin:
-                cut_low = _round_to(rest_low - margin, quantum, up=False)
-                if cut_high is None:
-                    cut_high = _round_to(high, quantum, up=True)
-    shown_low = low if cut_low is None else cut_low
-    shown_high = high if cut_high is None else cut_high
-    # Values far from zero that differ only in late digits: show them less a round number.
-    offset = 0.0
-    span = shown_high - shown_low
-    if (
-        span > 0
-        and shown_low * shown_high > 0
-        and min(abs(shown_low), abs(shown_high)) > 1e3 * span
-    ):
-        offset = _round_to(shown_low, 10.0 ** math.ceil(math.log10(span)), up=False)
-    largest = max(abs(shown_low - offset), abs(shown_high - offset))
-    exponent = 0
-    if largest >= SCALE_ABOVE or 0 < largest < SCALE_BELOW:
-        # Subnormal values (down to 5e-324) would need a power of ten that underflows to 0.
-        exponent = max(LOWEST_EXPONENT, 3 * math.floor(math.log10(largest) / 3))
-    parts = (
-        [f"minus {chart_number(offset, max(0, -math.floor(math.log10(span))))}"] if offset else []
-    )
-    parts += [f"×1e{exponent}"] if exponent else []
-    axis = _Axis(cut_low, cut_high, offset, exponent, "", None)
-    if low == high or (cut_low is None and cut_high is None):
-        return _Axis(cut_low, cut_high, offset, exponent, _suffix(parts), None)
-    top = cut_high is not None and high > cut_high
-    bottom = cut_low is not None and low < cut_low
-    if top and not bottom:
-        parts.append(f"cut at {_short(axis.show(shown_high))}")
-        note = (
-            f"The axis is cut at {_short(axis.show(shown_high))}: higher values of the first "
-            f"steps (up to {_short(axis.show(high))}) are drawn at its top."
-        )
-    elif bottom and not top:
-        parts.append(f"cut at {_short(axis.show(shown_low))}")
-        note = (
-            f"The axis is cut at {_short(axis.show(shown_low))}: lower values of the first "
-            f"steps (down to {_short(axis.show(low))}) are drawn at its bottom."
-        )
-    else:
-        limits = f"{_short(axis.show(shown_low))}..{_short(axis.show(shown_high))}"
-        parts.append(f"cut to {limits}")
-        note = (
-            f"The axis is cut to {limits}: values of the first steps beyond it "
-            f"({_short(axis.show(low))} to {_short(axis.show(high))}) are drawn at its edges."
-        )
-    return _Axis(shown_low, shown_high, offset, exponent, _suffix(parts), note)
-
-
-def _suffix(parts: list[str]) -> str:
-    return f" ({'; '.join(parts)})" if parts else ""
-
-
-def _short(value: float) -> str:
-    """A number for people: 4 significant digits, no exponent."""
-    text = f"{value:.4g}"
-    return format(Decimal(text), "f") if "e" in text else text
-
-
 # ----------------------------------------------------------------------------- source
 
 
@@ -411,7 +192,7 @@ def _decimals(span: float, finer: bool) -> int:
     return max(0, -math.floor(math.log10(span)) + (3 if finer else 2))
 
 
-def _source(label: str, grid: Grid, plan: _Plan, axis: _Axis, finer: bool) -> str:
+def _source(label: str, grid: Grid, plan: _Plan, axis: YAxis, finer: bool) -> str:
     lines = plan.lines
     low, high = axis.low, axis.high
     if low is None or high is None:
@@ -462,9 +243,9 @@ def metric_chart(metric: MetricResult, budget: int = CHART_CHARS) -> Chart | Non
         count = grid.count
         while True:
             trial = Grid(grid.first, grid.last, count)
-            if _usable(trial, union):
+            if usable(trial, union):
                 plan = _lines(points, trial, ranks_drawn)
-                axis = _y_axis(plan.lines, trial)
+                axis = y_axis([line.values for line in plan.lines], trial.count)
                 for finer in (True, False):
                     source = _source(label, trial, plan, axis, finer)
                     if len(source) <= budget:
@@ -481,7 +262,7 @@ def metric_chart(metric: MetricResult, budget: int = CHART_CHARS) -> Chart | Non
     return None
 
 
-def _key(plan: _Plan, axis: _Axis, grid: Grid, logged: int) -> str:
+def _key(plan: _Plan, axis: YAxis, grid: Grid, logged: int) -> str:
     key = list(plan.key)
     if axis.note:
         key.append(axis.note)

@@ -23,16 +23,16 @@ Exact per metric: the number of points, the best point (over every rank and step
 and the final value: the mean over ranks of each rank's value at the highest step any rank
 reported. The series kept for the chart are decimated: at most :data:`SERIES_CAPACITY` points per
 metric over all its ranks (each rank keeps at most ``SERIES_CAPACITY // ranks``, evenly spread,
-always with its last point), so a 1 GiB log or 1,024 ranks cost a few MB, as much as 8 ranks.
-A rank keeps every ``stride``-th point, the stride the smallest power of two that fits its share:
-that depends on the rank's count and the number of ranks only, not on the order points come in.
+always with its last point: :mod:`~ci_runner.results.rank_series`), so a 1 GiB log or 1,024
+ranks cost a few MB, as much as 8 ranks.
 
 :func:`parse_log_file` reads the log in blocks of whole lines; :class:`LogParser` parses it so
 as it streams in during training. A block goes through few
 passes (RE2 over its UTF-8 bytes, ``float``/``int`` over the columns, a sort by rank) when every
 pattern is one :mod:`ci_runner.results.linepattern` proves exact over blocks, no
-``CI_RUNNER_METRIC`` line is in it and every value and number converts plainly; otherwise line
-by line. Both ways give the same summary.
+``CI_RUNNER_METRIC`` line is in it and every value and number converts plainly
+(:mod:`~ci_runner.results.block_points`); otherwise line by line. Both ways give the same
+summary. The rank prefix is :mod:`~ci_runner.results.rank_prefix`'s.
 """
 
 from __future__ import annotations
@@ -40,16 +40,17 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ci_runner.config.linear import LinearPattern, LinearPatternError, Spans, encode
+from ci_runner.config.linear import LinearPattern, encode
 from ci_runner.config.types import Goal, MetricSpec
-from ci_runner.results.linepattern import block_pattern, leading_text
+from ci_runner.results.block_points import BlockPattern
+from ci_runner.results.rank_prefix import split_prefix
+from ci_runner.results.rank_series import RankSeries, SeriesState
 
 JSON_PREFIX: Final = "CI_RUNNER_METRIC"
 # Points kept per metric for the chart, over all its ranks (each its share); a rank's are halved
@@ -63,23 +64,6 @@ SAMPLE_CHARS: Final = 80  # text quoted in a message (a bad value, a garbled bas
 MAX_PARSED_LINE_CHARS: Final = 16 * 1024 * 1024  # longer lines are read (and matched) in pieces
 BLOCK_CHARS: Final = 1024 * 1024  # read at a time by parse_log_file
 PARSE_CHARS: Final = 256 * 1024  # held by LogParser before its whole lines are matched
-MAX_DIGITS: Final = 18  # a step or rank with more digits is not a plain integer
-
-# ASCII digits, and few: int() of thousands of digits is slow, and refused past 4300.
-_PREFIX: Final = re.compile(r"\[(?:[0-9]+,)?([0-9]{1,9})\]<(?:stdout|stderr)>:")
-_PREFIX_BYTES: Final = re.compile(_PREFIX.pattern.encode())
-_PREFIX_MARK: Final = b"]<std"
-
-
-@dataclass(frozen=True)
-class RankSeries:
-    """One rank's points of one metric: exact count and last point, decimated ``points``."""
-
-    rank: int
-    count: int
-    last_step: int
-    last_value: float
-    points: tuple[tuple[int, float], ...]  # (step, value), ascending by arrival, ends at last
 
 
 @dataclass(frozen=True)
@@ -119,82 +103,6 @@ class MetricsSummary:
         return sum(m.unparseable for m in self.metrics)
 
 
-class _Series:
-    """Streaming state of one (metric, rank)."""
-
-    __slots__ = (
-        "capacity",
-        "count",
-        "last_step",
-        "last_value",
-        "max_step",
-        "points",
-        "stride",
-        "value_at_max",
-    )
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.count = 0
-        self.stride = 1
-        self.points: list[tuple[int, float]] = []
-        self.last_step = 0
-        self.last_value = 0.0
-        self.max_step = -(2**63)
-        self.value_at_max = 0.0
-
-    def shrink(self, capacity: int) -> None:
-        """Keep at most ``capacity`` points (a new rank took part of the metric's)."""
-        self.capacity = capacity
-        while len(self.points) > capacity:
-            self.points = self.points[::2]
-            self.stride *= 2
-
-    def add(self, step: int, value: float) -> None:
-        if self.count % self.stride == 0:
-            if len(self.points) >= self.capacity:
-                self.points = self.points[::2]
-                self.stride *= 2
-            if self.count % self.stride == 0:
-                self.points.append((step, value))
-        self.count += 1
-        self.last_step, self.last_value = step, value
-        if step >= self.max_step:
-            self.max_step, self.value_at_max = step, value
-
-    def add_block(self, steps: Sequence[int], values: Sequence[float]) -> None:
-        """:meth:`add` of each point in turn, with the work done on the points kept only."""
-        first, count = self.count, len(values)
-        position = 0
-        while True:
-            # The next point whose number (first + index) the stride divides.
-            index = position + (-(first + position)) % self.stride
-            if index >= count:
-                break
-            if len(self.points) >= self.capacity:
-                self.points = self.points[::2]
-                self.stride *= 2
-                if (first + index) % self.stride:
-                    position = index + 1
-                    continue
-            kept = range(index, count, self.stride)[: self.capacity - len(self.points)]
-            self.points += [(steps[i], values[i]) for i in kept]
-            position = kept[-1] + 1
-        self.count = first + count
-        self.last_step, self.last_value = steps[-1], values[-1]
-        top = max(steps)
-        if top >= self.max_step:
-            # The last point with that step wins, as in add().
-            at = count - 1 - list(reversed(steps)).index(top)
-            self.max_step, self.value_at_max = top, values[at]
-
-    def freeze(self, rank: int) -> RankSeries:
-        points = self.points
-        if not points or points[-1] != (self.last_step, self.last_value):
-            points = [*points, (self.last_step, self.last_value)]
-        return RankSeries(rank, self.count, self.last_step, self.last_value, tuple(points))
-
-
 # Told of every point as it is parsed: (metric, rank, step, value); for ci_runner.tracking.
 OnPoint = Callable[[str, int, int, float], None]
 
@@ -206,7 +114,7 @@ class _Metric:
         self.on_point = on_point
         self.name = name
         self.goal: Goal = goal
-        self.ranks: dict[int, _Series] = {}
+        self.ranks: dict[int, SeriesState] = {}
         self.unparseable = 0
         self.sample: str | None = None
         self.best: tuple[float, int, int] | None = None  # value, step, rank
@@ -216,12 +124,12 @@ class _Metric:
         if self.sample is None:
             self.sample = text[:SAMPLE_CHARS]
 
-    def _new_series(self, rank: int) -> _Series:
+    def _new_series(self, rank: int) -> SeriesState:
         """The series of a rank not seen before; every rank's share of the points shrinks."""
         capacity = max(1, SERIES_CAPACITY // (len(self.ranks) + 1))
         for other in self.ranks.values():
             other.shrink(capacity)
-        series = self.ranks[rank] = _Series(capacity)
+        series = self.ranks[rank] = SeriesState(capacity)
         return series
 
     def add(self, rank: int, step: int | None, value: float) -> None:
@@ -323,94 +231,6 @@ def _integer(text: str | None) -> int | None:
     return int(digits)
 
 
-def split_prefix(line: str) -> tuple[int | None, str]:
-    """``(rank, text)`` of a log line: horovodrun's ``[rank]<stdout>:`` prefix removed."""
-    match = _PREFIX.match(line)
-    if match is None:
-        return None, line
-    return int(match.group(1)), line[match.end() :]
-
-
-@dataclass(frozen=True)
-class _BlockPattern:
-    """A metric pattern matched over blocks (their UTF-8 bytes, with RE2): its groups' numbers."""
-
-    regex: LinearPattern
-    value: int
-    step: int | None
-    rank: int | None
-    leading: bytes  # what every match begins with, or b""
-
-    @classmethod
-    def of(cls, pattern: re.Pattern[str]) -> _BlockPattern | None:
-        # block_pattern proves the block matches are the line-by-line ones; RE2 runs the pattern
-        # itself, first match on each line (LinearPattern.first_on_each_line).
-        groups = pattern.groupindex
-        if block_pattern(pattern) is None or "value" not in groups:
-            return None
-        try:
-            regex = LinearPattern(pattern.pattern)
-        except LinearPatternError:  # validation refuses such a pattern: line by line says so
-            return None
-        leading = encode(leading_text(pattern))
-        return cls(regex, groups["value"], groups.get("step"), groups.get("rank"), leading)
-
-    def points(self, data: bytes) -> tuple[list[int], list[int] | None, list[float]] | None:
-        """(ranks, steps or None, values) of a block's bytes; None when a point needs a closer
-        look."""
-        if self.leading not in data:
-            return [], None, []
-        matches = self.regex.first_on_each_line(data, self.leading)
-        if not matches:
-            return [], None, []
-        ranks = None
-        if self.rank is None:
-            ranks = [0] * len(matches)
-            if _PREFIX_MARK in data:
-                ranks = [_line_rank(data, spans[0][0]) for spans in matches]
-        return _columns(data, matches, self.value, self.step, self.rank, block_ranks=ranks)
-
-
-def _line_rank(data: bytes, position: int) -> int:
-    """The prefix rank (or 0) of the line of ``data`` that ``position`` is on."""
-    prefix = _PREFIX_BYTES.match(data, data.rfind(b"\n", 0, position) + 1)
-    return int(prefix.group(1)) if prefix else 0
-
-
-def _columns(
-    data: bytes,
-    matches: list[Spans],
-    value: int,
-    step: int | None,
-    rank: int | None,
-    block_ranks: list[int] | None,
-) -> tuple[list[int], list[int] | None, list[float]] | None:
-    # b"" for a group that took no part: (-1, -1), as findall gives it.
-    try:
-        values = [float(data[slice(*spans[value])]) for spans in matches]
-    except (ValueError, OverflowError):
-        return None
-    if not all(map(math.isfinite, values)):
-        return None
-    steps = None if step is None else _plain_integers([data[slice(*m[step])] for m in matches])
-    ranks = (
-        block_ranks if rank is None else _plain_integers([data[slice(*m[rank])] for m in matches])
-    )
-    if (step is not None and steps is None) or ranks is None:
-        return None
-    return ranks, steps, values
-
-
-def _plain_integers(texts: Sequence[bytes]) -> list[int] | None:
-    """``texts`` as integers when each is 1 to 18 ASCII digits (an unmatched group is b"")."""
-    joined = b"".join(texts)
-    if not (joined.isdigit() and all(texts)):
-        return None
-    if max(map(len, texts)) > MAX_DIGITS:
-        return None
-    return list(map(int, texts))
-
-
 class _Parser:
     def __init__(self, specs: Sequence[MetricSpec], on_point: OnPoint | None = None) -> None:
         self.on_point = on_point
@@ -424,7 +244,7 @@ class _Parser:
         # Every match runs on RE2 (validation refused the patterns it cannot run), never on
         # Python's re: a backtracking engine meets the log's lines in exponential time.
         self.linear = [LinearPattern(spec.pattern.pattern) for spec in self.specs]
-        patterns = [_BlockPattern.of(spec.pattern) for spec in self.specs]
+        patterns = [BlockPattern.of(spec.pattern) for spec in self.specs]
         unique = len(self.metrics) == len(self.specs)
         self.block_patterns = (
             [p for p in patterns if p is not None] if unique and None not in patterns else None

@@ -8,7 +8,7 @@ one warning line in the CI log.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -128,13 +128,7 @@ def finish(
     if result.succeeded and plan.output_uri:
         artifacts = output_links(plan.output_uri, env, now, link_expiry_seconds)
     by_branch = _targets_by_baseline(gitlab, ctx)
-    baselines: dict[str | None, Baseline | None] = {}
-    for branch in by_branch:  # one download per distinct target branch
-        baselines[branch] = None
-        if gitlab is not None and not gitlab.out_of_time:
-            baselines[branch] = target_baseline(
-                gitlab.project, ctx, branch, paths.artifacts_path, console
-            )
+    baselines = _baselines(gitlab, ctx, by_branch, paths.artifacts_path, console)
 
     def report_for(branch: str | None) -> ReportInput:
         baseline = baselines.get(branch)
@@ -161,6 +155,25 @@ def finish(
         if targets:
             post(gitlab, report_for(branch), masker, console, targets)
     return report
+
+
+def _baselines(
+    gitlab: GitLabDestination | None,
+    ctx: CIContext,
+    branches: Iterable[str | None],
+    artifacts_path: str,
+    console: StatusOutput,
+) -> dict[str | None, Baseline | None]:
+    """Each target branch's baseline, one download per branch; None for each when there is no
+    GitLab to ask, or no time left."""
+    baselines: dict[str | None, Baseline | None] = {}
+    for branch in branches:
+        baselines[branch] = None
+        if gitlab is not None and not gitlab.out_of_time:
+            baselines[branch] = target_baseline(
+                gitlab.project, ctx, branch, artifacts_path, console
+            )
+    return baselines
 
 
 def _targets_by_baseline(
