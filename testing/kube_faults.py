@@ -15,6 +15,7 @@ import json
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -140,6 +141,8 @@ class FaultInjector:
     """The requests an API saw (:attr:`requests`, under :attr:`cond`, which every new one
     notifies) and the faults a test asked for."""
 
+    wait_seconds = 20.0  # how long :meth:`wait_until` waits unless told
+
     def __init__(self, cond: threading.Condition) -> None:
         self.cond = cond
         self.requests: list[Request] = []
@@ -196,3 +199,16 @@ class FaultInjector:
         """(apiGroup, resource, verb) of every request: what RBAC must allow."""
         with self.cond:
             return {(r.group, r.resource, r.verb) for r in self.requests}
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float | None = None) -> None:
+        """Until ``predicate()`` holds (checked whenever :attr:`cond` is notified: at every
+        request, and at whatever else the API notifies it of)."""
+        with self.cond:
+            if not self.cond.wait_for(
+                predicate, timeout=self.wait_seconds if timeout is None else timeout
+            ):
+                raise AssertionError(f"the API never reached the expected state; {self.state()}")
+
+    def state(self) -> str:
+        """What :meth:`wait_until` says when it gives up."""
+        return f"requests: {self.counts()}"

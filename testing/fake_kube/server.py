@@ -34,7 +34,6 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -161,12 +160,6 @@ class FakeKubeServer(FaultInjector):
         self.accepted_token = "no token is accepted"
 
     # -- synchronisation ---------------------------------------------------------------------
-
-    def wait_until(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-        """Block until ``predicate()`` holds (checked on every change and request)."""
-        with self.store.cond:
-            if not self.store.cond.wait_for(predicate, timeout=timeout):
-                raise AssertionError("the fake API server never reached the expected state")
 
     def wait_for_watches(self, *keys: str, timeout: float = 20.0) -> None:
         """Block until a watch is open on each of ``keys`` (e.g. "pods")."""

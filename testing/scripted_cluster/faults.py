@@ -132,6 +132,7 @@ class FaultProxy(FaultInjector):
         self._tls = ssl.create_default_context(cafile=str(ca))
         self._credentials = credentials
         super().__init__(threading.Condition())
+        self.wait_seconds = WAIT
         self.refused = 0  # requests answered 401 (no token, or one ``credentials`` refused)
         self.watch_events = 0  # watch events passed on (each ends with a newline)
         self._expire: list[Fault] = []
@@ -204,14 +205,10 @@ class FaultProxy(FaultInjector):
         with self.cond:
             return {r.resource for r in self._streams.values() if r.verb == "watch"}
 
-    def wait_until(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
-        """Until ``predicate()`` holds (checked at every request and watch opened or ended)."""
-        with self.cond:
-            if not self.cond.wait_for(predicate, timeout=timeout):
-                raise AssertionError(
-                    f"the API never reached the expected state; requests: {self.counts()}, "
-                    f"watching: {sorted(self.watching())}"
-                )
+    def state(self) -> str:
+        """For :meth:`wait_until` (woken at every request and watch opened or ended, and
+        waiting :data:`WAIT` seconds unless told)."""
+        return f"requests: {self.counts()}, watching: {sorted(self.watching())}"
 
     # -- HTTP --------------------------------------------------------------------------------
 
