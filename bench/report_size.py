@@ -18,12 +18,11 @@ from pathlib import Path
 from bench.common import Row, check, median, say, spread
 from bench.logs import SPECS
 from ci_runner.backends.result import Outcome, RunResult
-from ci_runner.config.types import Resources, TrainConfig
-from ci_runner.context import CIContext
 from ci_runner.results.chart import CHART_CHARS
 from ci_runner.results.metrics import parse_metrics
 from ci_runner.results.report import HistoryEntry, ReportInput
 from ci_runner.results.report_markdown import render_comment, render_report
+from testing.plan_cases import REPORT_CONFIG, REPORT_CONTEXT
 
 NAME = "5 report size"
 RANKS = 8
@@ -31,24 +30,12 @@ STEPS = 100_000
 MAX_POINTS = 100
 MAX_BYTES = 50_000
 MAX_SECONDS = 1.0
-CTX = CIContext(
-    sha="0123456789abcdef0123456789abcdef01234567",
-    project_path="faraway/simple_ml",
-    project_id="7",
-    project_url="https://gitlab.example.com/faraway/simple_ml",
-    pipeline_id="45",
-    job_id="123",
-    job_url="https://gitlab.example.com/faraway/simple_ml/-/jobs/123",
-    ref_name="feature/faster",
-    mr_iid="12",
-)
-CONFIG = TrainConfig(
-    name="simple-ml",
-    image="horovod/horovod:0.28.1",
+CTX = replace(REPORT_CONTEXT, mr_iid="12")
+CONFIG = replace(
+    REPORT_CONFIG,
     command=("python", "examples/simple_ml/main_with_horovod.py"),
     workers=RANKS,
-    resources=Resources(gpu=1),
-    metrics=SPECS,  # the example's train_loss and test_loss
+    metrics=SPECS,  # the example's train_loss and test_loss, with the rank
 )
 
 

@@ -1,12 +1,15 @@
-"""A run plan's inputs the plan tests share, and what a rank sees of a rendered container."""
+"""A run plan's inputs the plan tests share, what a rank sees of a rendered container, and the
+merge request's context and config the comment is rendered for (tests/test_results_report.py,
+bench/report_size.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ci_runner.config.types import TrainConfig
+from ci_runner.config.types import Resources, TrainConfig
 from ci_runner.context import CIContext
 from testing.kubelet_expansion import container_view
+from testing.metric_specs import TEST, TRAIN
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -28,6 +31,28 @@ CONFIG = TrainConfig(
     outputs="s3://models/{project}/{sha}/{job}/",
     env=(("LOG_LEVEL", "debug"), ("PYTHONPATH", "src")),
     secrets=("WANDB_API_KEY",),
+)
+
+
+REPORT_CONTEXT = CIContext(
+    sha=SHA,
+    project_path="faraway/simple_ml",
+    project_id="7",
+    project_url="https://gitlab.example.com/faraway/simple_ml",
+    pipeline_id="45",
+    job_id="123",
+    job_url="https://gitlab.example.com/faraway/simple_ml/-/jobs/123",
+    ref_name="feature/faster",
+)
+
+
+REPORT_CONFIG = TrainConfig(
+    name="simple-ml",
+    image="horovod/horovod:0.28.1",
+    command=("python", "main_with_horovod.py"),
+    workers=2,
+    resources=Resources(gpu=1),
+    metrics=(TRAIN, TEST),
 )
 
 

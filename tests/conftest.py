@@ -135,6 +135,13 @@ def gitlab_sleeps(
 
 
 @pytest.fixture
+def no_retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """python-gitlab's own retry waits, recorded instead of slept (for modules that use it
+    on every test: ``pytestmark = pytest.mark.usefixtures("no_retry_sleeps")``)."""
+    return record_retry_sleeps(monkeypatch)
+
+
+@pytest.fixture
 def gitlab_server(gitlab_sleeps: list[float]) -> Iterator[FakeGitLab]:
     """An empty fake GitLab on loopback."""
     with FakeGitLab() as server:

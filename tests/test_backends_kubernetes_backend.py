@@ -23,7 +23,7 @@ from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster
+from testing.scripted_cluster.harness import Cluster, submitted
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
 
 pytestmark = pytest.mark.control_plane
@@ -32,20 +32,11 @@ DELETED = f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret"
 LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
 
 
-def submitted(cluster: Cluster) -> str:
-    return f"[ci-runner] submitted MPIJob {JOB} in namespace {cluster.namespace}"
-
-
 def start_training(cluster: Cluster) -> JobScenario:
     """Submit, then workers and launcher come up and the launcher logs LOG; the job runs
     steadily, so the backend watches its pods alone."""
     job = cluster.started()
-    job.workers_running()
-    cluster.log.wait_for("[ci-runner] workers ready 2/2")
-    job.launcher_running()
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-    job.launcher_log(*LOG)
-    cluster.log.wait_for(LOG[-1])
+    job.to_the_launcher(cluster.log, *LOG)
     cluster.wait_watching_pods_alone()
     return job
 

@@ -19,7 +19,7 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster
+from testing.scripted_cluster.harness import Cluster, submitted
 from testing.scripted_cluster.scenarios import JobScenario
 
 pytestmark = pytest.mark.control_plane
@@ -32,10 +32,6 @@ PIP_ERROR = (
     "fix: check requirements.txt",
 )
 LOG = ["[0]<stdout>:epoch 1 loss 0.9", "[1]<stdout>:epoch 1 loss 0.8"]
-
-
-def submitted(cluster: Cluster) -> str:
-    return f"[ci-runner] submitted MPIJob {JOB} in namespace {cluster.namespace}"
 
 
 def leftovers(cluster: Cluster, settle: float = SETTLE) -> list[tuple[str, str]]:

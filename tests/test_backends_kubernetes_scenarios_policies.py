@@ -26,7 +26,7 @@ from testing.control_plane.rbac import OPERATOR_USER
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
 from testing.plan_cases import CONFIG, CONTEXT
-from testing.scripted_cluster.harness import Cluster
+from testing.scripted_cluster.harness import Cluster, submitted
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
 
 pytestmark = pytest.mark.control_plane
@@ -61,10 +61,6 @@ def rendered(
         k8s = replace(config.kubernetes, run_as_user=run_as_user, ssh_port=2222)
         config = replace(config, kubernetes=k8s)
     return render_mpijob(build_plan(config, CONTEXT))
-
-
-def submitted(cluster: Cluster, name: str = JOB) -> str:
-    return f"[ci-runner] submitted MPIJob {name} in namespace {cluster.namespace}"
 
 
 def refused_launcher(failure: Failure | None, name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -21,6 +22,7 @@ from testing.emulated_cluster.volumes import (
     projection,
 )
 from testing.emulated_cluster.volumesetup import mount_pod_volumes
+from testing.kube_faults import status
 
 
 def test_atomic_write_puts_files_in_a_timestamped_dir_behind_data_and_user_visible_links(
@@ -63,11 +65,14 @@ def test_a_read_write_once_claim_used_on_another_node_cannot_attach() -> None:
     assert attach_conflict(rwx, ["train-worker-0"]) is None
 
 
-FORBIDDEN = (
-    '{"kind":"Status","apiVersion":"v1","status":"Failure","message":"persistentvolumeclaims '
-    '\\"pip-cache\\" is forbidden: User \\"system:node:node-1\\" cannot get resource '
-    '\\"persistentvolumeclaims\\" in API group \\"\\" in the namespace \\"ml\\": no relationship '
-    'found between node \'node-1\' and this object","reason":"Forbidden","code":403}'
+FORBIDDEN = json.dumps(
+    status(
+        403,
+        'persistentvolumeclaims "pip-cache" is forbidden: User "system:node:node-1" cannot get '
+        'resource "persistentvolumeclaims" in API group "" in the namespace "ml": no '
+        "relationship found between node 'node-1' and this object",
+        "Forbidden",
+    )
 )
 
 

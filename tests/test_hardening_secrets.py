@@ -33,7 +33,6 @@ from ci_runner import cli
 from ci_runner.backends.logsink import LogSink
 from ci_runner.commands import train
 from ci_runner.masking import MASK, SECRET_VARIABLES
-from testing.fake_gitlab.retry_waits import record_retry_sleeps
 from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
 
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
 
 GitRepo = Callable[..., tuple[Path, str]]
 
+pytestmark = pytest.mark.usefixtures("no_retry_sleeps")  # python-gitlab never sleeps here
 JOB_TOKEN = "glcbt-64-CANARY-jobtoken-7Qz1"
 API_TOKEN = "glpat-CANARY-apitoken-5Xw2"
 CANARIES = {
@@ -97,11 +97,6 @@ sys.stdout.write("long:" + "|".join(values * 1200) + "\\n")
 sys.stdout.flush()
 sys.exit(3)
 """
-
-
-@pytest.fixture(autouse=True)
-def no_retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return record_retry_sleeps(monkeypatch)
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ from ci_runner.results.markdown import clean, code
 from ci_runner.results.publish import finish
 from ci_runner.results.report_markdown import extract_history
 from testing.comment_shape import cell_borders, outside_code, skeleton
-from testing.fake_gitlab.retry_waits import record_retry_sleeps
 from testing.fake_gitlab.server import FakeGitLab
 
+pytestmark = pytest.mark.usefixtures("no_retry_sleeps")  # python-gitlab never sleeps here
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 TOKEN = "glpat-untrusted-test-token"
 PAYLOADS = [
@@ -93,11 +93,6 @@ def hostile_log() -> list[str]:
 BENIGN_LOG = [f"[0]<stdout>:loss {3 - step} step {step}" for step in range(3)] + [
     f"[1]<stdout>:loss {4 - step} step {step}" for step in range(3)
 ]
-
-
-@pytest.fixture(autouse=True)
-def no_retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return record_retry_sleeps(monkeypatch)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ci_runner.backends.kubernetes.explain import KUEUE_QUEUE_LABEL, preempted_failure
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
-from ci_runner.config.types import MetricSpec, Resources, TrainConfig
+from ci_runner.config.types import MetricSpec
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
 from ci_runner.results.chart import mermaid_label
@@ -35,26 +35,10 @@ from testing.fake_gitlab.mermaid import diagrams
 from testing.golden import Golden
 from testing.metric_specs import ACC, TEST, TRAIN
 from testing.paths import SEED_LOG
+from testing.plan_cases import REPORT_CONFIG, REPORT_CONTEXT, SHA
 
-SHA = "0123456789abcdef0123456789abcdef01234567"
-CTX = CIContext(
-    sha=SHA,
-    project_path="faraway/simple_ml",
-    project_id="7",
-    project_url="https://gitlab.example.com/faraway/simple_ml",
-    pipeline_id="45",
-    job_id="123",
-    job_url="https://gitlab.example.com/faraway/simple_ml/-/jobs/123",
-    ref_name="feature/faster",
-)
-CONFIG = TrainConfig(
-    name="simple-ml",
-    image="horovod/horovod:0.28.1",
-    command=("python", "main_with_horovod.py"),
-    workers=2,
-    resources=Resources(gpu=1),
-    metrics=(TRAIN, TEST),
-)
+CTX = REPORT_CONTEXT
+CONFIG = REPORT_CONFIG
 STARTED = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
 FINISHED = datetime(2026, 11, 30, 6, 12, 34, tzinfo=timezone.utc)
 SEED_TAIL = tuple(

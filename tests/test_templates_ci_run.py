@@ -73,13 +73,8 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
 def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog, JobScenario]:
     process, log = start_job(pipe)
     job = pipe.submitted_job(log, timeout=START_WAIT)  # gitlab-ci-local takes seconds to start
-    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {pipe.namespace}")
-    job.workers_running()
-    log.wait_for("[ci-runner] workers ready 2/2")
-    job.launcher_running()
-    log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-    job.launcher_log(*LOG)
-    log.wait_for(LOG[-1])
+    log.wait_for(job.submitted)
+    job.to_the_launcher(log, *LOG)
     return process, log, job
 
 

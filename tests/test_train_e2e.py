@@ -44,16 +44,11 @@ def run_to_the_launcher(pipeline: Pipeline) -> tuple[subprocess.Popen[str], CiLo
     """Start `ci-runner train`; the workers and the launcher come up and the launcher logs."""
     process, log = pipeline.start_train()
     job = pipeline.submitted_job(log)
-    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {pipeline.namespace}")
+    log.wait_for(job.submitted)
     started = pipeline.notes()[0]  # the comment (an earlier run's replies follow it)
     assert "Training started" in started, started
     assert job.name in started
-    job.workers_running()
-    log.wait_for("[ci-runner] workers ready 2/2")
-    job.launcher_running()
-    log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-    job.launcher_log(*LOG)
-    log.wait_for(LOG[-1])
+    job.to_the_launcher(log, *LOG)
     return process, log, job
 
 
@@ -303,7 +298,7 @@ def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:
     del manual.env["CI_MERGE_REQUEST_IID"]
     process, log = manual.start_train()
     job = manual.submitted_job(log)
-    log.wait_for(f"[ci-runner] submitted MPIJob {job.name} in namespace {manual.namespace}")
+    log.wait_for(job.submitted)
     process.kill()
     finished(process, log)
 

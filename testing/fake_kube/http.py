@@ -1,46 +1,13 @@
-"""The fake API server's HTTP plumbing: JSON answers, chunked streams, and the ways a stream
-ends (cleanly, cut half-way, or because the client hung up)."""
+"""The fake API server's HTTP plumbing: chunked streams, and the ways a stream ends (cleanly,
+cut half-way, or because the client hung up). Its JSON answers: ``testing/kube_faults.py``."""
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import sys
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-JSON = dict[str, Any]
-
-
-@dataclass
-class Fault:
-    """A fault to inject: answer ``times`` matching requests with ``code``."""
-
-    code: int
-    times: int
-    retry_after: int | None
-    verb: str | None
-    resource: str | None
-
-    def applies(self, verb: str, resource: str) -> bool:
-        return self.times > 0 and self.verb in (None, verb) and self.resource in (None, resource)
-
-
-@dataclass(frozen=True)
-class Request:
-    """A request as RBAC sees it."""
-
-    verb: str
-    group: str
-    resource: str  # "pods", "pods/log", "mpijobs"
-    name: str | None
-    namespace: str
-    query: tuple[tuple[str, str], ...] = ()
-
-    def param(self, key: str) -> str | None:
-        return dict(self.query).get(key)
 
 
 def send_cut(handler: BaseHTTPRequestHandler) -> None:
@@ -58,19 +25,6 @@ class QuietServer(ThreadingHTTPServer):
         """Clients hanging up (we drop streams on purpose, the backend closes them) are normal."""
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
-
-
-def send_json(
-    handler: BaseHTTPRequestHandler, code: int, body: JSON, headers: dict[str, str] | None = None
-) -> None:
-    data = json.dumps(body).encode()
-    handler.send_response(code)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data)))
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(data)
 
 
 def start_chunked(handler: BaseHTTPRequestHandler, content_type: str) -> None:
@@ -119,14 +73,3 @@ def abort(handler: BaseHTTPRequestHandler) -> None:
         handler.connection.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-
-
-def verb_of(method: str, name: str | None, query: JSON) -> str:
-    """The verb as RBAC names it (apiserver/pkg/endpoints/request/requestinfo.go)."""
-    if method == "GET":
-        if name:
-            return "get"
-        return "watch" if query.get("watch") in ("true", "1") else "list"
-    if method == "DELETE":
-        return "delete" if name else "deletecollection"
-    return {"POST": "create", "PATCH": "patch", "PUT": "update"}[method]

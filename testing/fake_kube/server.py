@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import threading
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -44,17 +42,13 @@ import kubernetes.client
 
 from testing.fake_kube.admission import Admission, validate_create
 from testing.fake_kube.http import (
-    Fault,
     QuietServer,
-    Request,
     abort,
     chunk,
     client_gone,
     end_chunked,
     send_cut,
-    send_json,
     start_chunked,
-    verb_of,
 )
 from testing.fake_kube.store import (
     EPOCH,
@@ -70,8 +64,10 @@ from testing.fake_kube.store import (
     rfc3339_nano,
     strategic_merge,
 )
+from testing.kube_faults import CUT, FaultInjector, request_of, send_json, success
 
 __all__ = [
+    "CUT",
     "EPOCH",
     "KINDS",
     "ApiError",
@@ -85,34 +81,24 @@ __all__ = [
 
 JSON = dict[str, Any]
 TOKEN = "fake-cluster-token"
-CUT = -1  # fail_next(CUT): answer 200 but drop the connection half-way through the body
 CLIENT_CHECK_SECONDS = 0.05  # how often an idle stream looks whether its client has hung up
 STATUS_SUBRESOURCE = ("pods", "jobs.batch", "mpijobs.kubeflow.org", "nodes")
 
 
-ROUTE = re.compile(
-    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
-    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?"
-    r"(?:/(?P<sub>status))?$"
-)
-
-
-class FakeKubeServer:
+class FakeKubeServer(FaultInjector):
     """The API server; :attr:`store` holds the objects, :attr:`requests` every request seen."""
 
     def __init__(self, token: str = TOKEN) -> None:
         self.store = Store()
+        super().__init__(self.store.cond)
         self.admission = Admission()
         self.token = token  # what configuration() gives clients
         self.accepted_token = token
-        self.requests: list[Request] = []
-        self.faults: list[Fault] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, resource)
         self.user = "system:serviceaccount:ci:gitlab-runner"
         self._drops = 0  # bumped by drop_watches()
         self.open_watches: dict[str, int] = {}  # kind key -> watches waiting for events
         self._stopping = False
-        self._lock = threading.Lock()
         self._httpd = QuietServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -151,19 +137,7 @@ class FakeKubeServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- faults ------------------------------------------------------------------------------
-
-    def fail_next(
-        self,
-        code: int,
-        times: int = 1,
-        retry_after: int | None = None,
-        verb: str | None = None,
-        resource: str | None = None,
-    ) -> None:
-        """Answer the next ``times`` matching requests with ``code`` (500, 429, 410, or CUT)."""
-        with self._lock:
-            self.faults.append(Fault(code, times, retry_after, verb, resource))
+    # -- faults (and FaultInjector.fail_next) ------------------------------------------------
 
     def drop_watches(self) -> None:
         """Cut every open watch, half-way through writing an event."""
@@ -185,29 +159,7 @@ class FakeKubeServer:
         """Every request gets 401 (as with an expired token)."""
         self.accepted_token = "no token is accepted"
 
-    def verbs_used(self) -> set[tuple[str, str, str]]:
-        """(apiGroup, resource, verb) of every request seen: what RBAC must allow."""
-        return {(r.group, r.resource, r.verb) for r in self.requests}
-
-    def _take_fault(self, verb: str, resource: str) -> Fault | None:
-        with self._lock:
-            for fault in self.faults:
-                if fault.applies(verb, resource):
-                    fault.times -= 1
-                    return fault
-        return None
-
     # -- synchronisation ---------------------------------------------------------------------
-
-    def wait_until(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-        """Block until ``predicate()`` holds (checked on every change and request)."""
-        with self.store.cond:
-            if not self.store.cond.wait_for(predicate, timeout=timeout):
-                raise AssertionError("the fake API server never reached the expected state")
-
-    def count(self, verb: str, resource: str) -> int:
-        """How many ``verb`` requests on ``resource`` were made."""
-        return sum(1 for r in self.requests if r.verb == verb and r.resource == resource)
 
     def wait_for_watches(self, *keys: str, timeout: float = 20.0) -> None:
         """Block until a watch is open on each of ``keys`` (e.g. "pods")."""
@@ -251,30 +203,27 @@ class FakeKubeServer:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         try:
-            route = ROUTE.match(url.path)
-            if route is None:
+            request = request_of(method, handler.path)
+            plural, _, sub = request.resource.partition("/") if request else ("", "", "")
+            group = request.group if request else ""
+            key = f"{plural}.{group}" if group else plural
+            if (
+                request is None
+                or sub not in ("", "status")
+                or key not in KINDS
+                or KINDS[key].namespaced != bool(request.namespace)
+            ):
                 raise ApiError(404, "NotFound", f"the server could not find {url.path}")
-            group = route["group"] or ""
-            key = f"{route['plural']}.{group}" if group else route["plural"]
-            if key not in KINDS or KINDS[key].namespaced != bool(route["ns"]):
-                raise ApiError(404, "NotFound", f"the server could not find {url.path}")
-            name, namespace, sub = route["name"], route["ns"] or "", route["sub"]
-            resource = f"{route['plural']}/{sub}" if sub else route["plural"]
-            verb = verb_of(method, name, query)
-            with self.store.cond:
-                self.requests.append(
-                    Request(verb, group, resource, name, namespace, tuple(sorted(query.items())))
-                )
-                self.store.cond.notify_all()
-            self._authorize(handler, verb, group, resource, name, namespace)
-            fault = self._take_fault(verb, resource)
+            verb, name, namespace = request.verb, request.name, request.namespace
+            self.record(request)
+            self._authorize(handler, verb, group, request.resource, name, namespace)
+            fault = self.take_fault(request)
             if fault is not None and fault.code == CUT:
                 send_cut(handler)
                 return
             if fault is not None:
-                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
-                reason = "TooManyRequests" if fault.code == 429 else "InternalError"
-                raise ApiError(fault.code, reason, f"injected {fault.code}", headers)
+                fault.send(handler)
+                return
             body = json.loads(raw) if raw else {}
             content = handler.headers.get("Content-Type") or ""
             patch = "strategic" if "strategic-merge-patch" in content else "merge"
@@ -367,13 +316,7 @@ class FakeKubeServer:
             details = {"name": meta["name"], "kind": kind.plural, "uid": meta["uid"]}
             if kind.group:
                 details["group"] = kind.group
-            return 200, {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": details,
-            }
+            return 200, success(details)
         if verb == "deletecollection":
             # registry/generic/registry/store.go DeleteCollection: the matching objects, each
             # deleted as a DELETE would; the answer lists them as they were then.

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from testing.kube_faults import status
+
 JSON = dict[str, Any]
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 # apimachinery/pkg/util/rand/rand.go: the alphabet of generated name suffixes (no vowels).
@@ -80,15 +82,7 @@ class ApiError(Exception):
         self.headers = headers or {}
 
     def status(self) -> JSON:
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
+        return status(self.code, self.message, self.reason)
 
 
 def not_found(key: str, name: str) -> ApiError:

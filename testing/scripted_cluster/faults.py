@@ -8,9 +8,10 @@ arrives.
 
 What a test can make happen (each on the next matching requests, or now):
 
-- :meth:`FaultProxy.fail_next`: answer with 500 or 429 (with ``Retry-After``) or 410 as
-  kube-apiserver words them (``Status`` bodies), without forwarding; or :data:`CUT`: forward,
-  then break kube-apiserver's answer off half-way through its body.
+- :meth:`FaultProxy.fail_next` (:class:`testing.kube_faults.FaultInjector`'s): answer with 500
+  or 429 (with ``Retry-After``) or 410 as kube-apiserver words them (``Status`` bodies), without
+  forwarding; or :data:`~testing.kube_faults.CUT`: forward, then break kube-apiserver's answer
+  off half-way through its body.
 - :meth:`FaultProxy.drop_watches`: break every open watch (of a resource) half-way through an
   event (as a connection lost between a client and the server does).
 - :meth:`FaultProxy.end_watches`: end every open watch (of a resource) cleanly, as kube-apiserver
@@ -32,100 +33,35 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import re
 import socket
 import ssl
 import threading
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
-JSON = dict[str, Any]
-CUT = -1  # fail_next's code for "forward, then break the answer off half-way"
-WAIT = 30.0
-_ROUTE = re.compile(
-    r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<ns>[^/]+))?"
-    r"/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+from testing.kube_faults import (
+    CUT,
+    Fault,
+    FaultInjector,
+    Request,
+    request_of,
+    send_json,
+    status,
 )
+
+WAIT = 30.0
 # Not forwarded either way (RFC 9110 7.6.1), or set by us for the body we send.
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "te", "trailer"}
 _REPLACED = _HOP | {"authorization"}
-_REASONS = {500: "InternalError", 429: "TooManyRequests", 410: "Expired", 401: "Unauthorized"}
 _HALF_EVENT = b'{"type":"MODIFIED","object":{"kind":"'
-
-
-@dataclass(frozen=True)
-class Request:
-    """A request as RBAC sees it (``resource`` with its subresource: ``pods/log``)."""
-
-    verb: str
-    group: str
-    resource: str
-    name: str | None
-    namespace: str
-    query: tuple[tuple[str, str], ...] = ()
-
-    def param(self, key: str) -> str | None:
-        return dict(self.query).get(key)
-
-
-@dataclass
-class _Fault:
-    code: int
-    times: int
-    retry_after: int | None
-    verb: str | None
-    resource: str | None
-
-    def applies(self, request: Request) -> bool:
-        return (
-            self.times > 0
-            and self.verb in (None, request.verb)
-            and self.resource in (None, request.resource)
-        )
-
-
-def request_of(method: str, target: str) -> Request | None:
-    """The verb, group, resource, name and namespace of an API request (None: not a resource,
-    e.g. ``/version``); verbs as ``staging/.../endpoints/request/requestinfo.go`` names them."""
-    url = urlsplit(target)
-    route = _ROUTE.match(url.path)
-    if route is None:
-        return None
-    query = dict(parse_qsl(url.query))
-    name, sub = route["name"], route["sub"]
-    if method == "GET":
-        verb = "get" if name else ("watch" if query.get("watch") in ("true", "1") else "list")
-    elif method == "DELETE":
-        verb = "delete" if name else "deletecollection"
-    else:
-        verb = {"POST": "create", "PATCH": "patch", "PUT": "update"}[method]
-    resource = f"{route['plural']}/{sub}" if sub else route["plural"]
-    return Request(
-        verb, route["group"] or "", resource, name, route["ns"] or "", tuple(sorted(query.items()))
-    )
 
 
 def passing(token: str) -> str | None:
     """The default credentials: the client's own token (or none: ``""``) goes on."""
     return token
-
-
-def status(code: int, message: str, reason: str | None = None) -> JSON:
-    """A ``Status`` body as kube-apiserver writes it."""
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason or _REASONS.get(code, "InternalError"),
-        "code": code,
-    }
 
 
 class _Stream:
@@ -181,10 +117,11 @@ class _Stream:
                     sock.shutdown(socket.SHUT_RDWR)
 
 
-class FaultProxy:
+class FaultProxy(FaultInjector):
     """``with FaultProxy(url, ca) as proxy:`` the proxy to kube-apiserver at ``url``; clients
     use ``proxy.url``. ``credentials`` maps a client's bearer token to the one forwarded (None:
-    401); by default the client's own goes on."""
+    401); by default the client's own goes on. :data:`~testing.kube_faults.CUT` forwards the
+    request, then breaks kube-apiserver's answer off half-way through its body."""
 
     def __init__(
         self, upstream: str, ca: Path, credentials: Callable[[str], str | None] = passing
@@ -194,12 +131,11 @@ class FaultProxy:
         self._port = parts.port or 443
         self._tls = ssl.create_default_context(cafile=str(ca))
         self._credentials = credentials
-        self.requests: list[Request] = []
+        super().__init__(threading.Condition())
+        self.wait_seconds = WAIT
         self.refused = 0  # requests answered 401 (no token, or one ``credentials`` refused)
         self.watch_events = 0  # watch events passed on (each ends with a newline)
-        self.cond = threading.Condition()
-        self._faults: list[_Fault] = []
-        self._expire: list[_Fault] = []
+        self._expire: list[Fault] = []
         self._streams: dict[_Stream, Request] = {}  # open chunked answers
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -224,26 +160,12 @@ class FaultProxy:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- faults ------------------------------------------------------------------------------
-
-    def fail_next(
-        self,
-        code: int,
-        times: int = 1,
-        retry_after: int | None = None,
-        verb: str | None = None,
-        resource: str | None = None,
-    ) -> None:
-        """Answer the next ``times`` matching requests with ``code`` (500, 429, 410) or, for
-        :data:`CUT`, forward them and break the answer off half-way through its body."""
-        with self.cond:
-            self._faults.append(_Fault(code, times, retry_after, verb, resource))
+    # -- faults (and FaultInjector.fail_next) ------------------------------------------------
 
     def expire_watches(self, times: int = 1, resource: str | None = None) -> None:
         """The next ``times`` watches (of ``resource``) are told their resourceVersion is too
         old: an ERROR event with a 410 Expired Status, then the end of the answer."""
-        with self.cond:
-            self._expire.append(_Fault(410, times, None, "watch", resource))
+        self.add_fault(self._expire, Fault(410, times, None, "watch", resource))
 
     def drop_watches(self, resource: str | None = None) -> None:
         """Break every open watch (of ``resource``) half-way through an event."""
@@ -270,19 +192,6 @@ class FaultProxy:
 
     # -- what was asked ----------------------------------------------------------------------
 
-    def count(self, verb: str, resource: str | None = None) -> int:
-        """How many ``verb`` requests on ``resource`` ("pods", "pods/log", "mpijobs"; None: on
-        any) came."""
-        with self.cond:
-            return sum(
-                1 for r in self.requests if r.verb == verb and resource in (None, r.resource)
-            )
-
-    def counts(self) -> dict[str, int]:
-        """``{"verb resource": how many}`` of every request so far."""
-        with self.cond:
-            return dict(Counter(f"{r.verb} {r.resource}" for r in self.requests))
-
     def open_streams(self, verb: str, resource: str) -> int:
         """How many ``verb`` answers on ``resource`` are being streamed now (``"watch",
         "pods"``, ``"get", "pods/log"``)."""
@@ -296,19 +205,10 @@ class FaultProxy:
         with self.cond:
             return {r.resource for r in self._streams.values() if r.verb == "watch"}
 
-    def verbs_used(self) -> set[tuple[str, str, str]]:
-        """(apiGroup, resource, verb) of every request: what RBAC must allow."""
-        with self.cond:
-            return {(r.group, r.resource, r.verb) for r in self.requests}
-
-    def wait_until(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
-        """Until ``predicate()`` holds (checked at every request and watch opened or ended)."""
-        with self.cond:
-            if not self.cond.wait_for(predicate, timeout=timeout):
-                raise AssertionError(
-                    f"the API never reached the expected state; requests: {self.counts()}, "
-                    f"watching: {sorted(self.watching())}"
-                )
+    def state(self) -> str:
+        """For :meth:`wait_until` (woken at every request and watch opened or ended, and
+        waiting :data:`WAIT` seconds unless told)."""
+        return f"requests: {self.counts()}, watching: {sorted(self.watching())}"
 
     # -- HTTP --------------------------------------------------------------------------------
 
@@ -332,59 +232,31 @@ class FaultProxy:
 
         return Handler
 
-    def _take(self, faults: list[_Fault], request: Request | None) -> _Fault | None:
-        if request is None:
-            return None
-        with self.cond:
-            for fault in faults:
-                if fault.applies(request):
-                    fault.times -= 1
-                    return fault
-        return None
-
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
         request = request_of(handler.command, handler.path)
         if request is not None:
-            with self.cond:
-                self.requests.append(request)
-                self.cond.notify_all()
+            self.record(request)
         token = self._credentials(handler.headers.get("Authorization", "").removeprefix("Bearer "))
         if token is None:
             with self.cond:
                 self.refused += 1
             # apierrors.NewUnauthorized("Unauthorized"), as kube-apiserver's authentication
             # filter answers (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authentication.go)
-            self._send_json(handler, 401, status(401, "Unauthorized"), {})
+            send_json(handler, 401, status(401, "Unauthorized"))
             return
-        fault = self._take(self._faults, request)
+        fault = self.take_fault(request)
         if fault is not None and fault.code != CUT:
-            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
-            self._send_json(
-                handler, fault.code, status(fault.code, f"injected {fault.code}"), headers
-            )
+            fault.send(handler)
             return
         assert request is not None or fault is None
         if request is not None and request.verb == "watch":
-            expired = self._take(self._expire, request)
+            expired = self.take_fault(request, self._expire)
             if expired is not None:
                 self._send_expired(handler, request)
                 return
         self._forward(handler, body, token, request, cut=fault is not None)
-
-    @staticmethod
-    def _send_json(
-        handler: BaseHTTPRequestHandler, code: int, body: JSON, headers: dict[str, str]
-    ) -> None:
-        data = json.dumps(body).encode()
-        handler.send_response(code)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        for key, value in headers.items():
-            handler.send_header(key, value)
-        handler.end_headers()
-        handler.wfile.write(data)
 
     def _send_expired(self, handler: BaseHTTPRequestHandler, request: Request) -> None:
         version = request.param("resourceVersion") or "0"

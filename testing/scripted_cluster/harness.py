@@ -328,3 +328,8 @@ class Cluster:
         self._thread.join(timeout=timeout)
         assert self._error is not None, f"run() did not raise: {self._result}"
         return self._error
+
+
+def submitted(cluster: Cluster, name: str = JOB) -> str:
+    """What ci-runner logs once it has created MPIJob ``name`` in the test's namespace."""
+    return cluster.job(name).submitted

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from testing.emulated_cluster.api import Api
 from testing.scripted_cluster.kubelet import WAIT, Pull, ScriptedKubelet
@@ -26,6 +26,13 @@ FOREVER = 10**9
 # after 1 s doubling to 60 s (pkg/controller/job/job_controller.go, DefaultJobApiBackOff and
 # MaxJobApiBackOff), so two or three conflicts in a row pass WAIT.
 LAUNCHER_WAIT = 3 * WAIT
+
+
+class Log(Protocol):
+    """ci-runner's log as a test reads it (:class:`testing.ci_log.CiLog`,
+    :class:`testing.mr_pipeline.CiLog`)."""
+
+    def wait_for(self, line: str) -> None: ...
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT) -> T:
@@ -51,6 +58,11 @@ class JobScenario:
         self._launcher = ""
 
     # -- what exists -------------------------------------------------------------------------
+
+    @property
+    def submitted(self) -> str:
+        """What ci-runner logs once it has created this MPIJob."""
+        return f"[ci-runner] submitted MPIJob {self.name} in namespace {self.namespace}"
 
     @property
     def mpijob(self) -> JSON:
@@ -179,6 +191,17 @@ class JobScenario:
         self.kubelet.log(
             self.namespace, pod, self._main(pod), lines, stream=stream, at=at, same_time=same_time
         )
+
+    def to_the_launcher(self, log: Log, *lines: str) -> None:
+        """The workers and the launcher come up and the launcher logs ``lines``, each step once
+        ci-runner's ``log`` shows it."""
+        self.workers_running()
+        replicas = self._replicas()
+        log.wait_for(f"[ci-runner] workers ready {replicas}/{replicas}")
+        self.launcher_running()
+        log.wait_for(f"[ci-runner] launcher running (pod {self.launcher_pod})")
+        self.launcher_log(*lines)
+        log.wait_for(lines[-1])
 
     def launcher_log_unterminated(self, text: str) -> None:
         """The launcher writes ``text`` with no newline (its last words)."""
