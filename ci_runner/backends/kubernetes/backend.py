@@ -15,8 +15,8 @@ The first pod change that ends the steady state lists the MPIJob at once, then w
 
 from __future__ import annotations
 
+import functools
 import queue
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -36,6 +36,7 @@ from ci_runner.backends.kubernetes.cleanup import (
     remove_finished_job,
 )
 from ci_runner.backends.kubernetes.errors import KubeError
+from ci_runner.backends.kubernetes.events import about_job
 from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS, job_selector
 from ci_runner.backends.kubernetes.submit import submit
@@ -274,9 +275,8 @@ class KubernetesBackend:
         self._mpijob_watcher = self._watch_mpijob()
         pods = job_selector(self.mpijob_name)
         self._watch(Watcher(self.api, PODS, self._inbox.put, label_selector=pods))
-        self._events_watcher = self._watch(
-            Watcher(self.api, EVENTS, self._inbox.put, keep=self._about_job)
-        )
+        keep = functools.partial(about_job, mpijob_name=self.mpijob_name, job_uid=self._job_uid)
+        self._events_watcher = self._watch(Watcher(self.api, EVENTS, self._inbox.put, keep=keep))
 
     def _watch_mpijob(self, resource_version: str | None = None) -> Watcher:
         field, version = self._mpijob_field, resource_version
@@ -378,18 +378,6 @@ class KubernetesBackend:
                 thread.join(timeout=THREAD_JOIN_SECONDS)
 
     # -- helpers -------------------------------------------------------------------------------
-
-    def _about_job(self, event: JSON) -> bool:
-        involved = event.get("involvedObject", {})
-        name = str(involved.get("name", ""))
-        if involved.get("kind") == "MPIJob":
-            return name == self.mpijob_name and involved.get("uid") in (None, "", self._job_uid)
-        if involved.get("kind") == "Job":  # the launcher Job's (the Job controller's FailedCreate)
-            return name == f"{self.mpijob_name}-launcher"
-        job = re.escape(self.mpijob_name)
-        return involved.get("kind") == "Pod" and bool(
-            re.fullmatch(rf"{job}-(worker-\d+|launcher-[a-z0-9]+)", name)
-        )
 
     def _say(self, line: str) -> None:
         self.console.status(line)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
-from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes import podstatus
 from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
 from ci_runner.backends.kubernetes.resources import PODS
@@ -220,4 +220,4 @@ class LauncherLogStream(StreamReader):
             self._recent.popleft()
 
     def _container_ended(self) -> bool:
-        return explain.containers_ended(self.api.get(PODS, self.pod), self.container)
+        return podstatus.containers_ended(self.api.get(PODS, self.pod), self.container)
