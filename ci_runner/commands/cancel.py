@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Final
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.backends.timed_out import ci_job_timeout_failure
 from ci_runner.clock import SystemClock
 from ci_runner.commands.common import (
     Command,
@@ -29,7 +30,7 @@ from ci_runner.commands.common import (
     run_config,
 )
 from ci_runner.commands.outputs import add_output_arguments, output_settings, saved_log_tail
-from ci_runner.plan.deadline import ci_job_time, duration
+from ci_runner.plan.deadline import ci_job_time
 from ci_runner.plan.run_plan import build_plan
 
 TIMED_OUT: Final = "timedout"  # CI_JOB_STATUS in after_script after a script timeout
@@ -107,10 +108,7 @@ def why_stopped(env: Mapping[str, str], now: datetime) -> tuple[Outcome, Failure
     ``RUNNER_SCRIPT_TIMEOUT``)."""
     if env.get("CI_JOB_STATUS") != TIMED_OUT:
         return Outcome.CANCELLED, Failure(FailureKind.CANCELLED, "the CI job was cancelled")
-    job = ci_job_time(env, now)
-    after = f" after {duration(job.spent_seconds)}" if job and job.spent_seconds else ""
-    limit = f" ({job.source} {duration(job.timeout_seconds)})" if job else ""
-    return Outcome.FAILED, Failure(FailureKind.DEADLINE, f"the CI job timed out{after}{limit}")
+    return Outcome.FAILED, ci_job_timeout_failure(ci_job_time(env, now))
 
 
 COMMAND: Final = Command(

@@ -24,6 +24,7 @@ from ci_runner.backends.kubernetes.podstatus import (
 )
 from ci_runner.backends.kubernetes.resources import JSON
 from ci_runner.backends.result import Failure, FailureKind
+from ci_runner.backends.timed_out import mpijob_deadline_failure
 
 # Waiting reasons of a container that will not start without a change to the job (a missing
 # Secret key or ConfigMap, a command that keeps failing).
@@ -392,11 +393,7 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
             )
     if reason.startswith("DeadlineExceeded"):
         deadline = mpijob.get("spec", {}).get("runPolicy", {}).get("activeDeadlineSeconds")
-        limit = f" of {deadline}s" if deadline else ""
-        return Failure(
-            FailureKind.DEADLINE,
-            f"the job ran past its time limit{limit} (activeDeadlineSeconds) and was stopped",
-        )
+        return mpijob_deadline_failure(deadline)
     for pod in workers:
         disrupted = disruption(pod)
         if disrupted is not None:
