@@ -230,6 +230,7 @@ def _cluster_backend(
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect_cluster
+    from ci_runner.backends.kubernetes.options import job_options
     from ci_runner.render import render_mpijob, render_scripts
 
     manifest = render_mpijob(plan)
@@ -238,21 +239,10 @@ def _cluster_backend(
     connection = connect_cluster(k8s.namespace, env, context=k8s.context, context_flag=context_flag)
     manifest["metadata"]["namespace"] = connection.namespace
 
+    options = job_options(plan, connection, manifest, scripts)
+
     def make(sink: LogSink) -> Backend:
-        return KubernetesBackend(
-            connection.client,
-            connection.namespace,
-            manifest,
-            plan.secret,
-            sink,
-            console,
-            clock,
-            k8s.unschedulable_timeout,
-            setup_timeout=k8s.setup_timeout,
-            keep_finished=k8s.keep_finished,
-            on_preemption=k8s.on_preemption,
-            scripts=scripts,
-        )
+        return KubernetesBackend(options, sink, console, clock)
 
     return make
 

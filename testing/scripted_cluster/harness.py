@@ -23,6 +23,7 @@ import kubernetes.client
 import pytest
 
 from ci_runner.backends.kubernetes.backend import KubernetesBackend
+from ci_runner.backends.kubernetes.options import JobOptions
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
@@ -241,23 +242,30 @@ class Cluster:
         unschedulable_timeout: float = 600,
         token: str | None = None,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        keep_finished: float = 0,
     ) -> KubernetesBackend:
         sink = LogSink(
             self.tmp_path / f"train-{time.monotonic_ns()}.log", self.log, SecretMasker([GIT_TOKEN])
         )
         manifest = manifest or mpijob_manifest()
         name = secret_name(manifest["metadata"]["name"])
-        self.backend_under_test = KubernetesBackend(
+        # What train takes from the plan, read here from the manifest the test gives.
+        specs = manifest["spec"]["mpiReplicaSpecs"]
+        worker = specs.get("Worker", {})
+        deadline = worker.get("template", {}).get("spec", {}).get("activeDeadlineSeconds")
+        options = JobOptions(
             api_client=self.api_client(token),
             namespace=self.namespace,
             manifest=manifest,
             secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
-            sink=sink,
-            console=Console(self.log, self.log),
-            clock=self.clock,
+            mpijob_name=str(manifest["metadata"]["name"]),
+            workers=int(worker.get("replicas", 1)),
+            launcher_container=str(specs["Launcher"]["template"]["spec"]["containers"][0]["name"]),
             unschedulable_timeout=unschedulable_timeout,
-            retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
+            keep_finished=keep_finished,
             on_preemption=on_preemption,
+            lifetime=None if deadline is None else unschedulable_timeout + float(deadline),
+            retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
             # As train gives it: the pod scripts' ConfigMap (the scripted kubelet runs none).
             scripts={
                 "apiVersion": "v1",
@@ -265,6 +273,9 @@ class Cluster:
                 "metadata": {"name": f"{manifest['metadata']['name']}-scripts"},
                 "data": {"sshd.sh": "exec sshd\n"},
             },
+        )
+        self.backend_under_test = KubernetesBackend(
+            options, sink, Console(self.log, self.log), self.clock
         )
         return self.backend_under_test
 
@@ -274,9 +285,10 @@ class Cluster:
         unschedulable_timeout: float = 600,
         token: str | None = None,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        keep_finished: float = 0,
     ) -> None:
         """``backend(...).run()`` on a thread."""
-        backend = self.backend(manifest, unschedulable_timeout, token, on_preemption)
+        backend = self.backend(manifest, unschedulable_timeout, token, on_preemption, keep_finished)
 
         def run() -> None:
             try:
@@ -305,9 +317,15 @@ class Cluster:
         manifest: JSON | None = None,
         unschedulable_timeout: float = 600,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        keep_finished: float = 0,
     ) -> JobScenario:
         """Start the backend, wait until it watches; the job's scenario."""
-        self.start(manifest, unschedulable_timeout, on_preemption=on_preemption)
+        self.start(
+            manifest,
+            unschedulable_timeout,
+            on_preemption=on_preemption,
+            keep_finished=keep_finished,
+        )
         self.wait_watching()
         return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
 
