@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
@@ -49,6 +49,9 @@ class CIContext:
     pipeline_source: str | None = None
     job_id: str | None = None
     job_url: str | None = None
+    # CI_JOB_STATUS: how the CI job ended, in after_script (``canceled``, ``timedout``): what
+    # ``ci-runner cancel`` reports.
+    job_status: str | None = None
     ref_name: str | None = None
     mr_iid: str | None = None
     mr_target_branch: str | None = None
@@ -115,6 +118,7 @@ CI_VARIABLES: Final[Mapping[str, str]] = {
     "CI_OPEN_MERGE_REQUESTS": "open_merge_requests",
 }
 
+JOB_STATUS_VARIABLE: Final = "CI_JOB_STATUS"
 # Variables whose presence means "running inside a GitLab CI job".
 _CI_MARKERS: Final = ("GITLAB_CI", "CI_JOB_ID")
 # Without these a CI context cannot name the job or the commit.
@@ -140,8 +144,11 @@ def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = Non
     ``sha`` (``--sha``) overrides ``CI_COMMIT_SHA`` / ``HEAD`` and is resolved to a full SHA.
     """
     if any(env.get(name) for name in _CI_MARKERS):
-        return _from_gitlab(env, cwd, sha)
-    return _from_git(cwd, sha)
+        context = _from_gitlab(env, cwd, sha)
+    else:
+        context = _from_git(cwd, sha)
+    # Read wherever it is set: an after_script run by hand (or by a local runner) says it too.
+    return replace(context, job_status=env.get(JOB_STATUS_VARIABLE) or None)
 
 
 def _from_gitlab(env: Mapping[str, str], cwd: Path, sha: str | None) -> CIContext:
