@@ -118,7 +118,6 @@ CI_VARIABLES: Final[Mapping[str, str]] = {
     "CI_OPEN_MERGE_REQUESTS": "open_merge_requests",
 }
 
-JOB_STATUS_VARIABLE: Final = "CI_JOB_STATUS"
 # Variables whose presence means "running inside a GitLab CI job".
 _CI_MARKERS: Final = ("GITLAB_CI", "CI_JOB_ID")
 # Without these a CI context cannot name the job or the commit.
@@ -136,6 +135,8 @@ _URL_FIX: Final = "give the repository's https:// URL (or ssh://, or user@host:p
 _SCHEME: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)", re.DOTALL)
 _SCP_URL: Final = re.compile(r"[^@/:\s]+@(?P<host>[^@/:\s]+):[^\s]+")
 _TRANSPORT: Final = re.compile(r"(?P<transport>[A-Za-z0-9+.-]+)::")
+# How the CI job ended, as after_script sees it (``canceled``, ``timedout``): CIContext.job_status.
+JOB_STATUS_VARIABLE: Final = "CI_JOB_STATUS"
 
 
 def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = None) -> CIContext:

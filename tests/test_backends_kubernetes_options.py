@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import kubernetes.client
 import pytest
@@ -13,6 +12,7 @@ from ci_runner.backends.kubernetes.options import job_options
 from ci_runner.config.types import Elastic, KubernetesOptions, TrainConfig
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob, render_scripts
+from testing.mpijob_manifests import plan_facts
 from testing.plan_cases import CONFIG, CONTEXT
 
 CONNECTION = Connection(ClusterClient(kubernetes.client.Configuration()), "ml", "service account")
@@ -22,18 +22,6 @@ KUBERNETES = KubernetesOptions(
     keep_finished=3600,
     on_preemption="fail",
 )
-
-
-def from_manifest(manifest: dict[str, Any], unschedulable_timeout: float) -> dict[str, Any]:
-    """What the backend once read from its rendered manifest."""
-    specs = manifest["spec"]["mpiReplicaSpecs"]
-    worker = specs["Worker"]["template"]["spec"]
-    return {
-        "mpijob_name": manifest["metadata"]["name"],
-        "workers": specs["Worker"]["replicas"],
-        "launcher_container": specs["Launcher"]["template"]["spec"]["containers"][0]["name"],
-        "lifetime": unschedulable_timeout + worker["activeDeadlineSeconds"],
-    }
 
 
 @pytest.mark.parametrize(
@@ -51,8 +39,9 @@ def test_the_plan_holds_what_the_manifest_says(config: TrainConfig) -> None:
     scripts = render_scripts(plan)
     options = job_options(plan, CONNECTION, manifest, scripts)
     k8s = config.kubernetes
-    seen = {key: getattr(options, key) for key in from_manifest(manifest, 0)}
-    assert seen == from_manifest(manifest, k8s.unschedulable_timeout)
+    # What the backend once read from its own manifest.
+    facts = plan_facts(manifest, k8s.unschedulable_timeout)
+    assert {key: getattr(options, key) for key in facts} == facts
     assert (options.api_client, options.namespace) == (CONNECTION.client, "ml")
     assert (options.manifest, options.scripts, options.secret) == (manifest, scripts, plan.secret)
     assert (options.setup_timeout, options.keep_finished, options.on_preemption) == (

@@ -35,7 +35,7 @@ from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.ci_log import CiLog
 from testing.control_plane import accounts, binaries
 from testing.emulated_cluster.api import ApiFailure, Informer
-from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest
+from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest, plan_facts
 from testing.node_objects import NodeSpec
 from testing.rights import verdict
 from testing.scripted_cluster.control import ScriptedControlPlane
@@ -249,22 +249,15 @@ class Cluster:
         )
         manifest = manifest or mpijob_manifest()
         name = secret_name(manifest["metadata"]["name"])
-        # What train takes from the plan, read here from the manifest the test gives.
-        specs = manifest["spec"]["mpiReplicaSpecs"]
-        worker = specs.get("Worker", {})
-        deadline = worker.get("template", {}).get("spec", {}).get("activeDeadlineSeconds")
         options = JobOptions(
             api_client=self.api_client(token),
             namespace=self.namespace,
             manifest=manifest,
             secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
-            mpijob_name=str(manifest["metadata"]["name"]),
-            workers=int(worker.get("replicas", 1)),
-            launcher_container=str(specs["Launcher"]["template"]["spec"]["containers"][0]["name"]),
+            **plan_facts(manifest, unschedulable_timeout),
             unschedulable_timeout=unschedulable_timeout,
             keep_finished=keep_finished,
             on_preemption=on_preemption,
-            lifetime=None if deadline is None else unschedulable_timeout + float(deadline),
             retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
             # As train gives it: the pod scripts' ConfigMap (the scripted kubelet runs none).
             scripts={
