@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
@@ -49,6 +49,9 @@ class CIContext:
     pipeline_source: str | None = None
     job_id: str | None = None
     job_url: str | None = None
+    # CI_JOB_STATUS: how the CI job ended, in after_script (``canceled``, ``timedout``): what
+    # ``ci-runner cancel`` reports.
+    job_status: str | None = None
     ref_name: str | None = None
     mr_iid: str | None = None
     mr_target_branch: str | None = None
@@ -158,6 +161,8 @@ _URL_FIX: Final = "give the repository's https:// URL (or ssh://, or user@host:p
 _SCHEME: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)", re.DOTALL)
 _SCP_URL: Final = re.compile(r"[^@/:\s]+@(?P<host>[^@/:\s]+):[^\s]+")
 _TRANSPORT: Final = re.compile(r"(?P<transport>[A-Za-z0-9+.-]+)::")
+# How the CI job ended, as after_script sees it (``canceled``, ``timedout``): CIContext.job_status.
+JOB_STATUS_VARIABLE: Final = "CI_JOB_STATUS"
 
 
 def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = None) -> CIContext:
@@ -166,8 +171,11 @@ def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = Non
     ``sha`` (``--sha``) overrides ``CI_COMMIT_SHA`` / ``HEAD`` and is resolved to a full SHA.
     """
     if any(env.get(name) for name in _CI_MARKERS):
-        return _from_gitlab(env, cwd, sha)
-    return _from_git(cwd, sha)
+        context = _from_gitlab(env, cwd, sha)
+    else:
+        context = _from_git(cwd, sha)
+    # Read wherever it is set: an after_script run by hand (or by a local runner) says it too.
+    return replace(context, job_status=env.get(JOB_STATUS_VARIABLE) or None)
 
 
 def _from_gitlab(env: Mapping[str, str], cwd: Path, sha: str | None) -> CIContext:

@@ -92,3 +92,18 @@ def mpijob_manifest(
         "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "ci-runner"}},
         "spec": spec,
     }
+
+
+def plan_facts(manifest: JSON, unschedulable_timeout: float) -> JSON:
+    """What ``ci-runner train`` takes from the plan for the backend's options
+    (:func:`~ci_runner.backends.kubernetes.options.job_options`), as ``manifest`` says it: the
+    job's name, its worker count, the launcher's container and the pods' lifetime."""
+    specs = manifest["spec"]["mpiReplicaSpecs"]
+    worker = specs.get("Worker", {})
+    deadline = worker.get("template", {}).get("spec", {}).get("activeDeadlineSeconds")
+    return {
+        "mpijob_name": str(manifest["metadata"]["name"]),
+        "workers": int(worker.get("replicas", 1)),
+        "launcher_container": str(specs["Launcher"]["template"]["spec"]["containers"][0]["name"]),
+        "lifetime": None if deadline is None else unschedulable_timeout + float(deadline),
+    }

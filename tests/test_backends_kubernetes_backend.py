@@ -107,9 +107,7 @@ def test_workers_left_running_by_the_operator_go_with_the_mpijob(cluster: Cluste
 
 
 def test_workers_left_running_by_a_kept_job_are_stopped(cluster: Cluster) -> None:
-    job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
-    assert cluster.backend_under_test is not None
-    cluster.backend_under_test.keep_finished = 3600
+    job = cluster.started(mpijob_manifest(clean_pod_policy="None"), keep_finished=3600)
     job.workers_running()
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")

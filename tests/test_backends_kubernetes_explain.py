@@ -85,7 +85,7 @@ def test_nothing_to_go_on_gives_the_conditions_words() -> None:
     )
 
 
-def test_image_pull_failure_and_unschedulable_message() -> None:
+def test_image_pull_failure() -> None:
     waiting = pod("j-worker-0", "worker", waiting={"reason": "ImagePullBackOff", "message": "m"})
     assert explain.image_pull_failure(waiting) == Failure(
         FailureKind.IMAGE_PULL,
@@ -94,18 +94,6 @@ def test_image_pull_failure_and_unschedulable_message() -> None:
         container="c",
     )
     assert explain.image_pull_failure(pod("j-worker-0", "worker")) is None
-    pending = pod("j-worker-0", "worker")
-    pending["status"]["conditions"] = [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no"}
-    ]
-    assert explain.unschedulable_message(pending) == "no"
-    assert explain.unschedulable_message(pod("j-worker-0", "worker")) is None
-
-
-def test_condition_needs_status_true() -> None:
-    job = {"status": {"conditions": [{"type": "Running", "status": "False"}]}}
-    assert explain.condition(job, "Running") is None
-    assert explain.condition(failed_job(), "Failed") is not None
 
 
 def test_setup_failure_of_a_container_that_cannot_start() -> None:
@@ -210,30 +198,6 @@ def test_rank_signal_leaves_other_failures_and_other_logs_alone() -> None:
     assert explain.rank_signal(LAUNCHER_FAILED, ["Exit code:    3"], {}) == LAUNCHER_FAILED
     oom = Failure(FailureKind.OOM_KILLED, "worker j-worker-1 was OOMKilled", 137, "j-worker-1")
     assert explain.rank_signal(oom, [KILLED], {}) == oom
-
-
-def test_pod_status_checks() -> None:
-    running = {
-        "metadata": {"name": "p"},
-        "status": {
-            "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "containerStatuses": [
-                {"name": "main", "state": {"running": {}}},
-                {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
-            ],
-        },
-    }
-    assert explain.is_ready(running)
-    assert not explain.is_running(running)  # a container of it has ended
-    assert explain.container_started(running)
-    assert not explain.has_ended(running)
-    assert explain.containers_ended(running, "sidecar")
-    assert not explain.containers_ended(running, "main")
-    assert not explain.containers_ended(running)
-    assert explain.containers_ended(pod("p", "launcher", **exited(0)))
-    assert not explain.containers_ended({"status": {"phase": "Pending"}})
-    assert not explain.is_ready({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
 
 
 def test_failure_texts_of_what_the_tracker_decides() -> None:

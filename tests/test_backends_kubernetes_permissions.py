@@ -29,14 +29,13 @@ def test_every_request_is_covered_and_every_permission_used(
     used: set[tuple[str, str, str]] = set()
     # A whole run: submit, follow, log, finish, stop the workers the operator left running.
     with scripted.cluster(tmp_path / "a") as cluster:
-        job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
+        # Marked to be kept at the end: a patch.
+        job = cluster.started(mpijob_manifest(clean_pod_policy="None"), keep_finished=3600)
         job.workers_running()
         job.launcher_running()
         cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
         job.launcher_log("hi")
         job.launcher_exits(0)
-        assert cluster.backend_under_test is not None
-        cluster.backend_under_test.keep_finished = 3600  # marked to be kept: a patch
         assert cluster.result().outcome is Outcome.SUCCEEDED
         used |= cluster.api.verbs_used()
     # Attach to a job already there, then cancel it.

@@ -295,9 +295,7 @@ def test_create_refused_leaves_no_secret(cluster: Cluster) -> None:
 
 
 def test_keep_finished_keeps_the_job_and_a_later_run_deletes_it(cluster: Cluster) -> None:
-    job = cluster.started()
-    assert cluster.backend_under_test is not None
-    cluster.backend_under_test.keep_finished = 7200
+    job = cluster.started(keep_finished=7200)
     job.workers_running()
     job.launcher_running()
     cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")

@@ -11,7 +11,7 @@ import pytest
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Forbidden
 from ci_runner.backends.kubernetes.resources import SECRETS
-from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate, split_lines
+from ci_runner.backends.kubernetes.watching import SYNC, Watcher, WatchUpdate
 from ci_runner.clock import ManualClock
 from ci_runner.http_policy import KUBERNETES_RETRY
 from testing.fake_kube.server import FakeKubeServer
@@ -64,11 +64,6 @@ class Running:
 
 def secret(server: FakeKubeServer, name: str, labels: dict[str, str] | None = None) -> None:
     server.store.create("secrets", "ml", {"metadata": {"name": name, "labels": labels or {}}})
-
-
-def test_split_lines_keeps_only_whole_lines() -> None:
-    chunks = [b'{"a":', b'1}\n{"b":2}\n\n{"c"', b":3}\n", b'{"partial"']
-    assert list(split_lines(chunks)) == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
 
 
 def test_lists_then_watches_changes(server: FakeKubeServer) -> None:

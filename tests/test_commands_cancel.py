@@ -21,6 +21,7 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.commands.cancel import why_stopped
 from ci_runner.config.schema import load_config
 from ci_runner.context import from_environment
+from ci_runner.plan.deadline import ci_job_time
 from ci_runner.plan.mpijob_name import mpijob_name
 from testing.agent_kubeconfig import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
@@ -135,11 +136,12 @@ def test_why_stopped_names_the_limit_and_a_cancel_stays_a_cancel() -> None:
         "CI_JOB_TIMEOUT": "3600",
         "CI_JOB_STARTED_AT": "2026-12-02T05:00:00Z",
     }
-    assert why_stopped(env, now) == (
+    job = ci_job_time(env, now)
+    assert why_stopped(env["CI_JOB_STATUS"], job) == (
         Outcome.FAILED,
         Failure(FailureKind.DEADLINE, "the CI job timed out after 1h (CI_JOB_TIMEOUT 1h)"),
     )
-    assert why_stopped({**env, "CI_JOB_STATUS": "canceled"}, now) == (
+    assert why_stopped("canceled", job) == (
         Outcome.CANCELLED,
         Failure(FailureKind.CANCELLED, "the CI job was cancelled"),
     )

@@ -118,6 +118,15 @@ def test_outside_ci_head_and_branch_of_the_local_repository(git_repo: GitRepo) -
     )
 
 
+def test_the_jobs_status_in_after_script_is_read_in_ci_and_out(git_repo: GitRepo) -> None:
+    repo, _ = git_repo({"train.yaml": "name: x\n"})
+    assert from_environment({**CI_ENV, "CI_JOB_STATUS": "timedout"}, repo).job_status == (
+        "timedout"
+    )
+    assert from_environment({"CI_JOB_STATUS": "canceled"}, repo).job_status == "canceled"
+    assert from_environment({**CI_ENV, "CI_JOB_STATUS": ""}, repo).job_status is None
+
+
 def test_outside_ci_from_a_subdirectory_with_an_abbreviated_sha(git_repo: GitRepo) -> None:
     repo, first = git_repo({"sub/a.txt": "1"})
     git_repo({"sub/a.txt": "2"})

@@ -14,12 +14,10 @@ MLflow run KILLED.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Final
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
-from ci_runner.clock import SystemClock
+from ci_runner.backends.timed_out import ci_job_timeout_failure
 from ci_runner.commands.common import (
     Command,
     Runtime,
@@ -29,7 +27,7 @@ from ci_runner.commands.common import (
     run_config,
 )
 from ci_runner.commands.outputs import add_output_arguments, output_settings, saved_log_tail
-from ci_runner.plan.deadline import ci_job_time, duration
+from ci_runner.plan.deadline import CIJobTime, ci_job_time
 from ci_runner.plan.run_plan import build_plan
 
 TIMED_OUT: Final = "timedout"  # CI_JOB_STATUS in after_script after a script timeout
@@ -45,9 +43,9 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
     from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster, expired_line
     from ci_runner.backends.kubernetes.connect import connect_cluster
+    from ci_runner.commands.ending import report_result
     from ci_runner.results.destination import open_gitlab
-    from ci_runner.results.publish import finish, masker_for_report
-    from ci_runner.tracking.stage import finish_tracking, resume_tracking
+    from ci_runner.tracking.stage import resume_tracking
 
     loaded = load_config_from_args(args, runtime)
     config = run_config(loaded.config, runtime.env)
@@ -59,8 +57,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         masker=runtime.console.masker,
     )
     assert plan.outputs is not None
-    name, console = plan.mpijob_name, runtime.console
-    clock = SystemClock()
+    name, console, clock = plan.mpijob_name, runtime.console, runtime.clock
     connection = connect_cluster(
         config.kubernetes.namespace,
         runtime.env,
@@ -71,7 +68,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         connection.client, connection.namespace, name, plan.secret.name, clock
     )
 
-    outcome, failure = why_stopped(runtime.env, clock.now())
+    outcome, failure = why_stopped(loaded.ctx.job_status, ci_job_time(runtime.env, clock.now()))
     done = "timed out" if failure.kind is FailureKind.DEADLINE else "cancelled"
     console.status(f"{done}: MPIJob {name} and everything it owned deleted")
     for other in expired:
@@ -84,33 +81,20 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         failure=failure,
         finished_at=clock.now(),
     )
-    gitlab = open_gitlab(loaded.ctx, runtime.env, console)
+    gitlab = open_gitlab(loaded.ctx, runtime.env, console, clock)
     tracked = resume_tracking(plan, runtime.env, clock)  # train's MLflow run ends KILLED
-    report = finish(
-        plan,
-        result,
-        now=clock.now(),
-        env=runtime.env,
-        gitlab=gitlab,
-        masker=masker_for_report(plan.masker, runtime.env),
-        console=console,
-        tracking_url=tracked.url if tracked else None,
+    report_result(
+        plan, result, tracked, env=runtime.env, gitlab=gitlab, console=console, clock=clock
     )
-    if tracked is not None:
-        finish_tracking(tracked, plan, result, report.artifacts, console, clock)
     return 0
 
 
-def why_stopped(env: Mapping[str, str], now: datetime) -> tuple[Outcome, Failure]:
-    """Cancelled, or (``CI_JOB_STATUS=timedout``) failed by the CI job's timeout, saying after
-    how long (``CI_JOB_STARTED_AT``) and which limit (``CI_JOB_TIMEOUT`` or
-    ``RUNNER_SCRIPT_TIMEOUT``)."""
-    if env.get("CI_JOB_STATUS") != TIMED_OUT:
+def why_stopped(status: str | None, job: CIJobTime | None) -> tuple[Outcome, Failure]:
+    """Cancelled, or (``status``, the context's ``CI_JOB_STATUS``, is ``timedout``) failed by
+    the CI job's timeout, saying after how long and which limit when ``job`` knows them."""
+    if status != TIMED_OUT:
         return Outcome.CANCELLED, Failure(FailureKind.CANCELLED, "the CI job was cancelled")
-    job = ci_job_time(env, now)
-    after = f" after {duration(job.spent_seconds)}" if job and job.spent_seconds else ""
-    limit = f" ({job.source} {duration(job.timeout_seconds)})" if job else ""
-    return Outcome.FAILED, Failure(FailureKind.DEADLINE, f"the CI job timed out{after}{limit}")
+    return Outcome.FAILED, ci_job_timeout_failure(job)
 
 
 COMMAND: Final = Command(

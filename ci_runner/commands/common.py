@@ -30,12 +30,13 @@ from ci_runner.plan.run_plan import RunPlan, build_plan
 
 @dataclass(frozen=True)
 class Runtime:
-    """The environment, working directory and output streams, as ``main`` found them."""
+    """The environment, working directory, output streams and clock, as ``main`` found them."""
 
     env: Mapping[str, str]
     cwd: Path
     stdout: TextIO
     stderr: TextIO
+    clock: Clock = dataclasses.field(default_factory=SystemClock)  # every command's one clock
 
     @functools.cached_property
     def console(self) -> Console:
@@ -125,12 +126,10 @@ def run_config(config: TrainConfig, env: Mapping[str, str]) -> TrainConfig:
     )
 
 
-def checked_ci_job(
-    loaded: LoadedConfig, runtime: Runtime, clock: Clock | None = None
-) -> CIJobTime | None:
+def checked_ci_job(loaded: LoadedConfig, runtime: Runtime) -> CIJobTime | None:
     """The CI job's timeout and time spent, with one warning when train.yaml's ``timeout`` is
     longer than the job's (``validate``, ``render`` and ``train`` say it alike)."""
-    job = ci_job_time(runtime.env, (clock or SystemClock()).now())
+    job = ci_job_time(runtime.env, runtime.clock.now())
     warning = longer_than_job(loaded.config.timeout, job, loaded.config_path)
     if warning:
         runtime.console.warning(warning)

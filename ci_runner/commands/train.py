@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Outcome, RunResult
-from ci_runner.clock import Clock, SystemClock
+from ci_runner.clock import Clock
 from ci_runner.commands.common import (
     Command,
     LoadedConfig,
@@ -109,12 +109,51 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     """``ci-runner train``: run the job, report it; 0 only when training succeeded."""
+    from ci_runner.commands.ending import report_result, run_failed_on_error
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.metrics import LogParser
-    from ci_runner.results.publish import announce, finish, masker_for_report
-    from ci_runner.tracking.stage import end_failed, finish_tracking, ranks_join, start_tracking
+    from ci_runner.results.publish import announce, masker_for_report
+    from ci_runner.tracking.stage import ranks_join, start_tracking
 
-    env = runtime.env
+    env, clock = runtime.env, runtime.clock
+    # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
+    console = runtime.console
+    loaded = _load_checked(args, runtime)
+    plan = _train_plan(args, runtime, loaded)
+    # The run exists before anything starts; with tracking.ranks_log every rank gets its id and
+    # the ranks' own token, else no MLflow variable (ci_runner.tracking).
+    tracked = start_tracking(plan, env, console, clock, loaded.root)
+    plan = ranks_join(plan, tracked)
+    with run_failed_on_error(tracked, clock, console):
+        if args.local:
+            make_backend = _local_backend(args, runtime, loaded, plan, clock)
+        else:
+            make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
+    gitlab = open_gitlab(plan.context, env, console, clock)
+    tracking_url = tracked.url if tracked else None
+    announce(gitlab, plan, masker_for_report(plan.masker, env), console, tracking_url)
+    # The metrics are parsed as the log streams in (what the sink shows is what it saves): the
+    # end of a long training does not read its log again.
+    parser = LogParser(plan.config.metrics)
+    with run_failed_on_error(tracked, clock, console):
+        result = _run_backend(make_backend, plan, console, parser.feed)
+    report = report_result(
+        plan,
+        result,
+        tracked,
+        metrics=parser.summary(),
+        env=env,
+        gitlab=gitlab,
+        console=console,
+        clock=clock,
+    )
+    print_summary(result, report.metrics, plan.output_uri, console)
+    return EXIT_INTERRUPTED if result.outcome is Outcome.CANCELLED else result.exit_code
+
+
+def _load_checked(args: argparse.Namespace, runtime: Runtime) -> LoadedConfig:
+    """train.yaml at the commit (``--local`` may run the working tree), a fork's MR refused,
+    ``command`` checked."""
     if args.local:
         from ci_runner.backends.local.backend import runs_working_tree
 
@@ -123,73 +162,43 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
         )
     else:
         loaded = load_config_from_args(args, runtime)
-    refuse_fork(loaded.ctx, env)
+    refuse_fork(loaded.ctx, runtime.env)
     checked_command(loaded, runtime)
-    clock = SystemClock()
+    return loaded
+
+
+def _train_plan(args: argparse.Namespace, runtime: Runtime, loaded: LoadedConfig) -> RunPlan:
+    """The run's plan, secrets read; ``--local``'s ``--data`` and ``--outputs`` taken."""
     plan = build_plan(
-        run_config(loaded.config, env),
+        run_config(loaded.config, runtime.env),
         loaded.ctx,
-        env,
+        runtime.env,
         read_secrets=True,
         data_uri=as_uri(args.data, runtime.cwd) if args.local else None,
         output_uri=as_uri(args.outputs, runtime.cwd) if args.local else None,
         outputs=output_settings(args, runtime),
-        ci_job=checked_ci_job(loaded, runtime, clock),
+        ci_job=checked_ci_job(loaded, runtime),
         masker=runtime.console.masker,
     )
     assert plan.outputs is not None
-    outputs = plan.outputs
-    # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
-    console = runtime.console
-    # The run exists before anything starts; with tracking.ranks_log every rank gets its id and
-    # the ranks' own token, else no MLflow variable (ci_runner.tracking).
-    tracked = start_tracking(plan, env, console, clock, loaded.root)
-    plan = ranks_join(plan, tracked)
-    try:
-        if args.local:
-            make_backend = _local_backend(args, runtime, loaded, plan, clock)
-        else:
-            make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
-    except BaseException:
-        if tracked is not None:
-            end_failed(tracked, clock, console)
-        raise
-    tracking_url = tracked.url if tracked else None
-    gitlab = open_gitlab(plan.context, env, console, clock)
-    report_masker = masker_for_report(plan.masker, env)
-    announce(gitlab, plan, report_masker, console, tracking_url)
-    # The metrics are parsed as the log streams in (what the sink shows is what it saves): the
-    # end of a long training does not read its log again.
-    parser = LogParser(plan.config.metrics)
+    return plan
+
+
+def _run_backend(
+    make_backend: MakeBackend, plan: RunPlan, console: Console, parse: Callable[[str], None]
+) -> RunResult:
+    """Run the job once, its log echoed, saved and ``parse``d as it streams in; Ctrl-C and
+    SIGTERM cancel it."""
+    assert plan.outputs is not None
 
     def echo(text: str) -> None:
         console.echo(text)
-        parser.feed(text)
+        parse(text)
 
-    try:
-        with LogSink(outputs.log_path, echo, plan.masker) as sink:
-            backend = make_backend(sink)
-            with _cancel_on_signals(backend):
-                result = backend.run()
-    except BaseException:
-        if tracked is not None:
-            end_failed(tracked, clock, console)
-        raise
-    report = finish(
-        plan,
-        result,
-        metrics=parser.summary(),
-        now=clock.now(),
-        env=env,
-        gitlab=gitlab,
-        masker=report_masker,
-        console=console,
-        tracking_url=tracking_url,
-    )
-    if tracked is not None:
-        finish_tracking(tracked, plan, result, report.artifacts, console, clock)
-    print_summary(result, report.metrics, plan.output_uri, console)
-    return EXIT_INTERRUPTED if result.outcome is Outcome.CANCELLED else result.exit_code
+    with LogSink(plan.outputs.log_path, echo, plan.masker) as sink:
+        backend = make_backend(sink)
+        with _cancel_on_signals(backend):
+            return backend.run()
 
 
 def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
@@ -230,6 +239,7 @@ def _cluster_backend(
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect_cluster
+    from ci_runner.backends.kubernetes.options import job_options
     from ci_runner.render import render_mpijob, render_scripts
 
     manifest = render_mpijob(plan)
@@ -238,21 +248,10 @@ def _cluster_backend(
     connection = connect_cluster(k8s.namespace, env, context=k8s.context, context_flag=context_flag)
     manifest["metadata"]["namespace"] = connection.namespace
 
+    options = job_options(plan, connection, manifest, scripts)
+
     def make(sink: LogSink) -> Backend:
-        return KubernetesBackend(
-            connection.client,
-            connection.namespace,
-            manifest,
-            plan.secret,
-            sink,
-            console,
-            clock,
-            k8s.unschedulable_timeout,
-            setup_timeout=k8s.setup_timeout,
-            keep_finished=k8s.keep_finished,
-            on_preemption=k8s.on_preemption,
-            scripts=scripts,
-        )
+        return KubernetesBackend(options, sink, console, clock)
 
     return make
 

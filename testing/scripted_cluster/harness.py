@@ -23,6 +23,7 @@ import kubernetes.client
 import pytest
 
 from ci_runner.backends.kubernetes.backend import KubernetesBackend
+from ci_runner.backends.kubernetes.options import JobOptions
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
@@ -34,7 +35,7 @@ from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.ci_log import CiLog
 from testing.control_plane import accounts, binaries
 from testing.emulated_cluster.api import ApiFailure, Informer
-from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest
+from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest, plan_facts
 from testing.node_objects import NodeSpec
 from testing.rights import verdict
 from testing.scripted_cluster.control import ScriptedControlPlane
@@ -241,23 +242,23 @@ class Cluster:
         unschedulable_timeout: float = 600,
         token: str | None = None,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        keep_finished: float = 0,
     ) -> KubernetesBackend:
         sink = LogSink(
             self.tmp_path / f"train-{time.monotonic_ns()}.log", self.log, SecretMasker([GIT_TOKEN])
         )
         manifest = manifest or mpijob_manifest()
         name = secret_name(manifest["metadata"]["name"])
-        self.backend_under_test = KubernetesBackend(
+        options = JobOptions(
             api_client=self.api_client(token),
             namespace=self.namespace,
             manifest=manifest,
             secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
-            sink=sink,
-            console=Console(self.log, self.log),
-            clock=self.clock,
+            **plan_facts(manifest, unschedulable_timeout),
             unschedulable_timeout=unschedulable_timeout,
-            retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
+            keep_finished=keep_finished,
             on_preemption=on_preemption,
+            retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
             # As train gives it: the pod scripts' ConfigMap (the scripted kubelet runs none).
             scripts={
                 "apiVersion": "v1",
@@ -265,6 +266,9 @@ class Cluster:
                 "metadata": {"name": f"{manifest['metadata']['name']}-scripts"},
                 "data": {"sshd.sh": "exec sshd\n"},
             },
+        )
+        self.backend_under_test = KubernetesBackend(
+            options, sink, Console(self.log, self.log), self.clock
         )
         return self.backend_under_test
 
@@ -274,9 +278,10 @@ class Cluster:
         unschedulable_timeout: float = 600,
         token: str | None = None,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        keep_finished: float = 0,
     ) -> None:
         """``backend(...).run()`` on a thread."""
-        backend = self.backend(manifest, unschedulable_timeout, token, on_preemption)
+        backend = self.backend(manifest, unschedulable_timeout, token, on_preemption, keep_finished)
 
         def run() -> None:
             try:
@@ -305,9 +310,15 @@ class Cluster:
         manifest: JSON | None = None,
         unschedulable_timeout: float = 600,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        keep_finished: float = 0,
     ) -> JobScenario:
         """Start the backend, wait until it watches; the job's scenario."""
-        self.start(manifest, unschedulable_timeout, on_preemption=on_preemption)
+        self.start(
+            manifest,
+            unschedulable_timeout,
+            on_preemption=on_preemption,
+            keep_finished=keep_finished,
+        )
         self.wait_watching()
         return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
 

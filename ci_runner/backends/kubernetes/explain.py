@@ -1,29 +1,31 @@
 """Why a job failed, from what the cluster shows: pure functions over MPIJob, Pod, Event dicts.
 
-Every check of a pod's status (running, Ready, ended, a container started) and every failure's
-text is here; the tracker, the launcher-log stream and the backend ask.
+Every failure's text and every status line about the job's state is here (the checks of a pod's
+status they stand on are :mod:`podstatus`'s); the tracker and the backend ask.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Final
 
-from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
-from ci_runner.backends.result import Failure, FailureKind
-
-IMAGE_PULL_REASONS: Final = (
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "ErrImageNeverPull",
+from ci_runner.backends.kubernetes.podstatus import (
+    IMAGE_PULL_REASONS,
+    condition,
+    container_spec,
+    container_states,
+    memory_limit,
+    pod_name,
+    role,
+    statuses,
+    terminated,
 )
-# Pull failures no retry by the kubelet can mend (kuberuntime: the name cannot be parsed, or the
-# pull policy forbids pulling); ErrImagePull and ImagePullBackOff are retried with back-off.
-PERMANENT_PULL_REASONS: Final = ("InvalidImageName", "ErrImageNeverPull")
+from ci_runner.backends.kubernetes.resources import JSON
+from ci_runner.backends.result import Failure, FailureKind
+from ci_runner.backends.timed_out import mpijob_deadline_failure
+
 # Waiting reasons of a container that will not start without a change to the job (a missing
 # Secret key or ConfigMap, a command that keeps failing).
 STUCK_REASONS: Final = (
@@ -69,104 +71,12 @@ CONTAINER_FIELDS: Final = {
 FIELD_ORDER: Final = ("resources.cpu", "resources.memory", "resources.setup", "resources.launcher")
 
 
-def role(pod: JSON) -> str:
-    """``launcher`` or ``worker`` (from the MPI Operator's labels)."""
-    return str(pod.get("metadata", {}).get("labels", {}).get(JOB_ROLE_LABEL, ""))
-
-
-def pod_name(pod: JSON) -> str:
-    return str(pod.get("metadata", {}).get("name", ""))
-
-
-def condition(obj: JSON, kind: str) -> JSON | None:
-    """The status condition of type ``kind`` when its status is True."""
-    for cond in obj.get("status", {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return dict(cond)
-    return None
-
-
-def is_ready(pod: JSON) -> bool:
-    """The pod's Ready condition is True."""
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in pod.get("status", {}).get("conditions") or []
-    )
-
-
-def is_running(pod: JSON) -> bool:
-    """Running, every container too, and not being deleted."""
-    states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
-    return (
-        pod.get("status", {}).get("phase") == "Running"
-        and not pod.get("metadata", {}).get("deletionTimestamp")
-        and bool(states)
-        and all("running" in state for state in states)
-    )
-
-
-def has_ended(pod: JSON) -> bool:
-    """The pod's phase is Succeeded or Failed."""
-    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
-
-
-def container_started(pod: JSON) -> bool:
-    """A (main) container of the pod runs or has run."""
-    states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
-    return any("running" in s or "terminated" in s for s in states)
-
-
-def containers_ended(pod: JSON, container: str | None = None) -> bool:
-    """The pod has ended, or every (main) container of it (``container`` alone, when named)
-    has terminated: its log is complete."""
-    if has_ended(pod):
-        return True
-    states = [
-        c.get("state", {})
-        for c in pod.get("status", {}).get("containerStatuses") or []
-        if container is None or c.get("name") == container
-    ]
-    return bool(states) and all("terminated" in state for state in states)
-
-
-def container_states(pod: JSON) -> list[JSON]:
-    """Every container's status, init containers first."""
-    return [dict(status) for _, status in _statuses(pod)]
-
-
-def terminated(pod: JSON) -> JSON | None:
-    """The first container termination that was a failure (or else the first at all)."""
-    ended = [
-        s["state"]["terminated"]
-        for s in container_states(pod)
-        if "terminated" in s.get("state", {})
-    ]
-    failed = [t for t in ended if t.get("exitCode", 0) != 0]
-    return dict((failed or ended)[0]) if (failed or ended) else None
-
-
-def memory_limit(pod: JSON) -> str | None:
-    for container in pod.get("spec", {}).get("containers", []):
-        limit = container.get("resources", {}).get("limits", {}).get("memory")
-        if limit:
-            return str(limit)
-    return None
-
-
-def _container_spec(pod: JSON, name: str) -> JSON:
-    spec = pod.get("spec", {})
-    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        if container.get("name") == name:
-            return dict(container)
-    return {}
-
-
 def setup_failure(pod: JSON) -> Failure | None:
     """A worker failing before it is Ready: an init container (code fetch, pip) or its main
     container exited non-zero or was OOMKilled, or a container cannot start (CrashLoopBackOff,
     a missing Secret key). MPI Operator v0.8.2 reports none of this: it waits for the worker."""
     name = pod_name(pod)
-    for what, container in _statuses(pod):
+    for what, container in statuses(pod):
         state = container.get("state", {})
         cname = str(container.get("name", ""))
         end = state.get("terminated") or {}
@@ -174,7 +84,7 @@ def setup_failure(pod: JSON) -> Failure | None:
             code = int(end["exitCode"])
             where = f"worker {name}: {what} {cname}"
             if end.get("reason") == "OOMKilled":
-                limit = _container_spec(pod, cname).get("resources", {}).get("limits", {})
+                limit = container_spec(pod, cname).get("resources", {}).get("limits", {})
                 memory = f", memory limit {limit['memory']}" if limit.get("memory") else ""
                 return Failure(
                     FailureKind.OOM_KILLED,
@@ -216,18 +126,9 @@ def ended_line(where: str, end: JSON) -> str:
     return f"{where} exited with code {code}"
 
 
-def _statuses(pod: JSON) -> Iterator[tuple[str, JSON]]:
-    """("init container" | "container", status) for each container, init containers first."""
-    status = pod.get("status", {})
-    for container in status.get("initContainerStatuses") or []:
-        yield "init container", container
-    for container in status.get("containerStatuses") or []:
-        yield "container", container
-
-
 def not_ready_reason(pod: JSON) -> str:
     """What keeps a worker from Ready, in a few words."""
-    for what, container in _statuses(pod):
+    for what, container in statuses(pod):
         state = container.get("state", {})
         if "terminated" in state and what == "init container":
             continue
@@ -240,15 +141,6 @@ def not_ready_reason(pod: JSON) -> str:
             ready = "" if what == "init container" else ", not Ready"
             return f"{what} {cname} still running{ready}"
     return f"phase {pod.get('status', {}).get('phase', 'Pending')}"
-
-
-def image_pull_reason(pod: JSON) -> str | None:
-    """The first pull-error waiting reason among the pod's containers."""
-    for status in container_states(pod):
-        reason = (status.get("state", {}).get("waiting") or {}).get("reason")
-        if reason in IMAGE_PULL_REASONS:
-            return str(reason)
-    return None
 
 
 def image_pull_failure(pod: JSON) -> Failure | None:
@@ -268,15 +160,6 @@ def image_pull_failure(pod: JSON) -> Failure | None:
 
 
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
-
-
-def is_suspended(mpijob: JSON) -> bool:
-    """``runPolicy.suspend`` when the spec sets it (a queue such as Kueue creates the job
-    suspended and resumes it on admission), else the operator's Suspended condition."""
-    suspend = mpijob.get("spec", {}).get("runPolicy", {}).get("suspend")
-    if isinstance(suspend, bool):
-        return suspend
-    return condition(mpijob, "Suspended") is not None
 
 
 def _queue(mpijob: JSON) -> str:
@@ -317,15 +200,6 @@ def preempted_failure(mpijob: JSON) -> Failure:
     )
 
 
-def resume_stalled(mpijob: JSON) -> bool:
-    """The queue resumed the job (``runPolicy.suspend`` false) but MPI Operator's Suspended
-    condition is still True: the operator's sync stops before it updates the status, as v0.8.2's
-    does when it cannot clear the launcher Job's status.startTime through jobs/status
-    (mpi_job_controller.go, the UpdateStatus before it unsuspends the launcher Job)."""
-    suspend = mpijob.get("spec", {}).get("runPolicy", {}).get("suspend")
-    return suspend is False and condition(mpijob, "Suspended") is not None
-
-
 def resume_stall_failure(mpijob: JSON, seconds: float) -> Failure:
     """Every worker Ready after a resume, no launcher within kubernetes.setup_timeout, and the
     MPIJob says why (:func:`resume_stalled`)."""
@@ -342,65 +216,6 @@ def resume_stall_failure(mpijob: JSON, seconds: float) -> Failure:
 def resumed_line(mpijob: JSON) -> str:
     """The status line of a suspended job the queue lets run."""
     return f"resumed: the queue admitted MPIJob {pod_name(mpijob)}; setting up"
-
-
-def is_scheduled(pod: JSON) -> bool:
-    """The pod has a node: it never becomes unschedulable again."""
-    if pod.get("spec", {}).get("nodeName"):
-        return True
-    if pod.get("status", {}).get("phase") not in (None, "", "Pending"):
-        return True
-    return condition(pod, "PodScheduled") is not None
-
-
-def _moment(text: object) -> datetime | None:
-    """An API timestamp (RFC 3339, ``Z`` or an offset, MicroTime's fraction too)."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def event_time(event: JSON) -> datetime | None:
-    """When an Event last happened: its series' last observation, lastTimestamp (core/v1),
-    else eventTime (events.k8s.io writers fill only that)."""
-    series = event.get("series") or {}
-    for text in (
-        series.get("lastObservedTime"),
-        event.get("lastTimestamp"),
-        event.get("eventTime"),
-    ):
-        moment = _moment(text)
-        if moment is not None:
-            return moment
-    return None
-
-
-def stale_scheduling_event(event: JSON, pod: JSON | None, mpijob: JSON | None) -> bool:
-    """A FailedScheduling Event older than what we know (a relist replays every Event kept,
-    an hour by default): about a pod that has a node by now or an earlier pod of that name,
-    or from before this MPIJob was created (an earlier job of the same name)."""
-    if pod is not None:
-        uid = event.get("involvedObject", {}).get("uid")
-        if is_scheduled(pod) or (uid and uid != pod.get("metadata", {}).get("uid")):
-            return True
-    created = _moment((mpijob or {}).get("metadata", {}).get("creationTimestamp"))
-    happened = event_time(event)
-    return created is not None and happened is not None and happened < created
-
-
-def unschedulable_message(pod: JSON) -> str | None:
-    """The scheduler's reason when the pod cannot be placed on any node."""
-    for cond in pod.get("status", {}).get("conditions") or []:
-        if (
-            cond.get("type") == "PodScheduled"
-            and cond.get("status") == "False"
-            and cond.get("reason") == "Unschedulable"
-        ):
-            return str(cond.get("message") or "no node fits the pod")
-    return None
 
 
 def unschedulable_failure(pod: str, seconds: float, message: str) -> Failure:
@@ -578,11 +393,7 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
             )
     if reason.startswith("DeadlineExceeded"):
         deadline = mpijob.get("spec", {}).get("runPolicy", {}).get("activeDeadlineSeconds")
-        limit = f" of {deadline}s" if deadline else ""
-        return Failure(
-            FailureKind.DEADLINE,
-            f"the job ran past its time limit{limit} (activeDeadlineSeconds) and was stopped",
-        )
+        return mpijob_deadline_failure(deadline)
     for pod in workers:
         disrupted = disruption(pod)
         if disrupted is not None:

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
-from ci_runner.backends.kubernetes import explain
-from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
+from ci_runner.backends.kubernetes import podstatus
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
+from ci_runner.backends.kubernetes.reconnecting import Lines, ReconnectingStream
 from ci_runner.backends.kubernetes.resources import PODS
 from ci_runner.backends.logsink import LogSink
-from ci_runner.http_policy import MAX_RECONNECT_FAILURES
 
 NANOS: Final = 1_000_000_000
 # How much earlier than the line before it a line may be stamped (stdout and stderr are
@@ -102,8 +102,9 @@ def after_clean_end(unterminated: bytes, ended: bool, opened_after_end: bool) ->
     return CleanEnd.CONFIRM if unterminated else CleanEnd.COMPLETE
 
 
-class LauncherLogStream(StreamReader):
-    """Follows one container's log to its end, feeding ``sink``; ``warn`` hears of possible loss."""
+class LauncherLogStream(ReconnectingStream):
+    """Follows one container's log to its end (or :meth:`stop`), feeding ``sink``; ``warn``
+    hears of possible loss. :meth:`run` raises :class:`KubeError` when it cannot go on."""
 
     def __init__(
         self,
@@ -113,43 +114,29 @@ class LauncherLogStream(StreamReader):
         container: str | None = None,
         warn: Callable[[str], None] | None = None,
     ) -> None:
-        super().__init__()
-        self.api = api
+        super().__init__(api)
         self.pod = pod
         self.container = container
         self.sink = sink
         self.warn = warn or (lambda _message: None)
-        self.reconnects = 0
         self._newest: int | None = None  # the latest timestamp passed on
         # Lines passed on stamped within SLACK_SECONDS (+1 s) of the newest: those a reconnect
         # can send again.
         self._recent: deque[tuple[int, bytes]] = deque()
         self._again: deque[tuple[int, bytes]] = deque()  # still expected on this connection
         self._warned = False
-        self._opened = False  # the current connection was established
         self._after_end = False  # the current connection was opened after the container ended
 
-    def run(self) -> None:
-        """Follow until the container has ended (or :meth:`stop`); raises :class:`KubeError`."""
-        failures = 0
-        while not self._stopped.is_set():
-            self._opened = False
-            try:
-                if self._follow_once():
-                    return
-            except NotFound:
-                return  # the pod is gone, and its log with it
-            except KubeError as err:
-                # 400 means the container is not running yet; the rest we retry if we may.
-                if self._stopped.is_set():
-                    return
-                if self._opened:
-                    failures = 0  # the connection worked, then broke: not a failing server
-                if not (err.retryable or err.status == 400) or failures >= MAX_RECONNECT_FAILURES:
-                    raise
-                self.reconnects += 1
-                self.api.clock.sleep(self.api.retry.delay(failures, err.retry_after))
-                failures += 1
+    def _connect_once(self) -> bool:
+        self._progress = False  # until the connection is established
+        try:
+            return self._follow_once()
+        except NotFound:
+            return True  # the pod is gone, and its log with it
+
+    def _may_retry(self, err: KubeError) -> bool:
+        # 400 means the container is not running yet; the rest we retry if we may.
+        return err.retryable or err.status == 400
 
     def _follow_once(self) -> bool:
         """Read one connection; True when the log is complete."""
@@ -160,13 +147,12 @@ class LauncherLogStream(StreamReader):
             start = (self._newest - SLACK_SECONDS * NANOS) // NANOS * NANOS
             self._again.extend(line for line in self._recent if line[0] >= start)
         stream = self.api.follow_log(self.pod, since, self.container)
-        self._opened = True
-        pending = b""
+        self._progress = True  # it broke after this: not a failing server
+        lines = Lines()
         with self.reading(stream):
             for chunk in stream.batches():
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                self._pass_on(lines)
+                self._pass_on(lines.feed(chunk))
+        pending = lines.rest
         if self._stopped.is_set():
             return True
         # A clean end: the container finished, or the stream broke (kube-apiserver ends it
@@ -220,4 +206,4 @@ class LauncherLogStream(StreamReader):
             self._recent.popleft()
 
     def _container_ended(self) -> bool:
-        return explain.containers_ended(self.api.get(PODS, self.pod), self.container)
+        return podstatus.containers_ended(self.api.get(PODS, self.pod), self.container)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes import events, explain, podstatus
 from ci_runner.backends.kubernetes.resources import EVENTS, JSON, MPIJOBS, PODS
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, Outcome
@@ -105,7 +105,7 @@ class JobTracker:
 
     def _suspension_lines(self, mpijob: JSON, now: float) -> list[str]:
         """A queue (Kueue, a preemption) suspends the job: no setup timer runs meanwhile."""
-        suspended = explain.is_suspended(mpijob)
+        suspended = podstatus.is_suspended(mpijob)
         if suspended == self._suspended:
             return []
         self._suspended = suspended
@@ -141,7 +141,7 @@ class JobTracker:
         if update.type == SYNC:
             self.pods = {}
         for pod in update.objects:
-            name = explain.pod_name(pod)
+            name = podstatus.pod_name(pod)
             earlier = self.last_seen.get(name, {}).get("metadata", {}).get("uid")
             if earlier and earlier != pod.get("metadata", {}).get("uid"):
                 self._replaced[str(earlier)] = self.last_seen[name]
@@ -150,7 +150,7 @@ class JobTracker:
                 self.pods.pop(name, None)
             else:
                 self.pods[name] = pod
-        pods = sorted(self.pods.values(), key=explain.pod_name)
+        pods = sorted(self.pods.values(), key=podstatus.pod_name)
         if self._setup_since is None:
             self._setup_since = now
         lines = []
@@ -169,16 +169,16 @@ class JobTracker:
 
     def _check_image_pull(self, pod: JSON, now: float) -> list[str]:
         """A bad image name fails now; other pull errors the kubelet retries: give it time."""
-        name = explain.pod_name(pod)
+        name = podstatus.pod_name(pod)
         pull = explain.image_pull_failure(pod)
         if pull is None:
             self._pull_since.pop(name, None)
             self._pull_errors.pop(name, None)
             return []
-        reason = explain.image_pull_reason(pod)
+        reason = podstatus.image_pull_reason(pod)
         if reason == "ErrImagePull":
             self._pull_errors[name] = pull
-        if reason in explain.PERMANENT_PULL_REASONS:
+        if reason in podstatus.PERMANENT_PULL_REASONS:
             if self._failure is None:
                 self._failure = Verdict(Outcome.FAILED, pull)
             return []
@@ -192,7 +192,7 @@ class JobTracker:
 
     def _check_setup(self, pod: JSON) -> None:
         """A worker failing before the launcher starts: v0.8.2 would wait for it for ever."""
-        if self._current_launchers() or self._suspended or explain.role(pod) != "worker":
+        if self._current_launchers() or self._suspended or podstatus.role(pod) != "worker":
             return
         if self._failure is not None:
             return
@@ -201,8 +201,8 @@ class JobTracker:
             self._failure = Verdict(Outcome.FAILED, failure)
 
     def _pending_lines(self, pod: JSON) -> list[str]:
-        role = explain.role(pod)
-        message = explain.unschedulable_message(pod)
+        role = podstatus.role(pod)
+        message = podstatus.unschedulable_message(pod)
         if not message:
             return []
         return self._once(
@@ -210,9 +210,9 @@ class JobTracker:
         )
 
     def _launcher_lines(self, pod: JSON) -> list[str]:
-        name = explain.pod_name(pod)
-        started = explain.container_started(pod)
-        if explain.role(pod) != "launcher" or not started or name in self._launchers:
+        name = podstatus.pod_name(pod)
+        started = podstatus.container_started(pod)
+        if podstatus.role(pod) != "launcher" or not started or name in self._launchers:
             return []
         self._launchers.append(name)
         return self._once(f"launcher running (pod {name})")
@@ -221,7 +221,7 @@ class JobTracker:
         ready = sum(
             1
             for pod in self.pods.values()
-            if explain.role(pod) == "worker" and explain.is_ready(pod)
+            if podstatus.role(pod) == "worker" and podstatus.is_ready(pod)
         )
         if ready <= self._ready_said:
             return []  # progress only: a worker that stops shows up as the failure's reason
@@ -256,7 +256,7 @@ class JobTracker:
                 return []
             name = str(involved.get("name", ""))
             message = str(event.get("message", ""))
-            if explain.stale_scheduling_event(event, self.pods.get(name), self.mpijob):
+            if events.stale_scheduling_event(event, self.pods.get(name), self.mpijob):
                 return []
             if self._unschedulable_since is None:
                 # The Event may come before the pod's status says so: the clock starts now.
@@ -275,9 +275,9 @@ class JobTracker:
 
     def _track_unschedulable(self, now: float) -> None:
         stuck = [
-            (explain.pod_name(pod), message)
-            for pod in sorted(self.pods.values(), key=explain.pod_name)
-            if (message := explain.unschedulable_message(pod))
+            (podstatus.pod_name(pod), message)
+            for pod in sorted(self.pods.values(), key=podstatus.pod_name)
+            if (message := podstatus.unschedulable_message(pod))
         ]
         if not stuck:
             if self._unschedulable_since is not None:
@@ -319,15 +319,15 @@ class JobTracker:
         if now - since < self.setup_timeout:
             return
         workers = sorted(
-            (p for p in self.pods.values() if explain.role(p) == "worker"), key=explain.pod_name
+            (p for p in self.pods.values() if podstatus.role(p) == "worker"), key=podstatus.pod_name
         )
-        waiting = [p for p in workers if not explain.is_ready(p)]
+        waiting = [p for p in workers if not podstatus.is_ready(p)]
         mpijob = self.mpijob or {}
         if (
             self._preempted
             and not waiting
             and len(workers) == self.workers
-            and explain.resume_stalled(mpijob)
+            and podstatus.resume_stalled(mpijob)
         ):
             failure = explain.resume_stall_failure(mpijob, now - since)
         else:
@@ -344,14 +344,14 @@ class JobTracker:
     @property
     def finished_on_cluster(self) -> bool:
         job = self.mpijob or {}
-        return bool(explain.condition(job, "Succeeded") or explain.condition(job, "Failed"))
+        return bool(podstatus.condition(job, "Succeeded") or podstatus.condition(job, "Failed"))
 
     def verdict(self) -> Verdict | None:
         """How the job ended, or None while it runs."""
         job = self.mpijob or {}
-        if explain.condition(job, "Succeeded"):
+        if podstatus.condition(job, "Succeeded"):
             return Verdict(Outcome.SUCCEEDED)
-        if explain.condition(job, "Failed"):
+        if podstatus.condition(job, "Failed"):
             pods = {**self._replaced, **self.last_seen}
             return Verdict(Outcome.FAILED, explain.explain_failed_job(job, pods))
         if self._failure is not None:
@@ -383,12 +383,12 @@ class JobTracker:
         workers = 0
         for name, pod in self.pods.items():
             if name == launcher:
-                fine = explain.is_running(pod)
-            elif explain.role(pod) == "worker":
+                fine = podstatus.is_running(pod)
+            elif podstatus.role(pod) == "worker":
                 workers += 1
-                fine = explain.is_running(pod) and explain.is_ready(pod)
+                fine = podstatus.is_running(pod) and podstatus.is_ready(pod)
             else:  # an earlier launcher pod: it must have ended (the Job made a new one)
-                fine = explain.has_ended(pod)
+                fine = podstatus.has_ended(pod)
             if not fine:
                 return False
         return workers == self.workers
@@ -407,5 +407,5 @@ class JobTracker:
         return sorted(
             name
             for name, pod in self.pods.items()
-            if explain.role(pod) == "worker" and not explain.has_ended(pod)
+            if podstatus.role(pod) == "worker" and not podstatus.has_ended(pod)
         )

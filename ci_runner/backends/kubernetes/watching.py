@@ -7,14 +7,14 @@ It never polls: between changes it blocks reading the watch stream.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from ci_runner.backends.kubernetes.api import KubeApi, StreamReader
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import Gone, KubeError, error_class
+from ci_runner.backends.kubernetes.reconnecting import ReconnectingStream, split_lines
 from ci_runner.backends.kubernetes.resources import JSON, Resource
-from ci_runner.http_policy import MAX_RECONNECT_FAILURES
 
 SYNC: Final = "SYNC"  # a full listing: objects not in it are gone
 CHANGES: Final = ("ADDED", "MODIFIED", "DELETED")
@@ -29,17 +29,9 @@ class WatchUpdate:
     objects: tuple[JSON, ...]
 
 
-def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """Whole lines from a chunked stream; a trailing partial line is dropped."""
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        yield from (line for line in lines if line.strip())
-
-
-class Watcher(StreamReader):
-    """Follows one resource (optionally filtered) until stopped or a non-retryable error.
+class Watcher(ReconnectingStream):
+    """Follows one resource (optionally filtered) until stopped or a non-retryable error
+    (:meth:`run` raises it).
 
     Given a ``resource_version`` (from a list the caller made), it watches from there at once.
     """
@@ -54,8 +46,7 @@ class Watcher(StreamReader):
         keep: Callable[[JSON], bool] | None = None,
         resource_version: str | None = None,
     ) -> None:
-        super().__init__()
-        self.api = api
+        super().__init__(api)
         self.resource = resource
         self.deliver = deliver
         self.label_selector = label_selector
@@ -64,30 +55,20 @@ class Watcher(StreamReader):
         # Where the next watch resumes; None: list first. Kept here so a dropped connection
         # resumes after the last change we delivered.
         self.resource_version = resource_version
-        self._progress = False  # the current connection brought something
 
-    def run(self) -> None:
-        """List and watch until :meth:`stop`; raises :class:`KubeError` if it cannot go on."""
-        failures = 0
-        while not self._stopped.is_set():
-            try:
-                if self.resource_version is None:
-                    self.resource_version = self._list()
-                events = self._watch()
-                if not events and not self._stopped.is_set():
-                    # The server ended an idle watch (its timeout): come back, gently.
-                    self.api.clock.sleep(self.api.retry.base_delay)
-            except Gone:
-                self.resource_version = None
-            except KubeError as err:
-                if self._stopped.is_set():
-                    return
-                if self._progress:
-                    failures = 0  # it worked for a while: start the backoff afresh
-                if not err.retryable or failures >= MAX_RECONNECT_FAILURES:
-                    raise
-                self.api.clock.sleep(self.api.retry.delay(failures, err.retry_after))
-                failures += 1
+    def _connect_once(self) -> bool:
+        """List when we must, then watch one connection to its end; never the end of it all."""
+        try:
+            if self.resource_version is None:
+                self.resource_version = self._list()
+            events = self._watch()
+        except Gone:
+            self.resource_version = None
+            return False
+        if not events and not self._stopped.is_set():
+            # The server ended an idle watch (its timeout): come back, gently.
+            self.api.clock.sleep(self.api.retry.base_delay)
+        return False
 
     def _list(self) -> str:
         listing = self.api.list(self.resource, self.label_selector, self.field_selector)
@@ -101,7 +82,7 @@ class Watcher(StreamReader):
             self.resource, self.resource_version or "", self.label_selector, self.field_selector
         )
         events = 0
-        self._progress = False
+        self._progress = False  # until this connection brings something
         with self.reading(stream):
             for line in split_lines(stream.chunks()):
                 if self._stopped.is_set():

@@ -15,6 +15,7 @@ from typing import Final
 from ci_runner.backends.local.proctree import stop_process_tree
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome
+from ci_runner.backends.timed_out import local_timeout_failure
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
 
@@ -72,9 +73,7 @@ def supervise(
     if not finished:
         console.status(f"timeout {timeout}s reached: stopping every rank")
         stop_process_tree(proc, grace_seconds)
-        return Outcome.FAILED, Failure(
-            FailureKind.DEADLINE, f"training ran past its timeout of {timeout}s"
-        )
+        return Outcome.FAILED, local_timeout_failure(timeout)
     code = proc.wait()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # nothing left in its group may outlive the job

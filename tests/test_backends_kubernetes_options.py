@@ -1,0 +1,52 @@
+"""options: what the backend is built from, taken from the plan, agrees with the manifest."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import kubernetes.client
+import pytest
+
+from ci_runner.backends.kubernetes.connect import ClusterClient, Connection
+from ci_runner.backends.kubernetes.options import job_options
+from ci_runner.config.types import Elastic, KubernetesOptions, TrainConfig
+from ci_runner.plan.run_plan import build_plan
+from ci_runner.render import render_mpijob, render_scripts
+from testing.mpijob_manifests import plan_facts
+from testing.plan_cases import CONFIG, CONTEXT
+
+CONNECTION = Connection(ClusterClient(kubernetes.client.Configuration()), "ml", "service account")
+KUBERNETES = KubernetesOptions(
+    setup_timeout=900,
+    unschedulable_timeout=300,
+    keep_finished=3600,
+    on_preemption="fail",
+)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        CONFIG,
+        replace(CONFIG, timeout=7200, kubernetes=KUBERNETES),
+        replace(CONFIG, workers=2, elastic=Elastic(2, 4)),
+    ],
+    ids=["defaults", "timeout-and-kubernetes", "elastic"],
+)
+def test_the_plan_holds_what_the_manifest_says(config: TrainConfig) -> None:
+    plan = build_plan(config, CONTEXT)
+    manifest = render_mpijob(plan)
+    scripts = render_scripts(plan)
+    options = job_options(plan, CONNECTION, manifest, scripts)
+    k8s = config.kubernetes
+    # What the backend once read from its own manifest.
+    facts = plan_facts(manifest, k8s.unschedulable_timeout)
+    assert {key: getattr(options, key) for key in facts} == facts
+    assert (options.api_client, options.namespace) == (CONNECTION.client, "ml")
+    assert (options.manifest, options.scripts, options.secret) == (manifest, scripts, plan.secret)
+    assert (options.setup_timeout, options.keep_finished, options.on_preemption) == (
+        k8s.setup_timeout,
+        k8s.keep_finished,
+        k8s.on_preemption,
+    )
+    assert options.unschedulable_timeout == k8s.unschedulable_timeout
