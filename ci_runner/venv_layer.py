@@ -24,27 +24,27 @@ import subprocess
 import sys
 import sysconfig
 import time
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import Final, Iterable, Mapping, NamedTuple, Sequence
 
-KEY_PREFIX = b"ci-runner virtualenv 1\0"
+KEY_PREFIX: Final = b"ci-runner virtualenv 1\0"
 # What marks a kept virtualenv whole; its time is when a pod last used it.
-COMPLETE = ".ci-runner-complete"
-IMAGE_PTH = "_ci_runner_image.pth"
-LINE_BUFFERED_PTH = "_ci_runner_line_buffered.pth"
+COMPLETE: Final = ".ci-runner-complete"
+IMAGE_PTH: Final = "_ci_runner_image.pth"
+LINE_BUFFERED_PTH: Final = "_ci_runner_line_buffered.pth"
 # Each rank's output lines reach mpirun whole. PYTHONUNBUFFERED makes print() two writes (the text,
 # then the newline), and mpirun's --tag-output tags each write: another rank's line could land
 # between them, on the same line of the CI log. Line buffering writes a line at once and still
 # flushes at every newline or carriage return (progress bars).
-LINE_BUFFERED = (
+LINE_BUFFERED: Final = (
     "import sys; [s.reconfigure(line_buffering=True, write_through=False) for s in "
     '(sys.stdout, sys.stderr) if hasattr(s, "reconfigure")]\n'
 )
-_INCLUDES = ("-r", "--requirement", "-c", "--constraint")
-_EDITABLE = ("-e", "--editable")
-_METADATA = (".dist-info", ".egg-info")
-_SITE_DIRS = ("site-packages", "dist-packages")
+_INCLUDES: Final = ("-r", "--requirement", "-c", "--constraint")
+_EDITABLE: Final = ("-e", "--editable")
+_METADATA: Final = (".dist-info", ".egg-info")
+_SITE_DIRS: Final = ("site-packages", "dist-packages")
 # Run by the new virtualenv's Python: where its packages go, then what it already sees.
-_VENV_PATHS = (
+_VENV_PATHS: Final = (
     "import sys, sysconfig; print(sysconfig.get_path('purelib')); print(*sys.path, sep='\\n')"
 )
 
