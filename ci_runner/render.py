@@ -1,7 +1,8 @@
 """A run plan → the MPIJob manifest (kubeflow.org/v2beta1) that runs it on Kubernetes.
 
 Pure functions: the same plan always gives the same manifest. The manifest comes
-from ``templates/mpijob.yaml.j2``; the shell scripts the pods run are ``templates/scripts/*.sh``.
+from ``templates/mpijob.yaml.j2``; the shell scripts the pods run are ``templates/scripts/*.sh``,
+beside ``venv_layer.py``.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from ci_runner import venv_layer
 from ci_runner.config.scalars import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
@@ -86,6 +89,7 @@ _SCRIPTS: Final = {
     "launch": "launch.sh",
     "sshd": "sshd.sh",
 }
+VENV_LAYER_FILE: Final = "venv_layer.py"
 
 
 def render_mpijob(plan: RunPlan) -> dict[str, Any]:
@@ -184,11 +188,19 @@ def render_scripts(plan: RunPlan) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata,
-        "data": {
-            file: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
-            for file in _SCRIPTS.values()
-        },
+        "data": pod_scripts(),
     }
+
+
+def pod_scripts() -> dict[str, str]:
+    """The files of the ConfigMap of pod scripts: ``templates/scripts/`` and the virtualenv
+    module install-requirements.sh runs with the image's Python (:mod:`ci_runner.venv_layer`)."""
+    files = {
+        file: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
+        for file in _SCRIPTS.values()
+    }
+    files[VENV_LAYER_FILE] = Path(venv_layer.__file__).read_text(encoding="utf-8")
+    return files
 
 
 def render_secret(plan: RunPlan) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,65 +20,60 @@ from ci_runner.console import Console
 
 BASE = pyenv.BaseEnvironment(
     python=Path("/env/bin/python"),
-    version="3.11.7",
-    site_packages=("/env/lib/python3.11/site-packages",),
-    packages=("pyyaml==6.0.4", "torch==2.13.0"),
+    interpreter=("3.11.7 (main)", "/env/bin/python", "/env", "linux-x86_64"),
+    paths=("/env/lib/python3.11/site-packages",),
 )
 
 
-def test_the_key_changes_with_requirements_python_and_base_packages() -> None:
-    key = pyenv.layer_key("scikit-learn\n", BASE)
-    assert pyenv.layer_key("scikit-learn\n", BASE) == key
-    assert len({
+def test_the_key_changes_with_requirements_included_files_python_and_pip_settings(
+    tmp_path: Path,
+) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("-r base.txt\n")
+    (tmp_path / "base.txt").write_text("scikit-learn\n")
+    key = pyenv.layer_key(requirements, BASE, {})
+    assert pyenv.layer_key(requirements, BASE, {}) == key
+    other_python = replace(BASE, interpreter=("3.12.1", "/other/bin/python", "/other", "linux"))
+    keys = {
         key,
-        pyenv.layer_key("scikit-learn>=1.3\n", BASE),
-        pyenv.layer_key("scikit-learn\n", replace(BASE, version="3.12.1")),
-        pyenv.layer_key("scikit-learn\n", replace(BASE, packages=("torch==2.14.0",))),
-        pyenv.layer_key("scikit-learn\n", replace(BASE, python=Path("/other/bin/python"))),
-    }) == 5  # fmt: skip
+        pyenv.layer_key(requirements, other_python, {}),
+        pyenv.layer_key(requirements, replace(BASE, paths=(str(tmp_path),)), {}),
+        pyenv.layer_key(requirements, BASE, {"PIP_INDEX_URL": "https://pypi.example.com/simple"}),
+    }
+    # Only the file it includes changes: another layer (it once reused the stale one).
+    (tmp_path / "base.txt").write_text("scikit-learn>=1.3\n")
+    keys.add(pyenv.layer_key(requirements, BASE, {}))
+    assert len(keys) == 5
+    assert {uncached for _, uncached in keys} == {None}
 
 
-def test_the_current_environment_lists_its_packages() -> None:
+def test_the_current_environment_is_the_python_running_ci_runner() -> None:
     base = pyenv.current_environment()
-    assert any(p.startswith("pyyaml==") for p in base.packages)
-    assert base.packages == tuple(sorted(base.packages))
+    assert base.python == Path(sys.executable)
+    assert base.interpreter[:3] == (sys.version, sys.executable, sys.prefix)
+    assert base.paths == tuple(sys.path[1:])  # not ci-runner's own directory
 
 
-def test_installed_packages_are_read_from_metadata_folder_names(tmp_path: Path) -> None:
-    for name in [
-        "PyYAML-6.0.2.dist-info",
-        "scikit_learn-1.5.0.dist-info",
-        "oldstyle-1.0-py3.11.egg-info",
-        "torch-2.13.0+cpu.dist-info",
-        "yaml",  # a package, not metadata
-        "notes.txt",
-    ]:
-        (tmp_path / name).mkdir()
-    assert pyenv.installed_packages([str(tmp_path), str(tmp_path / "gone")]) == (
-        "oldstyle==1.0",
-        "pyyaml==6.0.2",
-        "scikit_learn==1.5.0",
-        "torch==2.13.0+cpu",
+def _ensure(requirements: Path, root: Path, err: io.StringIO) -> pyenv.Layer:
+    return pyenv.ensure_layer(
+        requirements,
+        pyenv.current_environment(),
+        root,
+        environ=dict(os.environ),
+        run=pyenv.run_command,
+        output=lambda text: None,
+        console=Console(io.StringIO(), err),
+        clock=ManualClock(),
     )
 
 
 def test_a_layer_sees_the_base_environment_and_is_reused(tmp_path: Path) -> None:
-    base = pyenv.current_environment()
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("PyYAML\n")  # already in the base: nothing to download
     err = io.StringIO()
 
     def ensure() -> pyenv.Layer:
-        return pyenv.ensure_layer(
-            requirements,
-            base,
-            tmp_path / "venvs",
-            environ=dict(os.environ),
-            run=pyenv.run_command,
-            output=lambda text: None,
-            console=Console(io.StringIO(), err),
-            clock=ManualClock(),
-        )
+        return _ensure(requirements, tmp_path / "venvs", err)
 
     layer = ensure()
     found = subprocess.run(
@@ -102,24 +98,59 @@ def test_a_half_made_layer_is_rebuilt(tmp_path: Path) -> None:
     base = pyenv.current_environment()
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("")
-    half = tmp_path / "venvs" / f"venv-{pyenv.layer_key('', base)}"
+    key, _ = pyenv.layer_key(requirements, base, dict(os.environ))
+    half = tmp_path / "venvs" / f"venv-{key}"
     half.mkdir(parents=True)
     (half / "leftover").write_text("interrupted")
 
-    layer = pyenv.ensure_layer(
-        requirements,
-        base,
-        tmp_path / "venvs",
-        environ=dict(os.environ),
-        run=pyenv.run_command,
-        output=lambda text: None,
-        console=Console(io.StringIO(), io.StringIO()),
-        clock=ManualClock(),
-    )
+    layer = _ensure(requirements, tmp_path / "venvs", io.StringIO())
 
     assert layer.created and layer.path == half
     assert not (half / "leftover").exists()
     assert (half / pyenv.READY_MARKER).is_file()
+
+
+def test_a_layer_whose_requirements_name_a_local_path_is_never_reused(tmp_path: Path) -> None:
+    # As in the pods: ./libs/pkg may change with any commit.
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("-r base.txt\n")
+    (tmp_path / "base.txt").write_text("-e ./libs/pkg  # ours\n")
+    (tmp_path / "libs" / "pkg").mkdir(parents=True)
+    err = io.StringIO()
+    made: list[str] = []
+
+    def pip(argv: Sequence[str], env: Mapping[str, str], output: Callable[[str], None]) -> int:
+        if argv[1:3] == ["-m", "pip"]:
+            made.append(str(Path(argv[0]).parent.parent))
+            return 0
+        return pyenv.run_command(argv, env, output)
+
+    def ensure() -> pyenv.Layer:
+        return pyenv.ensure_layer(
+            requirements,
+            pyenv.current_environment(),
+            tmp_path / "venvs",
+            environ=dict(os.environ),
+            run=pip,
+            output=lambda text: None,
+            console=Console(io.StringIO(), err),
+            clock=ManualClock(),
+        )
+
+    first, second = ensure(), ensure()
+
+    assert first.created and second.created and made == [str(first.path)] * 2
+    assert not (second.path / pyenv.READY_MARKER).exists()
+    why = "[ci-runner] the virtualenv is not reused: requirements.txt names -e ./libs/pkg  # ours"
+    assert (
+        err.getvalue().splitlines()
+        == [
+            why,
+            f"[ci-runner] installing requirements.txt into a new virtualenv {first.path} ...",
+            "[ci-runner] requirements installed in 0s",
+        ]
+        * 2
+    )
 
 
 def test_an_interrupted_command_is_killed_not_awaited(monkeypatch: pytest.MonkeyPatch) -> None:

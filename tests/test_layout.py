@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ci_runner"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the ground everything stands on
-    ("errors", "clock", "masking", "templating", "console", "http_policy"),
+    ("errors", "clock", "masking", "templating", "console", "http_policy", "venv_layer"),
     # CI environment + train.yaml at the SHA -> validated config
     ("gitrepo", "context", "config"),
     # -> one plan of the run

@@ -22,13 +22,14 @@ import pytest
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.plan.run_plan import build_plan
-from ci_runner.render import render_mpijob
-from ci_runner.templating import templates_dir
+from ci_runner.render import pod_scripts, render_mpijob
 from testing.git import GIT_ENV, run_git
 from testing.git_http import GitHttp, git_http
 from testing.kubelet_expansion import container_view
 
-SCRIPTS = templates_dir() / "scripts"
+# The ConfigMap's files (render.pod_scripts), as the pods mount them: the module fixture below
+# writes them here.
+SCRIPTS = Path()
 VENV_BIN = Path(sys.executable).parent
 TOKEN = "glcbt-canary-7f3a9c1e5b"
 
@@ -52,6 +53,14 @@ def _sh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     (tmp_path / "home").mkdir(parents=True, exist_ok=True)
     env.update(extra)
     return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _configmap_files(tmp_path_factory: pytest.TempPathFactory) -> None:
+    global SCRIPTS
+    SCRIPTS = tmp_path_factory.mktemp("ci-runner-scripts")
+    for name, text in pod_scripts().items():
+        (SCRIPTS / name).write_text(text, encoding="utf-8")
 
 
 def run_script(name: str, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -905,7 +914,6 @@ def _run_in_pod(
     seen = container_view(container, lambda ref: (secret or {}).get(ref["secretKeyRef"]["key"], ""))
     env.update({name: host(value) for name, value in seen["env"].items()})
     argv = [*seen["command"], *seen["args"]] if command is None else command
-    # The ConfigMap's files (render_scripts) are the templates' scripts.
     argv = [re.sub(r"^/ci-runner-scripts/", f"{SCRIPTS}/", arg) for arg in argv]
     return subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=300)
 

@@ -35,6 +35,9 @@ head="$(git -C "$code_dir" rev-parse HEAD 2>/dev/null)" ||
     fail "$code_dir is at commit $head, not $sha; fix: the fetch-code init container must run first"
 python="$(command -v python3 || command -v python)" ||
     fail "the image has no python3 or python; fix: use an image with Python and Horovod"
+# The virtualenv's key, its .pth files and its cache are Python's, run by the image's Python: the
+# ConfigMap holds venv_layer.py beside this script.
+venv_layer="$(cd "$(dirname "$0")" && pwd)/venv_layer.py"
 
 ready() {
     printf '%s\n' "$sha" >"$ready_file.tmp"
@@ -49,67 +52,7 @@ fi
 
 key=""
 if [ -n "$venv_cache" ] && [ -n "$requirements" ]; then
-    key="$(cd "$code_dir" && "$python" - "$requirements" <<'PY'
-import hashlib
-import os
-import sys
-import sysconfig
-
-digest = hashlib.sha256(b"ci-runner virtualenv 1\0")
-
-
-def add(label, data):
-    digest.update(label.encode() + b"\0" + data + b"\0")
-
-
-def local(token):
-    return token.startswith((".", "/", "~", "file:")) or os.path.exists(token)
-
-
-def read(path, seen):
-    """Add the file and those it includes; the local path it names, if any."""
-    if path in seen:
-        return None
-    seen.add(path)
-    with open(path, "rb") as file:
-        data = file.read()
-    add("file " + path, data)
-    for line in data.decode("utf-8", "replace").splitlines():
-        tokens = line.split(" #")[0].split()
-        if not tokens or tokens[0].startswith("#"):
-            continue
-        option, _, value = tokens[0].partition("=")
-        if not value and len(tokens) > 1:
-            value = tokens[1]
-        if option in ("-r", "--requirement", "-c", "--constraint"):
-            found = read(os.path.join(os.path.dirname(path), value), seen)
-            if found:
-                return found
-        elif option in ("-e", "--editable") or any(local(t) for t in tokens) or "file:" in line:
-            return line.strip()
-    return None
-
-
-try:
-    found = read(os.path.normpath(sys.argv[1]), set())
-except OSError as error:
-    found = "%s (%s)" % (error.filename, error.strerror)
-if found:
-    print("ci-runner: the virtualenv is not cached: %s names %s" % (sys.argv[1], found),
-          file=sys.stderr)
-    sys.exit(0)
-add("python", "\n".join([sys.version, sys.executable, sys.prefix, sysconfig.get_platform()]
-                        + sys.path).encode())
-for path in sys.path:
-    if os.path.isdir(path):
-        names = sorted(n for n in os.listdir(path) if n.endswith((".dist-info", ".egg-info")))
-        add("site " + path, "\n".join(names).encode())
-for name in sorted(os.environ):
-    if name.startswith("PIP_") and name != "PIP_CACHE_DIR":
-        add("env " + name, os.environ[name].encode())
-print(digest.hexdigest()[:32])
-PY
-)" || key=""
+    key="$(cd "$code_dir" && "$python" "$venv_layer" key "$requirements")" || key=""
 fi
 if [ -n "$key" ] && [ -f "$venv_cache/$key/.ci-runner-complete" ]; then
     rm -rf "$venv"
@@ -122,26 +65,9 @@ fi
 rm -rf "$venv"
 "$python" -m venv --without-pip --system-site-packages "$venv" ||
     fail "cannot make a virtualenv with $python -m venv; fix: use an image whose Python has the venv module"
-# When the image's Python is itself a virtualenv, --system-site-packages reaches the Python below
-# it, not the image's packages: a .pth file adds the image's site directories the new one lacks.
-venv_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-"$venv/bin/python" -c 'import sys; print("\n".join(sys.path))' >"$venv/.ci-runner-seen"
-"$python" - "$venv_site/_ci_runner_image.pth" "$venv/.ci-runner-seen" <<'PY'
-import sys
-
-with open(sys.argv[2]) as seen_file:
-    seen = set(seen_file.read().splitlines())
-dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and p not in seen]
-with open(sys.argv[1], "w") as pth:
-    pth.write("".join("import site; site.addsitedir(%r)\n" % d for d in dirs))
-PY
-rm -f "$venv/.ci-runner-seen"
-# Each rank's output lines reach mpirun whole. PYTHONUNBUFFERED makes print() two writes (the text,
-# then the newline), and mpirun's --tag-output tags each write: another rank's line could land
-# between them, on the same line of the CI log. Line buffering writes a line at once and still
-# flushes at every newline or carriage return (progress bars).
-printf '%s\n' 'import sys; [s.reconfigure(line_buffering=True, write_through=False) for s in (sys.stdout, sys.stderr) if hasattr(s, "reconfigure")]' \
-    >"$venv_site/_ci_runner_line_buffered.pth"
+# The image's site directories, which --system-site-packages misses when that Python is itself a
+# virtualenv, and line-buffered output for every rank.
+"$python" "$venv_layer" pth "$venv"
 
 if [ -n "$requirements" ]; then
     cd "$code_dir"
@@ -157,45 +83,8 @@ if [ -n "$requirements" ]; then
 fi
 
 if [ -n "$key" ]; then
-    # Copied under a name of this pod's, then renamed: a pod that looks finds a whole virtualenv
-    # or none, and of two pods storing the same key one keeps its copy, the other drops its own.
     # The cache is an optimisation: a claim that is full or read-only fails no job.
-    "$python" - "$venv" "$venv_cache" "$key" "${CI_RUNNER_VENV_CACHE_DAYS:-14}" <<'PY' ||
-import os
-import shutil
-import socket
-import sys
-import time
-
-venv, cache, key, days = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-
-
-def age(path):
-    try:
-        return time.time() - os.stat(path).st_mtime
-    except OSError:
-        return None
-
-
-os.makedirs(cache, exist_ok=True)
-for name in os.listdir(cache):
-    entry = os.path.join(cache, name)
-    # A copy in progress has no marker yet; its directory's time is its last write.
-    unused = age(os.path.join(entry, ".ci-runner-complete"))
-    if unused is None:
-        unused = age(entry)
-    if name != key and unused is not None and unused > days * 86400:
-        shutil.rmtree(entry, ignore_errors=True)
-tmp = os.path.join(cache, ".%s.%s.%d" % (key, socket.gethostname(), os.getpid()))
-try:
-    shutil.copytree(venv, tmp, symlinks=True)
-    open(os.path.join(tmp, ".ci-runner-complete"), "w").close()
-    os.rename(tmp, os.path.join(cache, key))
-except OSError:
-    shutil.rmtree(tmp, ignore_errors=True)
-    if not os.path.isdir(os.path.join(cache, key)):  # else another pod stored it first
-        raise
-PY
+    "$python" "$venv_layer" store "$venv" "$venv_cache" "$key" "${CI_RUNNER_VENV_CACHE_DAYS:-14}" ||
         echo "ci-runner: could not keep the virtualenv in $venv_cache (the output is above); the next start installs again" >&2
 fi
 ready "requirements installed"

@@ -2,17 +2,14 @@
 
 The base environment (the one running ci-runner, with torch and Horovod) plays the part of the
 image. A job's requirements go into a virtualenv that still sees every base package, so it only
-installs what the base lacks. One layer exists per (requirements text, Python, base environment);
-later runs with the same key reuse it without running pip at all.
+installs what the base lacks. One layer exists per key, the pods' (:mod:`ci_runner.venv_layer`:
+the requirements files, the base Python and its distributions, the PIP_* settings); later runs
+with the same key reuse it without running pip at all, unless the requirements name a local path.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 import shutil
-import site
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ci_runner import venv_layer
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
 from ci_runner.errors import EnvironmentSetupError
@@ -65,55 +63,27 @@ class BaseEnvironment:
     """The Python environment a layer is built over."""
 
     python: Path  # its interpreter
-    version: str  # e.g. "3.11.7"
-    site_packages: tuple[str, ...]  # made visible inside every layer
-    packages: tuple[str, ...]  # sorted "name==version" of what is installed there
-
-    @property
-    def identity(self) -> str:
-        """Changes whenever the interpreter, its location or its installed packages change."""
-        text = "\n".join((str(self.python), self.version, *self.site_packages, *self.packages))
-        return hashlib.sha256(text.encode()).hexdigest()
-
-
-# An installed distribution's metadata folder: "PyYAML-6.0.2.dist-info", "foo-1.0-py3.11.egg-info".
-_METADATA_DIR: Final = re.compile(
-    r"(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[^-]*)?\.(?:dist|egg)-info"
-)
+    interpreter: tuple[str, ...]  # its version, executable, prefix, platform (venv_layer's)
+    paths: tuple[str, ...]  # its sys.path but ci-runner's own directory: what a layer sees
 
 
 def current_environment() -> BaseEnvironment:
     """The environment running ci-runner."""
     return BaseEnvironment(
         python=Path(sys.executable),
-        version=".".join(str(part) for part in sys.version_info[:3]),
-        site_packages=tuple(site.getsitepackages()),
-        packages=installed_packages(sys.path),
+        interpreter=tuple(venv_layer.interpreter()),
+        paths=tuple(venv_layer.base_paths()),
     )
 
 
-def installed_packages(paths: Sequence[str]) -> tuple[str, ...]:
-    """Sorted "name==version" (lower case) of the distributions installed on ``paths``.
-
-    Read from the names of their metadata folders, as ``importlib.metadata`` finds them:
-    parsing every METADATA file instead took a quarter of a second per run.
-    """
-    found = set()
-    for path in paths:
-        try:
-            names = os.listdir(path or ".")
-        except OSError:
-            continue  # a zip file or a folder that is gone
-        for name in names:
-            if match := _METADATA_DIR.fullmatch(name):
-                found.add(f"{match['name']}=={match['version']}".lower())
-    return tuple(sorted(found))
-
-
-def layer_key(requirements_text: str, base: BaseEnvironment) -> str:
-    """The name of the layer for these requirements over ``base``."""
-    text = "\n".join((base.version, base.identity, requirements_text))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def layer_key(
+    requirements: Path, base: BaseEnvironment, environ: Mapping[str, str]
+) -> tuple[str, str | None]:
+    """The name of the layer for ``requirements`` over ``base``, keyed as the pods key their
+    cache (:mod:`ci_runner.venv_layer`: the files it includes too, the base's distributions, the
+    PIP_* settings), and why the layer is never reused (the local path it names), if so."""
+    read = venv_layer.read_requirements(requirements.name, str(requirements.parent))
+    return venv_layer.venv_key(read.files, base.interpreter, base.paths, environ), read.uncached
 
 
 @dataclass(frozen=True)
@@ -144,12 +114,14 @@ def ensure_layer(
     pip's output goes to ``output``; progress lines to ``console``. A failed install raises
     :class:`RequirementsInstallError` and leaves no layer behind to be reused.
     """
-    text = requirements.read_text(encoding="utf-8")
-    path = root / f"venv-{layer_key(text, base)}"
-    if (path / READY_MARKER).is_file():
+    key, uncached = layer_key(requirements, base, environ)
+    path = root / f"venv-{key}"
+    if uncached:
+        console.status(f"the virtualenv is not reused: {requirements.name} names {uncached}")
+    elif (path / READY_MARKER).is_file():
         console.status(f"requirements already installed: reusing {path}")
         return Layer(path, created=False)
-    if path.exists():  # an earlier attempt stopped half-way
+    if path.exists():  # not reused, or an earlier attempt stopped half-way
         shutil.rmtree(path)
     root.mkdir(parents=True, exist_ok=True)
     console.status(f"installing {requirements.name} into a new virtualenv {path} ...")
@@ -182,16 +154,17 @@ def ensure_layer(
             "requirements (pip's message is in the log above) and commit again",
             code,
         )
-    (path / READY_MARKER).write_text(text, encoding="utf-8")
+    if not uncached:
+        (path / READY_MARKER).touch()
     console.status(f"requirements installed in {clock.monotonic() - started:.0f}s")
     return Layer(path, created=True)
 
 
 def _see_base_packages(layer: Path, base: BaseEnvironment) -> None:
     # `--system-site-packages` only reaches the interpreter's own installation: when the base is
-    # itself a virtualenv (ci-runner's .venv), its packages need this .pth to be visible. Entries
-    # are appended after the layer's own site-packages, so what the layer installs wins.
+    # itself a virtualenv (ci-runner's .venv), its packages need this .pth to be visible, as the
+    # image's do in a pod. They come after the layer's own site-packages: what it installs wins.
     for site_packages in layer.glob("lib/python*/site-packages"):
         (site_packages / BASE_PTH).write_text(
-            "".join(f"{entry}\n" for entry in base.site_packages), encoding="utf-8"
+            venv_layer.site_pth(base.paths, seen=()), encoding="utf-8"
         )
