@@ -125,6 +125,17 @@ def test_the_launcher_pod_succeeded_is_the_end_before_the_operator_says_so() -> 
     assert not tracker.decided_here
 
 
+def test_a_kept_job_ends_with_the_operator_s_condition_not_the_launcher_pod() -> None:
+    tracker = JobTracker("j", 2, 600, launcher_decides=False)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    tracker.apply(pods("MODIFIED", launcher(exit_code=0)), 1)
+    assert tracker.verdict() is None
+    done = mpijob(("Created", "MPIJobCreated"), ("Succeeded", "MPIJobSucceeded"))
+    tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (done,)), 2)
+    assert tracker.verdict() == Verdict(Outcome.SUCCEEDED)
+
+
 def test_validation_error_fails_at_once() -> None:
     tracker = JobTracker("j", 2, 600)
     event = {

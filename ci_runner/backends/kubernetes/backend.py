@@ -64,6 +64,7 @@ class KubernetesBackend:
             options.unschedulable_timeout,
             options.setup_timeout,
             options.on_preemption,
+            launcher_decides=options.keep_finished == 0,
         )
         self.threads = JobThreads(
             self.api, options.mpijob_name, sink, options.launcher_container, console.warning

@@ -43,8 +43,13 @@ class JobTracker:
         unschedulable_timeout: float,
         setup_timeout: float = KubernetesOptions.setup_timeout,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
+        launcher_decides: bool = True,
     ) -> None:
+        """``launcher_decides``: the launcher pod's Succeeded ends the job; False waits for the
+        operator's condition (a kept job: the workers ci-runner stops before the operator has
+        seen the success would be made again)."""
         self.mpijob_name = mpijob_name
+        self.launcher_decides = launcher_decides
         self.workers = workers
         self.unschedulable_timeout = unschedulable_timeout
         self.setup_timeout = setup_timeout
@@ -358,7 +363,7 @@ class JobTracker:
             return self._failure
         if self._deleted:
             return Verdict(Outcome.CANCELLED, explain.deleted_failure(self.mpijob_name))
-        if self._launcher_succeeded():
+        if self.launcher_decides and self._launcher_succeeded():
             return Verdict(Outcome.SUCCEEDED)
         return None
 
