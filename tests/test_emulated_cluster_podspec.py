@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from testing.emulated_cluster.node import normalized
+from testing.emulated_cluster.imagestore import normalized
 from testing.emulated_cluster.podspec import (
     expand,
     hostname,

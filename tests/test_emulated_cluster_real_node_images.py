@@ -11,7 +11,6 @@ import pytest
 
 from testing.emulated_cluster import nodeimages
 from testing.emulated_cluster.harness import Emulated, emulated, main_status, phase_is, pod
-from testing.paths import cache_dir
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]
@@ -19,8 +18,7 @@ JSON = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Emulated]:
-    archive = nodeimages.mpi_archive(cache_dir())
-    with emulated(nodes=1, real=True, archives=(archive,)) as running:
+    with emulated(nodes=1, real=True) as running:
         yield running
 
 
@@ -90,3 +88,41 @@ def test_run_as_non_root_refuses_the_root_image_before_it_starts(cluster: Emulat
         "container has runAsNonRoot and image will run as root "
         f'(pod: "refused_ml({uid})", container: main)'
     )
+
+
+def test_the_horovod_image_has_torch_and_horovod_built_with_pytorch_gloo_and_mpi(
+    cluster: Emulated,
+) -> None:
+    script = (
+        "command -v python; command -v horovodrun; echo $PATH; "
+        "python -c 'import torch, horovod.torch; print(torch.__version__, horovod.__version__)'; "
+        "horovodrun --check-build | grep -F '[X]' | sed 's/ *$//'"
+    )
+    done, log = run(cluster, "horovod", nodeimages.HOROVOD_IMAGE, script)
+    assert (done["status"]["phase"], log.splitlines()) == (
+        "Succeeded",
+        [
+            "/usr/bin/python",
+            "/usr/local/bin/horovodrun",
+            "/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+            "/usr/bin:/sbin:/bin",
+            # PyPI's torch is the CUDA build; without a GPU it runs on the CPU.
+            "2.13.0+cu130 0.28.1",
+            "    [X] PyTorch",  # frameworks
+            "    [X] MPI",  # controllers
+            "    [X] Gloo",
+            "    [X] MPI",  # tensor operations
+            "    [X] Gloo",
+        ],
+    )
+
+
+def test_the_non_root_horovod_image_imports_torch_as_its_user(cluster: Emulated) -> None:
+    done, log = run(
+        cluster,
+        "horovod-non-root",
+        nodeimages.HOROVOD_NON_ROOT_IMAGE,
+        "id -u; python -c 'import horovod.torch as hvd; hvd.init(); print(hvd.size())'",
+        securityContext={"runAsNonRoot": True},
+    )
+    assert (done["status"]["phase"], log.splitlines()) == ("Succeeded", ["1000", "1"])

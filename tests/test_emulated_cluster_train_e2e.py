@@ -1,254 +1,49 @@
-"""`ci-runner train` as an MR pipeline runs it, against the emulated cluster (slow).
-
-A real ``ci-runner train`` process with an MR pipeline's CI variables talks to the fake GitLab and
-to the fake API server, whose control plane (MPI Operator v0.8.2, Job controller, scheduler, GC)
-hands the pods to the emulated kubelets: every init container, sshd, probe, DNS lookup and the
-real ``horovodrun`` (MPI over ssh between pods) run for real. The pods fetch the commit from a
-``git daemon`` on the emulated cluster's bridge and read and write a moto S3 there.
+"""`ci-runner train` as an MR pipeline runs it, against the emulated cluster with real nodes
+(kubelet v1.35.4, containerd, runc, CNI, CoreDNS; slow): every init container, sshd, probe, DNS
+lookup and the real ``horovodrun`` (MPI over ssh between pods) run in the Horovod image built
+from Debian's packages (testing/emulated_cluster/nodeimages.py), on a real memory limit; see
+testing/emulated_pipeline.py for what else is real.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import re
-import shutil
-import subprocess
-import sys
 import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
-import yaml
 
 from testing.control_plane import accounts
 from testing.control_plane.run import OPERATOR_NETNS
 from testing.emulated_cluster import cleanup, marks, network
-from testing.emulated_cluster.demo import GIT_PORT, s3_and_git
-from testing.emulated_cluster.harness import IMAGE, NAMESPACE, Emulated, emulated
-from testing.emulated_cluster.image import STOCK_PIP, STOCK_PYTHON_IMAGE
-from testing.fake_gitlab.server import FakeGitLab
-from testing.git import run_git
-from testing.paths import REPO_ROOT
+from testing.emulated_cluster.harness import NAMESPACE
+from testing.emulated_cluster.nodeimages import HOROVOD_NON_ROOT_IMAGE, NON_ROOT_UID
+from testing.emulated_pipeline import (
+    MARGIN,
+    Run,
+    Site,
+    assert_failed,
+    assert_trained,
+    failure_line,
+    job_name,
+    pipeline,
+    running_site,
+    train,
+    train_yaml,
+)
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]
-GITLAB_TOKEN = "glpat-emulated-CANARY-7c1d"
-AWS_KEY = "emulated-access-key"
-AWS_SECRET = "emulated-CANARY-aws-secret"
-S3 = f"http://{marks.GATEWAY}:{marks.S3_PORT}"
-EXAMPLE = REPO_ROOT / "examples" / "simple_ml"
-TRAIN_LOSS = (
-    r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"
-)
-
-MARGIN = 20  # the killed-CI-job test's pod deadline margin, seconds
-# `python -m ci_runner CMD` with render.POD_DEADLINE_MARGIN set first (argv[1] is the command).
-MARGIN_SHIM = (
-    "import runpy, sys; import ci_runner.render as render; "
-    "render.POD_DEADLINE_MARGIN = {margin}; sys.argv[0] = 'ci-runner'; "
-    "runpy.run_module('ci_runner', run_name='__main__')"
-)
-
-
-def train_yaml(**kubernetes: object) -> dict[str, object]:
-    """The example's train.yaml for this cluster: no GPU, a short run, S3 on the bridge."""
-    return {
-        "name": "simple-ml",
-        "image": "horovod/horovod:0.28.1",
-        "command": "python examples/simple_ml/main_with_horovod.py",
-        "workers": 2,
-        "requirements": "examples/simple_ml/requirements.txt",
-        "data": "s3://datasets/diabetes/",
-        "outputs": "s3://models/{project}/{sha}/{job}/",
-        "env": {
-            "EPOCHS": "2",
-            "AWS_ENDPOINT_URL": S3,
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "PIP_NO_INDEX": "1",  # no network: what the image lacks comes from the commit
-        },
-        "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
-        "metrics": {"train_loss": {"pattern": TRAIN_LOSS, "goal": "min"}},
-        "timeout": "10m",
-        "kubernetes": {"namespace": NAMESPACE, **kubernetes},
-    }
-
-
-@dataclass
-class Site:
-    """What every pipeline here talks to."""
-
-    cluster: Emulated
-    gitlab: FakeGitLab
-    repos: Path  # served by git daemon at git://GATEWAY/<name>.git
-    home: Path
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    home = tmp_path_factory.mktemp("emulated-e2e")
-    repos = home / "served"
-    repos.mkdir()
-    with (
-        emulated(nodes=2, images=frozenset({IMAGE, STOCK_PYTHON_IMAGE})) as cluster,
-        FakeGitLab() as gitlab,
-        s3_and_git(repos, _aws_env()),
-    ):
-        yield Site(cluster, gitlab, repos, home)
-    # Taken by stop() before it let the machine go (another run may start right after).
-    assert cluster.side.left_behind is not None
-    assert cluster.side.left_behind == {key: [] for key in cluster.side.left_behind}
-
-
-def _aws_env() -> dict[str, str]:
-    return {
-        "AWS_ACCESS_KEY_ID": AWS_KEY,
-        "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
-        "AWS_ENDPOINT_URL": S3,
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-
-
-@dataclass
-class Run:
-    code: int
-    log: list[str]
-    comment: str
-    sha: str
-
-
-@dataclass
-class Pipeline:
-    """An MR pipeline's job, ready to run: its checkout, CI variables, MR and commit."""
-
-    repo: Path
-    env: dict[str, str]
-    mr: Any
-    sha: str
-    # The pods' deadline margin (render.POD_DEADLINE_MARGIN, 10 minutes) in ci-runner's process,
-    # for a test that waits for the deadline itself; None: the real one.
-    margin: int | None = None
-
-    def notes(self) -> list[str]:
-        return [note.body for note in self.mr.notes]
-
-    def start(self, command: str, **env: str) -> subprocess.Popen[str]:
-        """`ci-runner <command>` as the job's script runs it, output and errors in one stream."""
-        argv = [sys.executable, "-m", "ci_runner", command]
-        if self.margin is not None:
-            argv = [sys.executable, "-c", MARGIN_SHIM.format(margin=self.margin), command]
-        return subprocess.Popen(
-            argv,
-            cwd=self.repo,
-            env={**self.env, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-
-
-def pipeline(
-    site: Site,
-    name: str,
-    config: dict[str, object],
-    files: dict[str, bytes] | None = None,
-    namespace: str = NAMESPACE,
-) -> Pipeline:
-    """Commit the example with ``config`` (and ``files``) as project ``group/<name>``, with an MR
-    whose pipeline's job is about to run in ``namespace``."""
-    repo = site.home / name
-    shutil.copytree(EXAMPLE, repo / "examples" / "simple_ml")
-    (repo / "train.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    for path, text in (files or {}).items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_bytes(text)
-    run_git(["init", "-q", "-b", "main"], repo)
-    run_git(["add", "-A"], repo)
-    run_git(["commit", "-q", "-m", "train"], repo)
-    sha = run_git(["rev-parse", "HEAD"], repo)
-    run_git(["clone", "-q", "--bare", str(repo), str(site.repos / f"{name}.git")], site.home)
-
-    gitlab = site.gitlab
-    bot = gitlab.add_user(f"project_{name}_bot")
-    gitlab.add_token(f"{GITLAB_TOKEN}-{name}", bot)
-    project = gitlab.add_project(f"group/{name}")
-    mr = gitlab.add_merge_request(project, 7, sha=sha, source_branch="faster")
-    kubeconfig = site.home / f"{name}.kubeconfig"
-    # Only what examples/rbac.yaml grants: the Role is all ci-runner needs.
-    kubeconfig.write_text(yaml.safe_dump(site.cluster.ci_runner_kubeconfig(namespace)))
-    project_url = f"{gitlab.url}/group/{name}"
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(site.home),
-        "PYTHONPATH": str(REPO_ROOT),
-        "CI": "true",
-        "GITLAB_CI": "true",
-        "CI_SERVER_URL": gitlab.url,
-        "CI_PROJECT_ID": str(project.id),
-        "CI_PROJECT_PATH": f"group/{name}",
-        "CI_PROJECT_URL": project_url,
-        "CI_REPOSITORY_URL": f"git://{marks.GATEWAY}:{GIT_PORT}/{name}.git",
-        "CI_RUNNER_ALLOW_GIT_PROTOCOL": "1",  # git daemon on the cluster's own bridge
-        "CI_COMMIT_SHA": sha,
-        "CI_COMMIT_REF_NAME": "faster",
-        "CI_DEFAULT_BRANCH": "main",
-        "CI_PIPELINE_ID": "1001",
-        "CI_PIPELINE_SOURCE": "merge_request_event",
-        "CI_JOB_ID": "5005",
-        "CI_JOB_NAME": "train",
-        "CI_JOB_URL": f"{project_url}/-/jobs/5005",
-        "CI_JOB_TOKEN": "glcbt-emulated-job-token",
-        "CI_MERGE_REQUEST_IID": "7",
-        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-        "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
-        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
-        "CI_RUNNER_GITLAB_TOKEN": f"{GITLAB_TOKEN}-{name}",
-        "KUBECONFIG": str(kubeconfig),
-        **_aws_env(),
-    }
-    return Pipeline(repo, env, mr, sha)
-
-
-def train(
-    site: Site,
-    name: str,
-    config: dict[str, object],
-    files: dict[str, bytes] | None = None,
-    namespace: str = NAMESPACE,
-) -> Run:
-    """`ci-runner train` as the job of an MR pipeline for ``config`` (see :func:`pipeline`)."""
-    job = pipeline(site, name, config, files, namespace)
-    train = job.start("train")
-    output, _ = train.communicate(timeout=600)
-    notes = job.notes()  # the report, then the result's reply in its thread
-    return Run(train.returncode, output.splitlines(), notes[0] if notes else "", job.sha)
-
-
-def assert_trained(run: Run, name: str) -> None:
-    """Both ranks' losses in the CI log, the model on S3 and linked in the comment."""
-    text = "\n".join(run.log)
-    assert run.code == 0, text
-    # Each loss line is a CI log line of its own: mpirun tags every write of a rank, and the job's
-    # virtualenv makes a print one write (install-requirements.sh).
-    loss = re.compile(r"<stdout>:Training\. Epoch (\d+), MSE loss: [-+0-9.eE]+, Worker: (\d+)$")
-    assert all(line.count("MSE loss") <= 1 for line in run.log), text
-    lines = [line for line in run.log if "Training. Epoch" in line]
-    losses = [found.groups() for line in lines if (found := loss.search(line))]
-    assert len(losses) == len(lines), text
-    assert sorted(set(losses)) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], text
-    assert "### ✅ Training succeeded: `simple-ml`" in run.comment, run.comment
-    link = next(line for line in run.comment.splitlines() if "model.pt" in line)
-    url = link[link.index("](") + 2 : link.rindex(")")]
-    assert f"group/{name}/{run.sha}/" in url
-    model = requests.get(url, timeout=10)
-    assert model.ok and len(model.content) > 0
-    assert AWS_SECRET not in text and AWS_SECRET not in run.comment
+    with running_site(tmp_path_factory.mktemp("emulated-e2e"), real=True) as running:
+        yield running
 
 
 def test_the_example_trains_on_two_workers_over_ssh_between_pods(site: Site) -> None:
@@ -312,80 +107,50 @@ def test_a_local_path_requirement_with_a_pth_file_and_a_console_script(site: Sit
         ), "\n".join(run.log)
 
 
-# The commit's package: what the rank's Python sees (the virtualenv install-requirements.sh made)
-# and what the image's PATH has without it.
-STOCK_CHECK = """\
-import importlib.metadata, importlib.util, os, shutil, sys
+ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
-def main():
-    image_path = os.pathsep.join(
-        d for d in os.environ["PATH"].split(os.pathsep) if not d.startswith(sys.prefix)
-    )
-    print(
-        "stockpkg", importlib.metadata.version("stockpkg"), "in", sys.prefix,
-        "rank", os.environ["OMPI_COMM_WORLD_RANK"],
-        "pip", importlib.metadata.version("pip"),
-        "ensurepip", importlib.util.find_spec("ensurepip"),
-        "python3", shutil.which("python3", path=image_path),
-        flush=True,
-    )
-"""
+def enforcing(site: Site, namespace: str, level: str) -> None:
+    """``namespace``, whose PodSecurity admission enforces ``level``."""
+    accounts.create_namespace(site.cluster.api, namespace)
+    labels = {"metadata": {"labels": {ENFORCE: level}}}
+    site.cluster.api.merge_patch(f"/api/v1/namespaces/{namespace}", labels)
 
 
-def test_the_stock_images_python_branch_installs_a_local_package_with_its_old_pip(
+# The example's command, after each rank says which user it runs as.
+AS_USER = "sh -c 'echo rank uid $(id -u) && exec python examples/simple_ml/main_with_horovod.py'"
+
+
+def test_a_namespace_enforcing_baseline_trains_the_stock_image_with_root_workers(
     site: Site,
 ) -> None:
-    # The variant image has `python` only (no python3), no ensurepip and pip 21.0.1, as
-    # horovod/horovod:0.28.1: install-requirements.sh takes `command -v python`, makes the
-    # virtualenv --without-pip and runs the image's pip through the system site packages, which
-    # builds the commit's setup.py-only package (pip's legacy, pre-PEP 517 path).
-    config = train_yaml()
-    config["image"] = STOCK_PYTHON_IMAGE
-    config["requirements"] = "requirements.txt"
-    config["command"] = "sh -c 'stock-check && exec python examples/simple_ml/main_with_horovod.py'"
-    setup = (
-        "from setuptools import setup\n\n"
-        "setup(name='stockpkg', version='1.0', py_modules=['stockpkg'],\n"
-        "      entry_points={'console_scripts': ['stock-check = stockpkg:main']})\n"
-    )
-    files = {
-        "requirements.txt": b"-r examples/simple_ml/requirements.txt\n./libs/stockpkg\n",
-        "libs/stockpkg/setup.py": setup.encode(),
-        "libs/stockpkg/stockpkg.py": STOCK_CHECK.encode(),
-    }
-    run = train(site, "stock", config, files)
-    assert_trained(run, "stock")
-    version = STOCK_PIP.split("==")[1]
-    assert sorted(line for line in run.log if "stockpkg" in line) == [
-        f"[1,{rank}]<stdout>:stockpkg 1.0 in /ci-runner/venv rank {rank} pip {version} "
-        "ensurepip None python3 None"
-        for rank in (0, 1)
+    enforcing(site, "baseline", "baseline")
+    config = train_yaml(namespace="baseline")
+    config["command"] = AS_USER
+    run = train(site, "baseline", config, namespace="baseline")
+    assert_trained(run, "baseline")
+    assert sorted(line for line in run.log if "rank uid" in line) == [
+        "[1,0]<stdout>:rank uid 0",
+        "[1,1]<stdout>:rank uid 0",
+    ], "\n".join(run.log)
+
+
+def test_a_namespace_enforcing_restricted_trains_the_non_root_image_as_its_user(
+    site: Site,
+) -> None:
+    enforcing(site, "restricted", "restricted")
+    config = train_yaml(namespace="restricted", run_as_user=NON_ROOT_UID, ssh_port=2222)
+    config["image"] = HOROVOD_NON_ROOT_IMAGE
+    config["command"] = AS_USER
+    run = train(site, "restricted", config, namespace="restricted")
+    assert_trained(run, "restricted")
+    assert sorted(line for line in run.log if "rank uid" in line) == [
+        f"[1,0]<stdout>:rank uid {NON_ROOT_UID}",
+        f"[1,1]<stdout>:rank uid {NON_ROOT_UID}",
     ], "\n".join(run.log)
 
 
 # Failures, as real pods fail: the CI log and the comment say why, and the job exits 1.
-
-
-def job_name(log: list[str]) -> str:
-    submitted = next(line for line in log if line.startswith("[ci-runner] submitted MPIJob "))
-    return submitted.split()[3]
-
-
-def failure_line(run: Run) -> str:
-    """The message of the `MPIJob ... failed:` line (exactly one)."""
-    prefix = f"[ci-runner] MPIJob {job_name(run.log)} failed: "
-    lines = [line[len(prefix) :] for line in run.log if line.startswith(prefix)]
-    assert len(lines) == 1, "\n".join(run.log)
-    return lines[0]
-
-
-def assert_failed(run: Run, message: str) -> None:
-    """Exit 1, ``message`` in the CI log and in the comment, nothing left in the cluster."""
-    assert run.code == 1, "\n".join(run.log)
-    assert "### ❌ Training failed: `simple-ml`" in run.comment, run.comment
-    assert message in run.comment, run.comment
-    assert not any("Traceback" in line for line in run.log), "\n".join(run.log)
 
 
 def test_a_requirement_pip_cannot_find_fails_with_pips_error(site: Site) -> None:
@@ -487,8 +252,9 @@ def test_train_yamls_git_attack_leaves_no_token_where_a_rank_reads(site: Site) -
 
 
 def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:
-    # The kernel kills the rank alone (sshd, the container's main process, lives on): no pod says
-    # OOMKilled, only mpirun's report of the signal does.
+    # On this cgroup v1 host the kernel kills the rank alone (the runtime's memory limit, no group
+    # kill; sshd, the container's main process, lives on): no pod says OOMKilled, only mpirun's
+    # report of the signal does. cgroup v2's group kill is the scripted cluster's case.
     config = train_yaml()
     config["resources"] = {"memory": "300Mi"}
     config["command"] = "python -c 'b = bytearray(2 << 30); print(len(b))'"

@@ -816,6 +816,28 @@ def test_launch_sshs_through_a_config_of_its_own_with_a_private_copy_of_the_key(
     assert "CI_RUNNER_SSH_USER" not in proc.stdout.splitlines()  # not passed to the ranks
 
 
+def test_launch_gives_mpirun_a_shell_when_the_user_has_none_and_no_rank_gets_it(
+    tmp_path: Path,
+) -> None:
+    # The launcher runs as nobody, whose login shell is nologin: OpenMPI's ssh launcher then
+    # reads $SHELL, and warns in every log without one.
+    env = _sh_env(tmp_path, CI_RUNNER_SHA="0" * 40)
+    fake_bin = _fake_mpirun(tmp_path)
+    (fake_bin / "mpirun").write_text(
+        '#!/bin/sh\necho "SHELL=${SHELL-unset}"\nprintf "%s\\n" "$@"\n'
+    )
+    env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
+    env.pop("SHELL", None)
+    proc = run_script("launch.sh", env, "mpirun", "-np", "1", "true")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.splitlines()[0] == "SHELL=/bin/sh"
+    assert "SHELL" not in proc.stdout.splitlines()[1:]  # no -x SHELL: the ranks' is sshd's
+    # A shell the launcher's environment names is mpirun's, and the ranks', as before.
+    proc = run_script("launch.sh", {**env, "SHELL": "/bin/bash"}, "mpirun", "-np", "1", "true")
+    assert proc.stdout.splitlines()[0] == "SHELL=/bin/bash"
+    assert "SHELL" in proc.stdout.splitlines()[1:]
+
+
 def test_launch_starts_mpirun_without_code_of_its_own(tmp_path: Path) -> None:
     # A fixed-size job's launcher runs no rank: the workers' checkouts are the ranks' (-wdir).
     env = _sh_env(tmp_path, CI_RUNNER_SHA="0" * 40)

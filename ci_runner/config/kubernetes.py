@@ -210,8 +210,8 @@ KUBERNETES: Final = Record(
         "included, on `ssh_port` (1024 or more): the workers then meet PodSecurity "
         "`restricted`. Without it the workers run the image's sshd as root (`baseline`), and "
         "the launcher and the setup containers run as 65534 (`nobody`). The user needs a home "
-        "and a login shell; sshd runs with PAM (`UsePAM yes`, as Debian's and Ubuntu's "
-        "configuration has it), without which OpenSSH refuses an account it takes for locked.",
+        "and a login shell; sshd runs without PAM (`UsePAM no`, as in MPI Operator's base "
+        "images), whose account check cannot read `/etc/shadow` without privilege escalation.",
         "1000",
     ),
     Field(

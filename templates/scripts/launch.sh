@@ -126,6 +126,13 @@ if [ "${1:-}" = mpirun ]; then
     # MCA parameter naming the wrapper would reach the workers' daemons too, where it is not. The
     # ranks get this PATH too: the wrapper's directory exists in the launcher only.
     PATH="$ssh_dir/bin:$PATH"
+    # mpirun's ssh launcher takes the local shell from the user's passwd entry, then $SHELL:
+    # nobody's is nologin, and every log would begin "WARNING: local probe returned unhandled
+    # shell:unknown assuming bash" (OpenMPI 4.1, plm_rsh_module.c). mpirun's alone: the -x list
+    # above is made, so no rank gets it.
+    if [ -z "${SHELL:-}" ]; then
+        set -- env SHELL=/bin/sh "$@"
+    fi
 else
     cd "$code_dir"
 fi

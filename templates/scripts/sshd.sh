@@ -18,14 +18,15 @@ if [ "$(id -u)" = 0 ]; then
 else
     # As the image's user (kubernetes.run_as_user), the way MPI Operator's base images run it
     # (build/base/Dockerfile, sshd_config): the job's key is the host key (the image's are
-    # root's) and the pid file is ours. PAM stays on: without it OpenSSH refuses an account it
-    # takes for locked (auth.c allowed_user), and Debian's 9.2 run as a user refused `nobody`,
-    # whose password field is "*"; with it the account check passes for a key, even for the "!"
-    # that useradd writes.
+    # root's), the pid file is ours, and no PAM. PAM's account check runs pam_unix's setgid
+    # helper to read /etc/shadow, which allowPrivilegeEscalation false keeps from gaining its
+    # group: "Access denied for user ... by PAM account configuration". Without PAM, sshd (no
+    # capability, not in group shadow) cannot read /etc/shadow either, so it takes no account
+    # for locked.
     dir="${CI_RUNNER_SSHD_DIR:-/ci-runner/sshd}"
     mkdir -p "$dir"
     (umask 077 && cat "$auth/id_rsa" >"$dir/host_key")
-    set -- "$@" -o UsePAM=yes -o "HostKey=$dir/host_key" -o "PidFile=$dir/sshd.pid"
+    set -- "$@" -o UsePAM=no -o "HostKey=$dir/host_key" -o "PidFile=$dir/sshd.pid"
 fi
 echo "ci-runner: starting sshd on port $port"
 exec "$sshd" "$@"

@@ -1,5 +1,6 @@
 """What the emulated cluster leaves on this machine, found by the names in :mod:`.marks`, and
-its removal: the first thing a start does (after a crash) and the last thing a stop does."""
+its removal: the first thing a start does (after a crash) and the last thing a stop does. The
+real nodes' seed root is the cache's and stays."""
 
 from __future__ import annotations
 
@@ -9,16 +10,24 @@ from pathlib import Path
 from testing.emulated_cluster import cgroups, hostfiles, hoststate, iptables, marks, network
 
 
+def _on_disk() -> list[Path]:
+    """What a run keeps on disk: its real nodes' containerd roots and a seed it was making."""
+    return [marks.run_node_roots(), marks.node_roots() / marks.SEED_BUILDING]
+
+
 def our_mounts() -> list[str]:
-    """Mount points in this mount namespace under the state root or ours in /run/netns."""
-    points = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4]
-        if point.startswith(str(marks.STATE_ROOT)) or point.startswith(
-            "/run/netns/" + marks.NETNS_PREFIX
-        ):
-            points.append(point)
-    return points
+    """Mount points in this mount namespace under the state root, ours in /run/netns, or under
+    what a run keeps on disk."""
+    prefixes = (
+        str(marks.STATE_ROOT),
+        "/run/netns/" + marks.NETNS_PREFIX,
+        *(f"{path}/" for path in _on_disk()),
+    )
+    return [
+        point
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if (point := line.split()[4]).startswith(prefixes)
+    ]
 
 
 def our_processes() -> list[int]:
@@ -36,7 +45,7 @@ def inventory() -> dict[str, list[str]]:
         "iptables": iptables.our_rules() + iptables.kubelet_chains(),
         "files": hostfiles.leftovers(),
         "sysctls": [str(marks.SYSCTL_RECORD)] if marks.SYSCTL_RECORD.exists() else [],
-        "state": [str(marks.STATE_ROOT)] if marks.STATE_ROOT.exists() else [],
+        "state": [str(p) for p in (marks.STATE_ROOT, *_on_disk()) if p.exists()],
     }
 
 
@@ -69,5 +78,7 @@ def remove_everything() -> None:
     iptables.remove_ours()
     hostfiles.remove_leftovers()
     hoststate.restore()
-    if marks.STATE_ROOT.exists() and not our_mounts():
-        subprocess.run(["rm", "-rf", "--one-file-system", str(marks.STATE_ROOT)], check=False)
+    if not our_mounts():
+        for path in (marks.STATE_ROOT, *_on_disk()):
+            if path.exists():
+                subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)

@@ -20,9 +20,10 @@ from testing.emulated_cluster.api import Api, Scope
 from testing.emulated_cluster.cgroups import Cgroup, run_root
 from testing.emulated_cluster.coredns import CoreDns
 from testing.emulated_cluster.dns import ClusterDns
+from testing.emulated_cluster.imagestore import normalized
 from testing.emulated_cluster.kubelet import Kubelet
 from testing.emulated_cluster.logserver import Tls
-from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext, normalized
+from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext
 from testing.node_objects import NodeSpec
 from testing.paths import cache_dir
 
@@ -104,7 +105,6 @@ class MachineSide:
         cluster_domain: str = marks.CLUSTER_DOMAIN,
         images: frozenset[str] = frozenset({DEFAULT_IMAGE}),
         real: bool = False,
-        archives: tuple[Path, ...] = (),
     ) -> None:
         """``images``: the image names the nodes have (each runs the emulated image, but
         :data:`image.STOCK_PYTHON_IMAGE` runs its variant). ``real``: real nodes (kubelet
@@ -118,7 +118,6 @@ class MachineSide:
         self.images = images
         self.kubelets: list[Kubelet] = []
         self.real = real
-        self.archives = archives
         self.real_nodes: realcluster.RealNodes | None = None
         self.dns: ClusterDns | CoreDns | None = None
         self.cgroup: Cgroup | None = None
@@ -236,14 +235,13 @@ class MachineSide:
                     taints=tuple((t["key"], t.get("value", ""), t["effect"]) for t in shape.taints),
                 )
             )
-        archives = realcluster.node_archives(cache_dir(), self.archives)
         self.real_nodes = realcluster.RealNodes(
             self.control,
             shapes,
             self.node_ips,
             marks.STATE_ROOT / "nodes",
             self.cgroup.path,
-            archives,
+            realcluster.node_sources(cache_dir(), self.venv),
         ).start()
         for shape in self.shapes:
             self._wait_schedulable(shape.name)

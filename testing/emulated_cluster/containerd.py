@@ -18,13 +18,15 @@ START_TIMEOUT = 30.0
 
 @dataclass(frozen=True)
 class Layout:
-    """Where one node's containerd keeps everything."""
+    """Where one node's containerd keeps everything: in ``directory``, but its root (images,
+    snapshots, containers' upper layers) in ``root_dir`` when given."""
 
     directory: Path
+    root_dir: Path | None = None
 
     @property
     def root(self) -> Path:
-        return self.directory / "root"
+        return self.root_dir or self.directory / "root"
 
     @property
     def state(self) -> Path:

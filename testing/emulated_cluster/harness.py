@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -202,13 +201,12 @@ def emulated(
     nodes: int = 2,
     images: frozenset[str] = frozenset({IMAGE}),
     real: bool = False,
-    archives: tuple[Path, ...] = (),
     memory: str = "8Gi",
 ) -> Iterator[Emulated]:
     """The emulated cluster with ``nodes`` nodes (which have ``images``) and the namespace
-    :data:`NAMESPACE`; ``real``: real nodes with the images of ``archives`` (and busybox)."""
+    :data:`NAMESPACE`; ``real``: real nodes (with every image :mod:`.nodeimages` makes)."""
     shapes = [NodeShape(f"node-{i + 1}", memory=memory) for i in range(nodes)]
-    side = MachineSide(shapes, images=images, real=real, archives=archives).start()
+    side = MachineSide(shapes, images=images, real=real).start()
     cluster: Emulated | None = None
     try:
         accounts.create_namespace(side.api, NAMESPACE)

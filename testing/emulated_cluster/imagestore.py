@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ KUBERNETES_MODULE = REPO_ROOT / "testing" / "control_plane" / "modules" / "kuber
 PAUSE_VERSION = marks.PAUSE_IMAGE.rsplit(":", 1)[1]
 # build/pause/Makefile's CFLAGS (kubernetes v1.35.4), REV named for this build.
 PAUSE_CFLAGS = ("-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}-ci-runner")
-FORMAT = "oci-archive-2"  # bump when the way archives are written changes: a new cache key
+FORMAT = "oci-archive-3"  # bump when the way archives are written changes: a new cache key
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"
 
 
@@ -76,6 +77,20 @@ class Named:
     config: ImageConfig
 
 
+@dataclass(frozen=True)
+class Source:
+    """An archive for the nodes' seed: the key of what is in it, and how to have it (given a
+    scratch directory, which the caller removes)."""
+
+    key: str
+    archive: Callable[[Path], Path]
+
+
+def cached(archive: Path) -> Source:
+    """An archive already kept in the cache under a name that is its key."""
+    return Source(archive.name, lambda _: archive)
+
+
 def digest(path: Path) -> str:
     sha = hashlib.sha256()
     with path.open("rb") as f:
@@ -118,6 +133,27 @@ def extract(layer: Path, dest: Path, members: Sequence[str]) -> None:
     subprocess.run(["tar", "-C", str(dest), "-xf", str(layer), *members], check=True)
 
 
+def normalized(image: str) -> str:
+    """docker.io/library/ for one path component, docker.io/ for a name without registry, as
+    containerd (distribution/reference ParseNormalizedNamed) names it; :latest when untagged."""
+    name = image.split("@")[0]
+    first = name.split("/")[0]
+    if "/" not in name:
+        name = f"docker.io/library/{name}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = f"docker.io/{name}"
+    if ":" not in name.rsplit("/", 1)[-1] and "@" not in image:
+        name += ":latest"
+    return name
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)  # a layer of gigabytes costs no copy on the same file system
+    except OSError:
+        shutil.copyfile(source, target)
+
+
 def write_archive(archive: Path, images: Sequence[Named]) -> Path:
     """The OCI layout of ``images`` as one tar at ``archive`` (written beside it, then moved)."""
     with tempfile.TemporaryDirectory(dir=archive.parent) as tmp:
@@ -131,7 +167,7 @@ def write_archive(archive: Path, images: Sequence[Named]) -> Path:
                 layer_digest = digest(layer)
                 target = blobs / layer_digest.split(":", 1)[1]
                 if not target.exists():
-                    shutil.copyfile(layer, target)
+                    _link_or_copy(layer, target)
                 layers.append(
                     {"mediaType": LAYER_TYPE, "digest": layer_digest, "size": target.stat().st_size}
                 )
@@ -152,7 +188,7 @@ def write_archive(archive: Path, images: Sequence[Named]) -> Path:
                     **_blob(blobs, json.dumps(manifest).encode()),
                     "platform": {"architecture": "amd64", "os": "linux"},
                     "annotations": {
-                        "io.containerd.image.name": image.name,
+                        "io.containerd.image.name": normalized(image.name),
                         "org.opencontainers.image.ref.name": reference,
                     },
                 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testing.paths import cache_dir
+
 BRIDGE = "cirbr0"  # "ci-runner bridge"; no other program uses the cir prefix here
 SUBNET = "10.98.76"  # a private /24 that only lives on BRIDGE
 PREFIX_LEN = 24
@@ -53,3 +55,17 @@ def pod_cidr(node_index: int) -> str:
     if not 0 <= node_index < 6:
         raise ValueError(f"a real node's index is 0-5, not {node_index}")
     return f"{SUBNET}.{POD_BLOCK * (node_index + 1)}/27"
+
+
+def node_roots() -> Path:
+    """The real nodes' containerd roots: the seed (kept) and each run's copies (not kept), on
+    the cache's file system (testing/emulated_cluster/seedroot.py)."""
+    return cache_dir() / "node-roots"
+
+
+NODE_ROOTS_RUN = "run"  # node_roots()/run/<node>: this run's roots
+SEED_BUILDING = "building"  # node_roots()/building: a seed being made
+
+
+def run_node_roots() -> Path:
+    return node_roots() / NODE_ROOTS_RUN

@@ -13,24 +13,11 @@ from testing.emulated_cluster import network
 from testing.emulated_cluster.api import Api
 from testing.emulated_cluster.container import ContainerProcess
 from testing.emulated_cluster.image import Image
+from testing.emulated_cluster.imagestore import normalized
 from testing.emulated_cluster.probes import ProbeState
 
 JSON = dict[str, Any]
 DEFAULT_IMAGE = "horovod/horovod:0.28.1"
-
-
-def normalized(image: str) -> str:
-    """docker.io/library/ for one path component, docker.io/ for a name without registry, as
-    containerd (distribution/reference ParseNormalizedNamed) names it; :latest when untagged."""
-    name = image.split("@")[0]
-    first = name.split("/")[0]
-    if "/" not in name:
-        name = f"docker.io/library/{name}"
-    elif "." not in first and ":" not in first and first != "localhost":
-        name = f"docker.io/{name}"
-    if ":" not in name.rsplit("/", 1)[-1] and "@" not in image:
-        name += ":latest"
-    return name
 
 
 @dataclass

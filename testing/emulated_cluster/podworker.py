@@ -28,7 +28,8 @@ from testing.emulated_cluster.cgroups import Cgroup
 from testing.emulated_cluster.container import ContainerProcess, Exit, Sandbox
 from testing.emulated_cluster.crilog import LogFile
 from testing.emulated_cluster.image import CMD, ENV, WORKDIR
-from testing.emulated_cluster.node import NodeContext, Slot, image_for, normalized, rfc3339
+from testing.emulated_cluster.imagestore import normalized
+from testing.emulated_cluster.node import NodeContext, Slot, image_for, rfc3339
 from testing.emulated_cluster.probes import ProbeState
 
 JSON = dict[str, Any]

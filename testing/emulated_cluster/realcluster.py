@@ -1,7 +1,7 @@
 """Real nodes on the emulated cluster's control plane and bridge: one :class:`RealNode` per
-shape, the images every node has (the pause image, :data:`imagestore.BUSYBOX_IMAGE` and those
-asked for), and the machine's sysctls recorded before the first kubelet changes them (the
-run's cleanup puts them back)."""
+shape, the images every node has (the pause image, :data:`imagestore.BUSYBOX_IMAGE` and the
+images of :mod:`.nodeimages`, in one seed root: :mod:`.seedroot`), and the machine's sysctls
+recorded before the first kubelet changes them (the run's cleanup puts them back)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ from pathlib import Path
 
 from testing.control_plane import binaries
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster import cgroups, containerd, hoststate, imagestore, marks
+from testing.emulated_cluster import (
+    cgroups,
+    containerd,
+    hoststate,
+    imagestore,
+    marks,
+    nodeimages,
+    seedroot,
+)
+from testing.emulated_cluster.cgroups import Cgroup
+from testing.emulated_cluster.imagestore import Source
 from testing.emulated_cluster.realnode import NodeSettings, RealNode
 
 
@@ -30,9 +40,14 @@ class Shape:
     taints: tuple[tuple[str, str, str], ...] = ()  # key, value, effect
 
 
-def node_archives(cache: Path, extra: Sequence[Path] = ()) -> list[Path]:
-    """The archives every node imports: the pause image, busybox, then ``extra``."""
-    return [imagestore.pause_archive(cache), imagestore.busybox_archive(cache), *extra]
+def node_sources(cache: Path, venv: Path) -> list[Source]:
+    """The archives in every node's root: the pause image, busybox, then :mod:`.nodeimages`'
+    (the Horovod image's Python packages from the virtualenv at ``venv``)."""
+    return [
+        imagestore.cached(imagestore.pause_archive(cache)),
+        imagestore.cached(imagestore.busybox_archive(cache)),
+        nodeimages.source(cache, venv),
+    ]
 
 
 class RealNodes:
@@ -45,7 +60,7 @@ class RealNodes:
         addresses: Sequence[str],
         state: Path,
         run_cgroup: Path,
-        archives: Sequence[Path],
+        sources: Sequence[Source],
     ) -> None:
         """``run_cgroup``: the run's cgroup in the memory hierarchy; each node's containerd and
         kubelet go below it, and so does the kubelet's ``cgroupRoot`` in every hierarchy."""
@@ -55,6 +70,9 @@ class RealNodes:
         if len(shapes) > 6:
             raise ValueError(f"at most 6 real nodes fit the bridge's pod CIDRs, not {len(shapes)}")
         self.control = control
+        self.sources = sources
+        self.state = state
+        self.run_cgroup = run_cgroup
         self.kubelet = binaries.bin_dir() / "kubelet"
         memory_root, _ = cgroups.hierarchy()
         relative = "/" + str(run_cgroup.relative_to(memory_root))
@@ -68,7 +86,6 @@ class RealNodes:
                     memory=shape.memory,
                     labels=dict(shape.labels),
                     taints=[{"key": k, "value": v, "effect": e} for k, v, e in shape.taints],
-                    archives=list(archives),
                 ),
                 control,
                 self.kubelet,
@@ -80,11 +97,12 @@ class RealNodes:
         ]
 
     def start(self) -> RealNodes:
-        """Every containerd with its images first, then the kubelets, then until every Node is
-        Ready (the kubelets register while the others start)."""
+        """The seed (made once), every containerd on a copy of it, then the kubelets, then until
+        every Node is Ready (the kubelets register while the others start)."""
+        seed = seedroot.seed(self.sources, self.state / "seed", Cgroup(self.run_cgroup / "seed"))
         hoststate.record()
         for node in self.nodes:
-            node.start_runtime()
+            node.start_runtime(seed)
         for node in self.nodes:
             node.start_kubelet()
         for node in self.nodes:

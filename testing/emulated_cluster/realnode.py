@@ -1,8 +1,9 @@
 """One real node: its containerd (Debian's, with runc and the CNI plugins) and kubelet v1.35.4
 (built from the k8s.io/kubernetes module), registered with its ``system:node`` certificate,
 serving HTTPS on its InternalIP on the cluster's bridge. Both processes go into the node's
-cgroup, every file under the node's directory in the run's state tmpfs, the pods' cgroups under
-a cgroup root of the run's."""
+cgroup, every file under the node's directory in the run's state tmpfs but containerd's root (a
+copy of the seed's: :mod:`.seedroot`) and the kubelet's (pods' volumes), which are on disk; the
+pods' cgroups under a cgroup root of the run's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from pathlib import Path
 import yaml
 
 from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail, spawn
-from testing.emulated_cluster import cgroups, cleanup, cni, containerd, imagestore, kubeletconfig
+from testing.emulated_cluster import (
+    cgroups,
+    cleanup,
+    cni,
+    containerd,
+    kubeletconfig,
+    marks,
+    seedroot,
+)
 from testing.emulated_cluster.cgroups import Cgroup
 
 READY_TIMEOUT = 90.0  # the kubelet's first status on 2 busy cores
@@ -35,7 +44,6 @@ class NodeSettings:
     memory: str
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
-    archives: list[Path] = field(default_factory=list)
 
 
 class RealNode:
@@ -59,7 +67,10 @@ class RealNode:
         self.directory = directory
         self.cgroup = Cgroup(cgroup)
         self.cgroup_root = cgroup_root
-        self.layout = containerd.Layout(directory / "containerd")
+        # On disk: the images, and what pods write (emptyDirs); a node's ephemeral-storage is
+        # its kubelet root's file system, and a worker asks for gigabytes.
+        self.on_disk = marks.run_node_roots() / settings.name
+        self.layout = containerd.Layout(directory / "containerd", self.on_disk / "containerd")
         self.processes: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -75,9 +86,11 @@ class RealNode:
         self.processes.append(process)
         return process
 
-    def start_runtime(self) -> RealNode:
-        """containerd up, with the node's CNI configuration and its images."""
+    def start_runtime(self, seed: Path) -> RealNode:
+        """containerd up on a copy of the ``seed`` root (the images), with the node's CNI
+        configuration."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        seedroot.clone(seed, self.layout.root)
         self.cgroup.create(None)
         cni.write(self.layout.cni_conf, self.settings.pod_cidr, self.layout.ipam)
         self.layout.config.write_text(containerd.config(self.layout))
@@ -86,8 +99,6 @@ class RealNode:
             self.containerd_log,
         )
         containerd.wait_ready(self.layout, process, self.containerd_log)
-        for archive in self.settings.archives:
-            imagestore.import_archive(self.layout, archive)
         return self
 
     def start_kubelet(self) -> RealNode:
@@ -119,7 +130,7 @@ class RealNode:
                 str(self.kubelet_binary),
                 f"--config={kubelet_config}",
                 f"--kubeconfig={config_path}",
-                f"--root-dir={self.directory / 'kubelet'}",
+                f"--root-dir={self.on_disk / 'kubelet'}",
                 f"--hostname-override={settings.name}",
                 f"--node-ip={settings.ip}",
                 *([f"--node-labels={labels}"] if labels else []),

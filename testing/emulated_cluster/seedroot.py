@@ -1,0 +1,87 @@
+"""The real nodes' containerd roots. Every image is imported once into a seed root on disk,
+``<cache>/node-roots/seed-<key>`` (the key: containerd's version and the archives' keys); each
+run gives each node a copy whose files are hard links to the seed's (``cp -al``), so the
+Horovod image's gigabytes cost a node nothing and a run about a second. Only the two bolt
+databases, which containerd writes in place, are real copies: a snapshot's files are overlayfs
+lower layers, which no container writes (it writes its own upper layer), and content blobs are
+never rewritten. The run's copies are in ``<cache>/node-roots/run``, on the seed's file system
+(hard links cannot cross one), and go when the run stops."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from testing.control_plane.run import spawn
+from testing.emulated_cluster import cleanup, containerd, imagestore, marks
+from testing.emulated_cluster.cgroups import Cgroup
+from testing.emulated_cluster.imagestore import Source
+
+FORMAT = "seed-1"  # bump when the way seeds are made changes
+# containerd's metadata store and the overlayfs snapshotter's: bolt files, written in place.
+DATABASES = (
+    "io.containerd.metadata.v1.bolt/meta.db",
+    "io.containerd.snapshotter.v1.overlayfs/metadata.db",
+)
+
+
+def directory() -> Path:
+    return marks.node_roots()
+
+
+def building() -> Path:
+    return marks.node_roots() / marks.SEED_BUILDING
+
+
+def key(sources: Sequence[Source]) -> str:
+    version = subprocess.run(
+        ["containerd", "--version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    sha = hashlib.sha256(f"{FORMAT}\n{version}".encode())
+    for source in sources:
+        sha.update(f"\n{source.key}".encode())
+    return sha.hexdigest()[:16]
+
+
+def seed(sources: Sequence[Source], state: Path, cgroup: Cgroup) -> Path:
+    """The seed root with every archive of ``sources`` imported (made now if it is not there):
+    a containerd of its own, its state and socket in ``state``, its process in ``cgroup``. An
+    older seed is removed when a new one is made."""
+    path = directory() / f"seed-{key(sources)}"
+    if path.is_dir():
+        return path
+    directory().mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(building(), ignore_errors=True)
+    layout = containerd.Layout(state, root_dir=building())
+    state.mkdir(parents=True, exist_ok=True)
+    layout.config.write_text(containerd.config(layout))
+    log = state / "containerd.log"
+    cgroup.create(None)
+    process = spawn(["containerd", "--config", str(layout.config)], log, cgroup)
+    try:
+        containerd.wait_ready(layout, process, log)
+        for source in sources:
+            with tempfile.TemporaryDirectory(dir=directory()) as scratch:
+                imagestore.import_archive(layout, source.archive(Path(scratch)))
+    finally:
+        cleanup.end(process, 30)
+        cgroup.remove()
+    for old in directory().glob("seed-*"):
+        shutil.rmtree(old)
+    building().rename(path)
+    return path
+
+
+def clone(seed_root: Path, root: Path) -> None:
+    """A node's containerd root at ``root``: the seed's files linked, its databases copied."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-al", str(seed_root), str(root)], check=True)
+    for name in DATABASES:
+        target = root / name
+        copy = target.with_name(target.name + ".copy")
+        shutil.copy2(target, copy)
+        copy.replace(target)

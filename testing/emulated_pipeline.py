@@ -1,0 +1,265 @@
+"""`ci-runner train` as an MR pipeline's job runs it, against the emulated cluster, for the
+end-to-end modules: a real ``ci-runner train`` process with an MR pipeline's CI variables talks to
+the fake GitLab and to kube-apiserver, whose control plane (MPI Operator v0.8.2, Job controller,
+scheduler, GC) hands the pods to the nodes; the pods fetch the commit from a ``git daemon`` on
+the emulated cluster's bridge and read and write a moto S3 there."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from testing.emulated_cluster import marks
+from testing.emulated_cluster.demo import GIT_PORT, s3_and_git
+from testing.emulated_cluster.harness import IMAGE, NAMESPACE, Emulated, emulated
+from testing.emulated_cluster.image import STOCK_PYTHON_IMAGE
+from testing.fake_gitlab.server import FakeGitLab
+from testing.git import run_git
+from testing.paths import REPO_ROOT
+
+JSON = dict[str, Any]
+GITLAB_TOKEN = "glpat-emulated-CANARY-7c1d"
+AWS_KEY = "emulated-access-key"
+AWS_SECRET = "emulated-CANARY-aws-secret"
+S3 = f"http://{marks.GATEWAY}:{marks.S3_PORT}"
+EXAMPLE = REPO_ROOT / "examples" / "simple_ml"
+TRAIN_LOSS = (
+    r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"
+)
+
+MARGIN = 20  # the killed-CI-job test's pod deadline margin, seconds
+# `python -m ci_runner CMD` with render.POD_DEADLINE_MARGIN set first (argv[1] is the command).
+MARGIN_SHIM = (
+    "import runpy, sys; import ci_runner.render as render; "
+    "render.POD_DEADLINE_MARGIN = {margin}; sys.argv[0] = 'ci-runner'; "
+    "runpy.run_module('ci_runner', run_name='__main__')"
+)
+
+
+def train_yaml(**kubernetes: object) -> dict[str, object]:
+    """The example's train.yaml for this cluster: no GPU, a short run, S3 on the bridge."""
+    return {
+        "name": "simple-ml",
+        "image": "horovod/horovod:0.28.1",
+        "command": "python examples/simple_ml/main_with_horovod.py",
+        "workers": 2,
+        "requirements": "examples/simple_ml/requirements.txt",
+        "data": "s3://datasets/diabetes/",
+        "outputs": "s3://models/{project}/{sha}/{job}/",
+        "env": {
+            "EPOCHS": "2",
+            "AWS_ENDPOINT_URL": S3,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "PIP_NO_INDEX": "1",  # no network: what the image lacks comes from the commit
+        },
+        "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+        "metrics": {"train_loss": {"pattern": TRAIN_LOSS, "goal": "min"}},
+        "timeout": "10m",
+        "kubernetes": {"namespace": NAMESPACE, **kubernetes},
+    }
+
+
+@dataclass
+class Site:
+    """What every pipeline here talks to."""
+
+    cluster: Emulated
+    gitlab: FakeGitLab
+    repos: Path  # served by git daemon at git://GATEWAY/<name>.git
+    home: Path
+
+
+@contextmanager
+def running_site(home: Path, real: bool) -> Iterator[Site]:
+    """The emulated cluster with two nodes (``real``: real kubelets and containerd; else ours,
+    which also have :data:`STOCK_PYTHON_IMAGE`), the fake GitLab, S3 and git on the bridge;
+    after it stopped, asserts that the cluster left nothing on this machine."""
+    repos = home / "served"
+    repos.mkdir()
+    images = frozenset({IMAGE} if real else {IMAGE, STOCK_PYTHON_IMAGE})
+    with (
+        emulated(nodes=2, images=images, real=real) as cluster,
+        FakeGitLab() as gitlab,
+        s3_and_git(repos, aws_env()),
+    ):
+        yield Site(cluster, gitlab, repos, home)
+    # Taken by stop() before it let the machine go (another run may start right after).
+    assert cluster.side.left_behind is not None
+    assert cluster.side.left_behind == {key: [] for key in cluster.side.left_behind}
+
+
+def aws_env() -> dict[str, str]:
+    return {
+        "AWS_ACCESS_KEY_ID": AWS_KEY,
+        "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+        "AWS_ENDPOINT_URL": S3,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+
+
+@dataclass
+class Run:
+    code: int
+    log: list[str]
+    comment: str
+    sha: str
+
+
+@dataclass
+class Pipeline:
+    """An MR pipeline's job, ready to run: its checkout, CI variables, MR and commit."""
+
+    repo: Path
+    env: dict[str, str]
+    mr: Any
+    sha: str
+    # The pods' deadline margin (render.POD_DEADLINE_MARGIN, 10 minutes) in ci-runner's process,
+    # for a test that waits for the deadline itself; None: the real one.
+    margin: int | None = None
+
+    def notes(self) -> list[str]:
+        return [note.body for note in self.mr.notes]
+
+    def start(self, command: str, **env: str) -> subprocess.Popen[str]:
+        """`ci-runner <command>` as the job's script runs it, output and errors in one stream."""
+        argv = [sys.executable, "-m", "ci_runner", command]
+        if self.margin is not None:
+            argv = [sys.executable, "-c", MARGIN_SHIM.format(margin=self.margin), command]
+        return subprocess.Popen(
+            argv,
+            cwd=self.repo,
+            env={**self.env, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def pipeline(
+    site: Site,
+    name: str,
+    config: dict[str, object],
+    files: dict[str, bytes] | None = None,
+    namespace: str = NAMESPACE,
+) -> Pipeline:
+    """Commit the example with ``config`` (and ``files``) as project ``group/<name>``, with an MR
+    whose pipeline's job is about to run in ``namespace``."""
+    repo = site.home / name
+    shutil.copytree(EXAMPLE, repo / "examples" / "simple_ml")
+    (repo / "train.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for path, text in (files or {}).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_bytes(text)
+    run_git(["init", "-q", "-b", "main"], repo)
+    run_git(["add", "-A"], repo)
+    run_git(["commit", "-q", "-m", "train"], repo)
+    sha = run_git(["rev-parse", "HEAD"], repo)
+    run_git(["clone", "-q", "--bare", str(repo), str(site.repos / f"{name}.git")], site.home)
+
+    gitlab = site.gitlab
+    bot = gitlab.add_user(f"project_{name}_bot")
+    gitlab.add_token(f"{GITLAB_TOKEN}-{name}", bot)
+    project = gitlab.add_project(f"group/{name}")
+    mr = gitlab.add_merge_request(project, 7, sha=sha, source_branch="faster")
+    kubeconfig = site.home / f"{name}.kubeconfig"
+    # Only what examples/rbac.yaml grants: the Role is all ci-runner needs.
+    kubeconfig.write_text(yaml.safe_dump(site.cluster.ci_runner_kubeconfig(namespace)))
+    project_url = f"{gitlab.url}/group/{name}"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(site.home),
+        "PYTHONPATH": str(REPO_ROOT),
+        "CI": "true",
+        "GITLAB_CI": "true",
+        "CI_SERVER_URL": gitlab.url,
+        "CI_PROJECT_ID": str(project.id),
+        "CI_PROJECT_PATH": f"group/{name}",
+        "CI_PROJECT_URL": project_url,
+        "CI_REPOSITORY_URL": f"git://{marks.GATEWAY}:{GIT_PORT}/{name}.git",
+        "CI_RUNNER_ALLOW_GIT_PROTOCOL": "1",  # git daemon on the cluster's own bridge
+        "CI_COMMIT_SHA": sha,
+        "CI_COMMIT_REF_NAME": "faster",
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_PIPELINE_ID": "1001",
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_JOB_ID": "5005",
+        "CI_JOB_NAME": "train",
+        "CI_JOB_URL": f"{project_url}/-/jobs/5005",
+        "CI_JOB_TOKEN": "glcbt-emulated-job-token",
+        "CI_MERGE_REQUEST_IID": "7",
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
+        "CI_RUNNER_GITLAB_TOKEN": f"{GITLAB_TOKEN}-{name}",
+        "KUBECONFIG": str(kubeconfig),
+        **aws_env(),
+    }
+    return Pipeline(repo, env, mr, sha)
+
+
+def train(
+    site: Site,
+    name: str,
+    config: dict[str, object],
+    files: dict[str, bytes] | None = None,
+    namespace: str = NAMESPACE,
+) -> Run:
+    """`ci-runner train` as the job of an MR pipeline for ``config`` (see :func:`pipeline`)."""
+    job = pipeline(site, name, config, files, namespace)
+    train = job.start("train")
+    output, _ = train.communicate(timeout=600)
+    notes = job.notes()  # the report, then the result's reply in its thread
+    return Run(train.returncode, output.splitlines(), notes[0] if notes else "", job.sha)
+
+
+def assert_trained(run: Run, name: str) -> None:
+    """Both ranks' losses in the CI log, the model on S3 and linked in the comment."""
+    text = "\n".join(run.log)
+    assert run.code == 0, text
+    # Each loss line is a CI log line of its own: mpirun tags every write of a rank, and the job's
+    # virtualenv makes a print one write (install-requirements.sh).
+    loss = re.compile(r"<stdout>:Training\. Epoch (\d+), MSE loss: [-+0-9.eE]+, Worker: (\d+)$")
+    assert all(line.count("MSE loss") <= 1 for line in run.log), text
+    lines = [line for line in run.log if "Training. Epoch" in line]
+    losses = [found.groups() for line in lines if (found := loss.search(line))]
+    assert len(losses) == len(lines), text
+    assert sorted(set(losses)) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], text
+    assert "### ✅ Training succeeded: `simple-ml`" in run.comment, run.comment
+    link = next(line for line in run.comment.splitlines() if "model.pt" in line)
+    url = link[link.index("](") + 2 : link.rindex(")")]
+    assert f"group/{name}/{run.sha}/" in url
+    model = requests.get(url, timeout=10)
+    assert model.ok and len(model.content) > 0
+    assert AWS_SECRET not in text and AWS_SECRET not in run.comment
+
+
+def job_name(log: list[str]) -> str:
+    submitted = next(line for line in log if line.startswith("[ci-runner] submitted MPIJob "))
+    return submitted.split()[3]
+
+
+def failure_line(run: Run) -> str:
+    """The message of the `MPIJob ... failed:` line (exactly one)."""
+    prefix = f"[ci-runner] MPIJob {job_name(run.log)} failed: "
+    lines = [line[len(prefix) :] for line in run.log if line.startswith(prefix)]
+    assert len(lines) == 1, "\n".join(run.log)
+    return lines[0]
+
+
+def assert_failed(run: Run, message: str) -> None:
+    """Exit 1, ``message`` in the CI log and in the comment, nothing left in the cluster."""
+    assert run.code == 1, "\n".join(run.log)
+    assert "### ❌ Training failed: `simple-ml`" in run.comment, run.comment
+    assert message in run.comment, run.comment
+    assert not any("Traceback" in line for line in run.log), "\n".join(run.log)

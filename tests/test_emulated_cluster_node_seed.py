@@ -1,0 +1,157 @@
+"""The real nodes' images and roots, made without starting anything (fast, no root): the site
+layer taken from a virtualenv (testing/emulated_cluster/sitelayer.py), the names archives give
+containerd, and a node's copy of the seed root (testing/emulated_cluster/seedroot.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from testing.emulated_cluster import imagestore, seedroot, sitelayer
+from testing.emulated_cluster.imagestore import Source
+
+VERSION = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _dist(site: Path, name: str, requires: list[str], files: dict[str, str]) -> None:
+    """An installed distribution: its files (paths relative to site-packages) and RECORD."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", "Version: 1.0"]
+    (info / "METADATA").write_text("\n".join([*lines, *(f"Requires-Dist: {r}" for r in requires)]))
+    for path, text in files.items():
+        target = Path(os.path.normpath(site / path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    record = [*files, f"{info.name}/METADATA", f"{info.name}/RECORD"]
+    (info / "RECORD").write_text("".join(f"{path},,\n" for path in record))
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    prefix = tmp_path / "venv"
+    site = prefix / "lib" / VERSION / "site-packages"
+    _dist(site, "alpha", ["beta[extra]", 'gamma; extra == "other"'], {"alpha/__init__.py": ""})
+    _dist(site, "beta", ['delta; extra == "extra"'], {"beta.py": "", "../../../bin/beta-cli": ""})
+    _dist(site, "gamma", [], {"gamma.py": ""})
+    _dist(site, "delta", [], {"delta.py": "", "../../../share/delta/data.txt": "d"})
+    script = f"#!{prefix}/bin/python\nimport sys\n"
+    (prefix / "bin" / "beta-cli").write_text(script)
+    return prefix
+
+
+def test_the_closure_follows_requirements_and_the_extras_they_ask_for(venv: Path) -> None:
+    dists = sitelayer.installed(venv)
+    assert sitelayer.closure(["alpha"], dists) == ["alpha", "beta", "delta"]
+    with pytest.raises(
+        sitelayer.SiteFailed, match=r"^the virtualenv has no nope; fix: make horovod$"
+    ):
+        sitelayer.closure(["nope"], dists)
+
+
+def test_the_layer_puts_files_where_pip_puts_them_in_the_image(
+    venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sitelayer, "ROOTS", ("alpha",))
+    root = sitelayer.write(venv, tmp_path / "layer")
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+    dist = f"usr/local/lib/{VERSION}/dist-packages"
+    assert files == sorted(
+        [
+            "usr/bin/python",
+            "usr/local/bin/beta-cli",
+            "usr/local/share/delta/data.txt",
+            f"{dist}/alpha/__init__.py",
+            f"{dist}/beta.py",
+            f"{dist}/delta.py",
+            *(
+                f"{dist}/{n}-1.0.dist-info/{f}"
+                for n in ("alpha", "beta", "delta")
+                for f in ("METADATA", "RECORD")
+            ),
+        ]
+    )
+    assert os.readlink(root / "usr" / "bin" / "python") == "python3"
+    assert (root / "usr/local/bin/beta-cli").read_text() == "#!/usr/bin/python3\nimport sys\n"
+    # The same file, not a copy: the cache is on the virtualenv's file system here.
+    assert (root / dist / "beta.py").stat().st_ino == (
+        venv / "lib" / VERSION / "site-packages" / "beta.py"
+    ).stat().st_ino
+
+
+def test_the_key_changes_with_a_distribution_s_record(
+    venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sitelayer, "ROOTS", ("alpha",))
+    before = sitelayer.key(venv)
+    record = venv / "lib" / VERSION / "site-packages" / "delta-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "delta2.py,sha256=x,1\n")
+    assert sitelayer.key(venv) != before
+    assert sitelayer.key(venv) == sitelayer.key(venv)
+
+
+def test_the_key_is_the_same_for_a_virtualenv_elsewhere(
+    venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A console script's #! line names its virtualenv, and RECORD its digest.
+    monkeypatch.setattr(sitelayer, "ROOTS", ("alpha",))
+    record = venv / "lib" / VERSION / "site-packages" / "beta-1.0.dist-info" / "RECORD"
+    text = record.read_text().replace("../../../bin/beta-cli,,", "../../../bin/beta-cli,sha256=A,9")
+    record.write_text(text)
+    before = sitelayer.key(venv)
+    record.write_text(text.replace("sha256=A,9", "sha256=B,9"))
+    assert sitelayer.key(venv) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "normalized"),
+    [
+        ("horovod/horovod:0.28.1", "docker.io/horovod/horovod:0.28.1"),
+        ("busybox:1", "docker.io/library/busybox:1"),
+        ("registry.k8s.io/pause:3.10.1", "registry.k8s.io/pause:3.10.1"),
+        ("localhost/x:1", "localhost/x:1"),
+    ],
+)
+def test_an_archive_names_its_image_as_the_cri_looks_it_up(
+    tmp_path: Path, name: str, normalized: str
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    layer = imagestore.layer_from_dir(root, tmp_path / "layer.tar")
+    config = imagestore.ImageConfig(cmd=["/bin/sh"])
+    archive = imagestore.write_archive(
+        tmp_path / "a.tar", [imagestore.Named(name, [layer], config)]
+    )
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+    assert index["manifests"][0]["annotations"]["io.containerd.image.name"] == normalized
+
+
+def test_a_node_root_links_the_seed_s_files_and_copies_its_databases(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    blob = seed / "io.containerd.content.v1.content" / "blobs" / "sha256" / "ab"
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(b"layer")
+    for name in seedroot.DATABASES:
+        (seed / name).parent.mkdir(parents=True, exist_ok=True)
+        (seed / name).write_bytes(b"bolt")
+    root = tmp_path / "run" / "node-1" / "containerd"
+    seedroot.clone(seed, root)
+    assert (root / blob.relative_to(seed)).stat().st_ino == blob.stat().st_ino
+    for name in seedroot.DATABASES:
+        assert (root / name).read_bytes() == b"bolt"
+        assert (root / name).stat().st_ino != (seed / name).stat().st_ino
+        (root / name).write_bytes(b"written by the node")
+        assert (seed / name).read_bytes() == b"bolt"
+
+
+def test_the_seed_key_is_containerd_s_version_and_the_sources_keys() -> None:
+    one = [Source("a", lambda _: Path()), Source("b", lambda _: Path())]
+    assert seedroot.key(one) == seedroot.key(list(one))
+    assert seedroot.key(one) != seedroot.key(one[:1])
+    assert seedroot.key(one) != seedroot.key(list(reversed(one)))
