@@ -20,10 +20,10 @@ $(DEMO_DATA)/diabetes.csv: examples/simple_ml/prepare_data.py | env
 	$(PY) examples/simple_ml/prepare_data.py $(DEMO_DATA)/
 
 ## demo-cluster: the example through `ci-runner train` on Kubernetes: the emulated cluster on this machine (root), data and model on its S3
-demo-cluster: env horovod cluster-tools control-plane
+demo-cluster: env horovod cluster-tools control-plane real-node
 	$(PY) -m testing.emulated_cluster.demo
 
-## horovod: torch 2.13 (CPU) and Horovod 0.28.1 (PyTorch + Gloo + MPI), built once into a cached wheel
+## horovod: torch 2.13 (PyPI's build, run on the CPU) and Horovod 0.28.1 (PyTorch + Gloo + MPI), built once into a cached wheel
 horovod: env
 	scripts/setup-horovod.sh $(VENV)
 
@@ -36,7 +36,7 @@ cluster-tools: env
 control-plane:
 	scripts/setup-control-plane.sh >/dev/null
 
-## real-node: what the emulated cluster's real nodes run: Debian's containerd, runc, CNI plugins and busybox-static, gcc for the pause image (apt-get, as root), and the kubelet with the control plane
+## real-node: what the emulated cluster's real nodes run: Debian's containerd, runc, CNI plugins and busybox-static, gcc for the pause image, debootstrap for the images (apt-get, as root), and the kubelet with the control plane
 real-node: control-plane
 	scripts/setup-real-node.sh
 
@@ -74,7 +74,7 @@ unit: env
 ## bench: what ci-runner costs on top of training, each figure next to its target (bench/README.md)
 # e.g. make bench BENCH_FLAGS=--quick (small sizes, for development)
 BENCH_FLAGS ?=
-bench: env horovod cluster-tools control-plane mermaid
+bench: env horovod cluster-tools control-plane real-node mermaid
 	$(PY) -m bench.run $(BENCH_FLAGS)
 
 ## dist: the wheel and sdist in dist/ (the release job uploads them; the Dockerfile installs the wheel)

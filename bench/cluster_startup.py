@@ -1,7 +1,9 @@
 """6. Submit -> first training step on the emulated cluster, three ways, in one run.
 
 The example (``examples/simple_ml``, 2 workers, ``EPOCHS=2``) on the emulated cluster of
-``testing/emulated_cluster`` (real pods: init containers, pip, sshd, probes, DNS, mpirun over ssh),
+``testing/emulated_cluster`` with real nodes (kubelet v1.35.4, containerd, runc, CNI, CoreDNS; the
+Horovod image built from Debian's packages: init containers, pip, sshd, probes, DNS, mpirun over
+ssh),
 with data on its moto S3 and the commit served by ``git daemon`` on its bridge:
 
 * ``ci-runner train``, cold: a new ReadWriteMany ``kubernetes.pip_cache_pvc`` claim, empty;
@@ -11,16 +13,15 @@ with data on its moto S3 and the commit served by ``git daemon`` on its bridge:
   and runs ``pip install -r requirements.txt`` at every start, no readiness probe, and the
   launcher runs ``sleep 1m`` before ``horovodrun`` (real sleeping).
 
-The emulated image already holds what the example's own requirements name (scikit-learn and boto3,
-which the stock image lacks), so the benchmark's commit asks for two more libraries the image does
-not have, statsmodels and polars (about 50 MB of wheels with their dependencies; pandas and
-matplotlib until the image got them as mlflow's dependencies), from a package index on the
-bridge: the wheels are fetched once from this machine's configured index into
-``$CI_RUNNER_CACHE/bench-wheelhouse`` and served as PyPI serves them (PEP 503 pages, files
-cacheable for a year). The pods' pip gets that index (PIP_INDEX_URL, PIP_TRUSTED_HOST) and no
-other; the seed's pods also get PIP_CONFIG_FILE=/dev/null, which ci-runner's install-requirements
-does not take (it is not among the pip settings it gets), so its pip also reads the image's
-pip.conf: on the emulated cluster, this machine's.
+The nodes' Horovod image already holds what the example's own requirements name (scikit-learn and
+boto3, which the stock image lacks: testing/emulated_cluster/sitelayer.py), so the benchmark's
+commit asks for two more libraries the image does not have, statsmodels and polars (about 50 MB of
+wheels with their dependencies), from a package index on the bridge: the wheels are fetched once
+from this machine's configured index into ``$CI_RUNNER_CACHE/bench-wheelhouse`` and served as PyPI
+serves them (PEP 503 pages, files cacheable for a year). The pods' pip gets that index
+(PIP_INDEX_URL, PIP_TRUSTED_HOST) and no other; the seed's pods also get PIP_CONFIG_FILE=/dev/null,
+which ci-runner's install-requirements does not take (it is not among the pip settings it gets), so
+its pip also reads the image's pip.conf: the image has none.
 
 Each figure is the median over rounds that run the three variants back to back; the ratios that
 decide are the medians of the per-round ratios. ci-runner's clock starts at its ``submitted``
@@ -29,7 +30,7 @@ line (the MPIJob created), the seed's when its MPIJob is created; both stop at t
 
 Where ci-runner's time goes (:class:`Phases`, printed per run and as medians): when a watch of the
 pods first showed a worker pod, both workers Ready, the launcher's pod and its container running,
-and when this machine's process table (the emulated containers are its processes) first showed
+and when this machine's process table (a container's processes are this kernel's) first showed
 ``horovodrun`` (an elastic job's launcher; a fixed-size job's runs ``mpirun``), ``mpirun`` and a
 rank's Python.
 
@@ -175,13 +176,18 @@ def why_not_here() -> str | None:
     missing = missing_tools()
     if missing:
         return f"missing tools: {', '.join(missing)} (make cluster-tools)"
+    from testing.emulated_cluster import containerd
+
+    missing = containerd.missing_programs()
+    if missing:
+        return f"missing {', '.join(missing)} (make real-node)"
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         version("horovod")
     except PackageNotFoundError:
-        # The image's Python is this virtualenv's: without it every rank would fail at its import.
-        return "the emulated image (this virtualenv) has no Horovod (make horovod)"
+        # The nodes' Horovod image takes torch and Horovod from this virtualenv.
+        return "this virtualenv has no Horovod for the nodes' image (make horovod)"
     return None
 
 
@@ -498,7 +504,7 @@ def run(quick: bool) -> list[Row]:
         return [Row(NAME, "skipped", problem)]
     from testing.emulated_cluster import marks
     from testing.emulated_cluster.demo import s3_and_git
-    from testing.emulated_cluster.harness import NAMESPACE, emulated
+    from testing.emulated_cluster.harness import NAMESPACE, claim_directory, emulated
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     present = _already_in_image()
@@ -522,7 +528,7 @@ def run(quick: bool) -> list[Row]:
         work = Path(tmp)
         (work / "served").mkdir()
         with (
-            emulated(nodes=2) as cluster,
+            emulated(nodes=2, real=True) as cluster,
             s3_and_git(work / "served", aws),
             package_index(house, marks.GATEWAY) as index_url,
             Phases(cluster, NAMESPACE) as phases,
@@ -536,7 +542,7 @@ def run(quick: bool) -> list[Row]:
                 site.claim(claim)
                 site.commit(claim)
                 times["cold"].append(site.ci_runner(kubeconfig, phases)[0])
-                cached.append(_files(marks.STATE_ROOT / "claims" / NAMESPACE / claim))
+                cached.append(_files(claim_directory(claim)))
                 site.commit(claim)
                 warm, from_start = site.ci_runner(kubeconfig, phases)
                 times["warm"].append(warm)
@@ -560,17 +566,14 @@ def run(quick: bool) -> list[Row]:
 
 
 def _already_in_image() -> list[str]:
-    """Which of EXTRA_REQUIREMENTS the emulated image's Python (this virtualenv's) has."""
-    from importlib.metadata import PackageNotFoundError, version
+    """Which of EXTRA_REQUIREMENTS the nodes' Horovod image has (its site layer)."""
+    from packaging.utils import canonicalize_name
 
-    present = []
-    for name in EXTRA_REQUIREMENTS:
-        try:
-            version(name)
-        except PackageNotFoundError:
-            continue
-        present.append(name)
-    return present
+    from testing.emulated_cluster import sitelayer
+
+    dists = sitelayer.installed(Path(sys.prefix))
+    have = set(sitelayer.closure(sitelayer.ROOTS, dists))
+    return [name for name in EXTRA_REQUIREMENTS if canonicalize_name(name) in have]
 
 
 def _files(root: Path) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what `ci-runner train --local` and the emulated cluster need into a virtualenv: torch (the
-# CPU build), Horovod with PyTorch, Gloo and MPI (Debian's OpenMPI, as the stock horovod/horovod image
+# Installs what `ci-runner train --local` and the emulated cluster need into a virtualenv: torch
+# (PyPI's, run on the CPU), Horovod with PyTorch, Gloo and MPI (Debian's OpenMPI, as the stock horovod/horovod image
 # has MPI: `horovodrun` without --gloo takes the mpirun-over-ssh path there), and the example's
 # libraries. Idempotent: a second run checks and returns in seconds.
 #
@@ -84,7 +84,7 @@ VENV_BIN="$(cd "$VENV/bin" && pwd)"
 export PATH="$VENV_BIN:$PATH"
 cmake_ok || fail "cmake 3.13..3.x not found after installing it"
 
-# --- torch (the CPU wheel that lies on this machine's disk) -----------------------------------------
+# --- torch (PyPI's wheel: the CUDA build, whose nvidia-* libraries it loads; it runs on the CPU) -
 # Versions come from package metadata: importing torch would cost seconds on every run.
 installed_version() {
     "$PY" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]).split("+")[0])' \

@@ -22,8 +22,7 @@ import yaml
 
 from testing.emulated_cluster import marks
 from testing.emulated_cluster.demo import GIT_PORT, s3_and_git
-from testing.emulated_cluster.harness import IMAGE, NAMESPACE, Emulated, emulated
-from testing.emulated_cluster.image import STOCK_PYTHON_IMAGE
+from testing.emulated_cluster.harness import NAMESPACE, Emulated, emulated
 from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
 from testing.paths import REPO_ROOT
@@ -81,15 +80,14 @@ class Site:
 
 
 @contextmanager
-def running_site(home: Path, real: bool) -> Iterator[Site]:
-    """The emulated cluster with two nodes (``real``: real kubelets and containerd; else ours,
-    which also have :data:`STOCK_PYTHON_IMAGE`), the fake GitLab, S3 and git on the bridge;
-    after it stopped, asserts that the cluster left nothing on this machine."""
+def running_site(home: Path) -> Iterator[Site]:
+    """The emulated cluster with two real nodes (kubelet v1.35.4 and containerd, with the images
+    of testing/emulated_cluster/nodeimages.py), the fake GitLab, S3 and git on the bridge; after
+    it stopped, asserts that the cluster left nothing on this machine."""
     repos = home / "served"
     repos.mkdir()
-    images = frozenset({IMAGE} if real else {IMAGE, STOCK_PYTHON_IMAGE})
     with (
-        emulated(nodes=2, images=images, real=real) as cluster,
+        emulated(nodes=2, real=True) as cluster,
         FakeGitLab() as gitlab,
         s3_and_git(repos, aws_env()),
     ):

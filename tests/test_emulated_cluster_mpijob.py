@@ -1,6 +1,6 @@
 """An MPIJob submitted to the emulated cluster runs for real: the real MPI Operator v0.8.2 and
-Job controller create its objects, kube-scheduler binds the pods to the emulated nodes, their
-kubelets run them, and the launcher's log comes through the API server's
+Job controller create its objects, kube-scheduler binds the pods to the real nodes, their
+kubelets and containerd run them, and the launcher's log comes through the API server's
 ``pods/log`` proxy (slow: real sshd, ssh and mpirun in pods).
 
 An upstream-shaped worker (no command, so the operator's ``/usr/sbin/sshd -De``,
@@ -27,7 +27,7 @@ FIRST_HOST = "$(head -n 1 /etc/mpi/hostfile | cut -d ' ' -f 1)"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Emulated]:
-    with emulated(nodes=2) as running:
+    with emulated(nodes=2, real=True) as running:
         yield running
     # Taken by stop() before it let the machine go (another run may start right after).
     assert running.side.left_behind is not None

@@ -8,11 +8,12 @@ import json
 import os
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from testing.emulated_cluster import imagestore, seedroot, sitelayer
+from testing.emulated_cluster import imagestore, nodeimages, seedroot, sitelayer
 from testing.emulated_cluster.imagestore import Source
 
 VERSION = f"python{sys.version_info[0]}.{sys.version_info[1]}"
@@ -77,7 +78,7 @@ def test_the_layer_puts_files_where_pip_puts_them_in_the_image(
         ]
     )
     assert os.readlink(root / "usr" / "bin" / "python") == "python3"
-    assert (root / "usr/local/bin/beta-cli").read_text() == "#!/usr/bin/python3\nimport sys\n"
+    assert (root / "usr/local/bin/beta-cli").read_text() == f"#!/usr/bin/{VERSION}\nimport sys\n"
     # The same file, not a copy: the cache is on the virtualenv's file system here.
     assert (root / dist / "beta.py").stat().st_ino == (
         venv / "lib" / VERSION / "site-packages" / "beta.py"
@@ -155,3 +156,36 @@ def test_the_seed_key_is_containerd_s_version_and_the_sources_keys() -> None:
     assert seedroot.key(one) == seedroot.key(list(one))
     assert seedroot.key(one) != seedroot.key(one[:1])
     assert seedroot.key(one) != seedroot.key(list(reversed(one)))
+
+
+def test_the_stock_python_layer_hides_python3_ensurepip_and_the_site_layers_pip(
+    tmp_path: Path,
+) -> None:
+    wheel = tmp_path / "pip-21.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("pip/__init__.py", "__version__ = '21.0.1'\n")
+        archive.writestr("pip-21.0.1.dist-info/METADATA", "Name: pip\nVersion: 21.0.1\n")
+    root = tmp_path / "layer"
+    nodeimages._stock_python_tree(root, wheel, ["pip", "pip-26.3.dist-info"])
+    dist = f"usr/local/lib/{VERSION}/dist-packages"
+    entries = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+    assert entries == sorted(
+        [
+            "usr/bin/.wh.python3",
+            "usr/bin/python",
+            f"usr/lib/{VERSION}/.wh.ensurepip",
+            f"{dist}/.wh.pip-26.3.dist-info",
+            f"{dist}/pip-21.0.1.dist-info/METADATA",
+            f"{dist}/pip/.wh..wh..opq",
+            f"{dist}/pip/__init__.py",
+            "usr/local/bin/pip",
+            "usr/local/bin/pip3",
+            f"usr/local/bin/pip{VERSION.removeprefix('python')}",
+        ]
+    )
+    assert os.readlink(root / "usr" / "bin" / "python") == VERSION
+    assert (root / "usr/local/bin/pip").read_text().splitlines()[:3] == [
+        f"#!/usr/bin/{VERSION}",
+        "import sys",
+        "from pip._internal.cli.main import main",
+    ]

@@ -1,4 +1,4 @@
-"""The emulated cluster fails where a real one fails: an upstream-shaped MPIJob worker (no
+"""The emulated cluster (real nodes) fails where a real one fails: an upstream-shaped MPIJob worker (no
 command, so the operator's ``sshd -De`` with Debian's default sshd config, StrictModes yes)
 refuses the operator's key mounted from the Secret volume (slow: real sshd and ssh in pods).
 
@@ -42,7 +42,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulated]:
         ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "", "-f", str(key)],
         check=True,
     )
-    with emulated(nodes=2) as running:
+    with emulated(nodes=2, real=True) as running:
         running.create("secrets", ssh_secret(key))
         running.create(
             "services",

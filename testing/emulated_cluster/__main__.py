@@ -6,7 +6,7 @@ kubeconfig (a ``system:masters`` token, the CA inline); prints
 ``dns <address>``, with --s3 ``s3 <endpoint URL>``, then ``ready``, each on its own line; runs
 until SIGTERM or Ctrl-C and then leaves nothing behind. A start after a crash removes first what
 the killed run left. ``--real-nodes``: the nodes are real (kubelet v1.35.4, containerd, runc and
-CNI: ``make real-node``), with the pause and busybox images only."""
+CNI: ``make real-node``), with the images of ``nodeimages.py`` (the Horovod image among them)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from testing.control_plane import run
 from testing.emulated_cluster import cni, marks
@@ -137,10 +138,13 @@ def missing_programs() -> list[str]:
     return found
 
 
-def ctr(layout: Layout, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def ctr(
+    layout: Layout, *args: str, timeout: float = 300, stdin: IO[bytes] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``ctr`` against this node's containerd, in the CRI's namespace."""
     return subprocess.run(
         ["ctr", "--address", str(layout.socket), "--namespace", "k8s.io", *args],
+        stdin=stdin,
         capture_output=True,
         text=True,
         check=False,

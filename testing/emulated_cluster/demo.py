@@ -1,7 +1,9 @@
 """``python -m testing.emulated_cluster.demo`` (``make demo-cluster``, as root): the example trained
-through ``ci-runner train`` on the Kubernetes backend, on the emulated cluster, with its data and
-model on the cluster's S3. The commit trained is this checkout's HEAD plus a ``train.yaml`` for the
-emulated nodes (no GPU, S3 on the bridge), served to the pods by ``git daemon`` on the bridge.
+through ``ci-runner train`` on the Kubernetes backend, on the emulated cluster with real nodes
+(kubelet v1.35.4 and containerd running ``horovod/horovod:0.28.1`` as built from Debian's packages
+and this virtualenv's torch and Horovod), with its data and model on the cluster's S3. The commit
+trained is this checkout's HEAD plus a ``train.yaml`` for the emulated nodes (no GPU, S3 on the
+bridge), served to the pods by ``git daemon`` on the bridge.
 Everything it starts is removed when it ends. A way to see the whole Kubernetes path on one
 machine, not a cluster to train on."""
 
@@ -150,7 +152,7 @@ def main() -> int:
         work = Path(tmp)
         repo = commit_for_the_cluster(work)
         with (
-            emulated(nodes=2) as cluster,
+            emulated(nodes=2, real=True) as cluster,
             s3_and_git(work / "served", AWS) as client,
         ):
             kubeconfig = work / "kubeconfig"

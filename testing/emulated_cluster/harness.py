@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -70,8 +71,12 @@ class Emulated:
     def bound_claim(self, name: str, modes: list[str], size: str = "2Gi") -> None:
         """A PersistentVolumeClaim and a PersistentVolume reserved for it (``claimRef``), which
         kube-controller-manager's binder binds: the scheduler places pods only with bound claims.
-        The kubelets keep a claim's files in their shared claims directory, whatever the PV
-        says."""
+        The volume is a directory of the run's state that every node reaches (a real kubelet
+        mounts it as the PV's ``hostPath`` says; ours keep a claim's files there whatever the PV
+        says), writable by any user as an NFS export for a shared pip cache would be."""
+        directory = claim_directory(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o1777)
         volume = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
@@ -81,7 +86,7 @@ class Emulated:
                 "accessModes": modes,
                 "persistentVolumeReclaimPolicy": "Retain",
                 "storageClassName": "",
-                "hostPath": {"path": f"/{name}"},
+                "hostPath": {"path": str(directory), "type": "Directory"},
                 "claimRef": {"namespace": NAMESPACE, "name": name},
             },
         }
@@ -160,6 +165,11 @@ class Emulated:
     def events(self, name: str) -> list[tuple[str, str]]:
         items, _ = self.api.list(f"/api/v1/namespaces/{NAMESPACE}/events")
         return [(e["reason"], e["message"]) for e in items if e["involvedObject"]["name"] == name]
+
+
+def claim_directory(name: str) -> Path:
+    """Where the files of claim ``name`` of :data:`NAMESPACE` are."""
+    return marks.STATE_ROOT / "claims" / NAMESPACE / name
 
 
 def pod(name: str, node: str, containers: list[JSON], **spec: Any) -> JSON:

@@ -33,6 +33,7 @@ PAUSE_VERSION = marks.PAUSE_IMAGE.rsplit(":", 1)[1]
 PAUSE_CFLAGS = ("-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}-ci-runner")
 FORMAT = "oci-archive-3"  # bump when the way archives are written changes: a new cache key
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"
+LAYOUT_ENTRIES = ("oci-layout", "index.json", "blobs")  # an archive's, in this order
 
 
 class ImageFailed(Exception):
@@ -79,8 +80,8 @@ class Named:
 
 @dataclass(frozen=True)
 class Source:
-    """An archive for the nodes' seed: the key of what is in it, and how to have it (given a
-    scratch directory, which the caller removes)."""
+    """Images for the nodes' seed: the key of what is in them, and how to have them (given a
+    scratch directory, which the caller removes): an archive or an OCI layout directory."""
 
     key: str
     archive: Callable[[Path], Path]
@@ -157,61 +158,74 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def write_archive(archive: Path, images: Sequence[Named]) -> Path:
     """The OCI layout of ``images`` as one tar at ``archive`` (written beside it, then moved)."""
     with tempfile.TemporaryDirectory(dir=archive.parent) as tmp:
-        layout = Path(tmp) / "layout"
-        blobs = layout / "blobs" / "sha256"
-        blobs.mkdir(parents=True)
-        manifests = []
-        for image in images:
-            layers: list[JSON] = []
-            for layer in image.layers:
-                layer_digest = digest(layer)
-                target = blobs / layer_digest.split(":", 1)[1]
-                if not target.exists():
-                    _link_or_copy(layer, target)
-                layers.append(
-                    {"mediaType": LAYER_TYPE, "digest": layer_digest, "size": target.stat().st_size}
-                )
-            config = json.dumps(image.config.as_json([str(d["digest"]) for d in layers])).encode()
-            manifest = {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {
-                    "mediaType": "application/vnd.oci.image.config.v1+json",
-                    **_blob(blobs, config),
-                },
-                "layers": layers,
-            }
-            reference = image.name.rsplit(":", 1)[1]
-            manifests.append(
-                {
-                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    **_blob(blobs, json.dumps(manifest).encode()),
-                    "platform": {"architecture": "amd64", "os": "linux"},
-                    "annotations": {
-                        "io.containerd.image.name": normalized(image.name),
-                        "org.opencontainers.image.ref.name": reference,
-                    },
-                }
-            )
-        (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
-        index = {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.index.v1+json",
-            "manifests": manifests,
-        }
-        (layout / "index.json").write_text(json.dumps(index))
+        layout = write_layout(Path(tmp) / "layout", images)
         partial = Path(tmp) / "archive.tar"
-        subprocess.run(
-            ["tar", "-C", str(layout), "-cf", str(partial), "oci-layout", "index.json", "blobs"],
-            check=True,
-        )
+        subprocess.run(["tar", "-C", str(layout), "-cf", str(partial), *LAYOUT_ENTRIES], check=True)
         partial.replace(archive)
     return archive
 
 
+def write_layout(layout: Path, images: Sequence[Named]) -> Path:
+    """The OCI image layout of ``images`` in the directory ``layout``, the layers linked in."""
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    manifests = []
+    for image in images:
+        layers: list[JSON] = []
+        for layer in image.layers:
+            layer_digest = digest(layer)
+            target = blobs / layer_digest.split(":", 1)[1]
+            if not target.exists():
+                _link_or_copy(layer, target)
+            layers.append(
+                {"mediaType": LAYER_TYPE, "digest": layer_digest, "size": target.stat().st_size}
+            )
+        config = json.dumps(image.config.as_json([str(d["digest"]) for d in layers])).encode()
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                **_blob(blobs, config),
+            },
+            "layers": layers,
+        }
+        reference = image.name.rsplit(":", 1)[1]
+        manifests.append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **_blob(blobs, json.dumps(manifest).encode()),
+                "platform": {"architecture": "amd64", "os": "linux"},
+                "annotations": {
+                    "io.containerd.image.name": normalized(image.name),
+                    "org.opencontainers.image.ref.name": reference,
+                },
+            }
+        )
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    index = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": manifests,
+    }
+    (layout / "index.json").write_text(json.dumps(index))
+    return layout
+
+
 def import_archive(layout: containerd.Layout, archive: Path) -> None:
-    """Import (and unpack) every image of ``archive`` into one node's containerd."""
-    done = containerd.ctr(layout, "images", "import", str(archive))
+    """Import (and unpack) every image of ``archive`` into one node's containerd: a tar, or an
+    OCI layout directory, streamed to ``ctr`` as a tar (no archive of gigabytes on disk)."""
+    if archive.is_dir():
+        with subprocess.Popen(
+            ["tar", "-C", str(archive), "-cf", "-", *LAYOUT_ENTRIES], stdout=subprocess.PIPE
+        ) as tar:
+            done = containerd.ctr(layout, "images", "import", "-", stdin=tar.stdout)
+            assert tar.stdout is not None
+            tar.stdout.close()
+        if tar.returncode != 0:
+            raise ImageFailed(f"tar of {archive} exited with {tar.returncode}")
+    else:
+        done = containerd.ctr(layout, "images", "import", str(archive))
     if done.returncode != 0:
         raise ImageFailed(f"ctr images import {archive.name} failed: {done.stderr.strip()}")
 

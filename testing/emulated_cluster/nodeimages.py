@@ -13,22 +13,29 @@ one tarball per suite, mirror and package list); the layers above are written he
 - :data:`HOROVOD_IMAGE`, under the stock name: :data:`MPI_IMAGE` with torch, Horovod (the wheel
   ``make horovod`` built against this OpenMPI) and pip in the system Python's site directory
   (:mod:`.sitelayer`), and the stock image's PATH;
-- :data:`HOROVOD_NON_ROOT_IMAGE`: that with the non-root user.
+- :data:`HOROVOD_NON_ROOT_IMAGE`: that with the non-root user;
+- :data:`STOCK_PYTHON_IMAGE`: :data:`HOROVOD_IMAGE` with the stock image's Python where it differs
+  (``python`` only, no ``ensurepip``, pip 21.0.1: :func:`_stock_python_tree`).
 
-All four are one archive (:func:`source`), imported once into the nodes' seed
+All five are one archive (:func:`source`), imported once into the nodes' seed
 (:mod:`.seedroot`), which is what is cached."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from testing import image_check
-from testing.emulated_cluster import imagestore, sitelayer
+from testing.emulated_cluster import image, imagestore, sitelayer
+from testing.emulated_cluster.image import STOCK_PYTHON_IMAGE
 from testing.emulated_cluster.imagestore import ImageConfig, Named, Source
 
 SUITE = "bookworm"
@@ -63,7 +70,11 @@ def base_layer(cache: Path) -> Path:
     """The debootstrap tarball (``make image-check``'s cache directory), made once."""
     image = image_check.Image(SUITE, list(PACKAGES))
     try:
-        return image_check.base_archive(image, image_check.apt_mirror(SUITE), cache / "image-check")
+        # What image-check says goes to stderr: `python -m testing.emulated_cluster` speaks on
+        # stdout, line by line, to the program that started it.
+        with contextlib.redirect_stdout(sys.stderr):
+            mirror = image_check.apt_mirror(SUITE)
+            return image_check.base_archive(image, mirror, cache / "image-check")
     except image_check.CheckFailed as err:
         raise imagestore.ImageFailed(str(err)) from None
 
@@ -96,8 +107,66 @@ def _account_tree(root: Path, base: Path) -> None:
         os.chown(path, uid, uid)
 
 
-def _small_layers(cache: Path, scratch: Path) -> tuple[Path, Path, Path]:
-    """The base tarball, the sshd layer and the account layer (written into ``scratch``)."""
+# pip's console script as get-pip writes it, run by the system interpreter.
+PIP_SCRIPT = (
+    "#!{python}\nimport sys\nfrom pip._internal.cli.main import main\n\n"
+    "if __name__ == '__main__':\n    sys.exit(main())\n"
+)
+
+
+def _stock_python_tree(root: Path, pip_wheel: Path, site_pip: list[str]) -> None:
+    """The layer that makes the Horovod image's Python look like the stock image's (Ubuntu
+    20.04's 3.8, as testing/emulated_cluster/image.py's ``build_stock_python`` says): ``python``
+    and no ``python3`` on PATH, no ``ensurepip``, pip 21.0.1 instead of the site layer's. OCI
+    whiteouts hide what the layers below have: ``.wh.<name>`` a file or directory,
+    ``.wh..wh..opq`` every lower entry of its directory. ``site_pip``: the site layer's pip
+    entries in dist-packages (its package and dist-info)."""
+    version = sitelayer.python_version()
+    usr_bin = root / "usr" / "bin"
+    usr_bin.mkdir(parents=True)
+    (usr_bin / ".wh.python3").touch()
+    (usr_bin / "python").symlink_to(version)
+    stdlib = root / "usr" / "lib" / version
+    stdlib.mkdir(parents=True)
+    (stdlib / ".wh.ensurepip").touch()
+    dist = root / "usr" / "local" / "lib" / version / "dist-packages"
+    dist.mkdir(parents=True)
+    with zipfile.ZipFile(pip_wheel) as wheel:
+        wheel.extractall(dist)
+        ours = {name.split("/")[0] for name in wheel.namelist()}
+    for name in site_pip:
+        # A directory this layer also has (the package) is made opaque, one it lacks (the
+        # site layer's dist-info) whited out.
+        if name in ours:
+            (dist / name / ".wh..wh..opq").touch()
+        else:
+            (dist / f".wh.{name}").touch()
+    local_bin = root / "usr" / "local" / "bin"
+    local_bin.mkdir(parents=True)
+    for name in ("pip", "pip3", f"pip{version.removeprefix('python')}"):
+        (local_bin / name).write_text(PIP_SCRIPT.format(python=sitelayer.INTERPRETER))
+        (local_bin / name).chmod(0o755)
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The layers written here (the base is the debootstrap tarball, the site layer
+    :mod:`.sitelayer`'s)."""
+
+    base: Path
+    sshd: Path
+    account: Path
+    stock_python: Path
+
+
+def _site_pip(venv: Path) -> list[str]:
+    """The site layer's pip entries in dist-packages: its package and its dist-info."""
+    dist = sitelayer.installed(venv)["pip"]
+    return sorted({f.parts[0] for f in dist.files or [] if f.parts[0] != ".."})
+
+
+def _small_layers(cache: Path, scratch: Path, venv: Path) -> Layers:
+    """Every layer but the site layer, written into ``scratch``."""
     base = base_layer(cache)
     sshd = scratch / "sshd"
     _sshd_tree(sshd)
@@ -106,13 +175,20 @@ def _small_layers(cache: Path, scratch: Path) -> tuple[Path, Path, Path]:
     imagestore.extract(base, etc, ["./etc/passwd", "./etc/group", "./etc/shadow"])
     account = scratch / "account"
     _account_tree(account, etc)
-    sshd_layer = imagestore.layer_from_dir(sshd, scratch / "sshd.tar")
-    return base, sshd_layer, imagestore.layer_from_dir(account, scratch / "account.tar")
+    stock = scratch / "stock-python"
+    _stock_python_tree(stock, image.stock_pip_wheel(cache), _site_pip(venv))
+    return Layers(
+        base,
+        imagestore.layer_from_dir(sshd, scratch / "sshd.tar"),
+        imagestore.layer_from_dir(account, scratch / "account.tar"),
+        imagestore.layer_from_dir(stock, scratch / "stock-python.tar"),
+    )
 
 
-def _images(base: Path, sshd: Path, account: Path, site: Path) -> list[Named]:
+def _images(layers: Layers, site: Path) -> list[Named]:
     home = {"HOME": "/home/mpiuser"}
     user = str(NON_ROOT_UID)
+    base, sshd, account = layers.base, layers.sshd, layers.account
 
     def config(env: dict[str, str], user: str = "") -> ImageConfig:
         return ImageConfig(cmd=["/bin/bash"], env=env, workdir=WORKDIR, user=user)
@@ -126,26 +202,27 @@ def _images(base: Path, sshd: Path, account: Path, site: Path) -> list[Named]:
             [base, sshd, site, account],
             config({**HOROVOD_ENV, **home}, user),
         ),
+        Named(STOCK_PYTHON_IMAGE, [base, sshd, site, layers.stock_python], config(HOROVOD_ENV)),
     ]
 
 
 def source(cache: Path, venv: Path) -> Source:
-    """The archive of the four images, keyed by the base tarball's name (its packages), the
-    digests of the small layers written here, the site layer's key (the virtualenv's
-    distributions) and the images' configs; written only when a node seed needs it."""
+    """The archive of the images, keyed by the base tarball's name (its packages), the digests
+    of the layers written here, the site layer's key (the virtualenv's distributions) and the
+    images' configs; written only when a node seed needs it."""
     with tempfile.TemporaryDirectory() as tmp:
-        base, sshd, account = _small_layers(cache, Path(tmp))
-        inputs = [base.name, imagestore.FORMAT, sitelayer.key(venv)]
-        inputs += [imagestore.digest(sshd), imagestore.digest(account)]
-        for image in _images(base, sshd, account, base):
-            inputs += [image.name, json.dumps(image.config.as_json([]), sort_keys=True)]
+        layers = _small_layers(cache, Path(tmp), venv)
+        inputs = [layers.base.name, imagestore.FORMAT, sitelayer.key(venv)]
+        inputs += [imagestore.digest(p) for p in (layers.sshd, layers.account, layers.stock_python)]
+        for named in _images(layers, layers.base):
+            inputs += [named.name, json.dumps(named.config.as_json([]), sort_keys=True)]
     key = "images-" + hashlib.sha256("\n".join(inputs).encode()).hexdigest()[:16]
 
     def archive(scratch: Path) -> Path:
-        base, sshd, account = _small_layers(cache, scratch)
+        layers = _small_layers(cache, scratch, venv)
         site = sitelayer.write(venv, scratch / "site")
         layer = imagestore.layer_from_dir(site, scratch / "site.tar")
         shutil.rmtree(site)
-        return imagestore.write_archive(scratch / f"{key}.tar", _images(base, sshd, account, layer))
+        return imagestore.write_layout(scratch / key, _images(layers, layer))
 
     return Source(key, archive)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,6 +57,8 @@ def seed(sources: Sequence[Source], state: Path, cgroup: Cgroup) -> Path:
     if path.is_dir():
         return path
     directory().mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    print(f"[real nodes] making the nodes' seed root {path.name} (once)", file=sys.stderr)
     shutil.rmtree(building(), ignore_errors=True)
     layout = containerd.Layout(state, root_dir=building())
     state.mkdir(parents=True, exist_ok=True)
@@ -73,6 +77,7 @@ def seed(sources: Sequence[Source], state: Path, cgroup: Cgroup) -> Path:
     for old in directory().glob("seed-*"):
         shutil.rmtree(old)
     building().rename(path)
+    print(f"[real nodes] {path.name} made in {time.monotonic() - started:.0f}s", file=sys.stderr)
     return path
 
 

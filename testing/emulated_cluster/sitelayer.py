@@ -3,7 +3,7 @@
 torch, Horovod, pip and the example's libraries need, each file its RECORD lists, placed where
 ``pip install`` puts them in ``horovod/horovod:0.28.1`` (the system Python's
 ``/usr/local/lib/pythonX.Y/dist-packages``, console scripts in ``/usr/local/bin`` run by
-``/usr/bin/python3``). The image's Python is Debian's 3.11, the virtualenv's a 3.11 too, so the
+``/usr/bin/pythonX.Y``). The image's Python is Debian's 3.11, the virtualenv's a 3.11 too, so the
 compiled modules load unchanged; the files are hard links into the virtualenv where the cache is
 on the same file system, so the tree costs no copy."""
 
@@ -37,7 +37,8 @@ ROOTS = (
     "scikit-learn",
     "boto3",
 )
-INTERPRETER = "/usr/bin/python3"
+# Debian's python3.11, by its versioned name: the stock-Python variant hides `python3`.
+INTERPRETER = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
 PREFIX = Path("usr/local")
 
 
@@ -68,12 +69,13 @@ def closure(roots: Iterable[str], distributions: dict[str, metadata.Distribution
     return sorted(found)
 
 
-def _version() -> str:
+def python_version() -> str:
+    """``pythonX.Y``: the image's Python is the virtualenv's version (Debian's 3.11)."""
     return f"python{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _site(prefix: Path) -> Path:
-    return prefix.resolve() / "lib" / _version() / "site-packages"
+    return prefix.resolve() / "lib" / python_version() / "site-packages"
 
 
 def installed(prefix: Path) -> dict[str, metadata.Distribution]:
@@ -131,7 +133,7 @@ def write(prefix: Path, root: Path) -> Path:
     """The layer's tree under ``root``: each chosen distribution's files, placed as in the image."""
     prefix = prefix.resolve()
     site, bin_dir = _site(prefix), prefix / "bin"
-    dist_packages = root / PREFIX / "lib" / _version() / "dist-packages"
+    dist_packages = root / PREFIX / "lib" / python_version() / "dist-packages"
     for dist in chosen(prefix):
         for file in dist.files or []:
             source = Path(os.path.normpath(str(dist.locate_file(file))))
