@@ -65,6 +65,7 @@ def test_the_layer_puts_files_where_pip_puts_them_in_the_image(
     assert files == sorted(
         [
             "usr/bin/python",
+            f"usr/lib/{VERSION}/.wh.EXTERNALLY-MANAGED",
             "usr/local/bin/beta-cli",
             "usr/local/share/delta/data.txt",
             f"{dist}/alpha/__init__.py",

@@ -96,7 +96,8 @@ def test_the_horovod_image_has_torch_and_horovod_built_with_pytorch_gloo_and_mpi
     script = (
         "command -v python; command -v horovodrun; echo $PATH; "
         "python -c 'import torch, horovod.torch; print(torch.__version__, horovod.__version__)'; "
-        "horovodrun --check-build | grep -F '[X]' | sed 's/ *$//'"
+        "horovodrun --check-build | grep -F '[X]' | sed 's/ *$//'; "
+        "ls /usr/lib/python3*/EXTERNALLY-MANAGED 2>/dev/null || echo no PEP 668 marker"
     )
     done, log = run(cluster, "horovod", nodeimages.HOROVOD_IMAGE, script)
     assert (done["status"]["phase"], log.splitlines()) == (
@@ -113,6 +114,7 @@ def test_the_horovod_image_has_torch_and_horovod_built_with_pytorch_gloo_and_mpi
             "    [X] Gloo",
             "    [X] MPI",  # tensor operations
             "    [X] Gloo",
+            "no PEP 668 marker",  # root's pip installs into the system, as in the stock image
         ],
     )
 

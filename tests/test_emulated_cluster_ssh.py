@@ -1,6 +1,6 @@
-"""The emulated cluster (real nodes) fails where a real one fails: an upstream-shaped MPIJob worker (no
-command, so the operator's ``sshd -De`` with Debian's default sshd config, StrictModes yes)
-refuses the operator's key mounted from the Secret volume (slow: real sshd and ssh in pods).
+"""The emulated cluster (real nodes) fails where a real one fails: an upstream-shaped MPIJob
+worker (no command, so the operator's ``sshd -De`` with Debian's default sshd config, StrictModes
+yes) refuses the operator's key mounted from the Secret volume (slow: real sshd and ssh in pods).
 
 The objects are shaped as MPI Operator v0.8.2 creates them (kubeflow/mpi-operator
 ``pkg/controller/mpi_job_controller.go`` at v0.8.2): the ``J-ssh`` Secret of type

@@ -92,7 +92,7 @@ def chosen(prefix: Path) -> list[metadata.Distribution]:
 def key(prefix: Path) -> str:
     """What the layer is made of: each chosen distribution's name, version and RECORD (which
     holds every file's digest), and where the files go."""
-    sha = hashlib.sha256(f"site-layer-1 {INTERPRETER} {PREFIX}".encode())
+    sha = hashlib.sha256(f"site-layer-2 {INTERPRETER} {PREFIX}".encode())
     for dist in chosen(prefix):
         record = [_venv_free(line) for line in (dist.read_text("RECORD") or "").splitlines()]
         sha.update(f"{dist.metadata['Name']} {dist.version}\n".encode())
@@ -148,4 +148,9 @@ def write(prefix: Path, root: Path) -> Path:
     (root / "usr" / "bin").mkdir(parents=True, exist_ok=True)
     # The stock image's `ln -s /usr/bin/python3.8 /usr/bin/python` (docker/horovod/Dockerfile).
     (root / "usr" / "bin" / "python").symlink_to("python3")
+    # Its Python (Ubuntu 20.04's) has no PEP 668 marker, so `pip install` as root goes to the
+    # system's site packages, as the seed's workers do; Debian's marker is whited out (OCI).
+    stdlib = root / "usr" / "lib" / python_version()
+    stdlib.mkdir(parents=True, exist_ok=True)
+    (stdlib / ".wh.EXTERNALLY-MANAGED").touch()
     return root
