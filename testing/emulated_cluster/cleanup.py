@@ -12,7 +12,7 @@ from testing.emulated_cluster import cgroups, hostfiles, hoststate, iptables, ma
 
 def _on_disk() -> list[Path]:
     """What a run keeps on disk: its real nodes' containerd roots and a seed it was making."""
-    return [marks.run_node_roots(), marks.node_roots() / marks.SEED_BUILDING]
+    return [marks.run_node_roots(), marks.seed_building()]
 
 
 def our_mounts() -> list[str]:

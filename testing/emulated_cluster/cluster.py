@@ -201,7 +201,7 @@ class MachineSide:
                 image=layer,
                 addresses=addresses,
                 cgroups=self.cgroup.path / shape.name,
-                claims=marks.STATE_ROOT / "claims",
+                claims=marks.CLAIMS,
                 cluster_dns=[marks.GATEWAY],
                 cluster_domain=self.cluster_domain,
                 resolv_conf=resolv.read_text() if resolv.exists() else None,

@@ -169,7 +169,7 @@ class Emulated:
 
 def claim_directory(name: str) -> Path:
     """Where the files of claim ``name`` of :data:`NAMESPACE` are."""
-    return marks.STATE_ROOT / "claims" / NAMESPACE / name
+    return marks.CLAIMS / NAMESPACE / name
 
 
 def pod(name: str, node: str, containers: list[JSON], **spec: Any) -> JSON:

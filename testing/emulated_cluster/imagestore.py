@@ -148,11 +148,13 @@ def normalized(image: str) -> str:
     return name
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
+def link_or_copy(source: Path, target: Path) -> None:
+    """``target`` the same file as ``source`` (a hard link), or a copy across file systems: a
+    layer of gigabytes costs no copy on the same one."""
     try:
-        os.link(source, target)  # a layer of gigabytes costs no copy on the same file system
+        os.link(source, target)
     except OSError:
-        shutil.copyfile(source, target)
+        shutil.copy2(source, target)
 
 
 def write_archive(archive: Path, images: Sequence[Named]) -> Path:
@@ -176,7 +178,7 @@ def write_layout(layout: Path, images: Sequence[Named]) -> Path:
             layer_digest = digest(layer)
             target = blobs / layer_digest.split(":", 1)[1]
             if not target.exists():
-                _link_or_copy(layer, target)
+                link_or_copy(layer, target)
             layers.append(
                 {"mediaType": LAYER_TYPE, "digest": layer_digest, "size": target.stat().st_size}
             )
@@ -215,19 +217,20 @@ def write_layout(layout: Path, images: Sequence[Named]) -> Path:
 def import_archive(layout: containerd.Layout, archive: Path) -> None:
     """Import (and unpack) every image of ``archive`` into one node's containerd: a tar, or an
     OCI layout directory, streamed to ``ctr`` as a tar (no archive of gigabytes on disk)."""
+    tar_code = 0
     if archive.is_dir():
+        # Leaving the block closes tar's pipe and waits for it.
         with subprocess.Popen(
             ["tar", "-C", str(archive), "-cf", "-", *LAYOUT_ENTRIES], stdout=subprocess.PIPE
         ) as tar:
             done = containerd.ctr(layout, "images", "import", "-", stdin=tar.stdout)
-            assert tar.stdout is not None
-            tar.stdout.close()
-        if tar.returncode != 0:
-            raise ImageFailed(f"tar of {archive} exited with {tar.returncode}")
+        tar_code = tar.returncode
     else:
         done = containerd.ctr(layout, "images", "import", str(archive))
-    if done.returncode != 0:
+    if done.returncode != 0:  # ctr's words first: a tar whose reader quit fails too
         raise ImageFailed(f"ctr images import {archive.name} failed: {done.stderr.strip()}")
+    if tar_code != 0:
+        raise ImageFailed(f"tar of {archive} exited with {tar_code}")
 
 
 def _key(*parts: bytes) -> str:

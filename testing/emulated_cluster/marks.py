@@ -20,6 +20,7 @@ API_PORT = 6443  # kube-apiserver on GATEWAY
 NETNS_PREFIX = "cire-"  # ip netns names: cire-<8 hex of the pod uid>, cire-mpi-operator
 VETH_PREFIX = "cirv"  # host side of each pod's veth: cirv<8 hex>
 STATE_ROOT = Path("/run/ci-runner-emulated")  # one tmpfs: pod dirs, logs, volumes, overlays
+CLAIMS = STATE_ROOT / "claims"  # <namespace>/<claim>: every PersistentVolumeClaim's files
 LOCK = Path("/run/ci-runner-emulated.lock")  # held by the run in progress (flock)
 CGROUP_NAME = "ci-runner-emulated"  # a cgroup of this name holds every process we start
 KUBELET_PORT = 10250
@@ -63,9 +64,11 @@ def node_roots() -> Path:
     return cache_dir() / "node-roots"
 
 
-NODE_ROOTS_RUN = "run"  # node_roots()/run/<node>: this run's roots
-SEED_BUILDING = "building"  # node_roots()/building: a seed being made
-
-
 def run_node_roots() -> Path:
-    return node_roots() / NODE_ROOTS_RUN
+    """This run's node roots, ``<node>`` each (the run's cleanup removes them)."""
+    return node_roots() / "run"
+
+
+def seed_building() -> Path:
+    """A seed being made (a killed run's is removed by the next run's cleanup)."""
+    return node_roots() / "building"

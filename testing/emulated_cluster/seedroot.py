@@ -31,14 +31,6 @@ DATABASES = (
 )
 
 
-def directory() -> Path:
-    return marks.node_roots()
-
-
-def building() -> Path:
-    return marks.node_roots() / marks.SEED_BUILDING
-
-
 def key(sources: Sequence[Source]) -> str:
     version = subprocess.run(
         ["containerd", "--version"], capture_output=True, text=True, check=True
@@ -53,14 +45,14 @@ def seed(sources: Sequence[Source], state: Path, cgroup: Cgroup) -> Path:
     """The seed root with every archive of ``sources`` imported (made now if it is not there):
     a containerd of its own, its state and socket in ``state``, its process in ``cgroup``. An
     older seed is removed when a new one is made."""
-    path = directory() / f"seed-{key(sources)}"
+    path = marks.node_roots() / f"seed-{key(sources)}"
     if path.is_dir():
         return path
-    directory().mkdir(parents=True, exist_ok=True)
+    marks.node_roots().mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     print(f"[real nodes] making the nodes' seed root {path.name} (once)", file=sys.stderr)
-    shutil.rmtree(building(), ignore_errors=True)
-    layout = containerd.Layout(state, root_dir=building())
+    shutil.rmtree(marks.seed_building(), ignore_errors=True)
+    layout = containerd.Layout(state, root_dir=marks.seed_building())
     state.mkdir(parents=True, exist_ok=True)
     layout.config.write_text(containerd.config(layout))
     log = state / "containerd.log"
@@ -69,14 +61,14 @@ def seed(sources: Sequence[Source], state: Path, cgroup: Cgroup) -> Path:
     try:
         containerd.wait_ready(layout, process, log)
         for source in sources:
-            with tempfile.TemporaryDirectory(dir=directory()) as scratch:
+            with tempfile.TemporaryDirectory(dir=marks.node_roots()) as scratch:
                 imagestore.import_archive(layout, source.archive(Path(scratch)))
     finally:
         cleanup.end(process, 30)
         cgroup.remove()
-    for old in directory().glob("seed-*"):
+    for old in marks.node_roots().glob("seed-*"):
         shutil.rmtree(old)
-    building().rename(path)
+    marks.seed_building().rename(path)
     print(f"[real nodes] {path.name} made in {time.monotonic() - started:.0f}s", file=sys.stderr)
     return path
 

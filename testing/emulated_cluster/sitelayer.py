@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as metadata
 import os
-import shutil
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from testing.emulated_cluster import imagestore
 
 # What the image is asked to have: the stock image's torch and Horovod with Horovod's own
 # dependencies and pip, and what the tests' train.yaml needs beyond it (scikit-learn, boto3: the
@@ -110,10 +111,7 @@ def _venv_free(line: str) -> str:
 
 def _place(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
+    imagestore.link_or_copy(source, target)
 
 
 def _script(source: Path, target: Path, python: Path) -> None:
