@@ -27,10 +27,10 @@ demo-cluster: env horovod cluster-tools control-plane real-node
 horovod: env
 	scripts/setup-horovod.sh $(VENV)
 
-## cluster-tools: dnsmasq, OpenSSH, iproute2, OpenMPI for the emulated cluster (apt-get, as root), and the stock image's pip for its variant image (pip download, once)
+## cluster-tools: iproute2, util-linux and the OpenSSH client for the emulated cluster and its tests (apt-get, as root), and the stock image's pip for its variant image (pip download, once)
 cluster-tools: env
 	scripts/setup-emulated-cluster.sh
-	$(PY) -m testing.emulated_cluster.image
+	$(PY) -m testing.emulated_cluster.stockpip
 
 ## control-plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and MPI Operator v0.8.2 built from their pinned Go modules, once (cached; needs Go 1.26)
 control-plane:

@@ -528,7 +528,7 @@ def run(quick: bool) -> list[Row]:
         work = Path(tmp)
         (work / "served").mkdir()
         with (
-            emulated(nodes=2, real=True) as cluster,
+            emulated(nodes=2) as cluster,
             s3_and_git(work / "served", aws),
             package_index(house, marks.GATEWAY) as index_url,
             Phases(cluster, NAMESPACE) as phases,

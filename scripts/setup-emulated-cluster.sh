@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Installs the system tools the emulated cluster (testing/emulated_cluster) runs pods with, when they
-# are missing: dnsmasq (cluster DNS), OpenSSH server and client (sshd in worker pods, ssh from the
-# launcher), iproute2 (bridge, veths, network namespaces), util-linux (nsenter, unshare) and
-# OpenMPI (mpirun). Debian/Ubuntu, as root; a second run checks and returns at once.
+# Installs the host tools the emulated cluster (testing/emulated_cluster) uses, when they are
+# missing: iproute2 (its bridge), util-linux (mount, for its state tmpfs) and the OpenSSH client
+# (ssh-keygen and ssh for the tests that log into worker pods). What its nodes run is
+# scripts/setup-real-node.sh's. Debian/Ubuntu, as root; a second run checks and returns at once.
 #
 # Usage: scripts/setup-emulated-cluster.sh
 set -euo pipefail
-exec "$(dirname "$0")/apt-install.sh" setup-emulated-cluster \
-    dnsmasq-base openssh-server openssh-client iproute2 util-linux openmpi-bin
+exec "$(dirname "$0")/apt-install.sh" setup-emulated-cluster iproute2 util-linux openssh-client

@@ -7,7 +7,8 @@ benchmarks and ``make demo-cluster`` share. Nothing here imports from ``tests/``
   scheduler, MPI Operator v0.8.2), built from Go modules, and its run;
 - :mod:`testing.scripted_cluster`: that control plane on loopback with a scripted kubelet (the
   test plays the nodes' part) and a fault proxy in front of kube-apiserver;
-- :mod:`testing.emulated_cluster`: that control plane with nodes whose pods are real processes;
+- :mod:`testing.emulated_cluster`: that control plane with real nodes (kubelet, containerd,
+  runc, CNI) running images built here;
 - :mod:`testing.fake_gitlab`: GitLab's REST API as ci-runner uses it;
 - :mod:`testing.mermaid`: the real Mermaid in headless Chromium;
 - :mod:`testing.paths`, :mod:`testing.git`, :mod:`testing.golden`: files, git, golden files.

@@ -87,7 +87,7 @@ def running_site(home: Path) -> Iterator[Site]:
     repos = home / "served"
     repos.mkdir()
     with (
-        emulated(nodes=2, real=True) as cluster,
+        emulated(nodes=2) as cluster,
         FakeGitLab() as gitlab,
         s3_and_git(repos, aws_env()),
     ):

@@ -71,6 +71,8 @@ def running_lines(cluster: Cluster, job: JobScenario) -> list[str]:
 
 
 def test_success(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted: on real nodes as test_the_example_trains_on_two_workers_over_ssh_between_pods; here
+    the exact CI-log lines and RunResult, a masked token and no sleep on the ManualClock."""
     job = start_training(cluster)
     job.launcher_log("[0]<stdout>:token glcbt-64-secret-job-token")
     job.launcher_exits(0)
@@ -94,6 +96,8 @@ def test_success(cluster: Cluster, tmp_path: Path) -> None:
 
 
 def test_workers_left_running_by_the_operator_go_with_the_mpijob(cluster: Cluster) -> None:
+    """Scripted: what is tested is the garbage collector taking the workers with no pod delete
+    (FaultProxy); the node only stands in."""
     job = cluster.started(mpijob_manifest(clean_pod_policy="None"))
     job.workers_running()
     job.launcher_running()
@@ -107,6 +111,8 @@ def test_workers_left_running_by_the_operator_go_with_the_mpijob(cluster: Cluste
 
 
 def test_workers_left_running_by_a_kept_job_are_stopped(cluster: Cluster) -> None:
+    """Scripted: what is tested is the one deletecollection of the workers (FaultProxy); the node
+    only stands in."""
     job = cluster.started(mpijob_manifest(clean_pod_policy="None"), keep_finished=3600)
     job.workers_running()
     job.launcher_running()
@@ -120,6 +126,8 @@ def test_workers_left_running_by_a_kept_job_are_stopped(cluster: Cluster) -> Non
 
 
 def test_launcher_exits_1(cluster: Cluster) -> None:
+    """Scripted: on real nodes as test_a_training_command_that_exits_non_zero; here the exact CI-log
+    lines and Failure, and the workers gone."""
     job = start_training(cluster)
     launcher = job.launcher_pod
     job.launcher_log("Traceback (most recent call last):", "ValueError: bad batch")
@@ -140,6 +148,8 @@ def test_launcher_exits_1(cluster: Cluster) -> None:
 
 
 def test_worker_oom_killed(cluster: Cluster) -> None:
+    """Scripted: cgroup v2's group OOM kill (memory.oom.group) ends the whole worker; this host is
+    cgroup v1 (its case on real nodes: test_a_rank_over_the_workers_memory_limit_is_named)."""
     job = start_training(cluster)
     job.worker_oom_killed(1)
     # The worker's end ends the steady run: the MPIJob is listed and watched again.
@@ -171,6 +181,7 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
 
 
 def test_validation_error_fails_at_once(cluster: Cluster) -> None:
+    """Scripted: what is tested is the operator's validation; no pod is made."""
     cluster.start(mpijob_manifest(launcher_replicas=2))
     result = cluster.result()
     message = (
@@ -187,6 +198,8 @@ def test_validation_error_fails_at_once(cluster: Cluster) -> None:
 
 
 def test_image_pull_error(cluster: Cluster) -> None:
+    """Scripted for now: a real node could show this (an image at a refused address such as
+    127.0.0.1:1 fails its pull with no registry); not moved yet."""
     job = cluster.started()
     job.image_pull_fails(f"{JOB}-worker-0")
     retrying = (
@@ -217,6 +230,8 @@ DEADLINE = 12  # real seconds here
 
 
 def test_deadline_exceeded(cluster: Cluster) -> None:
+    """Scripted: what is tested is the Job controller's activeDeadlineSeconds; the node only stands
+    in."""
     job = cluster.started(mpijob_manifest(deadline=DEADLINE))
     job.workers_running()
     cluster.log.wait_for("[ci-runner] workers ready 2/2")
@@ -236,6 +251,8 @@ def test_deadline_exceeded(cluster: Cluster) -> None:
 
 
 def test_watch_dropped_mid_run_resumes_without_relisting(cluster: Cluster) -> None:
+    """Scripted: what is tested is FaultProxy's dropped watches and the back-off on the ManualClock;
+    the node only stands in."""
     job = cluster.started()
     job.workers_running([0])
     cluster.log.wait_for("[ci-runner] workers ready 1/2")
@@ -265,6 +282,7 @@ def test_watch_dropped_mid_run_resumes_without_relisting(cluster: Cluster) -> No
 
 
 def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
+    """Scripted: what is tested is FaultProxy's 410 Gone on reconnect; the node only stands in."""
     job = cluster.started()
     job.workers_running([0])
     cluster.log.wait_for("[ci-runner] workers ready 1/2")
@@ -298,6 +316,7 @@ def test_410_gone_on_reconnect_lists_again(cluster: Cluster) -> None:
 
 
 def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
+    """Scripted: what is tested is the requests FaultProxy counts; the node only stands in."""
     job = start_training(cluster)
     drop_every_watch(cluster)
     drop_every_watch(cluster)
@@ -324,6 +343,8 @@ def test_a_steady_job_has_its_pods_watched_alone(cluster: Cluster) -> None:
 def test_every_watch_dropped_again_and_again_costs_one_request_per_drop_while_steady(
     cluster: Cluster,
 ) -> None:
+    """Scripted: what is tested is FaultProxy's dropped watches and its request counts; the node
+    only stands in."""
     job = cluster.started()
     drop_every_watch(cluster)  # pending: all three come back
     job.workers_running()
@@ -395,6 +416,8 @@ class Handling:
 def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Scripted: what is tested is FaultProxy's 410 Gone on the pods watch and the backend's
+    handling of it; the node only stands in."""
     job = start_training(cluster)
     handling = Handling(cluster, monkeypatch)
     cluster.api.expire_watches(times=1)
@@ -420,6 +443,8 @@ def test_410_on_the_pods_watch_while_steady_does_not_resume_the_mpijob_watch(
 
 
 def test_burst_of_500s_is_retried_with_exponential_backoff(cluster: Cluster) -> None:
+    """Scripted: what is tested is FaultProxy's 500s and the back-off on the ManualClock; the node
+    only stands in."""
     cluster.api.fail_next(500, times=3, verb="create", resource="secrets")
     job = start_training(cluster)
     job.launcher_exits(0)
@@ -435,6 +460,8 @@ def test_burst_of_500s_is_retried_with_exponential_backoff(cluster: Cluster) -> 
 
 
 def test_429_waits_as_long_as_retry_after_says(cluster: Cluster) -> None:
+    """Scripted: what is tested is FaultProxy's 429s and their Retry-After on the ManualClock; the
+    node only stands in."""
     cluster.api.fail_next(429, times=2, retry_after=7, verb="create", resource="mpijobs")
     job = start_training(cluster)
     job.launcher_exits(0)
@@ -444,6 +471,8 @@ def test_429_waits_as_long_as_retry_after_says(cluster: Cluster) -> None:
 
 
 def test_log_stream_dropped_mid_line_loses_and_repeats_nothing(cluster: Cluster) -> None:
+    """Scripted: the kubelet's log stream breaks inside the third of three equally stamped lines,
+    which a real kubelet does not do on cue."""
     job = start_training(cluster)
     # Three lines with one timestamp, the stream breaking inside the third: on reconnect the
     # server sends all three again (sinceTime has whole seconds) and the first two are skipped.
@@ -470,6 +499,9 @@ def test_log_stream_dropped_mid_line_loses_and_repeats_nothing(cluster: Cluster)
 
 
 def test_cancel_mid_run_deletes_every_pod_and_the_secret(cluster: Cluster) -> None:
+    """Scripted: on real nodes as
+    test_a_cancelled_or_timed_out_job_leaves_no_pod_and_no_process[canceled]; here the in-process
+    cancel(), its exact lines and one deletecollection (FaultProxy)."""
     job = start_training(cluster)
     lines = running_lines(cluster, job)
     assert cluster.backend_under_test is not None
@@ -490,6 +522,7 @@ def test_cancel_mid_run_deletes_every_pod_and_the_secret(cluster: Cluster) -> No
 
 
 def test_cancel_twice_is_harmless(cluster: Cluster) -> None:
+    """Scripted: what is tested is that cancel is idempotent; no pod runs."""
     cluster.started()
     assert cluster.backend_under_test is not None
     cluster.backend_under_test.cancel()
@@ -504,6 +537,8 @@ def delete_mpijob(cluster: Cluster, propagation: str) -> None:
 
 
 def test_job_deleted_by_someone_else(cluster: Cluster) -> None:
+    """Scripted: what is tested is a background deletion, the garbage collector and the watch; the
+    node only stands in."""
     job = start_training(cluster)
     lines = running_lines(cluster, job)
     delete_mpijob(cluster, "Background")  # kubectl delete's
@@ -520,7 +555,11 @@ def test_job_deleted_by_someone_else(cluster: Cluster) -> None:
 
 
 def test_job_deleted_by_someone_else_in_the_foreground(cluster: Cluster) -> None:
-    """As the API server does it: the MPIJob stays, being deleted, until its pods are gone."""
+    """As the API server does it: the MPIJob stays, being deleted, until its pods are gone.
+
+    Scripted for now: a real node could show this (a launcher that ignores SIGTERM holds the pods
+    Terminating for its grace period); not moved yet.
+    """
     job = start_training(cluster)
     lines = running_lines(cluster, job)
     cluster.kubelet.hold_terminating = True  # containers take their grace period
@@ -538,6 +577,7 @@ def test_job_deleted_by_someone_else_in_the_foreground(cluster: Cluster) -> None
 
 
 def test_attach_to_a_job_submitted_by_an_earlier_run(cluster: Cluster) -> None:
+    """Scripted: what is tested is the attach and the Secret's refresh; the node only stands in."""
     secrets_path = f"/api/v1/namespaces/{cluster.namespace}/secrets"
     cluster.admin.create(secrets_path, {"metadata": {"name": f"{JOB}-secrets"}, "data": {}})
     created = cluster.admin.create(MPIJOBS.format(ns=cluster.namespace), mpijob_manifest())
@@ -579,6 +619,7 @@ def test_attach_to_a_job_submitted_by_an_earlier_run(cluster: Cluster) -> None:
 
 
 def test_403_names_the_verb_resource_and_rbac_rule(cluster: Cluster) -> None:
+    """Scripted: what is tested is RBAC's 403 at kube-apiserver; no pod is made."""
     cluster.forbid("create", "mpijobs")
     cluster.start()
     error = cluster.error()
@@ -596,6 +637,8 @@ def test_403_names_the_verb_resource_and_rbac_rule(cluster: Cluster) -> None:
 
 
 def test_403_on_the_log_names_the_subresource(cluster: Cluster) -> None:
+    """Scripted: what is tested is RBAC refusing pods/log at kube-apiserver; the node only stands
+    in."""
     cluster.forbid("get", "pods/log")
     job = cluster.started()
     job.workers_running()
@@ -608,6 +651,7 @@ def test_403_on_the_log_names_the_subresource(cluster: Cluster) -> None:
 
 
 def test_401_is_one_line(cluster: Cluster) -> None:
+    """Scripted: what is tested is kube-apiserver's 401; no request gets further."""
     cluster.start(token="not-a-token-kube-apiserver-knows")
     error = cluster.error()
     assert isinstance(error, ClusterError)
@@ -621,6 +665,7 @@ def test_401_is_one_line(cluster: Cluster) -> None:
 
 
 def test_invalid_manifest_is_refused_with_the_api_servers_422(cluster: Cluster) -> None:
+    """Scripted: what is tested is the CRD's validation at kube-apiserver; no pod is made."""
     manifest = mpijob_manifest()
     manifest["spec"]["slotsPerWorker"] = "two"
     cluster.start(manifest)
@@ -635,6 +680,9 @@ def test_invalid_manifest_is_refused_with_the_api_servers_422(cluster: Cluster) 
 
 
 def test_a_manifest_from_render_runs(cluster: Cluster) -> None:
+    """Scripted: on real nodes every e2e runs a rendered manifest
+    (test_the_example_trains_on_two_workers_over_ssh_between_pods); here its first and last CI-log
+    lines."""
     config = TrainConfig(
         name="simple-ml", image="horovod/horovod:0.28.1", command=("python", "train.py"), workers=2
     )
@@ -663,6 +711,8 @@ def test_a_manifest_from_render_runs(cluster: Cluster) -> None:
 
 
 def test_cancel_from_a_signal_handler_while_run_waits(cluster: Cluster) -> None:
+    """Scripted: what is tested is cancel from a signal handler in this process; the node only
+    stands in."""
     backend = cluster.backend()
     previous = signal.signal(signal.SIGUSR1, lambda _signum, _frame: backend.cancel())
 

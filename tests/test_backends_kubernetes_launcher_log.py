@@ -126,6 +126,9 @@ def test_a_chunks_lines_reach_the_sink_at_once_and_a_second_is_parsed_once(
 
 @on_the_control_plane
 def test_follows_to_the_end_of_the_container(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted: on real nodes every e2e follows its launcher to the end (e.g.
+    test_the_example_trains_on_two_workers_over_ssh_between_pods); here a chunk's lines in one feed
+    and no reconnect."""
     job = launcher(cluster)
     job.workers_running()
     job.launcher_running()
@@ -139,6 +142,8 @@ def test_follows_to_the_end_of_the_container(cluster: Cluster, tmp_path: Path) -
 
 @on_the_control_plane
 def test_every_drop_resumes_exactly_where_it_was(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted: the kubelet's stream breaks mid-line three times, at chosen lines with equal
+    stamps, which a real kubelet does not do on cue."""
     job = launcher(cluster)
     job.launcher_running()
     log, echoed = follower(cluster, job, tmp_path)
@@ -161,6 +166,8 @@ def test_every_drop_resumes_exactly_where_it_was(cluster: Cluster, tmp_path: Pat
 
 @on_the_control_plane
 def test_a_last_line_without_newline_is_kept(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted for now: a real node could show this (containerd keeps a last line with no newline
+    as a partial record: a busybox launcher's printf, then exit 1); not moved yet."""
     job = launcher(cluster)
     job.launcher_running()
     job.launcher_log("one")
@@ -177,6 +184,8 @@ def test_a_last_line_without_newline_is_kept(cluster: Cluster, tmp_path: Path) -
 
 @on_the_control_plane
 def test_a_line_cut_as_the_container_ends_is_read_whole(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted: the stream breaks mid-line and the container ends between the break and the
+    follower's look, a moment a real node cannot be made to hit."""
     job = launcher(cluster)
     job.launcher_running()
     log, echoed = follower(cluster, job, tmp_path)
@@ -201,6 +210,8 @@ def test_a_line_cut_as_the_container_ends_is_read_whole(cluster: Cluster, tmp_pa
 
 @on_the_control_plane
 def test_a_deleted_pod_ends_the_log(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted for now: a real node could show this (a busybox launcher that echoes then sleeps,
+    its pod deleted with a short grace period); not moved yet."""
     job = launcher(cluster)
     job.launcher_running()
     job.launcher_log("one")
@@ -215,6 +226,8 @@ def test_a_deleted_pod_ends_the_log(cluster: Cluster, tmp_path: Path) -> None:
 
 @on_the_control_plane
 def test_a_refused_log_is_an_error(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted: what is tested is RBAC refusing pods/log at kube-apiserver; the node only stands
+    in."""
     job = launcher(cluster)
     job.launcher_running()
     cluster.forbid("get", "pods/log")
@@ -225,6 +238,8 @@ def test_a_refused_log_is_an_error(cluster: Cluster, tmp_path: Path) -> None:
 
 @on_the_control_plane
 def test_a_container_not_started_yet_is_waited_for(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted for now: a real node could show this (the real kubelet's 400 'is waiting to start'
+    behind a slow init container); not moved yet."""
     job = launcher(cluster)
 
     class StartingWhileAway(ManualClock):
@@ -250,6 +265,8 @@ def test_a_container_not_started_yet_is_waited_for(cluster: Cluster, tmp_path: P
 
 @on_the_control_plane
 def test_a_rotation_during_a_drop_is_said_once(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted: the log file is rotated while the stream is down; a real kubelet rotates by size on
+    its own 10 s check, which cannot be timed."""
     job = launcher(cluster)
     job.launcher_running()
 
@@ -282,6 +299,8 @@ def test_a_rotation_during_a_drop_is_said_once(cluster: Cluster, tmp_path: Path)
 def test_a_line_stamped_before_the_one_it_follows_survives_a_drop(
     cluster: Cluster, tmp_path: Path
 ) -> None:
+    """Scripted: a stderr line stamped before the stdout line it follows, then a cut; containerd
+    stamps each stream as it reads it, and a real kubelet does not break a stream on cue."""
     job = launcher(cluster)
     job.launcher_running()
     log, echoed = follower(cluster, job, tmp_path)

@@ -26,6 +26,8 @@ def required() -> set[tuple[str, str, str]]:
 def test_every_request_is_covered_and_every_permission_used(
     scripted: ScriptedCluster, tmp_path: Path
 ) -> None:
+    """Scripted: what is tested is FaultProxy's record of every request the backend makes; the node
+    only stands in."""
     used: set[tuple[str, str, str]] = set()
     # A whole run: submit, follow, log, finish, stop the workers the operator left running.
     with scripted.cluster(tmp_path / "a") as cluster:

@@ -84,6 +84,10 @@ def succeeded(name: str = JOB) -> list[str]:
 def test_a_compute_quota_refuses_setup_containers_rendered_without_resources(
     cluster: Cluster,
 ) -> None:
+    """Scripted: what is tested is quota admission refusing the worker pods, which never reach a
+    node; on real nodes as
+    test_resources_none_in_a_quota_namespace_without_defaults_is_refused_in_one_line, here with the
+    fix naming resources.setup alone."""
     cluster.quota("compute", COMPUTE)
     setup = "fetch-code,install-requirements"
     workers_refused(
@@ -126,6 +130,8 @@ def worker_refused(cluster: Cluster, manifest: JSON, why: str) -> None:
 
 
 def test_a_compute_quota_refuses_a_launcher_rendered_without_resources(cluster: Cluster) -> None:
+    """Scripted: what is tested is quota admission of the launcher once the workers are Ready; the
+    workers' node only stands in."""
     cluster.quota("compute", COMPUTE)
     manifest = rendered(launcher=NONE)
     name = manifest["metadata"]["name"]
@@ -153,6 +159,8 @@ def test_a_compute_quota_refuses_a_launcher_rendered_without_resources(cluster: 
 
 
 def test_a_compute_quota_admits_the_default_rendering_and_it_trains(cluster: Cluster) -> None:
+    """Scripted: on real nodes as test_a_namespace_with_a_cpu_and_memory_quota_trains_the_example;
+    here the exact CI-log lines."""
     cluster.quota("compute", COMPUTE)
     trains(cluster, rendered())
 
@@ -165,6 +173,9 @@ ENFORCE = "pod-security.kubernetes.io/enforce"
 def test_a_namespace_enforcing_baseline_admits_the_root_image_and_it_trains(
     cluster: Cluster,
 ) -> None:
+    """Scripted: on real nodes as
+    test_a_namespace_enforcing_baseline_trains_the_stock_image_with_root_workers; here the exact
+    CI-log lines."""
     cluster.label_namespace({ENFORCE: "baseline"})
     trains(cluster, rendered())
 
@@ -172,6 +183,9 @@ def test_a_namespace_enforcing_baseline_admits_the_root_image_and_it_trains(
 def test_a_namespace_enforcing_restricted_admits_a_non_root_image_and_it_trains(
     cluster: Cluster,
 ) -> None:
+    """Scripted: on real nodes as
+    test_a_namespace_enforcing_restricted_trains_the_non_root_image_as_its_user; here the exact
+    CI-log lines."""
     cluster.label_namespace({ENFORCE: "restricted"})
     trains(cluster, rendered(run_as_user=1000))
 
@@ -179,6 +193,8 @@ def test_a_namespace_enforcing_restricted_admits_a_non_root_image_and_it_trains(
 def test_a_namespace_enforcing_restricted_refuses_root_workers_naming_the_level(
     cluster: Cluster,
 ) -> None:
+    """Scripted: what is tested is PodSecurity admission refusing the workers; no pod reaches a
+    node."""
     cluster.label_namespace({ENFORCE: "restricted"})
     worker_refused(
         cluster,
@@ -215,6 +231,10 @@ def trains(cluster: Cluster, manifest: JSON) -> None:
 
 
 def test_a_memory_limit_quota_refuses_workers_that_declare_no_memory(cluster: Cluster) -> None:
+    """Scripted: what is tested is quota admission refusing the worker pods, which never reach a
+    node; on real nodes as
+    test_resources_none_in_a_quota_namespace_without_defaults_is_refused_in_one_line, here the
+    memory-only wording and its fix."""
     cluster.quota("memory", {"limits.memory": "64Gi"})
     workers_refused(
         cluster,
@@ -225,6 +245,8 @@ def test_a_memory_limit_quota_refuses_workers_that_declare_no_memory(cluster: Cl
 
 
 def test_a_gpu_quota_admits_workers_that_declare_no_cpu_or_memory(cluster: Cluster) -> None:
+    """Scripted: what is tested is a GPU quota's admission of workers that declare no cpu or memory;
+    the node only stands in."""
     cluster.quota("gpus", {"requests.nvidia.com/gpu": "4"})
     trains(cluster, render_mpijob(build_plan(replace(CONFIG, resources=Resources()), CONTEXT)))
 
@@ -232,6 +254,8 @@ def test_a_gpu_quota_admits_workers_that_declare_no_cpu_or_memory(cluster: Clust
 def test_a_pod_count_quota_that_leaves_no_room_for_the_launcher_fails_at_once(
     cluster: Cluster,
 ) -> None:
+    """Scripted: what is tested is a pod-count quota refusing the launcher; the workers' node only
+    stands in."""
     cluster.quota("pods", {"pods": "2"})
     job = cluster.started(mpijob_manifest(wait_for_workers=True))
     job.workers_running()
@@ -286,6 +310,8 @@ def _failed_scheduling(cluster: Cluster, pod: str) -> list[JSON]:
 
 
 def test_workers_unschedulable_until_a_node_has_room(cluster: Cluster, room: None) -> None:
+    """Scripted for now: a real node could show this (room made by deleting blocker pods, or by
+    raising an advertised nvidia.com/gpu); not moved yet."""
     job = cluster.started(_gpus(mpijob_manifest(), 5), unschedulable_timeout=600)
     message = job.workers_unschedulable()
     pending = f"[ci-runner] workers pending: {message}"
@@ -310,6 +336,8 @@ def test_workers_unschedulable_until_a_node_has_room(cluster: Cluster, room: Non
 
 
 def test_workers_unschedulable_past_the_timeout_fail_the_job(cluster: Cluster) -> None:
+    """Scripted: on real nodes as test_a_gpu_no_node_has_fails_after_unschedulable_timeout; here
+    exactly 600 s on the ManualClock and the exact CI-log lines."""
     job = cluster.started(_gpus(mpijob_manifest(), 5), unschedulable_timeout=600)
     message = job.workers_unschedulable()
     cluster.log.wait_for(f"[ci-runner] workers pending: {message}")
@@ -330,6 +358,8 @@ def test_a_retried_ci_job_ignores_the_failed_scheduling_events_its_listing_repla
     cluster: Cluster, room: None
 ) -> None:
     # The first CI job submitted the job and was killed while its workers waited for a node.
+    """Scripted: what is tested is how ci-runner treats the FailedScheduling Events its listing
+    replays, under the ManualClock; the node only stands in."""
     manifest = _gpus(mpijob_manifest(), 5)
     api = KubeApi(cluster.api_client(), cluster.namespace, cluster.clock)
     submit(api, manifest, JobSecret(secret_name(JOB), ("git-token",), {"git-token": "t"}), None)
@@ -395,6 +425,8 @@ def _runs_to_success(cluster: Cluster, job: JobScenario) -> str:
 
 
 def test_a_job_a_queue_created_suspended_waits_without_the_setup_timer(cluster: Cluster) -> None:
+    """Scripted: what is tested is the operator's suspend and the setup timer under the ManualClock;
+    the node only stands in."""
     job = cluster.started(_queued(mpijob_manifest(wait_for_workers=True), suspend=True))
     cluster.log.wait_for(QUEUED)
     assert job.pods() == []  # the operator creates nothing for a suspended job
@@ -452,6 +484,8 @@ def _operator_may_update_job_status(cluster: Cluster) -> Iterator[None]:
 
 
 def test_a_job_suspended_after_it_started_is_preempted_then_resumed(cluster: Cluster) -> None:
+    """Scripted: what is tested is the operator's suspend and resume (with the RBAC rule it needs);
+    the node only stands in."""
     with _operator_may_update_job_status(cluster):
         _preempted_then_resumed(cluster)
     assert cluster.leftovers(SETTLE) == []
@@ -494,6 +528,8 @@ def _started_and_running(cluster: Cluster, on_preemption: OnPreemption = "wait")
 
 
 def test_a_preemption_ends_the_run_when_train_yaml_says_fail(cluster: Cluster) -> None:
+    """Scripted: what is tested is the operator's suspend and on_preemption: fail; the node only
+    stands in."""
     launcher = _started_and_running(cluster, on_preemption="fail")
     _suspend(cluster, True)
     result = cluster.result()
@@ -538,6 +574,8 @@ def test_a_resume_the_operator_cannot_carry_out_fails_after_the_setup_timeout(
     cluster: Cluster,
 ) -> None:
     # Upstream v0.8.2's ClusterRole as it is: no update on jobs/status.
+    """Scripted: what is tested is the operator's missing jobs/status rule and the setup timer under
+    the ManualClock; the node only stands in."""
     first = _started_and_running(cluster)
     job = cluster.job()
     _preempt(cluster, job)
@@ -579,6 +617,8 @@ def test_a_resume_the_operator_cannot_carry_out_fails_after_the_setup_timeout(
 
 
 def test_a_worker_evicted_through_the_eviction_api_is_named(cluster: Cluster) -> None:
+    """Scripted: on real nodes as test_an_evicted_worker_is_named_with_its_disruption_target; here
+    the exact CI-log lines, the evicted pod's last state and the operator's last replicaStatuses."""
     statuses = cluster.mpijob_statuses()
     job = cluster.started()
     job.workers_running()

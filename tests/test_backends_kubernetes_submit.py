@@ -31,6 +31,8 @@ def secret(cluster: Cluster, name: str) -> JSON | None:
 
 
 def test_the_job_then_its_secret_owned_from_its_creation(cluster: Cluster) -> None:
+    """Scripted: what is tested is the request order (FaultProxy) and the garbage collector; no pod
+    runs."""
     submission = submit(
         make_api(cluster), mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"})
     )
@@ -57,6 +59,7 @@ def test_the_job_then_its_secret_owned_from_its_creation(cluster: Cluster) -> No
 
 
 def test_a_restarted_ci_job_attaches_and_refreshes_the_secret(cluster: Cluster) -> None:
+    """Scripted: what is tested is kube-apiserver's answers to submit; no pod runs."""
     api = make_api(cluster)
     first = submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "old-token"}))
     again = submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "new-token"}))
@@ -69,6 +72,7 @@ def test_a_restarted_ci_job_attaches_and_refreshes_the_secret(cluster: Cluster) 
 
 
 def test_a_refused_secret_takes_its_new_job_with_it(cluster: Cluster) -> None:
+    """Scripted: what is tested is RBAC's 403 and the request order (FaultProxy); no pod runs."""
     cluster.forbid("create", "secrets")
     with pytest.raises(ClusterError) as caught:
         submit(make_api(cluster), mpijob_manifest("j1"), git_secret("j1", {"git-token": "t"}))
@@ -82,6 +86,7 @@ def test_a_refused_secret_takes_its_new_job_with_it(cluster: Cluster) -> None:
 
 
 def test_a_secret_an_earlier_run_left_gets_this_runs_values_and_owner(cluster: Cluster) -> None:
+    """Scripted: what is tested is kube-apiserver's answers to submit; no pod runs."""
     secrets = f"/api/v1/namespaces/{cluster.namespace}/secrets"
     cluster.admin.create(secrets, {"metadata": {"name": secret_name("j1")}, "data": {}})
     submission = submit(
@@ -94,6 +99,8 @@ def test_a_secret_an_earlier_run_left_gets_this_runs_values_and_owner(cluster: C
 
 
 def test_cancel_deletes_everything_and_is_idempotent(cluster: Cluster) -> None:
+    """Scripted: what is tested is the garbage collector and the deletes' parameters (FaultProxy);
+    no pod runs."""
     api = make_api(cluster)
     submit(api, mpijob_manifest("j1"), git_secret("j1", {"git-token": "tok-1234"}))
     submit(api, mpijob_manifest("j2"), git_secret("j2", {"git-token": "tok-1234"}))
@@ -125,11 +132,13 @@ def test_cancel_deletes_everything_and_is_idempotent(cluster: Cluster) -> None:
 
 
 def test_cancel_of_a_job_that_never_was(cluster: Cluster) -> None:
+    """Scripted: what is tested is kube-apiserver's answers to cancel; no pod runs."""
     cancel_job(make_api(cluster), "nothing", secret_name("nothing"))
     assert cluster.api.count("delete", "secrets") == 1
 
 
 def test_cancel_on_cluster_refused_is_one_line(cluster: Cluster) -> None:
+    """Scripted: what is tested is RBAC's 403 at kube-apiserver; no pod runs."""
     cluster.forbid("delete", "mpijobs")
     with pytest.raises(ClusterError) as caught:
         cancel_on_cluster(

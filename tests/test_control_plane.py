@@ -85,12 +85,13 @@ def test_each_kubelet_registered_its_node_and_renews_its_lease(cluster: Emulated
     assert sorted(n["metadata"]["name"] for n in nodes) == ["node-1", "node-2"]
     for node in nodes:
         allocatable = node["status"]["allocatable"]
-        assert set(allocatable) >= {"cpu", "memory", "pods", "nvidia.com/gpu"}
+        assert set(allocatable) >= {"cpu", "memory", "pods", "ephemeral-storage"}
         name = node["metadata"]["name"]
-        lease = cluster.api.get(
-            f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
-        )
-        assert lease is not None
+        path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        deadline = time.monotonic() + 30  # the kubelet creates it once its Node is registered
+        while (lease := cluster.api.get(path)) is None:
+            assert time.monotonic() < deadline, f"{name} never created its Lease"
+            time.sleep(0.2)
         assert lease["spec"]["holderIdentity"] == name
 
 

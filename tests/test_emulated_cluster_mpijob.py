@@ -27,7 +27,7 @@ FIRST_HOST = "$(head -n 1 /etc/mpi/hostfile | cut -d ' ' -f 1)"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Emulated]:
-    with emulated(nodes=2, real=True) as running:
+    with emulated(nodes=2) as running:
         yield running
     # Taken by stop() before it let the machine go (another run may start right after).
     assert running.side.left_behind is not None

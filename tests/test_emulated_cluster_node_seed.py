@@ -134,6 +134,14 @@ def test_an_archive_names_its_image_as_the_cri_looks_it_up(
     assert index["manifests"][0]["annotations"]["io.containerd.image.name"] == normalized
 
 
+def test_a_name_without_a_tag_or_a_registry_is_normalized_as_containerd_names_it() -> None:
+    assert imagestore.normalized("ubuntu") == "docker.io/library/ubuntu:latest"
+    assert imagestore.normalized("localhost/train") == "localhost/train:latest"
+    assert imagestore.normalized("registry.example.com:5000/ml/train:3f2a") == (
+        "registry.example.com:5000/ml/train:3f2a"
+    )
+
+
 def test_a_node_root_links_the_seed_s_files_and_copies_its_databases(tmp_path: Path) -> None:
     seed = tmp_path / "seed"
     blob = seed / "io.containerd.content.v1.content" / "blobs" / "sha256" / "ab"
@@ -189,4 +197,17 @@ def test_the_stock_python_layer_hides_python3_ensurepip_and_the_site_layers_pip(
         f"#!/usr/bin/{VERSION}",
         "import sys",
         "from pip._internal.cli.main import main",
+    ]
+
+
+def test_prune_removes_the_archives_of_older_keys_only(tmp_path: Path) -> None:
+    for name in ("old.tar", "pause.tar", "busybox.tar", "notes.txt"):
+        (tmp_path / name).write_text(name)
+    (tmp_path / "being-written").mkdir()
+    imagestore.prune([tmp_path / "pause.tar", tmp_path / "busybox.tar"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "being-written",
+        "busybox.tar",
+        "notes.txt",
+        "pause.tar",
     ]

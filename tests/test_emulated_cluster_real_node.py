@@ -49,7 +49,7 @@ def sysctls() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster(sysctls: dict[str, str]) -> Iterator[Emulated]:
-    with emulated(nodes=2, real=True) as running:
+    with emulated(nodes=2) as running:
         yield running
 
 

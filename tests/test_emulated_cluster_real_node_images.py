@@ -18,7 +18,7 @@ JSON = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Emulated]:
-    with emulated(nodes=1, real=True) as running:
+    with emulated(nodes=1) as running:
         yield running
 
 

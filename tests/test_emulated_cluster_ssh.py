@@ -42,7 +42,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulated]:
         ["ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "", "-f", str(key)],
         check=True,
     )
-    with emulated(nodes=2, real=True) as running:
+    with emulated(nodes=2) as running:
         running.create("secrets", ssh_secret(key))
         running.create(
             "services",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
 import time
 import zipfile
 from collections.abc import Iterator
@@ -21,10 +22,16 @@ from testing.control_plane import accounts
 from testing.control_plane.run import OPERATOR_NETNS
 from testing.emulated_cluster import cleanup, marks, network
 from testing.emulated_cluster.harness import NAMESPACE
-from testing.emulated_cluster.image import STOCK_PIP, STOCK_PYTHON_IMAGE
-from testing.emulated_cluster.nodeimages import HOROVOD_NON_ROOT_IMAGE, NON_ROOT_UID
+from testing.emulated_cluster.imagestore import BUSYBOX_IMAGE
+from testing.emulated_cluster.nodeimages import (
+    HOROVOD_NON_ROOT_IMAGE,
+    NON_ROOT_UID,
+    STOCK_PYTHON_IMAGE,
+)
+from testing.emulated_cluster.stockpip import STOCK_PIP
 from testing.emulated_pipeline import (
     MARGIN,
+    Pipeline,
     Run,
     Site,
     assert_failed,
@@ -510,10 +517,12 @@ def test_resources_none_in_a_quota_namespace_without_defaults_is_refused_in_one_
     assert_nothing_left(site, "nodefaults", job)
 
 
-def test_an_evicted_worker_is_named_with_its_disruption_target(site: Site) -> None:
+def training(site: Site, name: str) -> tuple[Pipeline, subprocess.Popen[str], list[str], str]:
+    """A pipeline of the example set to run for ever, started and read up to its first epoch:
+    the pipeline, ``ci-runner train``, the lines so far and the MPIJob's name."""
     config = train_yaml()
     config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
-    job = pipeline(site, "evict", config)
+    job = pipeline(site, name, config)
     train = job.start("train")
     assert train.stdout is not None
     seen = []
@@ -523,7 +532,21 @@ def test_an_evicted_worker_is_named_with_its_disruption_target(site: Site) -> No
             break
     else:
         raise AssertionError("\n".join(seen))
-    name = job_name(seen)
+    return job, train, seen, job_name(seen)
+
+
+def disrupted_line(job: Pipeline, train: subprocess.Popen[str], seen: list[str]) -> str:
+    """The failure line of a run whose worker the cluster stopped, checked in the MR comment."""
+    rest, _ = train.communicate(timeout=300)
+    notes = job.notes()
+    run = Run(train.returncode, seen + rest.splitlines(), notes[0] if notes else "", job.sha)
+    message = failure_line(run)
+    assert_failed(run, message)
+    return message
+
+
+def test_an_evicted_worker_is_named_with_its_disruption_target(site: Site) -> None:
+    job, train, seen, name = training(site, "evict")
     eviction = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
@@ -532,15 +555,76 @@ def test_an_evicted_worker_is_named_with_its_disruption_target(site: Site) -> No
     site.cluster.api.create(
         f"/api/v1/namespaces/{NAMESPACE}/pods/{name}-worker-1/eviction", eviction
     )
-    rest, _ = train.communicate(timeout=300)
-    notes = job.notes()
-    run = Run(train.returncode, seen + rest.splitlines(), notes[0] if notes else "", job.sha)
-    message = failure_line(run)
-    assert message == (
+    assert disrupted_line(job, train, seen) == (
         f"worker {name}-worker-1 was stopped by the cluster (EvictionByEvictionAPI: Eviction "
         "API: evicting); the launcher then failed"
-    ), "\n".join(run.log)
-    assert_failed(run, message)
+    )
+
+
+@pytest.fixture
+def high_priority(site: Site) -> Iterator[str]:
+    """A PriorityClass above the default (0) that may preempt, deleted after the test with the
+    pods that use it."""
+    name = "ci-runner-test-urgent"
+    api = site.cluster.api
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": 1000000,
+    }
+    api.create("/apis/scheduling.k8s.io/v1/priorityclasses", priority_class)
+    yield name
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    api.delete(f"{pods}/urgent", {"gracePeriodSeconds": 0})
+    api.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+
+
+def test_a_worker_the_scheduler_preempts_for_a_higher_priority_pod_is_named(
+    site: Site, high_priority: str
+) -> None:
+    job, train, seen, name = training(site, "preempt")
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    def node_of(pod: str) -> str:
+        found = site.cluster.api.get(f"{pods}/{pod}")
+        assert found is not None, pod
+        return str(found["spec"]["nodeName"])
+
+    launcher = next(
+        p["metadata"]["name"]
+        for p in site.cluster.api.list(
+            pods, {"labelSelector": "training.kubeflow.org/job-role=launcher"}
+        )[0]
+        if p["metadata"]["name"].startswith(name)
+    )
+    # The worker alone on its node: a pod that needs the whole node's CPU preempts it and
+    # nothing else.
+    worker = next(
+        w for w in (f"{name}-worker-0", f"{name}-worker-1") if node_of(w) != node_of(launcher)
+    )
+    urgent = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "urgent", "namespace": NAMESPACE},
+        "spec": {
+            "priorityClassName": high_priority,
+            "nodeSelector": {"kubernetes.io/hostname": node_of(worker)},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": BUSYBOX_IMAGE,
+                    "command": ["sleep", "600"],
+                    "resources": {"requests": {"cpu": "2"}},
+                }
+            ],
+        },
+    }
+    site.cluster.api.create(pods, urgent)
+    assert disrupted_line(job, train, seen) == (
+        f"worker {worker} was stopped by the cluster (PreemptionByScheduler: default-scheduler: "
+        "preempting to accommodate a higher priority pod); the launcher then failed"
+    )
 
 
 # A build backend of the commit's own whose wheel build never ends: install-requirements runs as

@@ -462,6 +462,8 @@ def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
     cluster: Cluster,
     tracking: str,
 ) -> None:
+    """Scripted: the kubelet's log stream breaks half-way through each secret, at a chosen byte,
+    which a real kubelet does not do on cue."""
     repo, sha = git_repo({"train.yaml": TRAIN_YAML + tracking, "train.py": train_py()})
     env = {
         **tracked_job(ci_environment(tmp_path, gitlab, sha), gitlab, sha),
@@ -562,6 +564,8 @@ def test_pip_output_leaks_no_secret(
 def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
     git_repo: GitRepo, tmp_path: Path, gitlab: FakeGitLab, cluster: Cluster
 ) -> None:
+    """Scripted: what is tested is an admission webhook's refusal quoting a secret; no pod reaches a
+    node."""
     from testing.scripted_cluster.webhook import PodDenyingWebhook
 
     repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": "print(1)\n"})

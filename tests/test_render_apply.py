@@ -27,6 +27,8 @@ TRICKY = ("1e-4", "1e3", "0o17", "0x1", ".inf", "yes", "1_000")
 
 
 def test_kubectl_applies_every_object_render_prints(cluster: Cluster, tmp_path: Path) -> None:
+    """Scripted: what is tested is kube-apiserver's server-side dry run against the MPIJob CRD; no
+    pod is made."""
     env = tuple((f"V{i}", value) for i, value in enumerate(TRICKY))
     config = replace(
         CONFIG,

@@ -79,6 +79,9 @@ def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog, J
 
 
 def test_the_train_job_trains_and_comments(pipeline: Pipeline) -> None:
+    """Scripted: what is tested is the component's job under gitlab-ci-local; the node only
+    stands in (real training on real nodes:
+    test_the_example_trains_on_two_workers_over_ssh_between_pods)."""
     process, log, job = run_to_the_launcher(pipeline)
     upload_model(pipeline, job)
     job.launcher_exits(0)
@@ -96,6 +99,9 @@ def test_the_train_job_trains_and_comments(pipeline: Pipeline) -> None:
 def test_a_failed_train_job_runs_after_script_and_cancels_nothing(
     pipeline: Pipeline,
 ) -> None:
+    """Scripted: what is tested is the component's after_script under gitlab-ci-local; the
+    launcher's exit 1 only stands in (on real nodes:
+    test_a_training_command_that_exits_non_zero)."""
     process, log, job = run_to_the_launcher(pipeline)
     job.launcher_exits(1)
 

@@ -89,6 +89,9 @@ def assert_no_secret_anywhere(
 
 
 def test_mr_pipeline_trains_and_keeps_one_comment_up_to_date(pipeline: Pipeline) -> None:
+    """Scripted: on real nodes as test_the_example_trains_on_two_workers_over_ssh_between_pods;
+    here the exact metrics of a fixed log, a second pipeline editing the same comment, and
+    nothing left."""
     process, log, job = run_to_the_launcher(pipeline)
     key = upload_model(pipeline, job)
     # Manifests name the Secret; its values live only in the Secret, which the MPIJob owns.
@@ -163,7 +166,11 @@ def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
     """GitLab injects a kubeconfig with a context per authorized agent and none current; the
     agent server here (testing/scripted_cluster/kas.py) lets only the gpu-cluster agent's
     token through, as KAS routes by token, and calls kube-apiserver as that agent's
-    ServiceAccount (examples/rbac.yaml's)."""
+    ServiceAccount (examples/rbac.yaml's).
+
+    Scripted: what is tested is the agent server's routing by token (a FaultProxy with
+    kas_credentials); the node only stands in.
+    """
     cluster = pipeline.cluster
     kas = FaultProxy(
         cluster.plane.url, cluster.plane.ca, kas_credentials(12, AGENT_JOB_TOKEN, cluster.token)
@@ -196,6 +203,8 @@ def test_the_gitlab_agent_context_kube_context_names_is_the_one_trained_on(
 
 
 def test_failed_run_exits_1_and_says_why_in_the_comment(pipeline: Pipeline) -> None:
+    """Scripted: on real nodes as test_a_training_command_that_exits_non_zero; here the launcher's
+    stderr tail in the comment and no secret in the namespace's objects."""
     process, log, job = run_to_the_launcher(pipeline)
     launcher = job.launcher_pod
     seen = namespace_objects(pipeline)
@@ -216,6 +225,9 @@ def test_failed_run_exits_1_and_says_why_in_the_comment(pipeline: Pipeline) -> N
 
 
 def test_cancelled_run_leaves_nothing_in_the_cluster(pipeline: Pipeline) -> None:
+    """Scripted: on real nodes as
+    test_a_cancelled_or_timed_out_job_leaves_no_pod_and_no_process[canceled]; here the in-process
+    cancel's reply, the saved log tail and report.md."""
     process, log, job = run_to_the_launcher(pipeline)
     # GitLab stops the job's script (SIGTERM may never reach it), then runs after_script.
     process.kill()
@@ -245,6 +257,8 @@ def test_cancelled_run_leaves_nothing_in_the_cluster(pipeline: Pipeline) -> None
 
 
 def test_fork_merge_request_is_refused_before_anything_runs(pipeline: Pipeline) -> None:
+    """Scripted: what is tested is the fork check, which refuses before any request reaches the
+    cluster."""
     env = {
         **pipeline.env,
         "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "999",
@@ -267,6 +281,8 @@ def test_fork_merge_request_is_refused_before_anything_runs(pipeline: Pipeline) 
 
 
 def test_fork_merge_request_pipeline_in_the_fork_says_so(pipeline: Pipeline) -> None:
+    """Scripted: what is tested is the fork check, which refuses before any request reaches the
+    cluster."""
     env = {
         **pipeline.env,
         "CI_PROJECT_ID": "999",
@@ -291,6 +307,8 @@ def test_fork_merge_request_pipeline_in_the_fork_says_so(pipeline: Pipeline) -> 
 
 
 def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:
+    """Scripted: what is tested is the submitted MPIJob's spec; the run is killed before any pod
+    runs."""
     manual = pipeline.for_job(5007)
     manual.env.update(
         {"CI_PIPELINE_SOURCE": "web", "CI_RUNNER_WORKERS": "3", "CI_RUNNER_ARGS": "--epochs 2"}
@@ -310,6 +328,8 @@ def test_manual_run_overrides_workers_and_arguments(pipeline: Pipeline) -> None:
 
 
 def test_invalid_override_is_one_line_and_submits_nothing(pipeline: Pipeline) -> None:
+    """Scripted: what is tested is the override check, which refuses before the cluster is
+    touched."""
     env = {**pipeline.env, "CI_PIPELINE_SOURCE": "web", "CI_RUNNER_WORKERS": "lots"}
     stderr = io.StringIO()
 

@@ -210,7 +210,7 @@ class ControlPlane:
 
     def start(self) -> ControlPlane:
         self.state.mkdir(parents=True, exist_ok=True)
-        self.cgroup.create(None)
+        self.cgroup.create()
         self.authority = pki.Authority(self.pki_dir)
         etcd_url = self._etcd()
         self._apiserver(etcd_url)

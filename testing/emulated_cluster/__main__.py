@@ -1,12 +1,11 @@
 """``python -m testing.emulated_cluster --kubeconfig PATH [--s3]``: the emulated cluster on this
 machine (as root). Starts the real control plane (etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, MPI Operator v0.8.2: ``scripts/setup-control-plane.sh`` builds them), the
-kubelets of the emulated nodes (they register their Nodes) and the cluster DNS; writes an admin
-kubeconfig (a ``system:masters`` token, the CA inline); prints
-``dns <address>``, with --s3 ``s3 <endpoint URL>``, then ``ready``, each on its own line; runs
-until SIGTERM or Ctrl-C and then leaves nothing behind. A start after a crash removes first what
-the killed run left. ``--real-nodes``: the nodes are real (kubelet v1.35.4, containerd, runc and
-CNI: ``make real-node``), with the images of ``nodeimages.py`` (the Horovod image among them)."""
+kube-scheduler, MPI Operator v0.8.2 and CoreDNS: ``scripts/setup-control-plane.sh`` builds them)
+and two real nodes (kubelet v1.35.4, containerd, runc and CNI: ``make real-node``) with the images
+of ``nodeimages.py``, the Horovod image among them; writes an admin kubeconfig (a
+``system:masters`` token, the CA inline); prints ``dns <address>``, with --s3 ``s3 <endpoint
+URL>``, then ``ready``, each on its own line; runs until SIGTERM or Ctrl-C and then leaves nothing
+behind. A start after a crash removes first what the killed run left."""
 
 from __future__ import annotations
 
@@ -26,29 +25,10 @@ import yaml
 from testing.control_plane import accounts, binaries
 from testing.control_plane.run import StartFailed
 from testing.emulated_cluster import marks, realcluster, realnode
-from testing.emulated_cluster.cluster import Busy, MachineSide, NodeShape
-from testing.emulated_cluster.image import STOCK_PYTHON_IMAGE
-from testing.emulated_cluster.node import DEFAULT_IMAGE
+from testing.emulated_cluster.cluster import Busy, MachineSide
 
-TOOLS = {  # command -> Debian package
-    "ip": "iproute2",
-    "nsenter": "util-linux",
-    "unshare": "util-linux",
-    "dnsmasq": "dnsmasq-base",
-    "sshd": "openssh-server",
-    "ssh": "openssh-client",
-    "mpirun": "openmpi-bin",
-}
-NODES = (
-    NodeShape("emulated-node-1"),
-    NodeShape("emulated-node-2"),
-    NodeShape(
-        "emulated-node-3",
-        gpus=1,
-        labels={"nvidia.com/gpu.present": "true"},
-        taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-    ),
-)
+TOOLS = {"ip": "iproute2", "mount": "util-linux"}  # command -> Debian package
+NODES = (realcluster.Shape("emulated-node-1"), realcluster.Shape("emulated-node-2"))
 
 
 def missing_tools() -> list[str]:
@@ -64,21 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True, type=Path, help="where to write it")
     parser.add_argument("--s3", action="store_true", help="also run a moto S3 server")
     parser.add_argument("--namespace", default="default", help="the kubeconfig's namespace")
-    parser.add_argument("--nodes", type=int, default=2, choices=(2, 3))
-    parser.add_argument(
-        "--image",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help=f"an image name the nodes have besides {DEFAULT_IMAGE} (repeatable; "
-        f"{STOCK_PYTHON_IMAGE} is the one with the stock image's Python); any other name fails "
-        "to pull",
-    )
-    parser.add_argument(
-        "--real-nodes",
-        action="store_true",
-        help="real kubelets and containerd instead of ours (two nodes, no GPU node)",
-    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print(
@@ -100,11 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    side = MachineSide(
-        list(NODES[:2] if args.real_nodes else NODES[: args.nodes]),
-        images=frozenset({DEFAULT_IMAGE, *args.image}),
-        real=args.real_nodes,
-    )
+    side = MachineSide(list(NODES))
     s3: Any = None
     try:
         try:

@@ -7,7 +7,6 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,19 +40,6 @@ def _status_message(text: str) -> str:
 
 def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Where a kind is listed: every namespace (``namespace=None``, as a kubelet watches) or one."""
-
-    namespace: str | None = None
-
-    def path(self, plural: str, group: str = "") -> str:
-        base = f"/apis/{group}" if group else "/api/v1"
-        if self.namespace is None:
-            return f"{base}/{plural}"
-        return f"{base}/namespaces/{self.namespace}/{plural}"
 
 
 class Api:
@@ -160,16 +146,6 @@ class Api:
 
     def pod_path(self, namespace: str, name: str, sub: str = "") -> str:
         return f"/api/v1/namespaces/{namespace}/pods/{name}" + (f"/{sub}" if sub else "")
-
-    def patch_pod_status(self, namespace: str, name: str, uid: str, status: JSON) -> JSON | None:
-        """Status only through the status subresource, as the kubelet's status manager writes it
-        (``pkg/kubelet/status/status_manager.go`` syncPod, ``pkg/util/pod/pod.go``
-        PatchPodStatus): a strategic merge patch with the pod's uid as a precondition. Conditions
-        merge by ``type``, so those the API server or a controller added (``DisruptionTarget``
-        from the Eviction API, ``PreemptionByScheduler`` from the scheduler) stay, as
-        mergePodStatus keeps every condition the kubelet does not own."""
-        patch = {"metadata": {"uid": uid}, "status": status}
-        return self.strategic_merge_patch(self.pod_path(namespace, name, "status"), patch)
 
     def delete_pod_now(self, namespace: str, name: str, uid: str) -> None:
         """The kubelet's last word on a pod: delete with grace 0, for this uid only."""

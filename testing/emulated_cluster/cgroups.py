@@ -1,7 +1,8 @@
-"""Memory cgroups for pods and containers: the cgroup v2 memory controller when the unified
-hierarchy has it, else the v1 memory hierarchy (this kind of machine mounts v1 + an empty v2).
-Every cgroup lives under one directory named :data:`marks.CGROUP_NAME`, so a later start finds the
-processes and cgroups of a killed run."""
+"""The run's cgroups, for the control plane, each node's kubelet and containerd (and the pods
+they make) and the system programs: in the cgroup v2 hierarchy when it has the memory controller,
+else the v1 memory hierarchy (this kind of machine mounts v1 + an empty v2). Every cgroup lives
+under one directory named :data:`marks.CGROUP_NAME`, so a later start finds the processes and
+cgroups of a killed run."""
 
 from __future__ import annotations
 
@@ -115,38 +116,22 @@ def _enable_memory_down_to(path: Path) -> None:
 
 
 class Cgroup:
-    """One cgroup: a pod's or a container's."""
+    """One cgroup of this run: the control plane's, a node's, a system program's."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         existing = next(p for p in (path, *path.parents) if p.exists())
         self.v2 = (existing / "cgroup.controllers").exists()
 
-    def create(self, memory_limit: int | None) -> Cgroup:
+    def create(self) -> Cgroup:
         if self.v2:
             _enable_memory_down_to(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
-        if memory_limit is not None:
-            name = "memory.max" if self.v2 else "memory.limit_in_bytes"
-            (self.path / name).write_text(str(memory_limit))
         return self
 
     def add_self(self) -> None:
         """Move the calling process in (run in the child between fork and exec)."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def oom_killed(self) -> bool:
-        """Whether the kernel's OOM killer killed a process in it (memory.events / oom_control)."""
-        name = "memory.events" if self.v2 else "memory.oom_control"
-        try:
-            text = (self.path / name).read_text()
-        except OSError:
-            return False
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and int(value) > 0:
-                return True
-        return False
 
     def pids(self) -> list[int]:
         found: list[int] = []

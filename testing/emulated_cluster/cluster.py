@@ -1,6 +1,7 @@
 """Bring the emulated cluster up and down: the state tmpfs, the bridge, the cgroup, the real
-control plane (``testing/control_plane``), the image layer, cluster DNS and one kubelet per node,
-each a client of kube-apiserver with a user of its own (the kubelets ``system:node:<name>``)."""
+control plane (``testing/control_plane``), CoreDNS and one real node per shape (kubelet v1.35.4,
+containerd, runc and CNI: :mod:`.realcluster`), each kubelet a client of kube-apiserver as
+``system:node:<name>``."""
 
 from __future__ import annotations
 
@@ -9,56 +10,18 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testing import node_objects as nodes
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster import cleanup, image, marks, network, realcluster
-from testing.emulated_cluster.api import Api, Scope
+from testing.emulated_cluster import cleanup, marks, network, realcluster
+from testing.emulated_cluster.api import Api
 from testing.emulated_cluster.cgroups import Cgroup, run_root
 from testing.emulated_cluster.coredns import CoreDns
-from testing.emulated_cluster.dns import ClusterDns
-from testing.emulated_cluster.imagestore import normalized
-from testing.emulated_cluster.kubelet import Kubelet
-from testing.emulated_cluster.logserver import Tls
-from testing.emulated_cluster.node import DEFAULT_IMAGE, NodeContext
-from testing.node_objects import NodeSpec
 from testing.paths import cache_dir
 
 JSON = dict[str, Any]
 NOT_READY = "node.kubernetes.io/not-ready"
-
-
-@dataclass
-class NodeShape:
-    """What a Node object says about an emulated node."""
-
-    name: str
-    cpu: str = "2"
-    memory: str = "8Gi"
-    gpus: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: list[JSON] = field(default_factory=list)
-
-
-def node_object(shape: NodeShape, address: str, port: int) -> JSON:
-    """A v1 Node as a registered kubelet reports it (Ready, InternalIP, kubelet endpoint)."""
-    spec = NodeSpec(
-        shape.name,
-        cpu=shape.cpu,
-        memory=shape.memory,
-        gpus=shape.gpus,
-        taints=shape.taints,
-        labels={"kubernetes.io/arch": "amd64", **shape.labels},
-    )
-    node = nodes.node_object(spec, port, address)
-    node["status"]["nodeInfo"] = {
-        "containerRuntimeVersion": "containerd://emulated",
-        "kubeletVersion": "v1.35.0-emulated",
-    }
-    return node
 
 
 class Busy(Exception):
@@ -100,26 +63,18 @@ class MachineSide:
 
     def __init__(
         self,
-        nodes: list[NodeShape],
+        nodes: list[realcluster.Shape],
         venv: Path | None = None,
         cluster_domain: str = marks.CLUSTER_DOMAIN,
-        images: frozenset[str] = frozenset({DEFAULT_IMAGE}),
-        real: bool = False,
     ) -> None:
-        """``images``: the image names the nodes have (each runs the emulated image, but
-        :data:`image.STOCK_PYTHON_IMAGE` runs its variant). ``real``: real nodes (kubelet
-        v1.35.4 and containerd: :mod:`.realcluster`) instead of ours, with the images of
-        ``archives`` besides the pause and busybox images."""
-        self.scope = Scope(None)  # kubelets and DNS watch every namespace
+        """``venv``: the virtualenv whose torch and Horovod the Horovod image holds
+        (:mod:`.sitelayer`), this Python's by default."""
         self.control: ControlPlane | None = None
         self.shapes = nodes
         self.venv = venv or default_venv()
         self.cluster_domain = cluster_domain
-        self.images = images
-        self.kubelets: list[Kubelet] = []
-        self.real = real
         self.real_nodes: realcluster.RealNodes | None = None
-        self.dns: ClusterDns | CoreDns | None = None
+        self.dns: CoreDns | None = None
         self.cgroup: Cgroup | None = None
         self.node_ips = list(marks.NODE_ADDRESSES[: len(nodes)])
         self._lock: int | None = None
@@ -167,77 +122,14 @@ class MachineSide:
         self.control = ControlPlane(
             marks.STATE_ROOT / "control-plane", Cgroup(self.cgroup.path / "control-plane")
         ).start()
-        system = Cgroup(self.cgroup.path / "system").create(None)
-        if self.real:
-            self._start_real(system)
-            return
-        layer = image.build(marks.STATE_ROOT / "image", self.venv)
-        variants = {
-            normalized(name): image.build_named(
-                name, marks.STATE_ROOT / f"image-{i}", self.venv, cache_dir()
-            )
-            for i, name in enumerate(sorted(self.images))
-            if name == image.STOCK_PYTHON_IMAGE
-        }
-        self.dns = ClusterDns(
-            self.api,
-            self.scope,
-            marks.STATE_ROOT / "dns",
-            marks.GATEWAY,
-            self.cluster_domain,
-            system,
-        ).start()
-        addresses = network.Addresses()
-        resolv = Path("/etc/resolv.conf")
-        control = self.control
-        for shape, ip in zip(self.shapes, self.node_ips, strict=True):
-            pair = control.client_certificate(f"system:node:{shape.name}", ("system:nodes",))
-            serving = control.serving_certificate(f"kubelet-{shape.name}", ip, shape.name)
-            ctx = NodeContext(
-                api=Api(control.url, ca=control.ca, cert=(pair.cert, pair.key)),
-                node=shape.name,
-                node_ip=ip,
-                state=marks.STATE_ROOT / "nodes" / shape.name,
-                image=layer,
-                addresses=addresses,
-                cgroups=self.cgroup.path / shape.name,
-                claims=marks.CLAIMS,
-                cluster_dns=[marks.GATEWAY],
-                cluster_domain=self.cluster_domain,
-                resolv_conf=resolv.read_text() if resolv.exists() else None,
-                images=self.images,
-                variants=variants,
-                attach_api=self.api,
-            )
-            node = node_object(shape, ip, marks.KUBELET_PORT)
-            tls = Tls(serving.cert, serving.key, control.ca)
-            self.kubelets.append(Kubelet(ctx, self.scope, node, tls).start())
-        for shape in self.shapes:
-            self._wait_schedulable(shape.name)
-
-    def _start_real(self, system: Cgroup) -> None:
-        """CoreDNS, then a real node per shape."""
-        assert self.control is not None and self.cgroup is not None
+        system = Cgroup(self.cgroup.path / "system").create()
         binary = self.control.bin_dir / "coredns"
         self.dns = CoreDns(
             self.control, binary, marks.STATE_ROOT / "dns", self.cluster_domain, system
         ).start()
-        shapes = []
-        for shape in self.shapes:
-            if shape.gpus:
-                raise ValueError(f"{shape.name}: a real node here has no GPUs (no device plugin)")
-            shapes.append(
-                realcluster.Shape(
-                    shape.name,
-                    cpu=shape.cpu,
-                    memory=shape.memory,
-                    labels=tuple(sorted(shape.labels.items())),
-                    taints=tuple((t["key"], t.get("value", ""), t["effect"]) for t in shape.taints),
-                )
-            )
         self.real_nodes = realcluster.RealNodes(
             self.control,
-            shapes,
+            self.shapes,
             self.node_ips,
             marks.STATE_ROOT / "nodes",
             self.cgroup.path,
@@ -262,9 +154,6 @@ class MachineSide:
     def stop(self) -> None:
         if self._lock is None:
             return  # never started, or another run holds the machine: nothing here is ours
-        for kubelet in self.kubelets:
-            kubelet.shutdown()
-        self.kubelets = []
         if self.real_nodes is not None:
             self.real_nodes.stop()
             self.real_nodes = None

@@ -152,7 +152,7 @@ def main() -> int:
         work = Path(tmp)
         repo = commit_for_the_cluster(work)
         with (
-            emulated(nodes=2, real=True) as cluster,
+            emulated(nodes=2) as cluster,
             s3_and_git(work / "served", AWS) as client,
         ):
             kubeconfig = work / "kubeconfig"

@@ -1,5 +1,5 @@
-"""For tests: the emulated cluster (the real control plane and our kubelets), with helpers to
-create pods, wait for their status through the API and run commands in their containers."""
+"""For tests: the emulated cluster (the real control plane and real nodes), with helpers to
+create pods, wait for their status through the API and ask a node's kubelet."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from typing import Any
 import requests
 
 from testing.control_plane import accounts, rbac
-from testing.emulated_cluster import marks
+from testing.emulated_cluster import marks, nodeimages, realcluster
 from testing.emulated_cluster.api import Api, Informer
-from testing.emulated_cluster.cluster import MachineSide, NodeShape
+from testing.emulated_cluster.cluster import MachineSide
 
 JSON = dict[str, Any]
 NAMESPACE = "ml"
-IMAGE = "horovod/horovod:0.28.1"
+IMAGE = nodeimages.HOROVOD_IMAGE
 WAIT = 30.0  # real seconds before a test gives up (never reached when green)
 
 
@@ -71,9 +71,9 @@ class Emulated:
     def bound_claim(self, name: str, modes: list[str], size: str = "2Gi") -> None:
         """A PersistentVolumeClaim and a PersistentVolume reserved for it (``claimRef``), which
         kube-controller-manager's binder binds: the scheduler places pods only with bound claims.
-        The volume is a directory of the run's state that every node reaches (a real kubelet
-        mounts it as the PV's ``hostPath`` says; ours keep a claim's files there whatever the PV
-        says), writable by any user as an NFS export for a shared pip cache would be."""
+        The volume is a directory of this machine that every node reaches (the kubelet mounts it
+        as the PV's ``hostPath`` says), writable by any user as an NFS export for a shared pip
+        cache would be."""
         directory = claim_directory(name)
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o1777)
@@ -142,26 +142,6 @@ class Emulated:
                 raise AssertionError(f"pod {name} never got there; last seen: {pod}")
             time.sleep(0.1)
 
-    def wait_gone(self, name: str, timeout: float = WAIT) -> None:
-        deadline = time.time() + timeout
-        while self.pod(name) is not None:
-            if time.time() > deadline:
-                raise AssertionError(f"pod {name} was never deleted")
-            time.sleep(0.1)
-
-    def exec(
-        self, name: str, container: str, argv: list[str], timeout: float = 20
-    ) -> tuple[int, str]:
-        """Like ``kubectl exec``: the command in the running container."""
-        for kubelet in self.side.kubelets:
-            worker = kubelet.find(NAMESPACE, name)
-            if worker is None:
-                continue
-            slot = next(s for s in worker.containers() if s.name == container)
-            assert slot.process is not None, f"{name}/{container} is not running"
-            return slot.process.exec(argv, timeout)
-        raise AssertionError(f"pod {name} runs on no node")
-
     def events(self, name: str) -> list[tuple[str, str]]:
         items, _ = self.api.list(f"/api/v1/namespaces/{NAMESPACE}/events")
         return [(e["reason"], e["message"]) for e in items if e["involvedObject"]["name"] == name]
@@ -207,16 +187,11 @@ def phase_is(*phases: str) -> Callable[[JSON], bool]:
 
 
 @contextmanager
-def emulated(
-    nodes: int = 2,
-    images: frozenset[str] = frozenset({IMAGE}),
-    real: bool = False,
-    memory: str = "8Gi",
-) -> Iterator[Emulated]:
-    """The emulated cluster with ``nodes`` nodes (which have ``images``) and the namespace
-    :data:`NAMESPACE`; ``real``: real nodes (with every image :mod:`.nodeimages` makes)."""
-    shapes = [NodeShape(f"node-{i + 1}", memory=memory) for i in range(nodes)]
-    side = MachineSide(shapes, images=images, real=real).start()
+def emulated(nodes: int = 2, memory: str = "8Gi") -> Iterator[Emulated]:
+    """The emulated cluster with ``nodes`` real nodes (with every image :mod:`.nodeimages`
+    makes), each with ``memory`` allocatable, and the namespace :data:`NAMESPACE`."""
+    shapes = [realcluster.Shape(f"node-{i + 1}", memory=memory) for i in range(nodes)]
+    side = MachineSide(shapes).start()
     cluster: Emulated | None = None
     try:
         accounts.create_namespace(side.api, NAMESPACE)

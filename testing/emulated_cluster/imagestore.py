@@ -247,6 +247,15 @@ def _cached(cache: Path, key: str) -> tuple[Path, bool]:
     return archive, archive.exists()
 
 
+def prune(keep: Sequence[Path]) -> None:
+    """Remove what the node-images directory holds besides the archives ``keep``: those of
+    older keys (a new pause.c, busybox or format), which nothing reads again."""
+    directory = keep[0].parent
+    for path in directory.iterdir():
+        if path not in keep and path.suffix == ".tar":
+            path.unlink()
+
+
 def pause_source() -> Path:
     """``build/pause/linux/pause.c`` of the pinned k8s.io/kubernetes module (Go's module cache)."""
     done = subprocess.run(

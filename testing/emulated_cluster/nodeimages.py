@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testing import image_check
-from testing.emulated_cluster import image, imagestore, sitelayer
-from testing.emulated_cluster.image import STOCK_PYTHON_IMAGE
+from testing.emulated_cluster import imagestore, sitelayer, stockpip
 from testing.emulated_cluster.imagestore import ImageConfig, Named, Source
 
 SUITE = "bookworm"
@@ -53,6 +52,7 @@ MPI_IMAGE = "ci-runner.invalid/debian-mpi:bookworm"
 NON_ROOT_IMAGE = "ci-runner.invalid/debian-mpi-non-root:bookworm"
 HOROVOD_IMAGE = "horovod/horovod:0.28.1"  # the stock name train.yaml files write
 HOROVOD_NON_ROOT_IMAGE = "ci-runner.invalid/horovod-non-root:0.28.1"
+STOCK_PYTHON_IMAGE = "ci-runner.test/horovod-stock-python:0.28.1"
 NON_ROOT_UID = 1000
 WORKDIR = "/horovod/examples"
 ENV = {
@@ -116,8 +116,12 @@ PIP_SCRIPT = (
 
 def _stock_python_tree(root: Path, pip_wheel: Path, site_pip: list[str]) -> None:
     """The layer that makes the Horovod image's Python look like the stock image's (Ubuntu
-    20.04's 3.8, as testing/emulated_cluster/image.py's ``build_stock_python`` says): ``python``
-    and no ``python3`` on PATH, no ``ensurepip``, pip 21.0.1 instead of the site layer's. OCI
+    20.04's 3.8) where ci-runner's pod scripts could tell: ``python`` and no ``python3`` on PATH
+    (the Dockerfile's ``ln -s /usr/bin/python3.8 /usr/bin/python``), no ``ensurepip`` (Ubuntu's
+    is in ``python3-venv``, which the image lacks, so ``-m venv`` needs ``--without-pip``), pip
+    21.0.1 (:mod:`.stockpip`) instead of the site layer's. The interpreter stays Debian's 3.11:
+    no package registry has a Python 3.8 that installs on bookworm (Debian never shipped it; the
+    npm and PyPI "portable Python" packages download their builds from elsewhere). OCI
     whiteouts hide what the layers below have: ``.wh.<name>`` a file or directory,
     ``.wh..wh..opq`` every lower entry of its directory. ``site_pip``: the site layer's pip
     entries in dist-packages (its package and dist-info)."""
@@ -176,7 +180,7 @@ def _small_layers(cache: Path, scratch: Path, venv: Path) -> Layers:
     account = scratch / "account"
     _account_tree(account, etc)
     stock = scratch / "stock-python"
-    _stock_python_tree(stock, image.stock_pip_wheel(cache), _site_pip(venv))
+    _stock_python_tree(stock, stockpip.stock_pip_wheel(cache), _site_pip(venv))
     return Layers(
         base,
         imagestore.layer_from_dir(sshd, scratch / "sshd.tar"),

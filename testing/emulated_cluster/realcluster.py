@@ -43,11 +43,9 @@ class Shape:
 def node_sources(cache: Path, venv: Path) -> list[Source]:
     """The archives in every node's root: the pause image, busybox, then :mod:`.nodeimages`'
     (the Horovod image's Python packages from the virtualenv at ``venv``)."""
-    return [
-        imagestore.cached(imagestore.pause_archive(cache)),
-        imagestore.cached(imagestore.busybox_archive(cache)),
-        nodeimages.source(cache, venv),
-    ]
+    archives = [imagestore.pause_archive(cache), imagestore.busybox_archive(cache)]
+    imagestore.prune(archives)
+    return [*(imagestore.cached(a) for a in archives), nodeimages.source(cache, venv)]
 
 
 class RealNodes:

@@ -91,7 +91,7 @@ class RealNode:
         configuration."""
         self.directory.mkdir(parents=True, exist_ok=True)
         seedroot.clone(seed, self.layout.root)
-        self.cgroup.create(None)
+        self.cgroup.create()
         cni.write(self.layout.cni_conf, self.settings.pod_cidr, self.layout.ipam)
         self.layout.config.write_text(containerd.config(self.layout))
         process = self._spawn(

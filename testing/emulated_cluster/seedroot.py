@@ -56,7 +56,7 @@ def seed(sources: Sequence[Source], state: Path, cgroup: Cgroup) -> Path:
     state.mkdir(parents=True, exist_ok=True)
     layout.config.write_text(containerd.config(layout))
     log = state / "containerd.log"
-    cgroup.create(None)
+    cgroup.create()
     process = spawn(["containerd", "--config", str(layout.config)], log, cgroup)
     try:
         containerd.wait_ready(layout, process, log)

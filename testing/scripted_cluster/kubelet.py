@@ -25,11 +25,11 @@ import requests
 
 from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster.api import Api, ApiFailure, Informer
-from testing.emulated_cluster.crilog import LogFile
-from testing.emulated_cluster.logserver import Tls
 from testing.node_objects import NodeSpec, node_object
 from testing.scripted_cluster import podstatus
+from testing.scripted_cluster.crilog import LogFile
 from testing.scripted_cluster.logs import ContainerLogState, NodeLogServer
+from testing.scripted_cluster.logserver import Tls
 
 JSON = dict[str, Any]
 LEASE_SECONDS = 40  # --node-lease-duration-seconds default; renewed every quarter of it

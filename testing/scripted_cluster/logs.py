@@ -4,7 +4,7 @@ no certificate is the anonymous user, refused: 401), then authorization by a
 SubjectAccessReview to kube-apiserver (``pkg/kubelet/server/auth.go``: the path's subresource,
 ``proxy`` for ``/containerLogs``; refused: 403 with the kubelet's text), then
 ``server.go`` getContainerLogs and ``kubelet_pods.go`` validateContainerLogStatus over the CRI
-files of :mod:`testing.emulated_cluster.crilog` (options as ``logs.go`` NewLogOptions)."""
+files of :mod:`.crilog` (options as ``logs.go`` NewLogOptions)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from testing.emulated_cluster import kubeletauth
 from testing.emulated_cluster.api import Api
-from testing.emulated_cluster.crilog import read_logs
-from testing.emulated_cluster.logserver import (
+from testing.scripted_cluster import kubeletauth
+from testing.scripted_cluster.crilog import read_logs
+from testing.scripted_cluster.logserver import (
     KubeletHttps,
     LogRequestError,
     Tls,

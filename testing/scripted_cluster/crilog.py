@@ -1,8 +1,8 @@
 """Container log files in the CRI format and the kubelet's way of reading them.
 
 Writing follows containerd's ``pkg/cri/io/logger.go`` (redirectLogs): one line per record,
-``<time.RFC3339Nano in the local zone> <stdout|stderr> <F|P> <text>``, a line longer than 16 KiB
-split into P records. Rotation follows the kubelet's container log manager
+``<time.RFC3339Nano in the local zone> <stdout|stderr> <F|P> <text>``, P for a line the runtime
+cut (the scripted kubelet says where). Rotation follows the kubelet's container log manager
 (``pkg/kubelet/logs/container_log_manager.go``): a file over 10 MiB is renamed to
 ``<name>.<YYYYMMDD-HHMMSS>`` on the next check (every 10 s) and at most 5 files are kept.
 Reading follows ``pkg/kubelet/kuberuntime/logs/logs.go`` (kubernetes@04791b4): ReadLogs reads the
@@ -20,7 +20,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-MAX_LINE = 16 * 1024  # containerd's max_container_log_line_size default
 MAX_SIZE = 10 * 1024 * 1024  # kubelet containerLogMaxSize default
 MAX_FILES = 5  # kubelet containerLogMaxFiles default
 ROTATE_CHECK_SECONDS = 10.0  # container log manager monitor period
@@ -70,7 +69,7 @@ def rotation_stamp() -> str:
 
 
 class LogFile:
-    """One container instance's log: ``<dir>/<restartCount>.log``, written by stream pumps."""
+    """One container instance's log: ``<dir>/<restartCount>.log``, a record at a time."""
 
     def __init__(
         self,
@@ -87,7 +86,6 @@ class LogFile:
         self._lock = threading.Lock()
         self._file: BinaryIO = open(self.path, "ab")  # noqa: SIM115 (closed in close())
         self._last_check = time.monotonic()
-        self._pumps: list[threading.Thread] = []
         self.closed = False
 
     def record(self, stream: str, text: bytes, partial: bool) -> None:
@@ -117,38 +115,7 @@ class LogFile:
         for old in rotated[: max(0, len(rotated) - (MAX_FILES - 1))]:
             old.unlink()
 
-    def pump(self, fd: int, stream: str) -> None:
-        """Copy a pipe into the log on a thread until EOF (the container's end of it closed)."""
-
-        def run() -> None:
-            pending = b""
-            while True:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                pending += chunk
-                while True:
-                    newline = pending.find(b"\n")
-                    if newline < 0 or newline > MAX_LINE:
-                        if len(pending) >= MAX_LINE:
-                            self.record(stream, pending[:MAX_LINE], partial=True)
-                            pending = pending[MAX_LINE:]
-                            continue
-                        break
-                    self.record(stream, pending[:newline], partial=False)
-                    pending = pending[newline + 1 :]
-            if pending:
-                self.record(stream, pending, partial=False)
-            os.close(fd)
-
-        thread = threading.Thread(target=run, name=f"log-{self.path}-{stream}", daemon=True)
-        thread.start()
-        self._pumps.append(thread)
-
     def close(self) -> None:
-        """Wait for the pumps (the process has exited) and close the file."""
-        for thread in self._pumps:
-            thread.join(timeout=5)
         with self._lock:
             self._file.close()
             self.closed = True

@@ -1,4 +1,4 @@
-"""Who may call an emulated kubelet's HTTPS API, as the real kubelet decides it with
+"""Who may call a scripted node's kubelet HTTPS API, as the real kubelet decides it with
 ``--anonymous-auth=false``, ``--client-ca-file`` and ``--authorization-mode=Webhook``:
 
 - authentication by the client certificate (``pkg/kubelet/server/server.go`` InstallAuthFilter;

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from testing.emulated_cluster import crilog
-from testing.emulated_cluster.crilog import LogFile, LogOptions, format_nano, read_logs
+from testing.scripted_cluster import crilog
+from testing.scripted_cluster.crilog import LogFile, LogOptions, format_nano, read_logs
 
 T0 = 1_764_600_000_123_456_000  # 2025-12-01T14:40:00.123456Z
 
@@ -30,33 +29,16 @@ def test_timestamps_are_rfc3339_nano_in_the_local_zone_trimmed_in_files_fixed_wh
     assert format_nano(T0 - 123_456_000) == "2025-12-01T15:40:00+01:00"
 
 
-def write(tmp_path: Path, chunks: list[tuple[str, bytes]]) -> Path:
+def test_a_record_is_one_line_stamped_by_the_clock_in_the_local_zone(tmp_path: Path) -> None:
     clock = iter(range(T0, T0 + 10**12, 1_000_000_000))
     log = LogFile(tmp_path, 0, lambda: next(clock))
-    for stream, data in chunks:
-        read_end, write_end = os.pipe()
-        log.pump(read_end, stream)
-        os.write(write_end, data)
-        os.close(write_end)
-        for thread in log._pumps:
-            thread.join()
+    log.record("stdout", b"x" * 5, partial=True)
+    log.record("stderr", b"err", partial=False)
     log.close()
-    return log.path
-
-
-def test_lines_become_f_records_long_lines_p_records_and_a_last_unterminated_line_full(
-    tmp_path: Path,
-) -> None:
-    path = write(tmp_path, [("stdout", b"one\n" + b"x" * 16390 + b"\nlast"), ("stderr", b"err\n")])
-    records = [raw.decode().split(" ", 3) for raw in path.read_bytes().split(b"\n")[:-1]]
-    assert [(r[1], r[2], len(r[3])) for r in records] == [
-        ("stdout", "F", 3),
-        ("stdout", "P", 16384),
-        ("stdout", "F", 6),
-        ("stdout", "F", 4),
-        ("stderr", "F", 3),
-    ]
-    assert records[0][0] == "2025-12-01T15:40:00.123456+01:00"
+    assert log.path.read_bytes() == (
+        b"2025-12-01T15:40:00.123456+01:00 stdout P xxxxx\n"
+        b"2025-12-01T15:40:01.123456+01:00 stderr F err\n"
+    )
 
 
 def read(path: Path, **options: object) -> bytes:
