@@ -211,3 +211,18 @@ def test_prune_removes_the_archives_of_older_keys_only(tmp_path: Path) -> None:
         "notes.txt",
         "pause.tar",
     ]
+
+
+def test_a_layer_keeps_its_files_times_only_when_asked(tmp_path: Path) -> None:
+    """The site layer keeps them: a module whose time differs from the one its .pyc records is
+    compiled again by every container that imports it."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "module.py").write_text("x = 1\n")
+    os.utime(root / "module.py", (1_700_000_000, 1_700_000_000))
+    kept = imagestore.layer_from_dir(root, tmp_path / "kept.tar", keep_times=True)
+    zeroed = imagestore.layer_from_dir(root, tmp_path / "zeroed.tar")
+    with tarfile.open(kept) as tar:
+        assert tar.getmember("./module.py").mtime == 1_700_000_000
+    with tarfile.open(zeroed) as tar:
+        assert tar.getmember("./module.py").mtime == 0

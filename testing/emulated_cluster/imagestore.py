@@ -106,16 +106,20 @@ def _blob(blobs: Path, data: bytes) -> JSON:
     return {"digest": f"sha256:{digest}", "size": len(data)}
 
 
-def layer_from_dir(root: Path, out: Path) -> Path:
+def layer_from_dir(root: Path, out: Path, keep_times: bool = False) -> Path:
     """An uncompressed layer tar of the directory ``root`` (numeric owners, xattrs kept), the
-    same bytes for the same tree (sorted, every time stamp 0): a cache key can be its digest."""
+    same bytes for the same tree (sorted, every time stamp 0): a cache key can be its digest.
+    ``keep_times``: each file's own modification time instead, as a Python package needs it (a
+    ``.pyc`` records its module's time and size: a module of another time is compiled again at
+    every import, by every container)."""
+    times = [] if keep_times else ["--mtime=@0"]
     subprocess.run(
         [
             "tar",
             "--numeric-owner",
             "--xattrs",
             "--sort=name",
-            "--mtime=@0",
+            *times,
             "--format=posix",
             "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
             "-C",

@@ -225,7 +225,7 @@ def source(cache: Path, venv: Path) -> Source:
     def archive(scratch: Path) -> Path:
         layers = _small_layers(cache, scratch, venv)
         site = sitelayer.write(venv, scratch / "site")
-        layer = imagestore.layer_from_dir(site, scratch / "site.tar")
+        layer = imagestore.layer_from_dir(site, scratch / "site.tar", keep_times=True)
         shutil.rmtree(site)
         return imagestore.write_layout(scratch / key, _images(layers, layer))
 

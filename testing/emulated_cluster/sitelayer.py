@@ -93,7 +93,7 @@ def chosen(prefix: Path) -> list[metadata.Distribution]:
 def key(prefix: Path) -> str:
     """What the layer is made of: each chosen distribution's name, version and RECORD (which
     holds every file's digest), and where the files go."""
-    sha = hashlib.sha256(f"site-layer-2 {INTERPRETER} {PREFIX}".encode())
+    sha = hashlib.sha256(f"site-layer-3 {INTERPRETER} {PREFIX}".encode())
     for dist in chosen(prefix):
         record = [_venv_free(line) for line in (dist.read_text("RECORD") or "").splitlines()]
         sha.update(f"{dist.metadata['Name']} {dist.version}\n".encode())
