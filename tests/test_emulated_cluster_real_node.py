@@ -155,6 +155,40 @@ def test_a_command_the_image_lacks_ends_start_error_in_runc_s_words(cluster: Emu
     )
 
 
+# An image of a registry that refuses at once: port 1 of loopback (a name to resolve may hang).
+ABSENT = "127.0.0.1:1/ci-runner/absent:1"
+
+
+def waiting(pod: JSON) -> JSON:
+    return dict(main_status(pod).get("state", {}).get("waiting") or {})
+
+
+def test_an_image_no_registry_serves_fails_to_pull_then_backs_off_in_the_kubelet_s_words(
+    cluster: Emulated,
+) -> None:
+    """What ci-runner reads of a pull that fails (explain.image_pull_failure): ErrImagePull with
+    containerd's error, then ImagePullBackOff carrying that error after the kubelet's words
+    (images/image_manager.go), as the scripted kubelet writes them too."""
+    container = {"name": "main", "image": ABSENT, "command": ["true"]}
+    cluster.create("pods", pod("pull-fails", "node-1", [container], restartPolicy="Never"))
+    pulling = cluster.wait_pod("pull-fails", lambda p: waiting(p).get("reason") == "ErrImagePull")
+    error = waiting(pulling)["message"]
+    assert error == (
+        f'failed to pull and unpack image "{ABSENT}": failed to resolve reference "{ABSENT}": '
+        'failed to do request: Head "http://127.0.0.1:1/v2/ci-runner/absent/manifests/1": '
+        "dial tcp 127.0.0.1:1: connect: connection refused"
+    )
+    failure = explain.image_pull_failure(pulling)
+    assert failure is not None
+    assert failure.message == (f"pod pull-fails cannot pull image {ABSENT} (ErrImagePull): {error}")
+    backing_off = cluster.wait_pod(
+        "pull-fails", lambda p: waiting(p).get("reason") == "ImagePullBackOff"
+    )
+    assert waiting(backing_off)["message"] == (
+        f'Back-off pulling image "{ABSENT}": ErrImagePull: {error}'
+    )
+
+
 def test_a_process_over_the_memory_limit_is_oom_killed_and_the_container_keeps_its_exit_code(
     cluster: Emulated,
 ) -> None:

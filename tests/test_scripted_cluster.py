@@ -72,8 +72,8 @@ def test_the_node_log_server_refuses_other_clients(scripted: ScriptedCluster) ->
 
 @pytest.mark.control_plane
 def test_a_stop_leaves_nothing_and_a_start_removes_a_dead_runs_leftovers(tmp_path: Path) -> None:
-    # A killed run's leftovers: a namespace and a state directory of a pid that is gone.
     """Scripted: a test of the scripted cluster's own start and stop."""
+    # A killed run's leftovers: a namespace and a state directory of a pid that is gone.
     dead = "999999999-1"
     network.ip("netns", "add", f"cirs-{dead}-mpiop")
     (Path(tempfile.gettempdir()) / f"ci-runner-scripted-{dead}-x").mkdir()

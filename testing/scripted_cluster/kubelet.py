@@ -480,8 +480,11 @@ class ScriptedKubelet:
             status = current["status"]
             image = self._spec(current, pull.container).get("image", "")
             message = f'Back-off pulling image "{image}"'
+            # The status carries the last pull's error after it (image_manager.go
+            # prevPullErrMsg), the Event does not.
+            waiting = f"{message}: ErrImagePull: {pull.message}"
             entry = self._entry(status, pull.container)
-            entry["state"] = {"waiting": {"reason": "ImagePullBackOff", "message": message}}
+            entry["state"] = {"waiting": {"reason": "ImagePullBackOff", "message": waiting}}
             self._write(current, status)
             self._event(current, "Normal", "BackOff", message)
             self._event(current, "Warning", "Failed", "Error: ImagePullBackOff")

@@ -58,8 +58,9 @@ class JobTracker:
         # until the first update, reset while a pod waits for a node.
         self._setup_since: float | None = None
         self._pull_since: dict[str, float] = {}  # pod -> first seen failing to pull
-        # pod -> its last ErrImagePull: the registry's own words, which ImagePullBackOff's
-        # "Back-off pulling image" in between the kubelet's tries does not repeat
+        # pod -> its last ErrImagePull: the registry's own words, which ImagePullBackOff's message
+        # in between the kubelet's tries gives only after 'Back-off pulling image "X":
+        # ErrImagePull:' (kubelet v1.35), or from older kubelets not at all
         self._pull_errors: dict[str, Failure] = {}
         self.mpijob: JSON | None = None
         self.pods: dict[str, JSON] = {}  # pods that exist now
