@@ -166,8 +166,8 @@ def test_every_drop_resumes_exactly_where_it_was(cluster: Cluster, tmp_path: Pat
 
 @on_the_control_plane
 def test_a_last_line_without_newline_is_kept(cluster: Cluster, tmp_path: Path) -> None:
-    """Scripted for now: a real node could show this (containerd keeps a last line with no newline
-    as a partial record: a busybox launcher's printf, then exit 1); not moved yet."""
+    """Scripted: on real nodes as test_a_last_line_without_a_newline_reaches_the_ci_log_whole;
+    here the one more log request that told last words from a break, counted by FaultProxy."""
     job = launcher(cluster)
     job.launcher_running()
     job.launcher_log("one")

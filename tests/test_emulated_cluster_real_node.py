@@ -16,6 +16,8 @@ import yaml
 from ci_runner.backends.kubernetes import explain
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.connect import connect_cluster
+from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
+from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import SystemClock
 from testing.emulated_cluster import cleanup, hoststate, imagestore, marks, network
 from testing.emulated_cluster.harness import (
@@ -110,15 +112,20 @@ def test_a_pod_runs_in_containerd_with_an_address_of_its_node_and_logs_through_t
     ]
 
 
+def ci_runner_api(cluster: Emulated, tmp_path: Path) -> KubeApi:
+    """ci-runner's client with only examples/rbac.yaml's token."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig()))
+    connection = connect_cluster(None, {"KUBECONFIG": str(kubeconfig)}, tmp_path / "no-sa")
+    return KubeApi(connection.client, connection.namespace, SystemClock())
+
+
 def test_ci_runner_s_client_with_only_the_rbac_example_s_token_follows_a_log_as_it_is_written(
     cluster: Emulated, tmp_path: Path
 ) -> None:
     """kube-apiserver proxies ``pods/log?follow=true`` to the real kubelet's HTTPS port: the first
     line arrives while the container still runs."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig()))
-    connection = connect_cluster(None, {"KUBECONFIG": str(kubeconfig)}, tmp_path / "no-sa")
-    api = KubeApi(connection.client, connection.namespace, SystemClock())
+    api = ci_runner_api(cluster, tmp_path)
     script = "echo first; sleep 4; echo second"
     cluster.create(
         "pods",
@@ -135,6 +142,21 @@ def test_ci_runner_s_client_with_only_the_rbac_example_s_token_follows_a_log_as_
     lines = [line.split(" ", 1) for line in received.decode().splitlines()]
     assert [text for _, text in lines] == ["first", "second"]
     assert all(stamp.startswith("20") for stamp, _ in lines)
+
+
+def test_a_last_line_without_a_newline_reaches_the_ci_log_whole(
+    cluster: Emulated, tmp_path: Path
+) -> None:
+    """containerd keeps a last line that has no newline as a partial record; ci-runner's launcher
+    log follower passes it on as the container's last words, not as a break to resume."""
+    api = ci_runner_api(cluster, tmp_path)
+    script = "echo one; printf 'last words'; exit 1"
+    ended(cluster, "last-words", busybox("launcher", "sh", "-c", script))
+    echoed: list[str] = []
+    sink = LogSink(tmp_path / "log.txt", echoed.append)
+    LauncherLogStream(api, "last-words", sink).run()
+    sink.close()
+    assert "".join(echoed) == "one\nlast words\n"
 
 
 def test_a_command_the_image_lacks_ends_start_error_in_runc_s_words(cluster: Emulated) -> None:
