@@ -73,8 +73,9 @@ def test_worker_init_container_fails(cluster: Cluster) -> None:
 
 
 def test_worker_oom_during_setup(cluster: Cluster) -> None:
-    """Scripted for now: a real node could show this (an init container whose PID 1 goes over a
-    small memory limit ends OOMKilled, 137, on cgroup v1 too); not moved yet."""
+    """Scripted: on real nodes as
+    test_an_init_container_whose_own_process_goes_over_its_limit_ends_oom_killed_137; here the
+    whole run's CI-log lines and result."""
     job = cluster.started(mpijob_manifest(wait_for_workers=True, setup=True))
     job.worker_init_fails(0, "install-requirements", 137, reason="OOMKilled")
     result = cluster.result(timeout=SETTLE)

@@ -230,6 +230,34 @@ def test_a_process_over_the_memory_limit_is_oom_killed_and_the_container_keeps_i
     )
 
 
+def test_an_init_container_whose_own_process_goes_over_its_limit_ends_oom_killed_137(
+    cluster: Emulated,
+) -> None:
+    """The killed process is the container's first (``exec``): the container ends with it,
+    OOMKilled and 137 on cgroup v1 too, and ci-runner names the setup step."""
+    limits = {"resources": {"limits": {"memory": "32Mi"}}}
+    setup = busybox("install-requirements", "sh", "-c", "exec tail /dev/zero", **limits)
+    cluster.create(
+        "pods",
+        pod(
+            "setup-worker-0",
+            "node-1",
+            [busybox("worker", "true")],
+            initContainers=[setup],
+            restartPolicy="Never",
+        ),
+    )
+    done = cluster.wait_pod("setup-worker-0", phase_is("Failed"), timeout=60)
+    end = done["status"]["initContainerStatuses"][0]["state"]["terminated"]
+    assert (end["reason"], end["exitCode"]) == ("OOMKilled", 137)
+    failure = explain.setup_failure(done)
+    assert failure is not None
+    assert failure.message == (
+        "worker setup-worker-0: init container install-requirements was OOMKilled "
+        "(exit code 137, memory limit 32Mi)"
+    )
+
+
 def test_coredns_answers_for_services_and_the_pods_of_a_headless_service(
     cluster: Emulated,
 ) -> None:
