@@ -210,8 +210,8 @@ def test_a_line_cut_as_the_container_ends_is_read_whole(cluster: Cluster, tmp_pa
 
 @on_the_control_plane
 def test_a_deleted_pod_ends_the_log(cluster: Cluster, tmp_path: Path) -> None:
-    """Scripted for now: a real node could show this (a busybox launcher that echoes then sleeps,
-    its pod deleted with a short grace period); not moved yet."""
+    """Scripted: on real nodes as test_a_deleted_pod_ends_the_log_being_followed; here the
+    follower's one request, seen through FaultProxy."""
     job = launcher(cluster)
     job.launcher_running()
     job.launcher_log("one")

@@ -97,8 +97,9 @@ def test_worker_oom_during_setup(cluster: Cluster) -> None:
 
 
 def test_worker_never_ready(cluster: Cluster) -> None:
-    """Scripted for now: a real node could show this (a worker whose readiness probe always fails);
-    not moved yet."""
+    """Scripted: the real kubelet's status of a worker that is never Ready is read on real nodes
+    (test_a_readiness_probe_that_fails_leaves_the_worker_running_not_ready); here the day of
+    setup_timeout on the ManualClock."""
     job = cluster.started(mpijob_manifest(wait_for_workers=True))
     job.worker_never_ready(1)
     job.workers_running([0])  # its line comes after the pods watch brought worker-1's state

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import SystemClock
 from testing.emulated_cluster import cleanup, hoststate, imagestore, marks, network
 from testing.emulated_cluster.harness import (
+    NAMESPACE,
     Emulated,
     emulated,
     is_ready,
@@ -157,6 +160,67 @@ def test_a_last_line_without_a_newline_reaches_the_ci_log_whole(
     LauncherLogStream(api, "last-words", sink).run()
     sink.close()
     assert "".join(echoed) == "one\nlast words\n"
+
+
+def test_a_deleted_pod_ends_the_log_being_followed(cluster: Emulated, tmp_path: Path) -> None:
+    """The kubelet stops the container of a deleted pod (SIGKILL after its grace period: sleep as
+    the first process ignores SIGTERM); the follow ends with it and the follower stops."""
+    api = ci_runner_api(cluster, tmp_path)
+    sleeper = busybox("launcher", "sh", "-c", "echo one; exec sleep 600")
+    cluster.create(
+        "pods",
+        pod("deleted", "node-1", [sleeper], restartPolicy="Never", terminationGracePeriodSeconds=1),
+    )
+    cluster.wait_pod("deleted", phase_is("Running"))
+    echoed: list[str] = []
+    sink = LogSink(tmp_path / "log.txt", echoed.append)
+    follower = threading.Thread(target=LauncherLogStream(api, "deleted", sink).run, daemon=True)
+    follower.start()
+    deadline = time.monotonic() + 30
+    while not echoed:
+        assert time.monotonic() < deadline, "the follower never echoed the first line"
+        time.sleep(0.1)
+    cluster.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/deleted")
+    follower.join(30)
+    assert not follower.is_alive()
+    sink.close()
+    assert echoed == ["one\n"]
+
+
+def test_a_readiness_probe_that_fails_leaves_the_worker_running_not_ready(
+    cluster: Emulated,
+) -> None:
+    """What ci-runner says of a worker when setup_timeout runs out, read from the real kubelet's
+    status of a container whose readiness probe always fails."""
+    probe = {"exec": {"command": ["false"]}, "periodSeconds": 1}
+    worker = busybox("worker", "sleep", "600", readinessProbe=probe)
+    cluster.create(
+        "pods",
+        pod("never-worker-1", "node-1", [worker], terminationGracePeriodSeconds=1),
+    )
+    running = cluster.wait_pod(
+        "never-worker-1",
+        lambda p: (
+            "running" in main_status(p).get("state", {})
+            and any(
+                c["type"] == "ContainersReady" and c["status"] == "False"
+                for c in p["status"].get("conditions") or []
+            )
+        ),
+    )
+    deadline = time.monotonic() + 30  # the kubelet's Event of a failed probe
+    while "Unhealthy" not in dict(cluster.events("never-worker-1")):
+        assert time.monotonic() < deadline, cluster.events("never-worker-1")
+        time.sleep(0.2)
+    still = cluster.pod("never-worker-1")
+    assert still is not None and not main_status(still)["ready"]
+    failure = explain.setup_timeout_failure(still, 600)
+    assert failure.message == (
+        "worker never-worker-1 was not Ready after 600s of setup (kubernetes.setup_timeout): "
+        "container worker still running, not Ready"
+    )
+    assert running["metadata"]["uid"] == still["metadata"]["uid"]
+    cluster.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/never-worker-1")
 
 
 def test_a_command_the_image_lacks_ends_start_error_in_runc_s_words(cluster: Emulated) -> None:
