@@ -211,7 +211,7 @@ def test_a_line_cut_as_the_container_ends_is_read_whole(cluster: Cluster, tmp_pa
 @on_the_control_plane
 def test_a_deleted_pod_ends_the_log(cluster: Cluster, tmp_path: Path) -> None:
     """Scripted: on real nodes as test_a_deleted_pod_ends_the_log_being_followed; here the
-    follower's one request, seen through FaultProxy."""
+    pod deleted while the follower's first request streams (seen through FaultProxy)."""
     job = launcher(cluster)
     job.launcher_running()
     job.launcher_log("one")
