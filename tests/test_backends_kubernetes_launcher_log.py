@@ -238,8 +238,9 @@ def test_a_refused_log_is_an_error(cluster: Cluster, tmp_path: Path) -> None:
 
 @on_the_control_plane
 def test_a_container_not_started_yet_is_waited_for(cluster: Cluster, tmp_path: Path) -> None:
-    """Scripted for now: a real node could show this (the real kubelet's 400 'is waiting to start'
-    behind a slow init container); not moved yet."""
+    """Scripted: on real nodes as test_a_container_not_started_yet_is_waited_for (where the
+    kubelet first answers 404, not knowing the pod yet, then 400); here the launcher starts during
+    the follower's one sleep on the ManualClock."""
     job = launcher(cluster)
 
     class StartingWhileAway(ManualClock):

@@ -187,6 +187,29 @@ def test_a_deleted_pod_ends_the_log_being_followed(cluster: Emulated, tmp_path: 
     assert echoed == ["one\n"]
 
 
+def test_a_container_not_started_yet_is_waited_for(cluster: Emulated, tmp_path: Path) -> None:
+    """Behind an init container the kubelet answers a log request with 400 "is waiting to
+    start"; ci-runner's follower waits and reads the log once the container runs."""
+    api = ci_runner_api(cluster, tmp_path)
+    cluster.create(
+        "pods",
+        pod(
+            "late",
+            "node-1",
+            [busybox("launcher", "echo", "hello")],
+            initContainers=[busybox("setup", "sleep", "3")],
+            restartPolicy="Never",
+        ),
+    )
+    echoed: list[str] = []
+    sink = LogSink(tmp_path / "log.txt", echoed.append)
+    log = LauncherLogStream(api, "late", sink)
+    log.run()
+    sink.close()
+    assert echoed == ["hello\n"]
+    assert log.reconnects >= 1
+
+
 def test_a_readiness_probe_that_fails_leaves_the_worker_running_not_ready(
     cluster: Emulated,
 ) -> None:

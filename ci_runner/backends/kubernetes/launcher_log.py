@@ -132,11 +132,23 @@ class LauncherLogStream(ReconnectingStream):
         try:
             return self._follow_once()
         except NotFound:
-            return True  # the pod is gone, and its log with it
+            if self._pod_gone():
+                return True  # the pod is gone, and its log with it
+            # The pod is there but its node's kubelet does not know it: not yet (just bound),
+            # or not again (restarted). Its 404 is no end: ask again.
+            raise
+
+    def _pod_gone(self) -> bool:
+        try:
+            self.api.get(PODS, self.pod)
+        except NotFound:
+            return True
+        return False
 
     def _may_retry(self, err: KubeError) -> bool:
-        # 400 means the container is not running yet; the rest we retry if we may.
-        return err.retryable or err.status == 400
+        # 400: the container is not running yet; 404 of a pod that exists (_connect_once): its
+        # kubelet does not know it yet. The rest we retry if we may.
+        return err.retryable or err.status in (400, 404)
 
     def _follow_once(self) -> bool:
         """Read one connection; True when the log is complete."""
