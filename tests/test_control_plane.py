@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import requests
 from testing.control_plane import accounts
 from testing.control_plane.run import LOCK_NAMESPACE
 from testing.emulated_cluster.harness import NAMESPACE, Emulated, emulated
+from testing.scripted_cluster.scenarios import wait_for
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]
@@ -88,10 +90,8 @@ def test_each_kubelet_registered_its_node_and_renews_its_lease(cluster: Emulated
         assert set(allocatable) >= {"cpu", "memory", "pods", "ephemeral-storage"}
         name = node["metadata"]["name"]
         path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
-        deadline = time.monotonic() + 30  # the kubelet creates it once its Node is registered
-        while (lease := cluster.api.get(path)) is None:
-            assert time.monotonic() < deadline, f"{name} never created its Lease"
-            time.sleep(0.2)
+        # The kubelet creates it once its Node is registered.
+        lease = wait_for(f"{name}'s Lease", partial(cluster.api.get, path), timeout=30)
         assert lease["spec"]["holderIdentity"] == name
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from testing.emulated_cluster.harness import (
     phase_is,
     pod,
 )
+from testing.scripted_cluster.scenarios import wait_for
 
 pytestmark = pytest.mark.slow
 # Accepts one connection and prints the peer's address and what it sent.
@@ -176,10 +176,7 @@ def test_a_deleted_pod_ends_the_log_being_followed(cluster: Emulated, tmp_path: 
     sink = LogSink(tmp_path / "log.txt", echoed.append)
     follower = threading.Thread(target=LauncherLogStream(api, "deleted", sink).run, daemon=True)
     follower.start()
-    deadline = time.monotonic() + 30
-    while not echoed:
-        assert time.monotonic() < deadline, "the follower never echoed the first line"
-        time.sleep(0.1)
+    wait_for("the follower's first line", lambda: bool(echoed), timeout=30)
     cluster.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/deleted")
     follower.join(30)
     assert not follower.is_alive()
@@ -231,10 +228,11 @@ def test_a_readiness_probe_that_fails_leaves_the_worker_running_not_ready(
             )
         ),
     )
-    deadline = time.monotonic() + 30  # the kubelet's Event of a failed probe
-    while "Unhealthy" not in dict(cluster.events("never-worker-1")):
-        assert time.monotonic() < deadline, cluster.events("never-worker-1")
-        time.sleep(0.2)
+    wait_for(
+        "the kubelet's Event of a failed probe",
+        lambda: "Unhealthy" in dict(cluster.events("never-worker-1")),
+        timeout=30,
+    )
     still = cluster.pod("never-worker-1")
     assert still is not None and not main_status(still)["ready"]
     failure = explain.setup_timeout_failure(still, 600)
