@@ -32,6 +32,3 @@ class CiLog:
         with self._cond:
             if not self._cond.wait_for(lambda: line in self.lines, timeout=WAIT):
                 raise AssertionError(f"never printed {line!r}; the CI log so far: {self.lines}")
-
-    def status_lines(self) -> list[str]:
-        return [line for line in self.lines if line.startswith("[ci-runner]")]

@@ -23,6 +23,7 @@ import yaml
 from testing.emulated_cluster import marks
 from testing.emulated_cluster.demo import GIT_PORT, s3_and_git
 from testing.emulated_cluster.harness import NAMESPACE, Emulated, emulated
+from testing.fake_gitlab.ci_variables import job_variables
 from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
 from testing.paths import REPO_ROOT
@@ -173,32 +174,22 @@ def pipeline(
     kubeconfig = site.home / f"{name}.kubeconfig"
     # Only what examples/rbac.yaml grants: the Role is all ci-runner needs.
     kubeconfig.write_text(yaml.safe_dump(site.cluster.ci_runner_kubeconfig(namespace)))
-    project_url = f"{gitlab.url}/group/{name}"
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(site.home),
         "PYTHONPATH": str(REPO_ROOT),
-        "CI": "true",
-        "GITLAB_CI": "true",
-        "CI_SERVER_URL": gitlab.url,
-        "CI_PROJECT_ID": str(project.id),
-        "CI_PROJECT_PATH": f"group/{name}",
-        "CI_PROJECT_URL": project_url,
+        **job_variables(
+            gitlab.url,
+            project,
+            source="merge_request_event",
+            sha=sha,
+            job_id=5005,
+            pipeline_id=1001,
+            mr=mr,
+        ),
         "CI_REPOSITORY_URL": f"git://{marks.GATEWAY}:{GIT_PORT}/{name}.git",
         "CI_RUNNER_ALLOW_GIT_PROTOCOL": "1",  # git daemon on the cluster's own bridge
-        "CI_COMMIT_SHA": sha,
-        "CI_COMMIT_REF_NAME": "faster",
-        "CI_DEFAULT_BRANCH": "main",
-        "CI_PIPELINE_ID": "1001",
-        "CI_PIPELINE_SOURCE": "merge_request_event",
-        "CI_JOB_ID": "5005",
-        "CI_JOB_NAME": "train",
-        "CI_JOB_URL": f"{project_url}/-/jobs/5005",
         "CI_JOB_TOKEN": "glcbt-emulated-job-token",
-        "CI_MERGE_REQUEST_IID": "7",
-        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-        "CI_MERGE_REQUEST_PROJECT_ID": str(project.id),
-        "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": str(project.id),
         "CI_RUNNER_GITLAB_TOKEN": f"{GITLAB_TOKEN}-{name}",
         "KUBECONFIG": str(kubeconfig),
         **aws_env(),

@@ -1,5 +1,6 @@
 """Small v2beta1 MPIJobs shaped like the ones ci-runner renders, for tests of the Kubernetes
-backend (on the scripted cluster and on the in-process fake API server), and their names."""
+backend (on the scripted cluster, the real nodes with busybox for the image, and the in-process
+fake API server), and their names."""
 
 from __future__ import annotations
 
@@ -22,13 +23,11 @@ def mpijob_manifest(
     backoff_limit: int = 0,
     ttl: int | None = None,
     setup: bool = False,
-    sidecar: bool = False,
 ) -> JSON:
     """A small v2beta1 MPIJob like the one ci-runner renders (launcher + workers).
 
     ``wait_for_workers``: launcherCreationPolicy WaitForWorkersReady (ci-runner's); ``setup``:
-    the workers' init containers (fetch-code, install-requirements) as ci-runner renders them;
-    ``sidecar``: an injected proxy container in the launcher pod (a service mesh's).
+    the workers' init containers (fetch-code, install-requirements) as ci-runner renders them.
     """
     run_policy: JSON = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": backoff_limit}
     if deadline is not None:
@@ -54,8 +53,6 @@ def mpijob_manifest(
         "env": env,
     }
     launcher_pod: JSON = {"containers": [launcher]}
-    if sidecar:
-        launcher_pod["containers"].append({"name": "istio-proxy", "image": "istio/proxyv2:1.22.0"})
     worker_pod: JSON = {"containers": [worker]}
     if setup:
         worker_pod["initContainers"] = [

@@ -27,7 +27,8 @@ from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import FakeGitLab
 from testing.paths import REPO_ROOT
 from testing.scripted_cluster.harness import Cluster
-from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
+from testing.waiting import wait_for
 
 GITLAB_TOKEN = "glpat-e2e-CANARY-51f0c2"
 JOB_TOKEN = "glcbt-64-e2e-CANARY-job-token"

@@ -3,11 +3,16 @@ log proxy read (allocatable, taints, labels, InternalIP, the kubelet's port, Rea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from testing.emulated_cluster.api import Api
+from testing.waiting import wait_for
+
 JSON = dict[str, Any]
+NOT_READY = "node.kubernetes.io/not-ready"
 
 
 @dataclass
@@ -56,3 +61,16 @@ def node_object(node: NodeSpec, port: int, address: str = "127.0.0.1") -> JSON:
             ],
         },
     }
+
+
+def wait_schedulable(api: Api, names: Iterable[str], timeout: float) -> None:
+    """Until the node lifecycle controller lifted the not-ready taint that admission
+    (TaintNodesByCondition) puts on every new Node, from each of ``names``."""
+
+    def tainted(name: str) -> bool:
+        node = api.get(f"/api/v1/nodes/{name}") or {}
+        taints = (node.get("spec") or {}).get("taints") or []
+        return not node or any(t["key"] == NOT_READY for t in taints)
+
+    nodes = sorted(names)
+    wait_for(f"{nodes} without {NOT_READY}", lambda: not any(map(tainted, nodes)), timeout)

@@ -190,29 +190,6 @@ def test_a_refused_launcher_pod_fails_at_once(cluster: Cluster) -> None:
     assert leftovers(cluster) == []
 
 
-def test_sidecar_in_the_launcher_pod(cluster: Cluster) -> None:
-    """Scripted for now: a real node could show this (a second busybox container in the launcher
-    pod; a real mesh sidecar, unlike this one, never exits); not moved yet."""
-    job = cluster.started(mpijob_manifest(sidecar=True))
-    job.workers_running()
-    cluster.log.wait_for("[ci-runner] workers ready 2/2")
-    job.launcher_running()
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-    job.launcher_log(*LOG)
-    job.launcher_exits(0)
-    result = cluster.result(timeout=SETTLE)
-    assert result.outcome is Outcome.SUCCEEDED
-    assert cluster.log.lines == [
-        submitted(cluster),
-        "[ci-runner] workers ready 1/2",
-        "[ci-runner] workers ready 2/2",
-        f"[ci-runner] launcher running (pod {job.launcher_pod})",
-        *LOG,
-        f"[ci-runner] MPIJob {JOB} succeeded",
-        f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret",
-    ]
-
-
 def test_zone_offsets_and_out_of_order_lines_across_a_drop(cluster: Cluster) -> None:
     """Scripted: stdout and stderr stamped out of order, then a cut at a chosen line, which a real
     containerd and kubelet do not produce on cue."""
@@ -233,71 +210,6 @@ def test_zone_offsets_and_out_of_order_lines_across_a_drop(cluster: Cluster) -> 
         "[0]<stderr>:warn",
         "[0]<stdout>:step 2",
         "[0]<stdout>:step 3",
-    ]
-
-
-def test_image_pull_error_that_recovers(cluster: Cluster) -> None:
-    """Scripted for now: a real node could likely show this (a refused image address, then the image
-    tagged into the node's containerd during the kubelet's back-off; unverified); not moved yet."""
-    job = cluster.started()
-    pull = job.image_pull_fails(f"{JOB}-worker-0", failures=1)
-    retrying = (
-        f"[ci-runner] pod {JOB}-worker-0 cannot pull its image yet (ErrImagePull): the kubelet "
-        "retries; giving up after 300s"
-    )
-    cluster.log.wait_for(retrying)
-    assert pull.done.wait(SETTLE)  # the kubelet pulls again after its back-off, and succeeds
-    job.workers_running()
-    cluster.log.wait_for("[ci-runner] workers ready 2/2")
-    job.launcher_running()
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-    job.launcher_exits(0)
-    assert cluster.result(timeout=SETTLE).outcome is Outcome.SUCCEEDED
-    assert cluster.log.lines == [
-        submitted(cluster),
-        retrying,
-        "[ci-runner] workers ready 1/2",
-        "[ci-runner] workers ready 2/2",
-        f"[ci-runner] launcher running (pod {job.launcher_pod})",
-        f"[ci-runner] MPIJob {JOB} succeeded",
-        f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret",
-    ]
-
-
-def test_launcher_fails_once_under_backoff_limit_then_succeeds(cluster: Cluster) -> None:
-    """Scripted for now: a real node could show this (a launcher script that fails its first time,
-    e.g. by a marker file, under the real Job back-off); not moved yet."""
-    statuses = cluster.mpijob_statuses()  # as the operator writes them (deleted at the end)
-    job = cluster.started(mpijob_manifest(backoff_limit=1))
-    job.workers_running()
-    job.launcher_running()
-    first = job.launcher_pod
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {first})")
-    job.launcher_log("[0]<stderr>:connection refused")
-    cluster.log.wait_for("[0]<stderr>:connection refused")
-    job.launcher_exits(1)
-    second = job.wait_launcher_replaced(first)  # the Job controller's 10 s back-off first
-    assert second != first
-    job.launcher_running()
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {second})")
-    job.launcher_log(*LOG)
-    job.launcher_exits(0)
-    result = cluster.result(timeout=SETTLE)
-    assert result.outcome is Outcome.SUCCEEDED
-    # The operator counted the failed launcher; the second one's pod Succeeded decided the job
-    # (the MPIJob is deleted before the operator may count it).
-    launcher = [status.get("replicaStatuses", {}).get("Launcher") for status in statuses]
-    assert {"failed": 1} in launcher
-    assert cluster.log.lines == [
-        submitted(cluster),
-        "[ci-runner] workers ready 1/2",
-        "[ci-runner] workers ready 2/2",
-        f"[ci-runner] launcher running (pod {first})",
-        "[0]<stderr>:connection refused",
-        f"[ci-runner] launcher running (pod {second})",
-        *LOG,
-        f"[ci-runner] MPIJob {JOB} succeeded",
-        f"[ci-runner] deleted MPIJob {JOB}, its pods and its Secret",
     ]
 
 

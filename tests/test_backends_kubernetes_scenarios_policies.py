@@ -26,8 +26,9 @@ from testing.control_plane.rbac import OPERATOR_USER
 from testing.emulated_cluster.api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
 from testing.plan_cases import CONFIG, CONTEXT
-from testing.scripted_cluster.harness import Cluster, submitted
-from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
+from testing.scripted_cluster.harness import Cluster, submitted, succeeded
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
+from testing.waiting import wait_for
 
 pytestmark = pytest.mark.control_plane
 
@@ -69,13 +70,6 @@ def refused_launcher(failure: Failure | None, name: str) -> str:
     found = re.search(rf'pods "({re.escape(name)}-launcher-[a-z0-9]{{5}})"', failure.message)
     assert found, failure.message
     return found[1]
-
-
-def succeeded(name: str = JOB) -> list[str]:
-    return [
-        f"[ci-runner] MPIJob {name} succeeded",
-        f"[ci-runner] deleted MPIJob {name}, its pods and its Secret",
-    ]
 
 
 # -- quotas ----------------------------------------------------------------------------------
@@ -298,7 +292,7 @@ UNSCHEDULABLE = (
 def room(cluster: Cluster) -> Iterator[None]:
     """node-1 gets back its 4 GPUs after the test (the nodes are the module's)."""
     yield
-    cluster.kubelet.set_allocatable("node-1", gpus=4)
+    cluster.kubelet.set_gpus("node-1", 4)
 
 
 def _failed_scheduling(cluster: Cluster, pod: str) -> list[JSON]:
@@ -307,32 +301,6 @@ def _failed_scheduling(cluster: Cluster, pod: str) -> list[JSON]:
         {"fieldSelector": f"involvedObject.name={pod},reason=FailedScheduling"},
     )
     return events
-
-
-def test_workers_unschedulable_until_a_node_has_room(cluster: Cluster, room: None) -> None:
-    """Scripted for now: a real node could show this (room made by deleting blocker pods, or by
-    raising an advertised nvidia.com/gpu); not moved yet."""
-    job = cluster.started(_gpus(mpijob_manifest(), 5), unschedulable_timeout=600)
-    message = job.workers_unschedulable()
-    pending = f"[ci-runner] workers pending: {message}"
-    cluster.log.wait_for(pending)
-    cluster.kubelet.set_allocatable("node-1", gpus=10)  # the scheduler tries again: both fit
-    job.workers_running()
-    cluster.log.wait_for("[ci-runner] workers ready 2/2")
-    cluster.clock.advance(900)  # past the unschedulable timeout (not setup_timeout's 1800 s)
-    job.launcher_running()
-    cluster.log.wait_for(f"[ci-runner] launcher running (pod {job.launcher_pod})")
-    job.launcher_exits(0)
-    assert cluster.result().outcome is Outcome.SUCCEEDED
-    assert message == UNSCHEDULABLE
-    assert cluster.log.lines == [
-        submitted(cluster),
-        pending,
-        "[ci-runner] workers ready 1/2",
-        "[ci-runner] workers ready 2/2",
-        f"[ci-runner] launcher running (pod {job.launcher_pod})",
-        *succeeded(),
-    ]
 
 
 def test_workers_unschedulable_past_the_timeout_fail_the_job(cluster: Cluster) -> None:
@@ -365,7 +333,7 @@ def test_a_retried_ci_job_ignores_the_failed_scheduling_events_its_listing_repla
     submit(api, manifest, JobSecret(secret_name(JOB), ("git-token",), {"git-token": "t"}), None)
     job = cluster.job()
     job.workers_unschedulable()
-    cluster.kubelet.set_allocatable("node-1", gpus=10)
+    cluster.kubelet.set_gpus("node-1", 10)
     job.workers_running()
     assert _failed_scheduling(cluster, f"{JOB}-worker-0")  # what the retry's listing brings
     # The retried CI job attaches; its Events listing has the scheduler's old FailedScheduling.

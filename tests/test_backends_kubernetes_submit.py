@@ -13,7 +13,7 @@ from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.mpijob_manifests import JSON, mpijob_manifest
 from testing.scripted_cluster.harness import KINDS, Cluster
-from testing.scripted_cluster.scenarios import wait_for
+from testing.waiting import wait_for
 
 pytestmark = pytest.mark.control_plane
 

@@ -15,7 +15,7 @@ import requests
 from testing.control_plane import accounts
 from testing.control_plane.run import LOCK_NAMESPACE
 from testing.emulated_cluster.harness import NAMESPACE, Emulated, emulated
-from testing.scripted_cluster.scenarios import wait_for
+from testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]

@@ -30,7 +30,7 @@ from testing.emulated_cluster.harness import (
     phase_is,
     pod,
 )
-from testing.scripted_cluster.scenarios import wait_for
+from testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 # Accepts one connection and prints the peer's address and what it sent.
@@ -275,7 +275,7 @@ def test_an_image_no_registry_serves_fails_to_pull_then_backs_off_in_the_kubelet
 ) -> None:
     """What ci-runner reads of a pull that fails (explain.image_pull_failure): ErrImagePull with
     containerd's error, then ImagePullBackOff carrying that error after the kubelet's words
-    (images/image_manager.go), as the scripted kubelet writes them too."""
+    (images/image_manager.go)."""
     container = {"name": "main", "image": ABSENT, "command": ["true"]}
     cluster.create("pods", pod("pull-fails", "node-1", [container], restartPolicy="Never"))
     pulling = cluster.wait_pod("pull-fails", lambda p: waiting(p).get("reason") == "ErrImagePull")
@@ -401,6 +401,37 @@ def test_a_pod_reaches_a_network_beyond_the_bridge_masqueraded_as_this_machine(
         assert (done["status"]["phase"], peer) == ("Succeeded", "198.51.100.1 hello\n")
     finally:
         network.ip("netns", "del", outside, check=False)
+
+
+def test_a_worker_on_a_lost_node_is_deleted_by_the_taint_and_named_as_stopped_by_the_cluster(
+    cluster: Emulated,
+) -> None:
+    """node-2's kubelet and containerd stop (its pods' processes go on, as behind a network
+    partition): its Lease goes unrenewed, the node lifecycle controller sets Ready Unknown and
+    the unreachable taint, and the taint eviction controller deletes the worker (the apiserver's
+    default toleration of it, 5 s here). Next to last in this module: node-2 stays lost."""
+    worker = busybox("worker", "sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait")
+    cluster.create("pods", pod("lost-worker-0", "node-2", [worker]))
+    cluster.wait_pod("lost-worker-0", phase_is("Running"))
+    assert cluster.side.real_nodes is not None
+    cluster.side.real_nodes.nodes[1].stop()
+    gone = cluster.wait_pod(
+        "lost-worker-0", lambda p: bool(p["metadata"].get("deletionTimestamp")), timeout=90
+    )
+    node = cluster.api.get("/api/v1/nodes/node-2") or {}
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("Unknown", "NodeStatusUnknown")
+    assert {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"} in [
+        {k: t[k] for k in ("key", "effect")} for t in node["spec"]["taints"]
+    ]
+    disrupted = explain.disruption(gone)
+    assert disrupted is not None
+    assert disrupted.message == (
+        "worker lost-worker-0 was stopped by the cluster (DeletionByTaintManager: Taint manager: "
+        "deleting due to NoExecute taint); the launcher then failed"
+    )
+    # No kubelet confirms the end: the pod stays Running, being deleted, with its node.
+    assert gone["status"]["phase"] == "Running"
 
 
 def test_after_stop_nothing_is_left_and_the_sysctls_are_back(

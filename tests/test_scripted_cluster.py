@@ -91,7 +91,7 @@ def test_a_stop_leaves_nothing_and_a_start_removes_a_dead_runs_leftovers(tmp_pat
 TESTS = Path(__file__).parent
 MARK = "control_plane"  # pyproject: starts the scripted cluster's real control plane
 STARTS = {"module_cluster", "ScriptedCluster"}  # testing.scripted_cluster.harness's starters
-SAYS_WHY = ("Scripted: ", "Scripted for now: ")
+SAYS_WHY = "Scripted: "
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -198,15 +198,14 @@ def scripted_tests(module: str, conftest: str = "") -> dict[str, Function]:
 
 
 def says_why(func: Function) -> bool:
-    """A paragraph of its docstring starts ``Scripted: `` or ``Scripted for now: ``."""
+    """A paragraph of its docstring starts ``Scripted: ``."""
     paragraphs = (ast.get_docstring(func) or "").split("\n\n")
     return any(p.startswith(SAYS_WHY) for p in paragraphs)
 
 
 def test_every_test_on_the_scripted_cluster_says_why_it_is_not_on_the_real_nodes() -> None:
     """The issue: the scripted cluster keeps only what a real node here cannot do, each case
-    saying why (docs/developing.md): a ``Scripted: <why>`` paragraph in each one's docstring, or
-    ``Scripted for now: <what a real node would need>; not moved yet``."""
+    saying why (docs/developing.md): a ``Scripted: <why>`` paragraph in each one's docstring."""
     conftest = (TESTS / "conftest.py").read_text()
     found = {
         f"{path.name}::{name}": func
@@ -216,8 +215,8 @@ def test_every_test_on_the_scripted_cluster_says_why_it_is_not_on_the_real_nodes
     assert f"{Path(__file__).name}::test_the_node_log_server_refuses_other_clients" in found
     silent = [name for name, func in found.items() if not says_why(func)]
     assert silent == [], (
-        "tests on the scripted cluster with no 'Scripted: <why>' (or 'Scripted for now: ...') "
-        "paragraph in their docstring:\n  " + "\n  ".join(silent)
+        "tests on the scripted cluster with no 'Scripted: <why>' paragraph in their "
+        "docstring:\n  " + "\n  ".join(silent)
     )
 
 

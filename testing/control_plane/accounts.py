@@ -5,7 +5,6 @@ TokenRequest API, and a kubeconfig that carries it (the CA inline, so it stands 
 from __future__ import annotations
 
 import base64
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import yaml
 
 from testing.emulated_cluster.api import Api, ApiFailure
 from testing.paths import REPO_ROOT
+from testing.waiting import wait_for
 
 JSON = dict[str, Any]
 RBAC = REPO_ROOT / "examples" / "rbac.yaml"
@@ -58,14 +58,9 @@ def create_namespace(
     except ApiFailure as err:
         if err.code != 409:
             raise
-    deadline = time.monotonic() + timeout
-    while (
-        wait_for_account
-        and api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is None
-    ):
-        if time.monotonic() > deadline:
-            raise AssertionError(f'no ServiceAccount "default" in {namespace} after {timeout}s')
-        time.sleep(0.1)
+    if wait_for_account:
+        account = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
+        wait_for(f'ServiceAccount "default" in {namespace}', lambda: api.get(account), timeout)
 
 
 def apply_rbac(api: Api, namespace: str) -> None:

@@ -9,15 +9,6 @@ from pathlib import Path
 from testing.paths import REPO_ROOT
 
 SETUP = REPO_ROOT / "scripts" / "setup-control-plane.sh"
-NAMES = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "mpi-operator",
-    "kubelet",
-    "coredns",
-)
 
 
 class NotBuilt(Exception):

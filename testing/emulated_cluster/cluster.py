@@ -9,7 +9,6 @@ import fcntl
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,10 @@ from testing.emulated_cluster import cleanup, marks, network, realcluster
 from testing.emulated_cluster.api import Api
 from testing.emulated_cluster.cgroups import Cgroup, run_root
 from testing.emulated_cluster.coredns import CoreDns
+from testing.node_objects import wait_schedulable
 from testing.paths import cache_dir
 
 JSON = dict[str, Any]
-NOT_READY = "node.kubernetes.io/not-ready"
 
 
 class Busy(Exception):
@@ -135,21 +134,7 @@ class MachineSide:
             self.cgroup.path,
             realcluster.node_sources(cache_dir(), self.venv),
         ).start()
-        for shape in self.shapes:
-            self._wait_schedulable(shape.name)
-
-    def _wait_schedulable(self, name: str, timeout: float = 60.0) -> None:
-        """Until the node lifecycle controller lifted the not-ready taint that admission
-        (TaintNodesByCondition) puts on every new Node."""
-        deadline = time.monotonic() + timeout
-        while True:
-            node = self.api.get(f"/api/v1/nodes/{name}") or {}
-            taints = (node.get("spec") or {}).get("taints") or []
-            if node and not any(t["key"] == NOT_READY for t in taints):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"node {name} kept its {NOT_READY} taint for {timeout:.0f}s")
-            time.sleep(0.2)
+        wait_schedulable(self.api, [shape.name for shape in self.shapes], 60.0)
 
     def stop(self) -> None:
         if self._lock is None:

@@ -16,6 +16,7 @@ from testing.control_plane import accounts, rbac
 from testing.emulated_cluster import marks, nodeimages, realcluster
 from testing.emulated_cluster.api import Api, Informer
 from testing.emulated_cluster.cluster import MachineSide
+from testing.waiting import wait_for
 
 JSON = dict[str, Any]
 NAMESPACE = "ml"
@@ -103,11 +104,11 @@ class Emulated:
         }
         self.create("persistentvolumeclaims", claim)
         path = f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{name}"
-        deadline = time.time() + WAIT
-        while ((self.api.get(path) or {}).get("status") or {}).get("phase") != "Bound":
-            if time.time() > deadline:
-                raise AssertionError(f"claim {name} was never bound")
-            time.sleep(0.1)
+
+        def bound() -> bool:
+            return ((self.api.get(path) or {}).get("status") or {}).get("phase") == "Bound"
+
+        wait_for(f"claim {name} bound", bound)
 
     def history(self, name: str) -> list[JSON]:
         """The pod ``name`` as each ADDED/MODIFIED event of a watch showed it."""

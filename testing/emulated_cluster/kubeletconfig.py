@@ -122,6 +122,7 @@ def config(
         "systemReserved": reserved,
         "enforceNodeAllocatable": ["pods"],
         "nodeStatusUpdateFrequency": "2s",
+        "nodeLeaseDurationSeconds": 8,  # renewed every 2 s: the control plane's grace is 16 s
         "nodeStatusReportFrequency": "10s",
         "syncFrequency": "5s",
         "serializeImagePulls": False,

@@ -50,14 +50,20 @@ def serve(call: Call, project: Project, sha: str, rest: list[str]) -> Response:
     raise no_such_route()
 
 
-def _create(call: Call, project: Project, sha: str) -> Response:
-    text = note_text(call.body, "body", "Note")
-    content, commands = extract_commands(text)
+def _new_note(call: Call, project: Project) -> Note | Response:
+    """The note a POST makes, or GitLab's 202 for a body of quick actions alone."""
+    content, commands = extract_commands(note_text(call.body, "body", "Note"))
     project.commit_commands.extend(commands)
     if not content and commands:
         return json_response(202, commands_json(commands))
     tick = call.state.tick()
-    note = Note(call.state.next_id(), content, call.user, tick, tick, type="DiscussionNote")
+    return Note(call.state.next_id(), content, call.user, tick, tick, type="DiscussionNote")
+
+
+def _create(call: Call, project: Project, sha: str) -> Response:
+    note = _new_note(call, project)
+    if not isinstance(note, Note):
+        return note
     note.discussion_id = discussion_id("commit", sha, note.id)
     discussion = Discussion(note.discussion_id, sha, [note])
     project.discussions.append(discussion)
@@ -66,13 +72,9 @@ def _create(call: Call, project: Project, sha: str) -> Response:
 
 
 def _reply(call: Call, project: Project, discussion: Discussion) -> Response:
-    text = note_text(call.body, "body", "Note")
-    content, commands = extract_commands(text)
-    project.commit_commands.extend(commands)
-    if not content and commands:
-        return json_response(202, commands_json(commands))
-    tick = call.state.tick()
-    note = Note(call.state.next_id(), content, call.user, tick, tick, type="DiscussionNote")
+    note = _new_note(call, project)
+    if not isinstance(note, Note):
+        return note
     note.discussion_id = discussion.id
     discussion.notes.append(note)
     call.state.record_note("created", discussion.sha, note)

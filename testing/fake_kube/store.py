@@ -66,7 +66,6 @@ KINDS = {
         Kind("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
     )
 }
-BY_KIND = {k.kind: k for k in KINDS.values()}
 
 
 class ApiError(Exception):
@@ -143,19 +142,6 @@ def matches(obj: JSON, label_selector: str | None, field_selector: str | None) -
     return True
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 # k8s.io/api: the patchMergeKey of lists a strategic merge patch merges item by item (other
 # lists are replaced, as in a JSON merge patch).
 MERGE_KEYS = {
@@ -171,9 +157,12 @@ MERGE_KEYS = {
 }
 
 
-def strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
-    """apimachinery/pkg/util/strategicpatch: a merge patch whose keyed lists merge by key."""
-    key = MERGE_KEYS.get(field)
+def strategic_merge(
+    target: Any, patch: Any, field: str = "", keys: dict[str, str] = MERGE_KEYS
+) -> Any:
+    """apimachinery/pkg/util/strategicpatch: a merge patch whose keyed lists (``keys``) merge by
+    key."""
+    key = keys.get(field)
     if isinstance(patch, list) and key and isinstance(target, list):
         merged = [copy.deepcopy(item) for item in target]
         for item in patch:
@@ -184,7 +173,7 @@ def strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
             elif at is None:
                 merged.append(copy.deepcopy(item))
             else:
-                merged[at] = strategic_merge(merged[at], item)
+                merged[at] = strategic_merge(merged[at], item, keys=keys)
         return merged
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -193,8 +182,13 @@ def strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
         if value is None:
             result.pop(name, None)
         else:
-            result[name] = strategic_merge(result.get(name), value, name)
+            result[name] = strategic_merge(result.get(name), value, name, keys)
     return result
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: every list replaced."""
+    return strategic_merge(target, patch, keys={})
 
 
 def json_patch(target: JSON, operations: list[JSON]) -> JSON:

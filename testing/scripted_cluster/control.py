@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import time
 from pathlib import Path
 
 from testing.control_plane.run import ControlPlane, free_port
@@ -18,7 +17,6 @@ from testing.scripted_cluster.names import RunNames
 from testing.scripted_cluster.operator_netns import LoopbackOperatorNetwork
 
 ADDRESS = "127.0.0.1"
-KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the CN run.py gives --kubelet-client-certificate
 
 
 def _run_cgroup(names: RunNames) -> Cgroup:
@@ -37,7 +35,6 @@ class ScriptedControlPlane:
         self.names = RunNames.mine()
         self.control: ControlPlane | None = None
         self.state: Path | None = None
-        self.start_seconds = 0.0  # wall time of start(), leftovers' removal included
 
     @property
     def plane(self) -> ControlPlane:
@@ -45,7 +42,6 @@ class ScriptedControlPlane:
         return self.control
 
     def start(self) -> ScriptedControlPlane:
-        began = time.monotonic()
         leftovers.remove_dead_runs()
         self.state = self.names.state_dir()
         port = free_port()
@@ -62,7 +58,6 @@ class ScriptedControlPlane:
         except BaseException:
             self.stop()
             raise
-        self.start_seconds = time.monotonic() - began
         return self
 
     def stop(self) -> None:

@@ -23,7 +23,6 @@ from typing import BinaryIO
 MAX_SIZE = 10 * 1024 * 1024  # kubelet containerLogMaxSize default
 MAX_FILES = 5  # kubelet containerLogMaxFiles default
 ROTATE_CHECK_SECONDS = 10.0  # container log manager monitor period
-FOLLOW_CHECK_SECONDS = 1.0  # logs.go logForceCheckPeriod
 
 
 def _zone(seconds: int, offset: int | None = None) -> str:

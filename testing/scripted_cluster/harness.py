@@ -1,12 +1,15 @@
-"""Run the real Kubernetes backend against the scripted cluster and watch what it prints.
+"""Run the real Kubernetes backend against the scripted cluster, or the real nodes, and watch
+what it prints.
 
 :class:`ScriptedCluster` (one per test module: it takes seconds to start) is the control plane
 with three scripted GPU nodes; ``scripted.cluster(tmp_path)`` gives a :class:`Cluster` for one
-test in a namespace of its own: the backend's run on a thread (``start``/``started``), its CI log
-(:class:`CiLog`, waited on line by line), its ManualClock (the backend's own timers), the
-scenario of a job (``job(name)``) and what the namespace holds (``leftovers``). The backend talks
-to kube-apiserver through the test's :class:`~testing.scripted_cluster.faults.FaultProxy`
-(``cluster.api``): it counts the backend's requests and watches and injects faults."""
+test in a namespace of its own (:func:`cluster_on`, one on any control plane: the emulated
+cluster's has real nodes and no scripted kubelet): the backend's run on a thread
+(``start``/``started``), its CI log (:class:`CiLog`, waited on line by line), its ManualClock
+(the backend's own timers), the scenario of a job (``job(name)``) and what the namespace holds
+(``leftovers``). The backend talks to kube-apiserver through the test's
+:class:`~testing.scripted_cluster.faults.FaultProxy` (``cluster.api``): it counts the backend's
+requests and watches and injects faults."""
 
 from __future__ import annotations
 
@@ -17,10 +20,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import kubernetes.client
 import pytest
+from typing_extensions import Unpack
 
 from ci_runner.backends.kubernetes.backend import KubernetesBackend
 from ci_runner.backends.kubernetes.options import JobOptions
@@ -34,6 +38,7 @@ from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.ci_log import CiLog
 from testing.control_plane import accounts, binaries
+from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster.api import ApiFailure, Informer
 from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest, plan_facts
 from testing.node_objects import NodeSpec
@@ -41,7 +46,8 @@ from testing.rights import verdict
 from testing.scripted_cluster.control import ScriptedControlPlane
 from testing.scripted_cluster.faults import FaultProxy
 from testing.scripted_cluster.kubelet import ScriptedKubelet
-from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario, wait_for
+from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
+from testing.waiting import wait_for
 
 JSON = dict[str, Any]
 WAIT = 30.0  # real seconds a test waits for the backend or the control plane
@@ -62,6 +68,15 @@ KINDS = {
 }
 WATCHED = ("mpijobs", "pods", "events")
 _numbers = itertools.count(1)
+
+
+class RunOptions(TypedDict, total=False):
+    """How a test runs the backend, beside the manifest (as ``ci-runner train`` sets them)."""
+
+    unschedulable_timeout: float  # 600 unless given
+    token: str | None  # the rbac.yaml ServiceAccount's unless given
+    on_preemption: OnPreemption
+    keep_finished: float  # 0 unless given
 
 
 class ScriptedCluster:
@@ -92,11 +107,21 @@ class ScriptedCluster:
     def cluster(self, tmp_path: Path) -> Iterator[Cluster]:
         """A :class:`Cluster` in a fresh namespace; the namespace goes at the end."""
         assert self.kubelet is not None
-        cluster = Cluster(self, self.kubelet, tmp_path, f"ml-{next(_numbers)}")
-        try:
+        with cluster_on(self.plane.plane, tmp_path, self.kubelet) as cluster:
             yield cluster
-        finally:
-            cluster.close()
+
+
+@contextmanager
+def cluster_on(
+    plane: ControlPlane, tmp_path: Path, kubelet: ScriptedKubelet | None = None
+) -> Iterator[Cluster]:
+    """A :class:`Cluster` of ``plane`` in a fresh namespace (``kubelet``: the scripted nodes',
+    none on real nodes); the namespace goes at the end."""
+    cluster = Cluster(plane, kubelet, tmp_path, f"ml-{next(_numbers)}")
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
@@ -118,14 +143,17 @@ def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
 
 
 class Cluster:
-    """One test's part of the scripted cluster (its namespace ``self.namespace``)."""
+    """One test's part of a cluster (its namespace ``self.namespace``)."""
 
     def __init__(
-        self, scripted: ScriptedCluster, kubelet: ScriptedKubelet, tmp_path: Path, namespace: str
+        self,
+        plane: ControlPlane,
+        kubelet: ScriptedKubelet | None,
+        tmp_path: Path,
+        namespace: str,
     ) -> None:
-        self.scripted = scripted
-        self.kubelet = kubelet
-        self.plane = scripted.plane.plane
+        self._kubelet = kubelet
+        self.plane = plane
         self.admin = self.plane.admin_api()
         self.namespace = namespace
         self.tmp_path = tmp_path
@@ -141,6 +169,12 @@ class Cluster:
         self._baseline = set(self._objects()) | BASELINE
         self.token = accounts.account_token(self.admin, namespace)
         self.api = FaultProxy(self.plane.url, self.plane.ca).start()
+
+    @property
+    def kubelet(self) -> ScriptedKubelet:
+        """The scripted nodes (a scripted step on real nodes is a mistake of the test)."""
+        assert self._kubelet is not None, "real nodes: no scripted kubelet"
+        return self._kubelet
 
     def close(self) -> None:
         backend = self.backend_under_test
@@ -226,7 +260,7 @@ class Cluster:
     # -- the backend ------------------------------------------------------------------------
 
     def job(self, name: str = JOB) -> JobScenario:
-        return JobScenario(self.admin, self.kubelet, name, self.namespace)
+        return JobScenario(self.admin, self._kubelet, name, self.namespace)
 
     def api_client(self, token: str | None = None) -> kubernetes.client.ApiClient:
         """A client through ``self.api`` with the examples/rbac.yaml ServiceAccount's token
@@ -236,28 +270,22 @@ class Cluster:
         configuration.api_key = {"authorization": f"Bearer {token or self.token}"}
         return kubernetes.client.ApiClient(configuration)
 
-    def backend(
-        self,
-        manifest: JSON | None = None,
-        unschedulable_timeout: float = 600,
-        token: str | None = None,
-        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
-        keep_finished: float = 0,
-    ) -> KubernetesBackend:
+    def backend(self, manifest: JSON | None = None, **run: Unpack[RunOptions]) -> KubernetesBackend:
+        unschedulable_timeout = run.get("unschedulable_timeout", 600)
         sink = LogSink(
             self.tmp_path / f"train-{time.monotonic_ns()}.log", self.log, SecretMasker([GIT_TOKEN])
         )
         manifest = manifest or mpijob_manifest()
         name = secret_name(manifest["metadata"]["name"])
         options = JobOptions(
-            api_client=self.api_client(token),
+            api_client=self.api_client(run.get("token")),
             namespace=self.namespace,
             manifest=manifest,
             secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
             **plan_facts(manifest, unschedulable_timeout),
             unschedulable_timeout=unschedulable_timeout,
-            keep_finished=keep_finished,
-            on_preemption=on_preemption,
+            keep_finished=run.get("keep_finished", 0),
+            on_preemption=run.get("on_preemption", KubernetesOptions.on_preemption),
             retry=RetryPolicy(attempts=6, base_delay=1.0, max_delay=30.0),
             # As train gives it: the pod scripts' ConfigMap (the scripted kubelet runs none).
             scripts={
@@ -272,16 +300,9 @@ class Cluster:
         )
         return self.backend_under_test
 
-    def start(
-        self,
-        manifest: JSON | None = None,
-        unschedulable_timeout: float = 600,
-        token: str | None = None,
-        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
-        keep_finished: float = 0,
-    ) -> None:
+    def start(self, manifest: JSON | None = None, **options: Unpack[RunOptions]) -> None:
         """``backend(...).run()`` on a thread."""
-        backend = self.backend(manifest, unschedulable_timeout, token, on_preemption, keep_finished)
+        backend = self.backend(manifest, **options)
 
         def run() -> None:
             try:
@@ -305,20 +326,9 @@ class Cluster:
         """Until the backend watches only the pods (the job runs steadily)."""
         self.api.wait_until(lambda: self.watched() == ["pods"])
 
-    def started(
-        self,
-        manifest: JSON | None = None,
-        unschedulable_timeout: float = 600,
-        on_preemption: OnPreemption = KubernetesOptions.on_preemption,
-        keep_finished: float = 0,
-    ) -> JobScenario:
+    def started(self, manifest: JSON | None = None, **run: Unpack[RunOptions]) -> JobScenario:
         """Start the backend, wait until it watches; the job's scenario."""
-        self.start(
-            manifest,
-            unschedulable_timeout,
-            on_preemption=on_preemption,
-            keep_finished=keep_finished,
-        )
+        self.start(manifest, **run)
         self.wait_watching()
         return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
 
@@ -344,3 +354,11 @@ class Cluster:
 def submitted(cluster: Cluster, name: str = JOB) -> str:
     """What ci-runner logs once it has created MPIJob ``name`` in the test's namespace."""
     return cluster.job(name).submitted
+
+
+def succeeded(name: str = JOB) -> list[str]:
+    """What ci-runner logs last for MPIJob ``name`` that succeeded (kept for no time)."""
+    return [
+        f"[ci-runner] MPIJob {name} succeeded",
+        f"[ci-runner] deleted MPIJob {name}, its pods and its Secret",
+    ]

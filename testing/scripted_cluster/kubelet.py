@@ -6,7 +6,7 @@ bound to it and serves their logs (:mod:`.logs`). On its own it does what a kube
 being told: a new pod's first status (Pending, containers waiting), and a pod being deleted has
 its containers stopped (sshd exits 0 on SIGTERM, other processes 143) and is deleted with grace 0
 (``status_manager.go`` canBeDeleted). What the containers do (start, turn Ready or not, log,
-exit, fail to pull) the test says; every status goes through ``pods/<name>/status`` as a
+exit) the test says; every status goes through ``pods/<name>/status`` as a
 strategic merge patch (:mod:`.podstatus`)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import copy
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,18 +25,14 @@ import requests
 
 from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster.api import Api, ApiFailure, Informer
-from testing.node_objects import NodeSpec, node_object
+from testing.node_objects import NodeSpec, node_object, wait_schedulable
 from testing.scripted_cluster import podstatus
 from testing.scripted_cluster.crilog import LogFile
 from testing.scripted_cluster.logs import ContainerLogState, NodeLogServer
 from testing.scripted_cluster.logserver import Tls
 
 JSON = dict[str, Any]
-LEASE_SECONDS = 40  # --node-lease-duration-seconds default; renewed every quarter of it
-# The image pull back-off: the kubelet's is 10 s doubled up to 300 s (kubelet.go backOffPeriod);
-# ours starts at 1 s so a recovering pull takes a second of the test's time, not ten.
-PULL_BACKOFF = 1.0
-MAX_PULL_BACKOFF = 300.0
+LEASE_SECONDS = 8  # as the real nodes' (kubeletconfig.py); renewed every quarter of it
 WAIT = 30.0  # real seconds a step waits for the control plane before failing
 
 
@@ -50,17 +46,6 @@ def sigterm_exit(container: JSON) -> int:
         argv[:2] == ["/bin/sh", "-c"] and argv[3:4] == ["sshd"]
     )
     return 0 if runs_sshd else 143
-
-
-@dataclass
-class Pull:
-    """An image that fails ``failures`` more times, then pulls."""
-
-    container: str
-    failures: int
-    message: str
-    attempts: int = 0
-    done: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -153,12 +138,7 @@ class ScriptedKubelet:
         self.nodes = {spec.name: Node(self, spec) for spec in nodes}
         self.logs: dict[tuple[str, str, int], Log] = {}
         self.zones: dict[str, int] = {}  # namespace -> the runtime's zone offset (seconds)
-        self.pulls: dict[str, Pull] = {}  # by pod uid
         self.statuses: dict[str, JSON] = {}  # by pod uid: the last status written
-        # While set, pods being deleted keep running (their containers take the grace period)
-        # until end_terminating().
-        self.hold_terminating = False
-        self._terminating: dict[str, JSON] = {}  # by uid, held
         self._seen: set[str] = set()
         self._pod_ips = 0
         self._stamp = 0  # ns of the next log record
@@ -167,30 +147,12 @@ class ScriptedKubelet:
     def start(self) -> ScriptedKubelet:
         for node in self.nodes.values():
             node.start()
-        self._wait_schedulable()
+        wait_schedulable(self.plane.admin_api(), self.nodes, WAIT)
         return self
 
     def stop(self) -> None:
         for node in self.nodes.values():
             node.stop()
-
-    def _wait_schedulable(self) -> None:
-        """Until the node lifecycle controller lifted the not-ready taint that admission put
-        on every new Node (TaintNodesByCondition)."""
-        admin = self.plane.admin_api()
-        deadline = time.monotonic() + WAIT
-        while True:
-            tainted = []
-            for name in self.nodes:
-                node = admin.get(f"/api/v1/nodes/{name}") or {}
-                taints = (node.get("spec") or {}).get("taints") or []
-                if any(t["key"] == "node.kubernetes.io/not-ready" for t in taints):
-                    tainted.append(name)
-            if not tainted:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"nodes still not ready after {WAIT}s: {tainted}")
-            time.sleep(0.2)
 
     # -- what the kubelet does by itself ----------------------------------------------------
 
@@ -205,33 +167,6 @@ class ScriptedKubelet:
                     with contextlib.suppress(ApiFailure):
                         self._first_status(pod)
             if meta.get("deletionTimestamp"):
-                if self.hold_terminating:
-                    self._terminating[meta["uid"]] = pod
-                    return
-                with contextlib.suppress(ApiFailure, requests.RequestException):
-                    self._kill(pod)
-
-    def wait_terminating(self, namespace: str, names: list[str]) -> None:
-        """Until each of ``names`` is being deleted and held (``hold_terminating``)."""
-        deadline = time.monotonic() + WAIT
-        while True:
-            with self.lock:
-                held = {
-                    (p["metadata"]["namespace"], p["metadata"]["name"])
-                    for p in self._terminating.values()
-                }
-            if {(namespace, name) for name in names} <= held:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{names} not all being deleted: {sorted(held)}")
-            time.sleep(0.05)
-
-    def end_terminating(self) -> None:
-        """The grace period of every held pod ends: their containers are killed, they go."""
-        with self.lock:
-            self.hold_terminating = False
-            held, self._terminating = list(self._terminating.values()), {}
-            for pod in held:
                 with contextlib.suppress(ApiFailure, requests.RequestException):
                     self._kill(pod)
 
@@ -286,31 +221,12 @@ class ScriptedKubelet:
 
     # -- what a test makes the nodes do -----------------------------------------------------
 
-    def set_allocatable(
-        self,
-        node: str,
-        cpu: str | None = None,
-        memory: str | None = None,
-        gpus: int | None = None,
-        pods: int | None = None,
-    ) -> None:
-        """The node reports other allocatable resources (a device plugin registers more GPUs,
-        a pod elsewhere ends): the node's own status patch (capacity too), which the scheduler
-        reacts to by trying its unschedulable pods again. What is None stays."""
-        changes = {
-            key: value
-            for key, value in (
-                ("cpu", cpu),
-                ("memory", memory),
-                ("nvidia.com/gpu", None if gpus is None else str(gpus)),
-                ("pods", None if pods is None else str(pods)),
-            )
-            if value is not None
-        }
-        status = {"capacity": changes, "allocatable": changes}
-        self.nodes[node].api.strategic_merge_patch(
-            f"/api/v1/nodes/{node}/status", {"status": status}
-        )
+    def set_gpus(self, node: str, gpus: int) -> None:
+        """The node reports ``gpus`` GPUs (a device plugin registered more): the node's own status
+        patch, which the scheduler reacts to by trying its unschedulable pods again."""
+        count = {"nvidia.com/gpu": str(gpus)}
+        patch = {"status": {"capacity": count, "allocatable": count}}
+        self.nodes[node].api.strategic_merge_patch(f"/api/v1/nodes/{node}/status", patch)
 
     # -- what a test makes the containers do ------------------------------------------------
 
@@ -420,74 +336,6 @@ class ScriptedKubelet:
             entry["ready"], entry["started"] = False, False
             self._end_log(pod, container, int(entry.get("restartCount", 0)))
             self._write(pod, status)
-
-    def image_pull_fails(
-        self, namespace: str, name: str, container: str, failures: int, message: str
-    ) -> Pull:
-        """The image of ``container`` fails to pull ``failures`` times: ErrImagePull, then
-        ImagePullBackOff until the next try (:data:`PULL_BACKOFF`, doubled), then it pulls."""
-        with self._holding(namespace, name) as pod:
-            pull = Pull(container, failures, message)
-            self.pulls[pod["metadata"]["uid"]] = pull
-        threading.Thread(target=self._pulls, args=(pod, pull), daemon=True).start()
-        return pull
-
-    def _pulls(self, pod: JSON, pull: Pull) -> None:
-        delay = PULL_BACKOFF
-        while not self._try_pull(pod, pull):
-            time.sleep(delay / 2)
-            self._pull_back_off(pod, pull)
-            time.sleep(delay / 2)
-            delay = min(delay * 2, MAX_PULL_BACKOFF)
-        pull.done.set()
-
-    def _try_pull(self, pod: JSON, pull: Pull) -> bool:
-        """image_manager.go EnsureImageExists: Pulling, then Pulled or the error and
-        ErrImagePull. True once pulled."""
-        with self.lock:
-            current = self._get(pod)
-            if current is None:
-                return True
-            status = current["status"]
-            entry = self._entry(status, pull.container)
-            image = self._spec(current, pull.container).get("image", "")
-            self._event(current, "Normal", "Pulling", f'Pulling image "{image}"')
-            if pull.attempts >= pull.failures:
-                self._event(
-                    current,
-                    "Normal",
-                    "Pulled",
-                    f'Successfully pulled image "{image}" in 1.5s (1.5s including '
-                    "waiting). Image size: 1024 bytes.",
-                )
-                entry["state"] = {"waiting": {"reason": "ContainerCreating"}}
-                self._write(current, status)
-                return True
-            pull.attempts += 1
-            self._event(
-                current, "Warning", "Failed", f'Failed to pull image "{image}": {pull.message}'
-            )
-            self._event(current, "Warning", "Failed", "Error: ErrImagePull")
-            entry["state"] = {"waiting": {"reason": "ErrImagePull", "message": pull.message}}
-            self._write(current, status)
-            return False
-
-    def _pull_back_off(self, pod: JSON, pull: Pull) -> None:
-        with self.lock:
-            current = self._get(pod)
-            if current is None:
-                return
-            status = current["status"]
-            image = self._spec(current, pull.container).get("image", "")
-            message = f'Back-off pulling image "{image}"'
-            # The status carries the last pull's error after it (image_manager.go
-            # prevPullErrMsg), the Event does not.
-            waiting = f"{message}: ErrImagePull: {pull.message}"
-            entry = self._entry(status, pull.container)
-            entry["state"] = {"waiting": {"reason": "ImagePullBackOff", "message": waiting}}
-            self._write(current, status)
-            self._event(current, "Normal", "BackOff", message)
-            self._event(current, "Warning", "Failed", "Error: ImagePullBackOff")
 
     # -- logs -------------------------------------------------------------------------------
 

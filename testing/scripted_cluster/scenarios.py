@@ -5,27 +5,17 @@ here: a step waits (bounded) for what the control plane has to do first, never b
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from testing.emulated_cluster.api import Api
-from testing.emulated_cluster.imagestore import normalized
-from testing.scripted_cluster.kubelet import WAIT, Pull, ScriptedKubelet
+from testing.scripted_cluster.kubelet import WAIT, ScriptedKubelet
+from testing.waiting import wait_for
 
 JSON = dict[str, Any]
-T = TypeVar("T")
 JOB_NAME = "training.kubeflow.org/job-name"
 JOB_ROLE = "training.kubeflow.org/job-role"
 MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs"
-# containerd's words for an image its registry does not have, as kubelet v1.35.4 puts them in
-# the status: without gRPC's "rpc error: code = ... desc =" (seen on the real nodes:
-# tests/test_emulated_cluster_real_node.py, a refused pull).
-PULL_NOT_FOUND = (
-    'failed to pull and unpack image "{image}": failed to resolve reference "{image}": '
-    "{image}: not found"
-)
-FOREVER = 10**9
 # How long a step waits for the Job controller to make the launcher pod: a sync of the launcher Job
 # that failed (a conflict with MPI Operator's own writes of that Job, as on a resume) is retried
 # after 1 s doubling to 60 s (pkg/controller/job/job_controller.go, DefaultJobApiBackOff and
@@ -40,27 +30,22 @@ class Log(Protocol):
     def wait_for(self, line: str) -> None: ...
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT) -> T:
-    """``probe()`` until it gives something (polled every 50 ms), or AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found is not None and found is not False:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {timeout:.0f}s")
-        time.sleep(0.05)
-
-
 class JobScenario:
     """The nodes' side of one MPIJob, step by step."""
 
-    def __init__(self, admin: Api, kubelet: ScriptedKubelet, name: str, namespace: str) -> None:
+    def __init__(
+        self, admin: Api, kubelet: ScriptedKubelet | None, name: str, namespace: str
+    ) -> None:
         self.admin = admin
-        self.kubelet = kubelet
+        self._kubelet = kubelet
         self.name = name
         self.namespace = namespace
         self._launcher = ""
+
+    @property
+    def kubelet(self) -> ScriptedKubelet:
+        assert self._kubelet is not None, "real nodes: no scripted kubelet"
+        return self._kubelet
 
     # -- what exists -------------------------------------------------------------------------
 
@@ -226,19 +211,9 @@ class JobScenario:
         self.kubelet.rotate_log(self.namespace, pod, self._main(pod))
 
     def launcher_exits(self, code: int) -> None:
-        """horovodrun ends with ``code`` (other containers, e.g. a sidecar, then stop with 0)."""
+        """horovodrun ends with ``code``."""
         pod = self._launcher_now()
-        containers = self.kubelet.pod(self.namespace, pod)["spec"]["containers"]
-        self.kubelet.exits(self.namespace, pod, containers[0]["name"], code)
-        for sidecar in containers[1:]:
-            self.kubelet.exits(self.namespace, pod, sidecar["name"], 0)
-
-    def wait_launcher_replaced(self, previous: str) -> str:
-        """The Job controller's back-off passed and it made a new launcher pod: its name."""
-        return wait_for(
-            f"a launcher pod of {self.name} other than {previous}",
-            lambda: next((n for n in [self.launcher_pod] if n and n != previous), None),
-        )
+        self.kubelet.exits(self.namespace, pod, self._main(pod), code)
 
     def worker_exits(self, index: int, code: int, reason: str = "Error") -> None:
         pod = self._worker(index)
@@ -263,15 +238,6 @@ class JobScenario:
         wait_for(
             f"evicted worker {pod['metadata']['name']} gone",
             lambda: all(p["metadata"]["uid"] != uid for p in self._pods("worker")),
-        )
-
-    def image_pull_fails(self, pod: str, failures: int = FOREVER) -> Pull:
-        """The kubelet cannot pull ``pod``'s image (``failures`` times, then it can:
-        ``pull.done`` is set then)."""
-        container = self.kubelet.pod(self.namespace, pod)["spec"]["containers"][0]
-        message = PULL_NOT_FOUND.format(image=normalized(container.get("image", "")))
-        return self.kubelet.image_pull_fails(
-            self.namespace, pod, container["name"], failures, message
         )
 
     def deadline_exceeded(self) -> None:
