@@ -303,3 +303,13 @@ def test_a_container_the_runtime_could_not_start_says_the_runtimes_words() -> No
         exit_code=128,
         pod="j-launcher-abcde",
     )
+
+
+def test_a_launcher_held_by_two_sidecars_names_both() -> None:
+    line = explain.held_line("j-launcher-x", "mpirun", {"exitCode": 0}, ["agent", "proxy"], 60)
+    assert line.startswith(
+        "launcher container mpirun in pod j-launcher-x exited with code 0, but containers agent "
+        "and proxy keep the pod running (injected as plain containers, they never stop, and MPI "
+        "Operator never sees the launcher end); ci-runner takes the launcher's exit code as the "
+        "job's in 60s; fix: "
+    )

@@ -86,3 +86,19 @@ def test_a_suspended_job_and_a_stalled_resume() -> None:
     assert not podstatus.is_suspended(stalled)
     assert podstatus.resume_stalled(stalled)
     assert podstatus.is_suspended({"spec": {}, "status": {"conditions": [suspended]}})
+
+
+def test_a_pod_held_running_by_its_sidecars_once_its_container_ended() -> None:
+    def pod(phase: str, *states: tuple[str, str]) -> JSON:
+        statuses = [{"name": name, "state": {state: {"exitCode": 0}}} for name, state in states]
+        return {"metadata": {}, "status": {"phase": phase, "containerStatuses": statuses}}
+
+    held = pod("Running", ("launcher", "terminated"), ("proxy", "running"), ("agent", "running"))
+    assert podstatus.held_by_sidecars(held, "launcher") == ({"exitCode": 0}, ["agent", "proxy"])
+    assert podstatus.held_by_sidecars(held, "proxy") is None  # still running
+    ended = pod("Succeeded", ("launcher", "terminated"), ("proxy", "running"))
+    assert podstatus.held_by_sidecars(ended, "launcher") is None
+    alone = pod("Running", ("launcher", "terminated"), ("proxy", "terminated"))
+    assert podstatus.held_by_sidecars(alone, "launcher") is None
+    deleted = {**held, "metadata": {"deletionTimestamp": "2026-12-04T00:00:00Z"}}
+    assert podstatus.held_by_sidecars(deleted, "launcher") is None

@@ -698,3 +698,68 @@ def test_a_worker_killed_by_a_preemption_before_the_launcher_started_is_no_setup
     ]
     tracker.apply(pods("MODIFIED", killed), 11)
     assert tracker.verdict() is None
+
+
+def held(exit_code: int, *sidecars: str) -> JSON:
+    """The launcher pod Running after its container exited ``exit_code``: ``sidecars`` run."""
+    pod = launcher()
+    pod["status"]["containerStatuses"] = [
+        {"name": "launcher", "state": {"terminated": {"exitCode": exit_code}}},
+        *({"name": name, "state": {"running": {}}} for name in sidecars),
+    ]
+    return pod
+
+
+HELD = (
+    "launcher container launcher in pod j-launcher-b2c4d exited with code {code}, but container "
+    "istio-proxy keeps the pod running (injected as plain containers, they never stop, and MPI "
+    "Operator never sees the launcher end); ci-runner takes the launcher's exit code as the "
+    "job's in 60s; fix: ask the cluster's administrators to inject the proxy as a native sidecar "
+    "(an init container with restartPolicy Always, which the kubelet stops when the others end: "
+    "Istio 1.27+ does by default, ENABLE_NATIVE_SIDECARS; Linkerd with "
+    "config.beta.linkerd.io/proxy-enable-native-sidecar), or not to inject it in this namespace"
+)
+
+
+def test_a_launcher_pod_its_sidecar_keeps_running_is_decided_by_the_launcher_s_exit_code() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.apply(pods("MODIFIED", held(0, "istio-proxy")), 10) == [HELD.format(code=0)]
+    assert tracker.apply(pods("MODIFIED", held(0, "istio-proxy")), 11) == []  # said once
+    tracker.check_time(69)
+    assert tracker.verdict() is None
+    tracker.check_time(70)
+    assert tracker.verdict() == Verdict(Outcome.SUCCEEDED)
+    assert not tracker.decided_here  # the end as on success: the log drained, the job deleted
+
+
+def test_a_launcher_that_failed_in_a_pod_its_sidecar_keeps_running_fails_the_job() -> None:
+    tracker = JobTracker("j", 2, 600)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.apply(pods("MODIFIED", held(3, "istio-proxy")), 10) == [HELD.format(code=3)]
+    tracker.check_time(70)
+    message = (
+        "launcher j-launcher-b2c4d exited with code 3 (its pod kept running for container "
+        "istio-proxy: fix: ask the cluster's administrators to inject the proxy as a native "
+        "sidecar (an init container with restartPolicy Always, which the kubelet stops when the "
+        "others end: Istio 1.27+ does by default, ENABLE_NATIVE_SIDECARS; Linkerd with "
+        "config.beta.linkerd.io/proxy-enable-native-sidecar), or not to inject it in this "
+        "namespace)"
+    )
+    failure = Failure(
+        FailureKind.EXIT_CODE, message, exit_code=3, pod="j-launcher-b2c4d", container="launcher"
+    )
+    assert tracker.verdict() == Verdict(Outcome.FAILED, failure)
+    assert tracker.decided_here
+
+
+def test_a_launcher_pod_that_ends_by_itself_is_never_held() -> None:
+    tracker = JobTracker("j", 2, 600, launcher_decides=False)
+    tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
+    assert tracker.apply(pods("MODIFIED", held(0)), 10) == []  # the sidecar has stopped too
+    ended = held(0, "istio-proxy")
+    ended["status"]["phase"] = "Succeeded"
+    assert tracker.apply(pods("MODIFIED", ended), 11) == []
+    tracker.check_time(1000)
+    assert tracker.verdict() is None  # a kept job waits for the operator's condition

@@ -131,6 +131,43 @@ def test_a_native_sidecar_in_the_launcher_pod_stops_when_the_launcher_ends(
     assert cluster.leftovers() == []
 
 
+def test_a_plain_sidecar_that_never_stops_holds_the_launcher_pod_its_exit_code_decides(
+    cluster: Cluster,
+) -> None:
+    """A mesh's proxy injected as a plain container runs on after the launcher's container
+    exits 0: the pod stays Running and the Job never completes, so after 60 s (the ManualClock)
+    ci-runner takes the launcher's exit code and ends the job."""
+    manifest = on_busybox(mpijob_manifest(wait_for_workers=True), f"{echo(*LOG)}; sleep 2")
+    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    launcher["containers"].append(busybox("istio-proxy", SERVE))
+    cluster.started(manifest)
+    name = launchers(cluster)[0]
+    held = (
+        f"[ci-runner] launcher container launcher in pod {name} exited with code 0, but container "
+        "istio-proxy keeps the pod running (injected as plain containers, they never stop, and MPI "
+        "Operator never sees the launcher end); ci-runner takes the launcher's exit code as the "
+        "job's in 60s; fix: ask the cluster's administrators to inject the proxy as a native "
+        "sidecar (an init container with restartPolicy Always, which the kubelet stops when the "
+        "others end: Istio 1.27+ does by default, ENABLE_NATIVE_SIDECARS; Linkerd with "
+        "config.beta.linkerd.io/proxy-enable-native-sidecar), or not to inject it in this "
+        "namespace"
+    )
+    cluster.log.wait_for(held)
+    pod = cluster.admin.get(f"/api/v1/namespaces/{cluster.namespace}/pods/{name}")
+    assert pod is not None and pod["status"]["phase"] == "Running"
+    cluster.clock.advance(60)
+    result = cluster.result(timeout=RUN)
+    assert result.outcome is Outcome.SUCCEEDED
+    assert cluster.log.lines == [
+        *started(cluster),
+        f"[ci-runner] launcher running (pod {name})",
+        *LOG,
+        held,
+        *succeeded(),
+    ]
+    assert cluster.leftovers() == []
+
+
 def test_an_image_that_fails_to_pull_then_appears_in_the_runtime_lets_the_workers_start(
     nodes: Emulated, cluster: Cluster
 ) -> None:

@@ -65,6 +65,7 @@ class KubernetesBackend:
             options.setup_timeout,
             options.on_preemption,
             launcher_decides=options.keep_finished == 0,
+            launcher_container=options.launcher_container,
         )
         self.threads = JobThreads(
             self.api, options.mpijob_name, sink, options.launcher_container, console.warning

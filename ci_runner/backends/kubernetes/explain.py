@@ -126,6 +126,40 @@ def ended_line(where: str, end: JSON) -> str:
     return f"{where} exited with code {code}"
 
 
+SIDECAR_FIX: Final = (
+    "fix: ask the cluster's administrators to inject the proxy as a native sidecar (an init "
+    "container with restartPolicy Always, which the kubelet stops when the others end: Istio "
+    "1.27+ does by default, ENABLE_NATIVE_SIDECARS; Linkerd with "
+    "config.beta.linkerd.io/proxy-enable-native-sidecar), or not to inject it in this namespace"
+)
+
+
+def _sidecars(running: Sequence[str]) -> str:
+    return f"container{'s' if len(running) > 1 else ''} {_listed(running)}"
+
+
+def held_line(pod: str, container: str, end: JSON, running: Sequence[str], grace: float) -> str:
+    """The launcher's container ended but sidecars keep its pod running."""
+    return (
+        f"launcher container {container} in pod {pod} exited with code {end.get('exitCode')}, but "
+        f"{_sidecars(running)} keep{'' if len(running) > 1 else 's'} the pod running (injected "
+        "as plain containers, they never stop, and MPI Operator never sees the launcher end); "
+        f"ci-runner takes the launcher's exit code as the job's in {grace:.0f}s; {SIDECAR_FIX}"
+    )
+
+
+def held_failure(pod: str, container: str, end: JSON, running: Sequence[str]) -> Failure:
+    """The launcher failed in a pod its sidecars keep running (the Job never retries it)."""
+    return Failure(
+        FailureKind.EXIT_CODE,
+        f"{ended_line(f'launcher {pod}', end)} (its pod kept running for {_sidecars(running)}: "
+        f"{SIDECAR_FIX})",
+        exit_code=end.get("exitCode"),
+        pod=pod,
+        container=container,
+    )
+
+
 def not_ready_reason(pod: JSON) -> str:
     """What keeps a worker from Ready, in a few words."""
     for what, container in statuses(pod):

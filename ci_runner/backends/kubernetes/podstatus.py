@@ -83,6 +83,23 @@ def containers_ended(pod: JSON, container: str | None = None) -> bool:
     return bool(states) and all("terminated" in state for state in states)
 
 
+def held_by_sidecars(pod: JSON, container: str) -> tuple[JSON, list[str]] | None:
+    """How ``container`` ended and the pod's other (main) containers still running, when they
+    alone keep the pod from ending: sidecars injected as plain containers (a service mesh's
+    proxy) never exit, so the pod, and the Job that owns it, never see it end."""
+    if has_ended(pod) or pod.get("metadata", {}).get("deletionTimestamp"):
+        return None
+    end: JSON | None = None
+    running = []
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        state = status.get("state", {})
+        if status.get("name") == container:
+            end = state.get("terminated")
+        elif "running" in state:
+            running.append(str(status.get("name", "")))
+    return (dict(end), sorted(running)) if end is not None and running else None
+
+
 def statuses(pod: JSON) -> Iterator[tuple[str, JSON]]:
     """("init container" | "container", status) for each container, init containers first."""
     status = pod.get("status", {})

@@ -25,6 +25,10 @@ from ci_runner.config.types import KubernetesOptions, OnPreemption
 # How long the kubelet may keep failing to pull an image (ErrImagePull, ImagePullBackOff: it
 # retries with back-off, and registries have bad minutes) before the job fails.
 IMAGE_PULL_GRACE_SECONDS: Final = 300.0
+# How long the launcher's pod may go on after its launcher container ended because other
+# containers still run (sidecars injected as plain containers never stop) before the launcher's
+# exit code decides the job; a pod that ends by itself does so within seconds.
+SIDECAR_GRACE_SECONDS: Final = 60.0
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,14 @@ class JobTracker:
         setup_timeout: float = KubernetesOptions.setup_timeout,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
         launcher_decides: bool = True,
+        launcher_container: str = "launcher",
     ) -> None:
         """``launcher_decides``: the launcher pod's Succeeded ends the job; False waits for the
         operator's condition (a kept job: the workers ci-runner stops before the operator has
-        seen the success would be made again)."""
+        seen the success would be made again). ``launcher_container``: mpirun's container in
+        the launcher pod."""
         self.mpijob_name = mpijob_name
+        self.launcher_container = launcher_container
         self.launcher_decides = launcher_decides
         self.workers = workers
         self.unschedulable_timeout = unschedulable_timeout
@@ -84,6 +91,10 @@ class JobTracker:
         self._deleted = False
         self._suspended = False  # by a queue: before the start (queued) or after (preempted)
         self._preempted = False  # suspended after it started, at least once
+        # The followed launcher pod whose container ended while sidecars keep it running, and
+        # since when; then whether its exit code 0 decided the job.
+        self._held: tuple[str, float] | None = None
+        self._held_success = False
 
     # -- updates -----------------------------------------------------------------------------
 
@@ -166,6 +177,7 @@ class JobTracker:
         lines += [line for pod in pods for line in self._pending_lines(pod)]
         lines += self._ready_lines()
         lines += [line for pod in pods for line in self._launcher_lines(pod)]
+        lines += self._held_lines(now)
         self._track_unschedulable(now)
         if update.type == SYNC and not self._pods_listed:
             self._pods_listed = True
@@ -222,6 +234,26 @@ class JobTracker:
             return []
         self._launchers.append(name)
         return self._once(f"launcher running (pod {name})")
+
+    def _held_by_sidecars(self) -> tuple[str, JSON, list[str]] | None:
+        """The followed launcher pod, how its container ended and the sidecars that keep the pod
+        running."""
+        launcher = self.launcher_to_follow()
+        pod = self.pods.get(launcher or "")
+        held = None if pod is None else podstatus.held_by_sidecars(pod, self.launcher_container)
+        return None if launcher is None or held is None else (launcher, *held)
+
+    def _held_lines(self, now: float) -> list[str]:
+        held = self._held_by_sidecars()
+        if held is None:
+            self._held = None
+            return []
+        launcher, end, running = held
+        if self._held is None or self._held[0] != launcher:
+            self._held = (launcher, now)
+        container = self.launcher_container
+        grace = SIDECAR_GRACE_SECONDS
+        return self._once(explain.held_line(launcher, container, end, running, grace))
 
     def _ready_lines(self) -> list[str]:
         ready = sum(
@@ -301,6 +333,8 @@ class JobTracker:
             self._check_pull_time(now)
         if self._failure is None:
             self._check_setup_time(now)
+        if self._failure is None:
+            self._check_held_time(now)
         since, stuck = self._unschedulable_since, self._unschedulable
         if since is None or stuck is None or self._failure is not None:
             return
@@ -315,6 +349,17 @@ class JobTracker:
             if pull is not None and now - since >= IMAGE_PULL_GRACE_SECONDS:
                 self._failure = Verdict(Outcome.FAILED, self._pull_errors.get(name, pull))
                 return
+
+    def _check_held_time(self, now: float) -> None:
+        held = self._held_by_sidecars()
+        if self._held is None or held is None or now - self._held[1] < SIDECAR_GRACE_SECONDS:
+            return
+        launcher, end, running = held
+        if end.get("exitCode") == 0:
+            self._held_success = True
+        else:
+            failure = explain.held_failure(launcher, self.launcher_container, end, running)
+            self._failure = Verdict(Outcome.FAILED, failure)
 
     def _check_setup_time(self, now: float) -> None:
         since = self._setup_since
@@ -364,6 +409,8 @@ class JobTracker:
             return self._failure
         if self._deleted:
             return Verdict(Outcome.CANCELLED, explain.deleted_failure(self.mpijob_name))
+        if self._held_success:
+            return Verdict(Outcome.SUCCEEDED)  # its sidecars would keep the job running
         if self.launcher_decides and self._launcher_succeeded():
             return Verdict(Outcome.SUCCEEDED)
         return None
