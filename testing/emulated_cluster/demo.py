@@ -23,8 +23,9 @@ import boto3
 import yaml
 from moto.server import ThreadedMotoServer
 
-from testing.emulated_cluster import marks
+from testing.emulated_cluster import cgroups, marks
 from testing.emulated_cluster.__main__ import missing_tools
+from testing.emulated_cluster.cgroups import Cgroup
 from testing.emulated_cluster.harness import NAMESPACE, emulated
 from testing.paths import REPO_ROOT
 
@@ -86,8 +87,9 @@ def commit_for_the_cluster(work: Path) -> Path:
     return repo
 
 
-def serve_git(base: Path) -> subprocess.Popen[bytes]:
-    """``git daemon`` serving the repositories under ``base`` to the pods, on the bridge."""
+def serve_git(base: Path, cgroup: Cgroup) -> subprocess.Popen[bytes]:
+    """``git daemon`` serving the repositories under ``base`` to the pods, on the bridge, in
+    ``cgroup`` (the run's: a killed test's daemon goes with the cluster's stop or next start)."""
     return subprocess.Popen(
         [
             "git",
@@ -101,6 +103,7 @@ def serve_git(base: Path) -> subprocess.Popen[bytes]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=cgroup.add_self,
     )
 
 
@@ -111,7 +114,7 @@ def s3_and_git(served: Path, aws: Mapping[str, str]) -> Iterator[Any]:
     serving the repositories under ``served``. Yields a boto3 client of that S3."""
     s3 = ThreadedMotoServer(ip_address=marks.GATEWAY, port=marks.S3_PORT, verbose=False)
     s3.start()
-    daemon = serve_git(served)
+    daemon = serve_git(served, Cgroup(cgroups.run_root() / "system"))
     try:
         client = boto3.client(
             "s3",
