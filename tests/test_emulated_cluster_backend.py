@@ -14,7 +14,7 @@ import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from testing.emulated_cluster import containerd, imagestore
-from testing.emulated_cluster.harness import Emulated, emulated
+from testing.emulated_cluster.harness import ABSENT, Emulated, busybox, emulated
 from testing.mpijob_manifests import JOB, mpijob_manifest
 from testing.scripted_cluster.harness import Cluster, cluster_on, submitted, succeeded
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
@@ -28,9 +28,8 @@ RUN = 120.0  # real seconds a run may take here (pods start, a Job's 10 s back-o
 SERVE = "trap 'exit 0' TERM; sleep 3600 & wait"
 # A process that ignores SIGTERM: the kubelet kills it at the end of its grace period.
 DEAF = "trap '' TERM; while true; do sleep 1; done"
-# Images of a registry that refuses at once (port 1 of loopback); LATE is tagged into the nodes'
-# containerd while the kubelet backs off, and removed after.
-ABSENT = "127.0.0.1:1/ci-runner/absent:1"
+# Like ABSENT, refused at once; tagged into the nodes' containerd while the kubelet backs off,
+# and removed after.
 LATE = "127.0.0.1:1/ci-runner/late:1"
 GPU = "nvidia.com/gpu"
 GATE = "/gate"  # a directory of this machine the test and the pods share (hostPath)
@@ -49,15 +48,6 @@ def cluster(nodes: Emulated, tmp_path: Path) -> Iterator[Cluster]:
         yield running
 
 
-def busybox(name: str, script: str) -> JSON:
-    return {
-        "name": name,
-        "image": imagestore.BUSYBOX_IMAGE,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", script],
-    }
-
-
 def echo(*lines: str) -> str:
     return "; ".join(f"echo {shlex.quote(line)}" for line in lines)
 
@@ -71,7 +61,7 @@ def on_busybox(
     for role, script in (("Launcher", launcher), ("Worker", worker)):
         pod = manifest["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]
         main = pod["containers"][0]
-        main.update(busybox(main["name"], script))
+        main.update(busybox(main["name"], "sh", "-c", script))
         main["resources"] = {"limits": {"cpu": "100m", "memory": "64Mi"}}
         pod.pop("initContainers", None)
         if gate is not None:
@@ -117,7 +107,7 @@ def test_a_native_sidecar_in_the_launcher_pod_stops_when_the_launcher_ends(
     ci-runner follows is the launcher container's alone."""
     manifest = on_busybox(mpijob_manifest(wait_for_workers=True), echo(*LOG))
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-    proxy = busybox("istio-proxy", f"echo proxy up; {SERVE}")
+    proxy = busybox("istio-proxy", "sh", "-c", f"echo proxy up; {SERVE}")
     launcher["initContainers"] = [{**proxy, "restartPolicy": "Always"}]
     cluster.started(manifest)
     result = cluster.result(timeout=RUN)
@@ -139,7 +129,7 @@ def test_a_plain_sidecar_that_never_stops_holds_the_launcher_pod_its_exit_code_d
     ci-runner takes the launcher's exit code and ends the job."""
     manifest = on_busybox(mpijob_manifest(wait_for_workers=True), f"{echo(*LOG)}; sleep 2")
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-    launcher["containers"].append(busybox("istio-proxy", SERVE))
+    launcher["containers"].append(busybox("istio-proxy", "sh", "-c", SERVE))
     cluster.started(manifest)
     name = launchers(cluster)[0]
     held = (
@@ -352,8 +342,4 @@ def test_a_foreground_deletion_by_someone_else_holds_the_mpijob_until_its_pods_a
 
 def terminating(job: JobScenario) -> list[bool]:
     """For each pod of ``job``, whether it is being deleted."""
-    pods, _ = job.admin.list(
-        f"/api/v1/namespaces/{job.namespace}/pods",
-        {"labelSelector": f"training.kubeflow.org/job-name={job.name}"},
-    )
-    return [bool(pod["metadata"].get("deletionTimestamp")) for pod in pods]
+    return [bool(pod["metadata"].get("deletionTimestamp")) for pod in job.listed()]

@@ -16,7 +16,8 @@ import requests
 import yaml
 
 from testing.control_plane.run import OPERATOR_NETNS, OPERATOR_VETH
-from testing.emulated_cluster import cleanup, hoststate, imagestore, marks
+from testing.emulated_cluster import cleanup, hoststate, marks
+from testing.emulated_cluster.harness import busybox
 from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -72,9 +73,7 @@ def run_pod(kubeconfig: Path) -> dict[str, Any]:
         "metadata": {"name": "sleeper"},
         "spec": {
             "nodeName": "emulated-node-1",
-            "containers": [
-                {"name": "main", "image": imagestore.BUSYBOX_IMAGE, "command": ["sleep", "600"]}
-            ],
+            "containers": [busybox("main", "sleep", "600")],
         },
     }
     session.post(pods, json=body, timeout=10).raise_for_status()

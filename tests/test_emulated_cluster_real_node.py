@@ -20,10 +20,13 @@ from ci_runner.backends.kubernetes.connect import connect_cluster
 from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
 from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import SystemClock
-from testing.emulated_cluster import cleanup, hoststate, imagestore, marks, network
+from testing.emulated_cluster import cleanup, hoststate, marks, network
 from testing.emulated_cluster.harness import (
+    ABSENT,
     NAMESPACE,
     Emulated,
+    busybox,
+    condition,
     emulated,
     is_ready,
     main_status,
@@ -43,7 +46,6 @@ conn, (address, _) = server.accept()
 print(address, conn.recv(100).decode().strip(), flush=True)
 """
 JSON = dict[str, Any]
-BUSYBOX = imagestore.BUSYBOX_IMAGE
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +58,6 @@ def sysctls() -> dict[str, str]:
 def cluster(sysctls: dict[str, str]) -> Iterator[Emulated]:
     with emulated(nodes=2) as running:
         yield running
-
-
-def busybox(name: str, *command: str, **fields: Any) -> JSON:
-    return {
-        "name": name,
-        "image": BUSYBOX,
-        "imagePullPolicy": "IfNotPresent",
-        "command": list(command),
-        **fields,
-    }
 
 
 def ended(cluster: Emulated, name: str, *containers: JSON, node: str = "node-1") -> JSON:
@@ -176,7 +168,7 @@ def test_a_deleted_pod_ends_the_log_being_followed(cluster: Emulated, tmp_path: 
     sink = LogSink(tmp_path / "log.txt", echoed.append)
     follower = threading.Thread(target=LauncherLogStream(api, "deleted", sink).run, daemon=True)
     follower.start()
-    wait_for("the follower's first line", lambda: bool(echoed), timeout=30)
+    wait_for("the follower's first line", lambda: bool(echoed))
     cluster.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/deleted")
     follower.join(30)
     assert not follower.is_alive()
@@ -222,16 +214,12 @@ def test_a_readiness_probe_that_fails_leaves_the_worker_running_not_ready(
         "never-worker-1",
         lambda p: (
             "running" in main_status(p).get("state", {})
-            and any(
-                c["type"] == "ContainersReady" and c["status"] == "False"
-                for c in p["status"].get("conditions") or []
-            )
+            and condition(p, "ContainersReady") == "False"
         ),
     )
     wait_for(
         "the kubelet's Event of a failed probe",
         lambda: "Unhealthy" in dict(cluster.events("never-worker-1")),
-        timeout=30,
     )
     still = cluster.pod("never-worker-1")
     assert still is not None and not main_status(still)["ready"]
@@ -260,10 +248,6 @@ def test_a_command_the_image_lacks_ends_start_error_in_runc_s_words(cluster: Emu
         f"{end['message']}; fix: use an image that has /bin/sh and the command (ci-runner's "
         "containers run their scripts with /bin/sh)"
     )
-
-
-# An image of a registry that refuses at once: port 1 of loopback (a name to resolve may hang).
-ABSENT = "127.0.0.1:1/ci-runner/absent:1"
 
 
 def waiting(pod: JSON) -> JSON:

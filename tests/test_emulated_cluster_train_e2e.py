@@ -21,8 +21,7 @@ import pytest
 from testing.control_plane import accounts
 from testing.control_plane.run import OPERATOR_NETNS
 from testing.emulated_cluster import cleanup, marks, network
-from testing.emulated_cluster.harness import NAMESPACE
-from testing.emulated_cluster.imagestore import BUSYBOX_IMAGE
+from testing.emulated_cluster.harness import NAMESPACE, busybox
 from testing.emulated_cluster.nodeimages import (
     HOROVOD_NON_ROOT_IMAGE,
     NON_ROOT_UID,
@@ -610,14 +609,7 @@ def test_a_worker_the_scheduler_preempts_for_a_higher_priority_pod_is_named(
         "spec": {
             "priorityClassName": high_priority,
             "nodeSelector": {"kubernetes.io/hostname": node_of(worker)},
-            "containers": [
-                {
-                    "name": "main",
-                    "image": BUSYBOX_IMAGE,
-                    "command": ["sleep", "600"],
-                    "resources": {"requests": {"cpu": "2"}},
-                }
-            ],
+            "containers": [busybox("main", "sleep", "600", resources={"requests": {"cpu": "2"}})],
         },
     }
     site.cluster.api.create(pods, urgent)

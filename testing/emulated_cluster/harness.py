@@ -13,7 +13,7 @@ from typing import Any
 import requests
 
 from testing.control_plane import accounts, rbac
-from testing.emulated_cluster import marks, nodeimages, realcluster
+from testing.emulated_cluster import imagestore, marks, nodeimages, realcluster
 from testing.emulated_cluster.api import Api, Informer
 from testing.emulated_cluster.cluster import MachineSide
 from testing.waiting import wait_for
@@ -21,6 +21,8 @@ from testing.waiting import wait_for
 JSON = dict[str, Any]
 NAMESPACE = "ml"
 IMAGE = nodeimages.HOROVOD_IMAGE
+# An image of a registry that refuses at once: port 1 of loopback (a name to resolve may hang).
+ABSENT = "127.0.0.1:1/ci-runner/absent:1"
 WAIT = 30.0  # real seconds before a test gives up (never reached when green)
 
 
@@ -164,6 +166,17 @@ def pod(name: str, node: str, containers: list[JSON], **spec: Any) -> JSON:
 
 def container(name: str, *command: str, **fields: Any) -> JSON:
     return {"name": name, "image": IMAGE, "command": list(command), **fields}
+
+
+def busybox(name: str, *command: str, **fields: Any) -> JSON:
+    """A container of the busybox image every node has (never pulled)."""
+    return {
+        "name": name,
+        "image": imagestore.BUSYBOX_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(command),
+        **fields,
+    }
 
 
 def condition(pod: JSON, kind: str) -> str | None:

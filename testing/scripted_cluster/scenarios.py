@@ -60,7 +60,8 @@ class JobScenario:
         assert found is not None, f"MPIJob {self.name} is gone"
         return found
 
-    def _pods(self, role: str | None = None) -> list[JSON]:
+    def listed(self, role: str | None = None) -> list[JSON]:
+        """The job's pods (of ``role``: launcher, worker) as the API lists them, oldest first."""
         selector = f"{JOB_NAME}={self.name}" + (f",{JOB_ROLE}={role}" if role else "")
         pods, _ = self.admin.list(
             f"/api/v1/namespaces/{self.namespace}/pods", {"labelSelector": selector}
@@ -70,16 +71,16 @@ class JobScenario:
     @property
     def launcher_pod(self) -> str:
         """The newest launcher pod's name (random suffix); remembered once it is gone."""
-        pods = self._pods("launcher")
+        pods = self.listed("launcher")
         if pods:
             self._launcher = str(pods[-1]["metadata"]["name"])
         return self._launcher
 
     def workers(self) -> list[str]:
-        return [p["metadata"]["name"] for p in self._pods("worker")]
+        return [p["metadata"]["name"] for p in self.listed("worker")]
 
     def pods(self) -> list[str]:
-        return [p["metadata"]["name"] for p in self._pods()]
+        return [p["metadata"]["name"] for p in self.listed()]
 
     def _worker(self, index: int) -> str:
         return f"{self.name}-worker-{index}"
@@ -91,7 +92,7 @@ class JobScenario:
         def probe() -> str | None:
             pods = [
                 p
-                for p in self._pods("launcher")
+                for p in self.listed("launcher")
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                 and not p["metadata"].get("deletionTimestamp")
             ]
@@ -144,7 +145,7 @@ class JobScenario:
         Unschedulable; its FailedScheduling Events recorded): its message."""
 
         def probe() -> str | None:
-            pods = self._pods("worker")
+            pods = self.listed("worker")
             messages = [_unschedulable(p) for p in pods]
             if len(pods) < self._replicas() or not all(messages):
                 return None
@@ -237,7 +238,7 @@ class JobScenario:
         uid = pod["metadata"]["uid"]
         wait_for(
             f"evicted worker {pod['metadata']['name']} gone",
-            lambda: all(p["metadata"]["uid"] != uid for p in self._pods("worker")),
+            lambda: all(p["metadata"]["uid"] != uid for p in self.listed("worker")),
         )
 
     def deadline_exceeded(self) -> None:
