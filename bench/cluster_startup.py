@@ -61,6 +61,7 @@ import yaml
 
 from bench.common import PYTHON, REPO, Row, check, median, run_quiet, say, spread
 from bench.fixture import EXAMPLE
+from testing.paths import cache_dir
 
 NAME = "6 cluster first step"
 FIRST_STEP = re.compile(r"Training\. Epoch \d+, MSE loss: ")
@@ -94,7 +95,7 @@ class Phases:
     scan of this machine's processes every 50 ms."""
 
     def __init__(self, cluster: Any, namespace: str) -> None:
-        from testing.emulated_cluster.api import Informer
+        from testing.kube_api import Informer
 
         self.seen: dict[str, float] = {}
         self._ready: set[str] = set()
@@ -193,11 +194,7 @@ def why_not_here() -> str | None:
 
 def wheelhouse() -> Path:
     """The wheels of EXTRA_REQUIREMENTS and their dependencies, downloaded once."""
-    cache = Path(
-        os.environ.get("CI_RUNNER_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ci-runner"
-    )
-    house = cache / "bench-wheelhouse"
+    house = cache_dir() / "bench-wheelhouse"
     stamp = house / ".complete"
     if stamp.is_file() and stamp.read_text() == " ".join(EXTRA_REQUIREMENTS):
         return house
@@ -305,9 +302,9 @@ class Site:
     """The emulated cluster with S3, git daemon and the package index, and a project to train."""
 
     def __init__(self, cluster: Any, work: Path, index_url: str, aws: Mapping[str, str]) -> None:
-        from testing.emulated_cluster import marks
         from testing.emulated_cluster.demo import GIT_PORT
         from testing.emulated_cluster.harness import NAMESPACE
+        from testing.host import marks
 
         self.cluster = cluster
         self.namespace = NAMESPACE
@@ -337,7 +334,7 @@ class Site:
 
     def commit(self, claim: str) -> None:
         """Commit a train.yaml using the pip cache claim ``claim``, and serve it."""
-        from testing.emulated_cluster import marks
+        from testing.host import marks
 
         self.runs += 1
         example = yaml.safe_load((REPO / EXAMPLE / "train.yaml").read_text())
@@ -373,9 +370,13 @@ class Site:
         """(seconds from `submitted` to the first loss line, seconds from the command's start);
         prints when each of :data:`PHASES` came after `submitted` and keeps it in
         ``self.phases``."""
+        from testing.emulated_cluster import nodeimages
+
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "PIP_"))}
         env |= self.aws | {"KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO)}
         env["CI_RUNNER_ALLOW_GIT_PROTOCOL"] = "1"  # git daemon on the cluster's own bridge
+        # The pods' git fetch runs in a node image with git, as in ci-runner's own image.
+        env["CI_RUNNER_SETUP_IMAGE"] = nodeimages.MPI_IMAGE
         phases.reset()
         started = time.perf_counter()
         proc = subprocess.Popen(
@@ -453,7 +454,7 @@ class Site:
 
 def _log(api: Any, path: str) -> str:
     """A container's log so far; empty before it started or once its pod is gone."""
-    from testing.emulated_cluster.api import ApiFailure
+    from testing.kube_api import ApiFailure
 
     try:
         return str(api.text(path))
@@ -502,9 +503,9 @@ def run(quick: bool) -> list[Row]:
     problem = why_not_here()
     if problem is not None:
         return [Row(NAME, "skipped", problem)]
-    from testing.emulated_cluster import marks
     from testing.emulated_cluster.demo import s3_and_git
     from testing.emulated_cluster.harness import NAMESPACE, claim_directory, emulated
+    from testing.host import marks
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     present = _already_in_image()

@@ -32,9 +32,10 @@ from pathlib import Path
 
 from bench.common import INFO, Row, check, median, say, spread
 from ci_runner.backends.result import Outcome
+from testing.backend_harness import Cluster, cluster_on
 from testing.control_plane import binaries
+from testing.scripted_cluster.cluster import ScriptedCluster
 from testing.scripted_cluster.faults import FaultProxy
-from testing.scripted_cluster.harness import Cluster, ScriptedCluster
 from testing.scripted_cluster.scenarios import MPIJOBS
 
 NAME = "4 Kubernetes API"
@@ -77,7 +78,7 @@ class Reading:
 
 def one_job(scripted: ScriptedCluster, work: Path, drop_all: bool) -> Reading:
     """One simulated hour's job in a namespace of ``scripted``."""
-    with scripted.cluster(work) as cluster:
+    with cluster_on(scripted, work) as cluster:
         return _play(cluster, cluster.api, drop_all)
 
 

@@ -171,12 +171,14 @@ class CiJob:
 
 def one_size(scripted: object, work: Path, ranks: int, window: float) -> Run:
     """One CI job of ``ranks`` ranks on the scripted cluster; what it cost."""
+    from testing.backend_harness import cluster_on
     from testing.control_plane import accounts
     from testing.git import run_git
     from testing.mr_pipeline import mr_pipeline
+    from testing.scripted_cluster.cluster import ScriptedCluster
 
-    assert hasattr(scripted, "cluster")
-    with scripted.cluster(work) as cluster:
+    assert isinstance(scripted, ScriptedCluster)
+    with cluster_on(scripted, work) as cluster:
         repo = work / "repo"
         repo.mkdir()
         text = TRAIN_YAML.format(workers=ranks, pattern=PATTERN, namespace=cluster.namespace)
@@ -294,7 +296,7 @@ def _drive(pipe: object, cluster: object, ci: CiJob, ranks: int, window: float) 
 def scripted_cluster(state: Path) -> Iterator[object]:
     """The scripted cluster with :data:`NODES` nodes of :data:`PODS_PER_NODE` pods."""
     from testing.node_objects import NodeSpec
-    from testing.scripted_cluster.harness import ScriptedCluster
+    from testing.scripted_cluster.cluster import ScriptedCluster
 
     nodes = [
         NodeSpec(f"node-{i}", cpu="64", memory="512Gi", gpus=0, pods=PODS_PER_NODE)

@@ -24,6 +24,7 @@ from ci_runner import __version__
 from ci_runner.commands import cancel, render, train, validate
 from ci_runner.commands.common import Command, Runtime
 from ci_runner.errors import EXIT_BUG, EXIT_INTERRUPTED, CiRunnerError
+from ci_runner.settings import read_settings
 
 ERROR_PREFIX: Final = "ci-runner: error: "
 GIT_VERSION_SECONDS: Final = 10  # how long `git --version` may take in a crash report
@@ -44,7 +45,7 @@ def main(
 ) -> int:
     """Run ``ci-runner argv`` and return its exit code; the process's state is the default."""
     runtime = Runtime(
-        env=dict(os.environ if env is None else env),
+        settings=read_settings(os.environ if env is None else env),
         cwd=cwd or Path.cwd(),
         stdout=stdout or sys.stdout,
         stderr=stderr or sys.stderr,

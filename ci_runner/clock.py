@@ -52,3 +52,23 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self._elapsed += max(seconds, 0.0)
+
+
+def duration(seconds: float, *, spaced: bool = False) -> str:
+    """Seconds as people read them, rounded to the second.
+
+    By default as train.yaml's ``timeout`` is written, so a CI log line can be copied back into
+    it: ``5400`` -> ``1h30m``, ``90`` -> ``1m30s``, ``7200`` -> ``2h``. ``spaced``, the MR
+    comment's elapsed times, each unit after the first two digits: ``1h 30m 00s``, ``1m 30s``.
+    Both give ``0s`` for nothing.
+    """
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    if not spaced:
+        parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
+        return "".join(parts) or "0s"
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

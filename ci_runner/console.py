@@ -8,10 +8,10 @@ is masked with one :class:`~ci_runner.masking.SecretMasker`, which learns train.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Final, Protocol
 
-from ci_runner.masking import SecretMasker, secret_masker
+from ci_runner.masking import SecretMasker
 
 PREFIX: Final = "[ci-runner] "
 
@@ -51,11 +51,6 @@ class Console:
         self._stdout = stdout
         self._stderr = stderr
         self._masker = masker or SecretMasker()
-
-    @classmethod
-    def for_environment(cls, stdout: Stream, stderr: Stream, env: Mapping[str, str]) -> Console:
-        """A console that masks every credential in ``env``."""
-        return cls(stdout, stderr, secret_masker(env))
 
     @property
     def masker(self) -> SecretMasker:

@@ -12,24 +12,16 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
+from ci_runner import variables
 from ci_runner.errors import EnvironmentSetupError, GitError
 from ci_runner.gitrepo import git, repo_root, resolve_commit
 
-# The GitLab API token ci-runner comments (and with `tracking: gitlab` tracks) with, in the order
-# looked up: ci-runner's own variable, then the name other GitLab tools read.
-GITLAB_TOKEN_VARIABLES: Final = ("CI_RUNNER_GITLAB_TOKEN", "GITLAB_TOKEN")
-
 
 def gitlab_tokens(env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Each of :data:`GITLAB_TOKEN_VARIABLES` that is set, as (name, value), in lookup order."""
-    found = ((name, env.get(name, "").strip()) for name in GITLAB_TOKEN_VARIABLES)
+    """Each of :data:`~ci_runner.variables.GITLAB_TOKEN_VARIABLES` that is set, as (name, value),
+    in lookup order."""
+    found = ((name, env.get(name, "").strip()) for name in variables.GITLAB_TOKEN_VARIABLES)
     return [(name, value) for name, value in found if value]
-
-
-def gitlab_token(env: Mapping[str, str]) -> tuple[str, str] | None:
-    """The GitLab API token and the variable it came from; None when neither variable is set."""
-    tokens = gitlab_tokens(env)
-    return tokens[0] if tokens else None
 
 
 @dataclass(frozen=True)
@@ -96,33 +88,33 @@ class CIContext:
 
 # The GitLab predefined variables this object is built from, with the field each one fills.
 CI_VARIABLES: Final[Mapping[str, str]] = {
-    "CI_COMMIT_SHA": "sha",
-    "CI_PROJECT_PATH": "project_path",
-    "CI_PROJECT_ID": "project_id",
-    "CI_PROJECT_URL": "project_url",
-    "CI_SERVER_URL": "server_url",
-    "CI_API_V4_URL": "api_url",
-    "CI_PIPELINE_ID": "pipeline_id",
-    "CI_PIPELINE_SOURCE": "pipeline_source",
-    "CI_JOB_ID": "job_id",
-    "CI_JOB_URL": "job_url",
-    "CI_COMMIT_REF_NAME": "ref_name",
-    "CI_MERGE_REQUEST_IID": "mr_iid",
-    "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "mr_target_branch",
-    "CI_DEFAULT_BRANCH": "default_branch",
-    "CI_JOB_NAME": "ci_job_name",
-    "CI_MERGE_REQUEST_PROJECT_ID": "mr_project_id",
-    "CI_MERGE_REQUEST_SOURCE_PROJECT_ID": "mr_source_project_id",
-    "CI_MERGE_REQUEST_PROJECT_PATH": "mr_project_path",
-    "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "mr_source_project_path",
-    "CI_OPEN_MERGE_REQUESTS": "open_merge_requests",
+    variables.CI_COMMIT_SHA: "sha",
+    variables.CI_PROJECT_PATH: "project_path",
+    variables.CI_PROJECT_ID: "project_id",
+    variables.CI_PROJECT_URL: "project_url",
+    variables.CI_SERVER_URL: "server_url",
+    variables.CI_API_V4_URL: "api_url",
+    variables.CI_PIPELINE_ID: "pipeline_id",
+    variables.CI_PIPELINE_SOURCE: "pipeline_source",
+    variables.CI_JOB_ID: "job_id",
+    variables.CI_JOB_URL: "job_url",
+    variables.CI_COMMIT_REF_NAME: "ref_name",
+    variables.CI_MERGE_REQUEST_IID: "mr_iid",
+    variables.CI_MERGE_REQUEST_TARGET_BRANCH_NAME: "mr_target_branch",
+    variables.CI_DEFAULT_BRANCH: "default_branch",
+    variables.CI_JOB_NAME: "ci_job_name",
+    variables.CI_MERGE_REQUEST_PROJECT_ID: "mr_project_id",
+    variables.CI_MERGE_REQUEST_SOURCE_PROJECT_ID: "mr_source_project_id",
+    variables.CI_MERGE_REQUEST_PROJECT_PATH: "mr_project_path",
+    variables.CI_MERGE_REQUEST_SOURCE_PROJECT_PATH: "mr_source_project_path",
+    variables.CI_OPEN_MERGE_REQUESTS: "open_merge_requests",
 }
 
 # The CI job's time limit: GitLab's (15.7+) timeout in seconds and start (ISO 8601, UTC), and
 # GitLab Runner's limit of the script (a Go duration) when the job sets one.
-JOB_TIMEOUT_VARIABLE: Final = "CI_JOB_TIMEOUT"
-SCRIPT_TIMEOUT_VARIABLE: Final = "RUNNER_SCRIPT_TIMEOUT"
-JOB_STARTED_VARIABLE: Final = "CI_JOB_STARTED_AT"
+JOB_TIMEOUT_VARIABLE: Final = variables.CI_JOB_TIMEOUT
+SCRIPT_TIMEOUT_VARIABLE: Final = variables.RUNNER_SCRIPT_TIMEOUT
+JOB_STARTED_VARIABLE: Final = variables.CI_JOB_STARTED_AT
 
 
 @dataclass(frozen=True)
@@ -145,9 +137,9 @@ def job_time_variables(env: Mapping[str, str]) -> JobTimeVariables:
 
 
 # Variables whose presence means "running inside a GitLab CI job".
-_CI_MARKERS: Final = ("GITLAB_CI", "CI_JOB_ID")
+_CI_MARKERS: Final = (variables.GITLAB_CI, variables.CI_JOB_ID)
 # Without these a CI context cannot name the job or the commit.
-_REQUIRED_IN_CI: Final = ("CI_COMMIT_SHA", "CI_PROJECT_PATH", "CI_JOB_ID")
+_REQUIRED_IN_CI: Final = (variables.CI_COMMIT_SHA, variables.CI_PROJECT_PATH, variables.CI_JOB_ID)
 _FULL_SHA: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SCP_LIKE: Final = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
 ORIGIN: Final = "the origin remote"
@@ -156,13 +148,18 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 # the server and encrypt; http:// only while no git credential goes with it; git:// (neither
 # encrypted nor authenticated, though it carries no credential: git asks a credential helper
 # only over HTTP) only when the project opts in, for a git daemon on a network it trusts.
-ALLOW_GIT_PROTOCOL: Final = "CI_RUNNER_ALLOW_GIT_PROTOCOL"
+ALLOW_GIT_PROTOCOL: Final = variables.CI_RUNNER_ALLOW_GIT_PROTOCOL
 _URL_FIX: Final = "give the repository's https:// URL (or ssh://, or user@host:path)"
 _SCHEME: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)", re.DOTALL)
 _SCP_URL: Final = re.compile(r"[^@/:\s]+@(?P<host>[^@/:\s]+):[^\s]+")
 _TRANSPORT: Final = re.compile(r"(?P<transport>[A-Za-z0-9+.-]+)::")
+CACHE_VARIABLE: Final = variables.CI_RUNNER_CACHE
+# The spellings of a yes/no variable ci-runner reads (any case): GitLab's boolean component
+# inputs render as "true"/"false"; "1" and "yes" are what a shell user writes.
+TRUE_SPELLINGS: Final = frozenset({"1", "true", "yes"})
+FALSE_SPELLINGS: Final = frozenset({"0", "false", "no"})
 # How the CI job ended, as after_script sees it (``canceled``, ``timedout``): CIContext.job_status.
-JOB_STATUS_VARIABLE: Final = "CI_JOB_STATUS"
+JOB_STATUS_VARIABLE: Final = variables.CI_JOB_STATUS
 
 
 def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = None) -> CIContext:
@@ -179,13 +176,13 @@ def from_environment(env: Mapping[str, str], cwd: Path, *, sha: str | None = Non
 
 
 def _from_gitlab(env: Mapping[str, str], cwd: Path, sha: str | None) -> CIContext:
-    for var in (*CI_VARIABLES, "CI_REPOSITORY_URL"):
+    for var in (*CI_VARIABLES, variables.CI_REPOSITORY_URL):
         if _SURROGATE.search(env.get(var, "")):  # bytes that were not UTF-8 (surrogateescape)
             raise EnvironmentSetupError(
                 f"{var} is not UTF-8 text; fix: leave it as GitLab sets it (UTF-8), or unset it"
             )
     values = {field: env.get(var) or None for var, field in CI_VARIABLES.items()}
-    required = [v for v in _REQUIRED_IN_CI if not (sha and v == "CI_COMMIT_SHA")]
+    required = [v for v in _REQUIRED_IN_CI if not (sha and v == variables.CI_COMMIT_SHA)]
     missing = [v for v in required if not env.get(v)]
     if missing:
         raise EnvironmentSetupError(
@@ -199,11 +196,11 @@ def _from_gitlab(env: Mapping[str, str], cwd: Path, sha: str | None) -> CIContex
             f"CI_COMMIT_SHA {values['sha']!r} is not a full commit SHA; fix: leave CI_COMMIT_SHA "
             "as GitLab sets it, or pass --sha"
         )
-    repo_url = without_credentials(env.get("CI_REPOSITORY_URL") or "")
-    source = "CI_REPOSITORY_URL"
-    if not repo_url and env.get("CI_PROJECT_URL"):
-        repo_url = env["CI_PROJECT_URL"].rstrip("/") + ".git"
-        source = "CI_PROJECT_URL"
+    repo_url = without_credentials(env.get(variables.CI_REPOSITORY_URL) or "")
+    source = variables.CI_REPOSITORY_URL
+    if not repo_url and env.get(variables.CI_PROJECT_URL):
+        repo_url = env[variables.CI_PROJECT_URL].rstrip("/") + ".git"
+        source = variables.CI_PROJECT_URL
     if not repo_url:
         repo_url = _origin_url(cwd)
         source = ORIGIN
@@ -318,3 +315,29 @@ def repo_url_problem(url: str, *, credential: bool, git_protocol: bool = False) 
             f"{_URL_FIX}, or set {ALLOW_GIT_PROTOCOL}=1 for a git daemon on a network you trust"
         )
     return f"uses {name}://, which the pods do not fetch from; fix: {_URL_FIX}"
+
+
+def env_flag(value: str | None, default: bool) -> bool:
+    """A yes/no variable's value: one of :data:`TRUE_SPELLINGS` is true, of
+    :data:`FALSE_SPELLINGS` false (any case, spaces around ignored); unset, empty or anything
+    else is ``default``."""
+    word = (value or "").strip().lower()
+    if word in TRUE_SPELLINGS:
+        return True
+    if word in FALSE_SPELLINGS:
+        return False
+    return default
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """ci-runner's cache on this machine: ``$CI_RUNNER_CACHE``, else
+    ``$XDG_CACHE_HOME/ci-runner``, else ``~/.cache/ci-runner``.
+
+    ``--local``'s worktrees and virtualenvs, and what ``make`` downloads (scripts/lib/cache.sh
+    says the same in sh), live there.
+    """
+    if env.get(CACHE_VARIABLE):
+        return Path(env[CACHE_VARIABLE])
+    if env.get(variables.XDG_CACHE_HOME):
+        return Path(env[variables.XDG_CACHE_HOME]) / "ci-runner"
+    return Path(env.get(variables.HOME) or Path.home()) / ".cache" / "ci-runner"

@@ -102,11 +102,21 @@ def tree_entry(sha: str, path: str, cwd: Path) -> TreeEntry | None:
     return None
 
 
+def blob_size(oid: str, cwd: Path) -> int:
+    """The size in bytes of the blob ``oid``, from its header (the content is not read): check
+    it before :func:`read_blob`. A missing or damaged object is a GitError with git's words."""
+    return int(_cat_file(["-s", oid], cwd))
+
+
 def read_blob(oid: str, cwd: Path) -> bytes:
     """The bytes of the blob ``oid``, undecoded (train.yaml may not be UTF-8, and only its reader
     can say so on the right line); a missing or damaged object is a GitError with git's words."""
+    return _cat_file(["blob", oid], cwd)
+
+
+def _cat_file(args: list[str], cwd: Path) -> bytes:
     try:
-        proc = subprocess.run(["git", "cat-file", "blob", oid], cwd=cwd, capture_output=True)
+        proc = subprocess.run(["git", "cat-file", *args], cwd=cwd, capture_output=True)
     except FileNotFoundError as exc:
         raise GitError("git is not installed; fix: install git and run again") from exc
     if proc.returncode != 0:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import email.utils
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Final
+
+from ci_runner import variables
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,11 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
 TRANSIENT_STATUSES: Final = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524})
 
 
-def budget_seconds(env: Mapping[str, str], variable: str, default: float) -> float:
-    """The seconds a phase may spend on one service: the environment variable ``variable``,
-    else ``default``; a value that is not a positive finite number is ignored."""
+def budget_seconds(written: str | None, default: float) -> float:
+    """The seconds a phase may spend on one service: its variable's value as ``written``, else
+    ``default``; a value that is not a positive finite number is ignored."""
     try:
-        value = float(env.get(variable, "").strip())
+        value = float((written or "").strip())
     except ValueError:
         return default
     return value if 0 < value < math.inf else default
@@ -89,14 +90,14 @@ MAX_RECONNECT_FAILURES: Final = 12
 # decides what may be retried); the budget bounds every wait.
 GITLAB_RETRY: Final = RetryPolicy(attempts=4, base_delay=0.5, max_delay=8.0)
 # Seconds of GitLab work before training, and again after it.
-GITLAB_BUDGET_VARIABLE: Final = "CI_RUNNER_GITLAB_TIMEOUT"
+GITLAB_BUDGET_VARIABLE: Final = variables.CI_RUNNER_GITLAB_TIMEOUT
 GITLAB_BUDGET: Final = 20.0
 GITLAB_REQUEST_TIMEOUT: Final = 10.0  # seconds one request may take (capped by the budget left)
 
 # -- MLflow (through GitLab's transport: the same retries) ---------------------------------------
 
 # Seconds of tracking work before training, and again after it.
-TRACKING_BUDGET_VARIABLE: Final = "CI_RUNNER_TRACKING_TIMEOUT"
+TRACKING_BUDGET_VARIABLE: Final = variables.CI_RUNNER_TRACKING_TIMEOUT
 TRACKING_BUDGET: Final = 30.0
 
 # -- S3 (boto3 retries on its own: ``total_max_attempts``) ---------------------------------------

@@ -15,16 +15,17 @@ from typing import Any, Final
 
 import yaml
 
-from ci_runner import venv_layer
+from ci_runner import variables, venv_layer
 from ci_runner.config.scalars import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
 from ci_runner.config.yamlsource import shorten
 from ci_runner.context import CIContext, repo_url_problem
-from ci_runner.errors import ConfigError, GitError, Problem
+from ci_runner.errors import ConfigError, EnvironmentSetupError, GitError, Problem
 from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.masking import MASK
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
+from ci_runner.policy import SETUP_IMAGE_VARIABLE
 from ci_runner.templating import environment, templates_dir
 
 CODE_DIR: Final = "/ci-runner/code"
@@ -35,6 +36,10 @@ SCRIPTS_DIR: Final = "/ci-runner-scripts"
 GIT_CREDENTIALS_DIR: Final = "/ci-runner-git"
 GIT_CREDENTIAL_FILES: Final = (("GIT_USERNAME", "username"), ("GIT_PASSWORD", "password"))
 GIT_CREDENTIALS_MODE: Final = 0o400
+# The pip cache claim's directory for protected refs, and for every other: a pod mounts only its
+# own (subPath), so no unprotected branch writes what a protected one runs (GitLab keeps its own
+# caches apart the same way).
+CACHE_SUBPATHS: Final = {True: "protected", False: "unprotected"}
 PIP_CACHE_DIR: Final = "/ci-runner-cache/pip"
 VENV_CACHE_DIR: Final = "/ci-runner-cache/venvs"
 # The operator's mount of the job's ssh keys (sshAuthMountPath): no user's ~/.ssh, so its files
@@ -107,6 +112,19 @@ def render_mpijob(plan: RunPlan) -> dict[str, Any]:
         raise GitError(
             f"the repository URL {shorten(plan.context.repo_url)}"
             f"{f' (from {source})' if source else ''} {wrong}"
+        )
+    if not plan.policy.setup_image:
+        raise EnvironmentSetupError(
+            "no image for the pods' git fetch, which ci-runner never runs in train.yaml's image "
+            "(that image would get the git token); fix: pass --setup-image with an image that "
+            f"has git and that the project trusts (ci-runner's own), or set {SETUP_IMAGE_VARIABLE}"
+        )
+    if "$" in plan.policy.setup_image:
+        # GitLab Runner expands a variable in another's value; an older one may not in this one.
+        # Checked here, where the image is used: cancel, which needs none, must not stop on it.
+        raise EnvironmentSetupError(
+            f"the setup image {plan.policy.setup_image!r} holds an unexpanded variable; fix: set "
+            f"{SETUP_IMAGE_VARIABLE} (the component's input setup_image) to the image itself"
         )
     text = environment().get_template("mpijob.yaml.j2").render(_template_values(plan))
     manifest: dict[str, Any] = yaml.load(text, Loader=_LOADER)  # a safe loader
@@ -273,8 +291,10 @@ def _template_values(plan: RunPlan) -> dict[str, Any]:
         "active_deadline_seconds": plan.deadline_seconds,
         "pod_deadlines": pod_deadlines(plan.deadline_seconds, config),
         "image": config.image,
+        "setup_image": plan.policy.setup_image,
         "secret_name": plan.secret.name,
         "pip_cache_pvc": k8s.pip_cache_pvc,
+        "cache_subpath": CACHE_SUBPATHS[plan.policy.ref_protected],
         "cluster_domain": k8s.cluster_domain,
         "ssh_port": k8s.ssh_port,
         "sha": ctx.sha,
@@ -352,12 +372,12 @@ def _setup_values(plan: RunPlan) -> dict[str, Any]:
     install-requirements the :data:`PIP_SETTINGS` train.yaml's ``env`` and ``secrets`` name."""
     config = plan.config
     ours = {
-        "CI_RUNNER_REPO_URL": plan.context.repo_url,
-        "CI_RUNNER_SHA": plan.context.sha,
-        "CI_RUNNER_GIT_CREDENTIALS": GIT_CREDENTIALS_DIR,
-        "CI_RUNNER_REQUIREMENTS": config.requirements or "",
+        variables.CI_RUNNER_REPO_URL: plan.context.repo_url,
+        variables.CI_RUNNER_SHA: plan.context.sha,
+        variables.CI_RUNNER_GIT_CREDENTIALS: GIT_CREDENTIALS_DIR,
+        variables.CI_RUNNER_REQUIREMENTS: config.requirements or "",
         "PIP_CACHE_DIR": PIP_CACHE_DIR,
-        "CI_RUNNER_VENV_CACHE": VENV_CACHE_DIR if config.kubernetes.pip_cache_pvc else None,
+        variables.CI_RUNNER_VENV_CACHE: VENV_CACHE_DIR if config.kubernetes.pip_cache_pvc else None,
     }
     env = {
         container: [(name, ours[name]) for name in names if ours[name] is not None]

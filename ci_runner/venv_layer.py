@@ -83,23 +83,50 @@ def _read(path: str, root: str, files: list[tuple[str, bytes]], seen: set[str]) 
         return f"{path} ({error.strerror})"
     files.append((path, data))
     for line in data.decode("utf-8", "replace").splitlines():
-        tokens = line.split(" #")[0].split()
-        if not tokens or tokens[0].startswith("#"):
+        tokens = _words(line)
+        if not tokens:
             continue
-        option, _, value = tokens[0].partition("=")
-        if not value and len(tokens) > 1:
-            value = tokens[1]
-        if option in _INCLUDES:
-            # Normalised: a file that includes itself by another name (../reqs/x.txt) is seen.
-            included = os.path.normpath(os.path.join(os.path.dirname(path), value))
+        included = _included(tokens, path)
+        if included is not None:
             found = _read(included, root, files, seen)
             if found:
                 return found
         elif (
-            option in _EDITABLE or any(names_local_path(t, root) for t in tokens) or "file:" in line
+            tokens[0].partition("=")[0] in _EDITABLE
+            or any(names_local_path(t, root) for t in tokens)
+            or "file:" in line
         ):
             return line.strip()
     return None
+
+
+def includes(path: str, data: bytes) -> list[str]:
+    """The files the requirements file ``path`` (``data``, its bytes) includes (``-r``, ``-c``),
+    in order, as named from the code directory (pip reads each relative to ``path``'s own)."""
+    found = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        tokens = _words(line)
+        included = _included(tokens, path) if tokens else None
+        if included is not None:
+            found.append(included)
+    return found
+
+
+def _words(line: str) -> list[str]:
+    """A requirements line's words, without its comment."""
+    tokens = line.split(" #")[0].split()
+    return [] if not tokens or tokens[0].startswith("#") else tokens
+
+
+def _included(tokens: list[str], path: str) -> str | None:
+    """The file the line of ``tokens`` in the requirements file ``path`` includes, if any."""
+    option, _, value = tokens[0].partition("=")
+    if option not in _INCLUDES:
+        return None
+    if not value and len(tokens) > 1:
+        value = tokens[1]
+    # Normalised: a file that includes itself by another name (../reqs/x.txt) is seen.
+    return os.path.normpath(os.path.join(os.path.dirname(path), value))
 
 
 def interpreter() -> list[str]:

@@ -11,13 +11,16 @@
 #
 # Usage: scripts/setup-control-plane.sh            builds what is missing, prints the bin directory
 #        scripts/setup-control-plane.sh --bin-dir  prints the bin directory; exit 1 if not built
-# Cache: ${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}/control-plane/<key>/bin
+# Cache: <cache>/control-plane/<key>/bin
+#        <cache>: ci-runner's cache, as scripts/lib/cache.sh finds it
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 MODULES="$ROOT/testing/control_plane/modules"
 GO_MIN_MINOR=26
-CACHE_DIR="${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}"
+# shellcheck source=scripts/lib/cache.sh
+. "$(dirname "$0")/lib/cache.sh"
+CACHE_DIR="$(ci_runner_cache_dir)"
 
 say() { echo "[setup-control-plane] $*" >&2; }
 fail() { echo "[setup-control-plane] error: $*" >&2; exit 1; }

@@ -8,14 +8,17 @@
 # checks and returns at once.
 #
 # Usage: scripts/setup-gitlab-ci-local.sh
-# Where: ${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}/gitlab-ci-local-<version>/
+# Where: <cache>/gitlab-ci-local-<version>/
 #        node_modules/gitlab-ci-local/dist/index.js, run by node_modules/node-linux-<arch>/bin/node
 #        (testing/gitlab_ci_local.py; the versions here and there must agree)
+#        <cache>: ci-runner's cache, as scripts/lib/cache.sh finds it
 set -euo pipefail
 
 VERSION=4.75.1
 NODE_VERSION=22.23.5
-CACHE_DIR="${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}"
+# shellcheck source=scripts/lib/cache.sh
+. "$(dirname "$0")/lib/cache.sh"
+CACHE_DIR="$(ci_runner_cache_dir)"
 PREFIX="$CACHE_DIR/gitlab-ci-local-$VERSION"
 
 say() { echo "[setup-gitlab-ci-local] $*"; }

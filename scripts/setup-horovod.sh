@@ -9,14 +9,17 @@
 # controllers built in) and installed from there.
 #
 # Usage: scripts/setup-horovod.sh [VENV]        (VENV defaults to .venv)
-# Cache: ${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}/wheels
+# Cache: <cache>/wheels
+#        <cache>: ci-runner's cache, as scripts/lib/cache.sh finds it
 set -euo pipefail
 
 VENV="${1:-.venv}"
 PY="$VENV/bin/python"
 TORCH_VERSION="2.13.0"
 HOROVOD_VERSION="0.28.1"
-CACHE_DIR="${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}"
+# shellcheck source=scripts/lib/cache.sh
+. "$(dirname "$0")/lib/cache.sh"
+CACHE_DIR="$(ci_runner_cache_dir)"
 WHEEL_DIR="$CACHE_DIR/wheels"
 SCRIPT_START=$SECONDS
 

@@ -6,12 +6,15 @@
 # cache as the Horovod wheel; the tests load them from there, with no network.
 #
 # Usage: scripts/setup-mermaid.sh [VENV]        (VENV defaults to .venv)
-# Cache: ${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}/mermaid/<version>/mermaid.min.js
+# Cache: <cache>/mermaid/<version>/mermaid.min.js
+#        <cache>: ci-runner's cache, as scripts/lib/cache.sh finds it
 set -euo pipefail
 
 VENV="${1:-.venv}"
 PY="$VENV/bin/python"
-CACHE_DIR="${CI_RUNNER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ci-runner}"
+# shellcheck source=scripts/lib/cache.sh
+. "$(dirname "$0")/lib/cache.sh"
+CACHE_DIR="$(ci_runner_cache_dir)"
 
 say() { echo "[setup-mermaid] $*"; }
 fail() { echo "[setup-mermaid] error: $*" >&2; exit 1; }

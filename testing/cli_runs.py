@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 
 from ci_runner import cli
+from ci_runner.policy import SETUP_IMAGE_VARIABLE
+from testing.plan_cases import SETUP_IMAGE
 
 TRAIN_YAML = """\
 name: toy
@@ -35,4 +37,6 @@ def environ(tmp_path: Path) -> dict[str, str]:
         # train.yaml's outputs are on S3: a closed loopback port keeps the report's listing here.
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
         "AWS_ACCESS_KEY_ID": "test",
+        # The project's setup image for the pods' git fetch, as a maintainer's variable sets it.
+        SETUP_IMAGE_VARIABLE: SETUP_IMAGE,
     }

@@ -20,12 +20,13 @@ from typing import Any
 import requests
 import yaml
 
-from testing.emulated_cluster import marks
+from testing.emulated_cluster import nodeimages
 from testing.emulated_cluster.demo import GIT_PORT, s3_and_git
 from testing.emulated_cluster.harness import NAMESPACE, Emulated, emulated
 from testing.fake_gitlab.ci_variables import job_variables
 from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
+from testing.host import marks
 from testing.paths import REPO_ROOT
 
 JSON = dict[str, Any]
@@ -151,9 +152,10 @@ def pipeline(
     config: dict[str, object],
     files: dict[str, bytes] | None = None,
     namespace: str = NAMESPACE,
+    variables: dict[str, str] | None = None,
 ) -> Pipeline:
     """Commit the example with ``config`` (and ``files``) as project ``group/<name>``, with an MR
-    whose pipeline's job is about to run in ``namespace``."""
+    whose pipeline's job is about to run in ``namespace`` (with ``variables`` besides GitLab's)."""
     repo = site.home / name
     shutil.copytree(EXAMPLE, repo / "examples" / "simple_ml")
     (repo / "train.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -186,6 +188,8 @@ def pipeline(
             job_id=5005,
             pipeline_id=1001,
             mr=mr,
+            # The CI job's image, ci-runner's, runs the pods' git fetch: any node image with git.
+            image=nodeimages.MPI_IMAGE,
         ),
         "CI_REPOSITORY_URL": f"git://{marks.GATEWAY}:{GIT_PORT}/{name}.git",
         "CI_RUNNER_ALLOW_GIT_PROTOCOL": "1",  # git daemon on the cluster's own bridge
@@ -193,6 +197,7 @@ def pipeline(
         "CI_RUNNER_GITLAB_TOKEN": f"{GITLAB_TOKEN}-{name}",
         "KUBECONFIG": str(kubeconfig),
         **aws_env(),
+        **(variables or {}),
     }
     return Pipeline(repo, env, mr, sha)
 
@@ -203,9 +208,10 @@ def train(
     config: dict[str, object],
     files: dict[str, bytes] | None = None,
     namespace: str = NAMESPACE,
+    variables: dict[str, str] | None = None,
 ) -> Run:
     """`ci-runner train` as the job of an MR pipeline for ``config`` (see :func:`pipeline`)."""
-    job = pipeline(site, name, config, files, namespace)
+    job = pipeline(site, name, config, files, namespace, variables)
     train = job.start("train")
     output, _ = train.communicate(timeout=600)
     notes = job.notes()  # the report, then the result's reply in its thread

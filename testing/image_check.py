@@ -8,7 +8,8 @@ packages of its ``apt-get install`` line go to ``debootstrap --variant=minbase``
 this machine's apt sources name; the base is cached by suite, mirror and package list), then its
 ``COPY``, ``RUN``, ``ENV``, ``USER`` and ``WORKDIR`` are replayed in a chroot. There, as the
 Dockerfile's user, in a checkout of the example owned by root (as GitLab Runner's helper clones
-it), it runs ``ci-runner --version``, ``validate`` and ``render``. Each chroot command runs in a
+it), it runs ``ci-runner --version``, ``validate`` and ``render``, then the pods' fetch-code
+script, which runs in this image (the default setup image). Each chroot command runs in a
 mount namespace of its own (``unshare``), so its /proc and /dev mounts end with it.
 """
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testing.git import run_git
-from testing.paths import EXAMPLE, REPO_ROOT
+from testing.paths import EXAMPLE, REPO_ROOT, cache_dir
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 APT_SOURCES = Path("/etc/apt")
@@ -361,10 +362,18 @@ def example_checkout(root: Path) -> Path:
     return repo
 
 
+# The pods' git fetch runs in this image (the component's default setup image): its script, as
+# the ConfigMap carries it, fetches the example's commit from the checkout, as the image's user.
+FETCH_CODE = "/tmp/fetch-code.sh"
 CHECKS = [
     "ci-runner --version",
     f"ci-runner validate --config {EXAMPLE}/train.yaml",
-    f"ci-runner render --config {EXAMPLE}/train.yaml > /tmp/mpijob.yaml",
+    f"ci-runner render --config {EXAMPLE}/train.yaml --setup-image "
+    "registry.example.com/team/ci-runner:1.2.0 > /tmp/mpijob.yaml",
+    # fetch-code's git reads no system configuration (no safe.directory): it fetches from a
+    # repository its user owns, as a pod's comes from a server.
+    f"git clone -q --bare {CHECKOUT} /tmp/origin.git && CI_RUNNER_REPO_URL=file:///tmp/origin.git "
+    f"CI_RUNNER_SHA=$(git rev-parse HEAD) CI_RUNNER_CODE_DIR=/tmp/fetched sh {FETCH_CODE}",
 ]
 
 
@@ -381,6 +390,7 @@ def check(dockerfile: Path, context: Path, cache: Path) -> list[str]:
         say("replaying the Dockerfile's COPY, RUN, ENV, USER and WORKDIR ...")
         image_state = replay(image, root, context)
         example_checkout(root)
+        shutil.copy(REPO_ROOT / "templates" / "scripts" / "fetch-code.sh", root / FETCH_CODE[1:])
         env = {**image_state.env, "HOME": user_home(root, image_state.user)}
         outputs = []
         for command in CHECKS:
@@ -395,7 +405,7 @@ def check(dockerfile: Path, context: Path, cache: Path) -> list[str]:
         rendered = (root / "tmp" / "mpijob.yaml").read_text(encoding="utf-8")
         if "kind: MPIJob" not in rendered or "#!/bin/sh" not in rendered:
             raise CheckFailed("ci-runner render in the image printed no MPIJob with pod scripts")
-        outputs[-1] = f"{CHECKS[-1]}: {len(rendered)} bytes of MPIJob"
+        outputs[2] = f"{CHECKS[2]}: {len(rendered)} bytes of MPIJob"
     return outputs
 
 
@@ -407,8 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testing.image_check", description=__doc__)
     parser.add_argument("--dockerfile", type=Path, default=REPO_ROOT / "Dockerfile")
     parser.add_argument("--context", type=Path, help="build context (default: its directory)")
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    parser.add_argument("--cache", type=Path, default=cache_home / "ci-runner" / "image-check")
+    parser.add_argument("--cache", type=Path, default=cache_dir() / "image-check")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:

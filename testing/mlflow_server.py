@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,15 +25,9 @@ from typing import Any
 
 import requests
 
+from testing.ports import free_port
+
 START_TIMEOUT = 120.0  # seconds: migrations on a busy 2-core machine
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class MlflowServer:

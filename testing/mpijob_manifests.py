@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ci_runner.backends.kubernetes.options import pods_lifetime
+
 JSON = dict[str, Any]
 NAMESPACE = "ml"
 JOB = "train-3f2a9c1"
@@ -102,5 +104,7 @@ def plan_facts(manifest: JSON, unschedulable_timeout: float) -> JSON:
         "mpijob_name": str(manifest["metadata"]["name"]),
         "workers": int(worker.get("replicas", 1)),
         "launcher_container": str(specs["Launcher"]["template"]["spec"]["containers"][0]["name"]),
-        "lifetime": None if deadline is None else unschedulable_timeout + float(deadline),
+        "lifetime": pods_lifetime(
+            unschedulable_timeout, None if deadline is None else float(deadline)
+        ),
     }

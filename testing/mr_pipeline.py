@@ -10,8 +10,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,20 +19,21 @@ import boto3
 import yaml
 from moto.server import ThreadedMotoServer
 
+from testing.backend_harness import Cluster
+from testing.ci_log import CiLog
 from testing.control_plane import accounts
 from testing.fake_gitlab.ci_variables import job_variables
 from testing.fake_gitlab.model import MergeRequest, User
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import FakeGitLab
 from testing.paths import REPO_ROOT
-from testing.scripted_cluster.harness import Cluster
+from testing.plan_cases import SETUP_IMAGE
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
-from testing.waiting import wait_for
+from testing.waiting import WAIT, wait_for
 
 GITLAB_TOKEN = "glpat-e2e-CANARY-51f0c2"
 JOB_TOKEN = "glcbt-64-e2e-CANARY-job-token"
 AWS_SECRET = "e2e-CANARY-aws-secret-key"
-WAIT = 30.0
 
 TRAIN_YAML = r"""
 name: simple-ml
@@ -61,35 +61,6 @@ MODEL = b"a trained model"
 def train_yaml(namespace: str) -> str:
     """The MR's train.yaml, training in ``namespace``."""
     return TRAIN_YAML.replace("{namespace}", namespace)
-
-
-class CiLog:
-    """The CI job's log as the process writes it, line by line; tests wait for lines, each
-    written after ``prefix`` (``train > `` where gitlab-ci-local runs the job), for at most
-    ``timeout`` real seconds."""
-
-    def __init__(self, stream: Iterable[str], prefix: str = "", timeout: float = WAIT) -> None:
-        self.lines: list[str] = []
-        self._prefix = prefix
-        self._timeout = timeout
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: Iterable[str]) -> None:
-        for line in stream:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-
-    def wait_for(self, line: str) -> None:
-        wanted = self._prefix + line
-        with self._cond:
-            if not self._cond.wait_for(lambda: wanted in self.lines, timeout=self._timeout):
-                raise AssertionError(f"never printed {line!r}; the CI log so far: {self.lines}")
-
-    def join(self) -> None:
-        self._thread.join(timeout=WAIT)
 
 
 @dataclass
@@ -128,7 +99,7 @@ class Pipeline:
             text=True,
         )
         assert process.stdout is not None
-        return process, CiLog(process.stdout)
+        return process, CiLog.reading(process.stdout)
 
     def submitted_job(self, log: CiLog | None = None, timeout: float = WAIT) -> JobScenario:
         """The MPIJob ci-runner created, once it exists (``log``: shown if it never does)."""
@@ -169,6 +140,7 @@ def ci_job(
         job_id=job_id,
         pipeline_id=pipeline_id,
         mr=mr,
+        image=SETUP_IMAGE,  # ci-runner's image: the pods' git fetch runs in it
     )
 
 

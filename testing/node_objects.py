@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from testing.emulated_cluster.api import Api
+from testing.kube_api import Api
 from testing.waiting import wait_for
 
 JSON = dict[str, Any]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ci_runner import context
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Upstream and seed files the tests read, vendored with their source and licence (README.md).
 TEST_DATA = REPO_ROOT / "tests" / "data"
@@ -15,8 +17,6 @@ EXAMPLE = "examples/simple_ml"
 
 
 def cache_dir() -> Path:
-    """ci-runner's cache (``$CI_RUNNER_CACHE``), where ``make`` leaves what tests read."""
-    found = os.environ.get("CI_RUNNER_CACHE")
-    if found:
-        return Path(found)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ci-runner"
+    """ci-runner's cache (:func:`ci_runner.context.cache_dir` of this environment), where
+    ``make`` leaves what tests read."""
+    return context.cache_dir(os.environ)

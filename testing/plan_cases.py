@@ -4,14 +4,29 @@ bench/report_size.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ci_runner.config.types import Resources, TrainConfig
 from ci_runner.context import CIContext
+from ci_runner.plan.run_plan import RunPlan, build_plan
+from ci_runner.policy import SETUP_IMAGE_VARIABLE, project_policy
+from ci_runner.settings import read_settings
 from testing.kubelet_expansion import container_view
 from testing.metric_specs import TEST, TRAIN
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
+# The image the pods' git fetch runs in, as a project's CI gives it (CI_JOB_IMAGE: ci-runner's).
+SETUP_IMAGE = "registry.example.com/group/ci-runner:1.2.0"
+
+
+def trusted_plan(
+    config: TrainConfig, context: CIContext, env: Mapping[str, str] | None = None, **options: Any
+) -> RunPlan:
+    """:func:`build_plan` in a project whose CI names :data:`SETUP_IMAGE` (and whatever policy
+    ``env`` sets): what rendering needs."""
+    policy = project_policy({SETUP_IMAGE_VARIABLE: SETUP_IMAGE, **(env or {})})
+    return build_plan(config, context, read_settings(env or {}), policy=policy, **options)
 
 
 CONTEXT = CIContext(

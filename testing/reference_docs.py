@@ -3,8 +3,8 @@
     python -m testing.reference_docs          # writes both
     python -m testing.reference_docs --check  # exit 1 if either is not what it would write
 
-Both come from :mod:`ci_runner.plan.rank_reference` (docs/train-yaml.md with the schema's
-reference of :mod:`ci_runner.config.reference`): the README's list is the text between its
+Both come from :mod:`testing.reference_ranks` (docs/train-yaml.md with the schema's
+reference of :mod:`testing.reference_schema`): the README's list is the text between its
 markers, the same text as docs/train-yaml.md's "What every rank sees".
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from ci_runner.plan.rank_reference import ranks_environment_markdown, train_yaml_reference
 from testing.paths import REPO_ROOT
+from testing.reference_ranks import ranks_environment_markdown, train_yaml_reference
 
 README: Final = REPO_ROOT / "README.md"
 TRAIN_YAML_DOC: Final = REPO_ROOT / "docs" / "train-yaml.md"

@@ -28,9 +28,9 @@ from testing.rights import missing_rights, verdict
 EMULATED_CLUSTER_MODULES = "tests.test_emulated_cluster_"
 
 if TYPE_CHECKING:
+    from testing.backend_harness import Cluster as ScriptedTestCluster
     from testing.mr_pipeline import Pipeline
-    from testing.scripted_cluster.harness import Cluster as ScriptedTestCluster
-    from testing.scripted_cluster.harness import ScriptedCluster
+    from testing.scripted_cluster.cluster import ScriptedCluster
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -193,9 +193,9 @@ def example_project(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedCluster]:
     """The scripted cluster of a test module (testing/scripted_cluster/: the real control plane;
-    skips without root or its binaries); ``scripted.cluster(tmp_path)`` gives a test its
+    skips without root or its binaries); ``cluster_on(scripted, tmp_path)`` gives a test its
     namespace."""
-    from testing.scripted_cluster.harness import module_cluster
+    from testing.scripted_cluster.cluster import module_cluster
 
     yield from module_cluster(tmp_path_factory.mktemp("scripted-logs"))
 
@@ -210,9 +210,10 @@ def pipeline(
     testing/mr_pipeline.py's train.yaml, its GitLab, S3 and a namespace of the module's scripted
     cluster running."""
     # Imported here: moto and boto3 take half a second, and most test runs need neither.
+    from testing.backend_harness import cluster_on
     from testing.mr_pipeline import mr_pipeline, train_yaml
 
-    with scripted.cluster(tmp_path) as cluster:
+    with cluster_on(scripted, tmp_path) as cluster:
         files = {"train.yaml": train_yaml(cluster.namespace), "train.py": "print('hi')\n"}
         repo, sha = git_repo(files)
         with mr_pipeline(tmp_path, repo, sha, cluster) as running:
@@ -222,5 +223,7 @@ def pipeline(
 @pytest.fixture
 def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[ScriptedTestCluster]:
     """One test's namespace of the module's scripted cluster."""
-    with scripted.cluster(tmp_path) as cluster:
+    from testing.backend_harness import cluster_on
+
+    with cluster_on(scripted, tmp_path) as cluster:
         yield cluster

@@ -28,6 +28,7 @@ from ci_runner.http_policy import KUBERNETES_RETRY, RetryPolicy
 from testing.fake_kube.admission import Denial, webhook_denial
 from testing.fake_kube.server import CUT, FakeKubeServer
 from testing.mpijob_manifests import mpijob_manifest
+from testing.ports import free_port
 
 
 @pytest.fixture
@@ -122,9 +123,7 @@ def test_writes_are_retried_too(server: FakeKubeServer) -> None:
 
 
 def test_unreachable_cluster_is_one_line() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     config = kubernetes.client.Configuration(host=f"http://127.0.0.1:{port}")
     config.retries = 0
     clock = ManualClock()

@@ -19,11 +19,11 @@ from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ClusterError
-from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
-from testing.emulated_cluster.api import Informer
+from testing.backend_harness import Cluster, submitted
+from testing.kube_api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster, submitted
+from testing.plan_cases import trusted_plan
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
 from testing.waiting import wait_for
 
@@ -146,7 +146,8 @@ def test_launcher_exits_1(cluster: Cluster) -> None:
     assert result.outcome is Outcome.FAILED
     assert result.failure == Failure(FailureKind.EXIT_CODE, message, exit_code=1, pod=launcher)
     assert result.exit_code == 1
-    assert job.workers() == []
+    # Deleted in the background: the garbage collector removes the pods in its own time.
+    wait_for("the workers gone", lambda: job.workers() == [])
 
 
 def test_worker_oom_killed(cluster: Cluster) -> None:
@@ -177,8 +178,9 @@ def test_worker_oom_killed(cluster: Cluster) -> None:
     assert result.failure == Failure(
         FailureKind.OOM_KILLED, message, exit_code=137, pod=f"{JOB}-worker-1"
     )
-    # The one still running was stopped, then the MPIJob went with every pod.
-    assert job.workers() == []
+    # The one still running was stopped, then the MPIJob went with every pod (the garbage
+    # collector and the kubelet in their own time).
+    wait_for("the workers gone", lambda: job.workers() == [])
     assert cluster.api.count("watch", "mpijobs") == 2  # the Failed condition came this way
 
 
@@ -643,7 +645,7 @@ def test_a_manifest_from_render_runs(cluster: Cluster) -> None:
         job_id="5005",
         repo_url="https://gitlab.example.com/group/project.git",
     )
-    manifest = render_mpijob(build_plan(config, context))
+    manifest = render_mpijob(trusted_plan(config, context))
     name = manifest["metadata"]["name"]
     job = cluster.started(manifest)
     job.workers_running()

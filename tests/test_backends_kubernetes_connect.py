@@ -3,7 +3,6 @@ account; the namespace; one line when neither, or when the context is not clear.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +17,10 @@ from ci_runner.backends.kubernetes.resources import MPIJOBS, SECRETS
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
 from ci_runner.http_policy import KUBERNETES_RETRY
+from ci_runner.settings import read_settings
 from testing.agent_kubeconfig import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
 from testing.fake_kube.server import FakeKubeServer
+from testing.ports import free_port
 
 
 def kubeconfig(tmp_path: Path, namespace: str | None = None) -> Path:
@@ -53,7 +54,9 @@ def service_account(tmp_path: Path, namespace: str = "ci-jobs") -> Path:
 
 def test_kubeconfig_with_the_contexts_namespace(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path, "team-ml")
-    connection = connect_cluster(None, {"KUBECONFIG": str(path)}, tmp_path / "no-sa")
+    connection = connect_cluster(
+        None, read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no-sa"
+    )
     assert connection.namespace == "team-ml"
     assert connection.source == str(path)
     config = connection.client.configuration
@@ -64,29 +67,36 @@ def test_kubeconfig_with_the_contexts_namespace(tmp_path: Path) -> None:
 def test_train_yaml_namespace_wins(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path, "team-ml")
     assert (
-        connect_cluster("from-yaml", {"KUBECONFIG": str(path)}, tmp_path / "no").namespace
+        connect_cluster(
+            "from-yaml", read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no"
+        ).namespace
         == "from-yaml"
     )
 
 
 def test_default_namespace(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path)
-    assert connect_cluster(None, {"KUBECONFIG": str(path)}, tmp_path / "no").namespace == "default"
+    assert (
+        connect_cluster(
+            None, read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no"
+        ).namespace
+        == "default"
+    )
 
 
 def test_in_cluster_service_account(tmp_path: Path) -> None:
     folder = service_account(tmp_path)
     env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
-    connection = connect_cluster(None, env, folder)
+    connection = connect_cluster(None, read_settings(env).kube, folder)
     assert connection.namespace == "ci-jobs"
     assert connection.source == "service account"
     assert connection.client.configuration.host == "https://10.0.0.1:443"
-    assert connect_cluster("ml", env, folder).namespace == "ml"
+    assert connect_cluster("ml", read_settings(env).kube, folder).namespace == "ml"
 
 
 def test_no_cluster_at_all(tmp_path: Path) -> None:
     with pytest.raises(ClusterError) as caught:
-        connect_cluster(None, {}, tmp_path / "no-sa")
+        connect_cluster(None, read_settings({}).kube, tmp_path / "no-sa")
     assert str(caught.value) == (
         "no Kubernetes cluster to run on: this CI job is not in a pod with a service account "
         "and KUBECONFIG is not set; fix: add a KUBECONFIG CI/CD variable of type File holding "
@@ -96,7 +106,9 @@ def test_no_cluster_at_all(tmp_path: Path) -> None:
 
 def test_kubeconfig_that_is_not_a_file(tmp_path: Path) -> None:
     with pytest.raises(ClusterError) as caught:
-        connect_cluster(None, {"KUBECONFIG": "apiVersion: v1"}, tmp_path / "no-sa")
+        connect_cluster(
+            None, read_settings({"KUBECONFIG": "apiVersion: v1"}).kube, tmp_path / "no-sa"
+        )
     assert str(caught.value) == (
         "KUBECONFIG is 'apiVersion: v1' but no such file exists; fix: make KUBECONFIG a CI/CD "
         "variable of type File (GitLab then gives the job a path to it)"
@@ -107,7 +119,7 @@ def test_kubeconfig_that_is_not_a_kubeconfig(tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"
     path.write_text("just: text\n")
     with pytest.raises(ClusterError) as caught:
-        connect_cluster(None, {"KUBECONFIG": str(path)}, tmp_path / "no-sa")
+        connect_cluster(None, read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no-sa")
     message = str(caught.value)
     assert message.startswith(f"{path}: not a usable kubeconfig: ")
     assert message.endswith(
@@ -120,7 +132,7 @@ def test_a_kubeconfig_that_is_not_yaml_is_named_without_quoting_it(tmp_path: Pat
     path = tmp_path / "kubeconfig"
     path.write_text("users:\n- name: u\n  user: {token: s3cret-t0ken\n")
     with pytest.raises(ClusterError) as caught:
-        connect_cluster(None, {"KUBECONFIG": str(path)}, tmp_path / "no-sa")
+        connect_cluster(None, read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no-sa")
     assert str(caught.value) == (
         f"{path}: not a usable kubeconfig: it is not valid YAML on line 4: expected ',' or '}}', "
         "but got '<stream end>'; fix: point KUBECONFIG at a valid kubeconfig file "
@@ -132,7 +144,9 @@ def test_a_service_account_kubeconfig_wins_over_the_pods_service_account(tmp_pat
     # Like kubectl: KUBECONFIG, when set, is what the job was given to use.
     path = kubeconfig(tmp_path, "team-ml")
     env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
-    connection = connect_cluster(None, {**env, "KUBECONFIG": str(path)}, service_account(tmp_path))
+    connection = connect_cluster(
+        None, read_settings({**env, "KUBECONFIG": str(path)}).kube, service_account(tmp_path)
+    )
     assert (connection.source, connection.namespace) == (str(path), "team-ml")
 
 
@@ -146,7 +160,7 @@ def token_of(connection: Connection) -> str:
 def test_several_agent_contexts_and_none_chosen_fail_at_once_listing_them(tmp_path: Path) -> None:
     path = gitlab_kubeconfig(tmp_path)
     with pytest.raises(ClusterError) as caught:
-        connect_cluster(None, {"KUBECONFIG": str(path)}, tmp_path / "no-sa")
+        connect_cluster(None, read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no-sa")
     assert str(caught.value) == (
         f"the kubeconfig {path} has 3 contexts and none is current: {CONTEXTS}; fix: choose one "
         "with the CI/CD variable KUBE_CONTEXT, --kube-context or kubernetes.context in "
@@ -176,7 +190,7 @@ def test_the_flag_then_kube_context_then_train_yaml_choose_the_context(
     if variable is not None:
         env["KUBE_CONTEXT"] = variable
     connection = connect_cluster(
-        None, env, tmp_path / "no-sa", context=configured, context_flag=flag
+        None, read_settings(env).kube, tmp_path / "no-sa", context=configured, context_flag=flag
     )
     assert token_of(connection) == f"ci:{agent_id}:{JOB_TOKEN}"
     assert connection.namespace == namespace
@@ -189,14 +203,16 @@ def test_train_yaml_namespace_wins_over_the_agents_default_namespace(tmp_path: P
         "KUBECONFIG": str(gitlab_kubeconfig(tmp_path)),
         "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster",
     }
-    assert connect_cluster("team-b", env, tmp_path / "no-sa").namespace == "team-b"
+    assert (
+        connect_cluster("team-b", read_settings(env).kube, tmp_path / "no-sa").namespace == "team-b"
+    )
 
 
 def test_a_context_the_kubeconfig_lacks_is_named_with_where_it_came_from(tmp_path: Path) -> None:
     path = gitlab_kubeconfig(tmp_path)
     env = {"KUBECONFIG": str(path), "KUBE_CONTEXT": "ml/k8s-agents:tpu-cluster"}
     with pytest.raises(ClusterError) as caught:
-        connect_cluster(None, env, tmp_path / "no-sa")
+        connect_cluster(None, read_settings(env).kube, tmp_path / "no-sa")
     assert str(caught.value) == (
         f"KUBE_CONTEXT chooses the context 'ml/k8s-agents:tpu-cluster', which the kubeconfig "
         f"{path} does not have (a GitLab agent's context is there only when the agent's "
@@ -204,7 +220,9 @@ def test_a_context_the_kubeconfig_lacks_is_named_with_where_it_came_from(tmp_pat
         f"{CONTEXTS}"
     )
     with pytest.raises(ClusterError) as caught:
-        connect_cluster(None, {"KUBECONFIG": str(path)}, tmp_path / "no-sa", context="prod")
+        connect_cluster(
+            None, read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no-sa", context="prod"
+        )
     assert str(caught.value) == (
         f"kubernetes.context in train.yaml chooses the context 'prod', which the kubeconfig "
         f"{path} does not have; fix: use one of its contexts: {CONTEXTS}"
@@ -214,7 +232,10 @@ def test_a_context_the_kubeconfig_lacks_is_named_with_where_it_came_from(tmp_pat
 def test_a_chosen_context_without_a_kubeconfig(tmp_path: Path) -> None:
     with pytest.raises(ClusterError) as caught:
         connect_cluster(
-            None, {}, service_account(tmp_path), context_flag="ml/k8s-agents:gpu-cluster"
+            None,
+            read_settings({}).kube,
+            service_account(tmp_path),
+            context_flag="ml/k8s-agents:gpu-cluster",
         )
     assert str(caught.value) == (
         "--kube-context chooses the kubeconfig context 'ml/k8s-agents:gpu-cluster' but "
@@ -241,7 +262,9 @@ def test_the_only_context_is_used_when_none_is_current(tmp_path: Path) -> None:
             }
         )
     )
-    connection = connect_cluster(None, {"KUBECONFIG": str(path)}, tmp_path / "no-sa")
+    connection = connect_cluster(
+        None, read_settings({"KUBECONFIG": str(path)}).kube, tmp_path / "no-sa"
+    )
     assert (token_of(connection), connection.namespace) == (f"ci:5:{JOB_TOKEN}", "default")
     assert connection.client.agent_context == "g/p:a"
 
@@ -270,7 +293,7 @@ def test_requests_go_to_the_chosen_agents_cluster_with_its_token(
         "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
         "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster",
     }
-    connection = connect_cluster(None, env, tmp_path / "no-sa")
+    connection = connect_cluster(None, read_settings(env).kube, tmp_path / "no-sa")
     api = KubeApi(
         connection.client,
         connection.namespace,
@@ -289,7 +312,7 @@ def test_a_403_through_the_agent_names_the_context_and_ci_access(
         "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
         "KUBE_CONTEXT": "ml/k8s-agents:gpu-cluster",
     }
-    connection = connect_cluster(None, env, tmp_path / "no-sa")
+    connection = connect_cluster(None, read_settings(env).kube, tmp_path / "no-sa")
     api = KubeApi(
         connection.client,
         connection.namespace,
@@ -313,15 +336,13 @@ def test_a_403_through_the_agent_names_the_context_and_ci_access(
 def test_a_refused_connection_through_the_agent_says_it_may_not_be_connected(
     tmp_path: Path,
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, url)),
         "KUBE_CONTEXT": "ml/k8s-agents:cpu-cluster",
     }
-    connection = connect_cluster(None, env, tmp_path / "no-sa")
+    connection = connect_cluster(None, read_settings(env).kube, tmp_path / "no-sa")
     api = KubeApi(
         connection.client,
         connection.namespace,

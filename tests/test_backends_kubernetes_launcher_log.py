@@ -26,8 +26,8 @@ from ci_runner.backends.kubernetes.launcher_log import (
 from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import Clock, ManualClock
 from ci_runner.http_policy import KUBERNETES_RETRY
+from testing.backend_harness import Cluster
 from testing.mpijob_manifests import mpijob_manifest
-from testing.scripted_cluster.harness import Cluster
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
 
 on_the_control_plane = pytest.mark.control_plane

@@ -8,12 +8,11 @@ import kubernetes.client
 import pytest
 
 from ci_runner.backends.kubernetes.connect import ClusterClient, Connection
-from ci_runner.backends.kubernetes.options import job_options
+from ci_runner.backends.kubernetes.options import job_options, pods_lifetime
 from ci_runner.config.types import Elastic, KubernetesOptions, TrainConfig
-from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob, render_scripts
 from testing.mpijob_manifests import plan_facts
-from testing.plan_cases import CONFIG, CONTEXT
+from testing.plan_cases import CONFIG, CONTEXT, trusted_plan
 
 CONNECTION = Connection(ClusterClient(kubernetes.client.Configuration()), "ml", "service account")
 KUBERNETES = KubernetesOptions(
@@ -34,7 +33,7 @@ KUBERNETES = KubernetesOptions(
     ids=["defaults", "timeout-and-kubernetes", "elastic"],
 )
 def test_the_plan_holds_what_the_manifest_says(config: TrainConfig) -> None:
-    plan = build_plan(config, CONTEXT)
+    plan = trusted_plan(config, CONTEXT)
     manifest = render_mpijob(plan)
     scripts = render_scripts(plan)
     options = job_options(plan, CONNECTION, manifest, scripts)
@@ -50,3 +49,8 @@ def test_the_plan_holds_what_the_manifest_says(config: TrainConfig) -> None:
         k8s.on_preemption,
     )
     assert options.unschedulable_timeout == k8s.unschedulable_timeout
+
+
+def test_the_pods_live_their_wait_for_a_node_and_a_workers_deadline() -> None:
+    assert pods_lifetime(300, 4000) == 4300
+    assert pods_lifetime(300, None) is None

@@ -10,8 +10,9 @@ import pytest
 
 from ci_runner.backends.kubernetes.permissions import REQUIRED_PERMISSIONS
 from ci_runner.backends.result import Outcome
+from testing.backend_harness import cluster_on
 from testing.mpijob_manifests import JOB, mpijob_manifest
-from testing.scripted_cluster.harness import ScriptedCluster
+from testing.scripted_cluster.cluster import ScriptedCluster
 from testing.scripted_cluster.scenarios import MPIJOBS
 
 pytestmark = pytest.mark.control_plane
@@ -30,7 +31,7 @@ def test_every_request_is_covered_and_every_permission_used(
     only stands in."""
     used: set[tuple[str, str, str]] = set()
     # A whole run: submit, follow, log, finish, stop the workers the operator left running.
-    with scripted.cluster(tmp_path / "a") as cluster:
+    with cluster_on(scripted, tmp_path / "a") as cluster:
         # Marked to be kept at the end: a patch.
         job = cluster.started(mpijob_manifest(clean_pod_policy="None"), keep_finished=3600)
         job.workers_running()
@@ -41,7 +42,7 @@ def test_every_request_is_covered_and_every_permission_used(
         assert cluster.result().outcome is Outcome.SUCCEEDED
         used |= cluster.api.verbs_used()
     # Attach to a job already there, then cancel it.
-    with scripted.cluster(tmp_path / "b") as cluster:
+    with cluster_on(scripted, tmp_path / "b") as cluster:
         secrets = f"/api/v1/namespaces/{cluster.namespace}/secrets"
         cluster.admin.create(secrets, {"metadata": {"name": f"{JOB}-secrets"}})
         configmaps = f"/api/v1/namespaces/{cluster.namespace}/configmaps"

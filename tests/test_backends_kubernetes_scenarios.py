@@ -18,8 +18,8 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
+from testing.backend_harness import Cluster, submitted
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster, submitted
 from testing.scripted_cluster.scenarios import JobScenario
 
 pytestmark = pytest.mark.control_plane
@@ -132,7 +132,9 @@ def test_quota_denies_a_worker(cluster: Cluster) -> None:
         "MPI Operator cannot create the job's pods: worker pod created failed: "
         f'pods "{JOB}-worker-1" '
         "is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, "
-        "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1"
+        "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1; fix: a "
+        f"ResourceQuota in namespace {cluster.namespace} is used up: wait for other jobs to "
+        "finish, ask for less (workers, resources), or have the quota raised"
     )
     assert result.failure == Failure(FailureKind.REFUSED, message)
     assert cluster.log.lines == [

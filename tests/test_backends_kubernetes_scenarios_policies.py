@@ -20,13 +20,13 @@ from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.config.types import ContainerResources, OnPreemption, Resources
-from ci_runner.plan.run_plan import JobSecret, build_plan, secret_name
+from ci_runner.plan.run_plan import JobSecret, secret_name
 from ci_runner.render import render_mpijob
+from testing.backend_harness import Cluster, submitted, succeeded
 from testing.control_plane.rbac import OPERATOR_USER
-from testing.emulated_cluster.api import Informer
+from testing.kube_api import Informer
 from testing.mpijob_manifests import JOB, JSON, mpijob_manifest
-from testing.plan_cases import CONFIG, CONTEXT
-from testing.scripted_cluster.harness import Cluster, submitted, succeeded
+from testing.plan_cases import CONFIG, CONTEXT, trusted_plan
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
 from testing.waiting import wait_for
 
@@ -61,7 +61,7 @@ def rendered(
     if run_as_user is not None:
         k8s = replace(config.kubernetes, run_as_user=run_as_user, ssh_port=2222)
         config = replace(config, kubernetes=k8s)
-    return render_mpijob(build_plan(config, CONTEXT))
+    return render_mpijob(trusted_plan(config, CONTEXT))
 
 
 def refused_launcher(failure: Failure | None, name: str) -> str:
@@ -232,7 +232,7 @@ def test_a_memory_limit_quota_refuses_workers_that_declare_no_memory(cluster: Cl
     cluster.quota("memory", {"limits.memory": "64Gi"})
     workers_refused(
         cluster,
-        render_mpijob(build_plan(replace(CONFIG, resources=Resources()), CONTEXT)),
+        render_mpijob(trusted_plan(replace(CONFIG, resources=Resources()), CONTEXT)),
         "memory: must specify limits.memory for: worker",
         "resources.cpu and resources.memory",
     )
@@ -242,7 +242,7 @@ def test_a_gpu_quota_admits_workers_that_declare_no_cpu_or_memory(cluster: Clust
     """Scripted: what is tested is a GPU quota's admission of workers that declare no cpu or memory;
     the node only stands in."""
     cluster.quota("gpus", {"requests.nvidia.com/gpu": "4"})
-    trains(cluster, render_mpijob(build_plan(replace(CONFIG, resources=Resources()), CONTEXT)))
+    trains(cluster, render_mpijob(trusted_plan(replace(CONFIG, resources=Resources()), CONTEXT)))
 
 
 def test_a_pod_count_quota_that_leaves_no_room_for_the_launcher_fails_at_once(
@@ -258,7 +258,8 @@ def test_a_pod_count_quota_that_leaves_no_room_for_the_launcher_fails_at_once(
     message = (
         "the launcher Job cannot create the launcher's pod: Error creating: "
         f'pods "{launcher}" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, '
-        "limited: pods=2"
+        f"limited: pods=2; fix: a ResourceQuota in namespace {cluster.namespace} is used up: wait "
+        "for other jobs to finish, ask for less (workers, resources), or have the quota raised"
     )
     assert result.failure == Failure(FailureKind.REFUSED, message)
     assert cluster.log.lines == [

@@ -11,8 +11,8 @@ from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.clock import ManualClock
 from ci_runner.errors import ClusterError
 from ci_runner.plan.run_plan import JobSecret, secret_name
+from testing.backend_harness import KINDS, Cluster
 from testing.mpijob_manifests import JSON, mpijob_manifest
-from testing.scripted_cluster.harness import KINDS, Cluster
 from testing.waiting import wait_for
 
 pytestmark = pytest.mark.control_plane

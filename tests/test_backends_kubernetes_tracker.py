@@ -1,13 +1,18 @@
-"""JobTracker: each phase printed once; the end decided from conditions, never counters."""
+"""JobTracker on an MPIJob: each phase printed once; the end from conditions, not counters."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS
-from ci_runner.backends.kubernetes.tracker import JobTracker, Verdict
+from ci_runner.backends.kubernetes.jobkind import EventNews, JobKind, Verdict
+from ci_runner.backends.kubernetes.mpijob import MpiJobKind
+from ci_runner.backends.kubernetes.podstatus import Role
+from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS, Resource
+from ci_runner.backends.kubernetes.tracker import JobTracker
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 
@@ -62,7 +67,7 @@ def pods(kind: str, *objects: JSON) -> WatchUpdate:
 
 
 def test_ready_count_is_printed_as_it_grows_only() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     assert tracker.apply(pods(SYNC, worker(0), worker(1)), 0) == []
     assert tracker.apply(pods("MODIFIED", worker(0, ready=True)), 0) == ["workers ready 1/2"]
     assert tracker.apply(pods("MODIFIED", worker(0, ready=True)), 0) == []
@@ -71,7 +76,7 @@ def test_ready_count_is_printed_as_it_grows_only() -> None:
 
 
 def test_pending_reason_is_printed_once_and_times_out() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     update = pods(SYNC, worker(0, unschedulable="no GPU"), worker(1, unschedulable="no GPU"))
     assert tracker.apply(update, 10) == ["workers pending: no GPU"]
     event = {
@@ -95,7 +100,7 @@ def test_pending_reason_is_printed_once_and_times_out() -> None:
 
 
 def test_scheduled_again_resets_the_timer() -> None:
-    tracker = JobTracker("j", 1, 600, setup_timeout=10_000)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600, setup_timeout=10_000)
     tracker.apply(pods(SYNC, worker(0, unschedulable="no GPU")), 0)
     tracker.apply(pods("MODIFIED", worker(0, ready=True)), 500)
     tracker.check_time(5000)
@@ -103,7 +108,7 @@ def test_scheduled_again_resets_the_timer() -> None:
 
 
 def test_the_end_comes_from_conditions_not_counters() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
     assert tracker.verdict() is None  # replicaStatuses.Launcher.failed is 1: not the end
     done = mpijob(("Created", "MPIJobCreated"), ("Succeeded", "MPIJobSucceeded"))
@@ -113,7 +118,7 @@ def test_the_end_comes_from_conditions_not_counters() -> None:
 
 
 def test_the_launcher_pod_succeeded_is_the_end_before_the_operator_says_so() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
     assert tracker.verdict() is None
@@ -126,7 +131,7 @@ def test_the_launcher_pod_succeeded_is_the_end_before_the_operator_says_so() -> 
 
 
 def test_a_kept_job_ends_with_the_operator_s_condition_not_the_launcher_pod() -> None:
-    tracker = JobTracker("j", 2, 600, launcher_decides=False)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, launcher_decides=False)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
     tracker.apply(pods("MODIFIED", launcher(exit_code=0)), 1)
@@ -137,7 +142,7 @@ def test_a_kept_job_ends_with_the_operator_s_condition_not_the_launcher_pod() ->
 
 
 def test_validation_error_fails_at_once() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     event = {
         "involvedObject": {"kind": "MPIJob", "name": "j"},
         "reason": "ValidationError",
@@ -153,7 +158,7 @@ def test_validation_error_fails_at_once() -> None:
 
 
 def test_a_deleted_job_is_cancelled() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
     tracker.apply(WatchUpdate(MPIJOBS, "DELETED", (mpijob(),)), 0)
     assert tracker.verdict() == Verdict(
@@ -162,7 +167,7 @@ def test_a_deleted_job_is_cancelled() -> None:
 
 
 def test_launcher_running_once_per_pod() -> None:
-    tracker = JobTracker("j", 1, 600)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600)
     running = {
         "metadata": {"name": "j-launcher-b2c4d", "labels": {ROLE: "launcher"}},
         "status": {"phase": "Running", "containerStatuses": [{"state": {"running": {}}}]},
@@ -179,7 +184,7 @@ def is_steady(tracker: JobTracker) -> bool:
 
 
 def steady_tracker() -> JobTracker:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
     assert tracker.steady
@@ -187,7 +192,7 @@ def steady_tracker() -> JobTracker:
 
 
 def test_steady_once_the_launcher_runs_and_every_worker_is_ready() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1), launcher()), 0)
     assert not tracker.steady  # the MPIJob itself not seen yet
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
@@ -249,7 +254,7 @@ def pulling(reason: str, message: str | None = None) -> JSON:
 
 
 def test_an_image_pull_error_gets_a_grace_period() -> None:
-    tracker = JobTracker("j", 1, 600)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600)
     assert tracker.apply(pods(SYNC, pulling("ImagePullBackOff")), 0) == [
         "pod j-worker-0 cannot pull its image yet (ImagePullBackOff): the kubelet retries; "
         "giving up after 300s"
@@ -268,7 +273,7 @@ def test_an_image_pull_error_gets_a_grace_period() -> None:
 
 
 def test_an_image_pull_never_tried_gives_the_back_off() -> None:
-    tracker = JobTracker("j", 1, 600)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600)
     tracker.apply(pods(SYNC, pulling("ImagePullBackOff")), 0)
     tracker.check_time(300)
     verdict = tracker.verdict()
@@ -279,7 +284,7 @@ def test_an_image_pull_never_tried_gives_the_back_off() -> None:
 
 
 def test_a_pulled_image_forgets_its_pull_error() -> None:
-    tracker = JobTracker("j", 1, 600)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600)
     tracker.apply(pods(SYNC, pulling("ErrImagePull", "not found")), 0)
     tracker.apply(pods("MODIFIED", worker(0)), 10)
     tracker.apply(pods("MODIFIED", pulling("ImagePullBackOff", "Back-off")), 20)
@@ -292,7 +297,7 @@ def test_a_pulled_image_forgets_its_pull_error() -> None:
 
 
 def test_an_invalid_image_name_fails_at_once() -> None:
-    tracker = JobTracker("j", 1, 600)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600)
     assert tracker.apply(pods(SYNC, pulling("InvalidImageName")), 0) == []
     verdict = tracker.verdict()
     assert verdict is not None and verdict.failure is not None
@@ -300,7 +305,7 @@ def test_an_invalid_image_name_fails_at_once() -> None:
 
 
 def test_setup_timeout_counts_from_when_every_pod_has_a_node() -> None:
-    tracker = JobTracker("j", 1, 600, setup_timeout=900)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600, setup_timeout=900)
     tracker.apply(pods(SYNC, worker(0, unschedulable="no GPU")), 0)
     tracker.apply(pods("MODIFIED", worker(0)), 100)
     tracker.check_time(999)
@@ -318,9 +323,10 @@ def test_setup_timeout_counts_from_when_every_pod_has_a_node() -> None:
 
 
 def test_an_mpijobfailed_event_ends_the_job() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     event = {
         "type": "Warning",
+        "metadata": {"namespace": "ml"},
         "involvedObject": {"kind": "MPIJob", "name": "j"},
         "reason": "MPIJobFailed",
         "message": 'worker pod created failed: pods "j-worker-0" is forbidden: exceeded quota: q',
@@ -331,14 +337,16 @@ def test_an_mpijobfailed_event_ends_the_job() -> None:
         Failure(
             FailureKind.REFUSED,
             "MPI Operator cannot create the job's pods: worker pod created failed: "
-            'pods "j-worker-0" is forbidden: exceeded quota: q',
+            'pods "j-worker-0" is forbidden: exceeded quota: q; fix: a ResourceQuota in namespace '
+            "ml is used up: wait for other jobs to finish, ask for less (workers, resources), or "
+            "have the quota raised",
         ),
     )
     assert tracker.decided_here
 
 
 def test_the_launcher_jobs_events() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     involved = {"kind": "Job", "name": "j-launcher"}
     normal = {"type": "Normal", "involvedObject": involved, "reason": "SuccessfulCreate"}
     warning = {
@@ -383,7 +391,7 @@ def _failed_scheduling(pod: str, when: str, uid: str | None = None) -> JSON:
 
 
 def test_events_older_than_the_job_never_start_a_timer() -> None:
-    tracker = JobTracker("j", 1, 600, setup_timeout=100_000)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600, setup_timeout=100_000)
     created = {**mpijob(), "metadata": {"name": "j", "creationTimestamp": "2026-12-02T10:00:00Z"}}
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (created,)), 0)
     # A relist (410, an API server restart) replays every Event still kept: one about a pod
@@ -411,7 +419,7 @@ def test_events_older_than_the_job_never_start_a_timer() -> None:
 def test_failed_scheduling_listed_before_the_pods_waits_for_them() -> None:
     # A retried CI job attaches: its Events listing may come before its pods listing, with the
     # scheduler's FailedScheduling of workers that have had a node for a while.
-    tracker = JobTracker("j", 1, 600, setup_timeout=100_000)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600, setup_timeout=100_000)
     replayed = _failed_scheduling("j-worker-0", "2026-12-02T10:00:05Z")
     assert tracker.apply(WatchUpdate(EVENTS, SYNC, (replayed,)), 0) == []
     scheduled = worker(0, ready=True)
@@ -420,7 +428,7 @@ def test_failed_scheduling_listed_before_the_pods_waits_for_them() -> None:
     tracker.check_time(10_000)
     assert tracker.verdict() is None
     # Listed before a pods listing that shows the worker still waiting: it counts then.
-    tracker = JobTracker("j", 1, 600, setup_timeout=100_000)
+    tracker = JobTracker(MpiJobKind("j"), 1, 600, setup_timeout=100_000)
     assert tracker.apply(WatchUpdate(EVENTS, SYNC, (replayed,)), 0) == []
     assert tracker.apply(pods(SYNC, worker(0)), 5) == [
         "workers pending: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
@@ -431,7 +439,7 @@ def test_failed_scheduling_listed_before_the_pods_waits_for_them() -> None:
 
 def test_a_worker_replaced_after_its_eviction_still_explains_the_failure() -> None:
     # MPI Operator v0.8.2 creates a missing worker at once: the evicted pod's name comes back.
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     evicted = worker(1, ready=True)
     evicted["metadata"]["uid"] = "uid-evicted"
     tracker.apply(pods(SYNC, worker(0, ready=True), evicted, launcher()), 0)
@@ -473,7 +481,7 @@ def _suspended(suspend: bool, labels: JSON | None = None, *conditions: tuple[str
 
 
 def test_a_suspended_job_is_queued_without_a_setup_timer() -> None:
-    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, setup_timeout=900)
     kueue = {"kueue.x-k8s.io/queue-name": "team-a"}
     assert tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(True, kueue),)), 0) == [
         "queued: MPIJob j is suspended (Kueue LocalQueue team-a); it starts when the queue "
@@ -494,7 +502,7 @@ def test_a_suspended_job_is_queued_without_a_setup_timer() -> None:
 
 
 def test_a_suspension_after_the_start_is_a_preemption() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True)), 0)
     tracker.apply(pods("ADDED", launcher()), 0)
@@ -538,7 +546,7 @@ def _preempted(tracker: JobTracker, now: float) -> list[str]:
 
 
 def test_a_preemption_ends_the_run_when_train_yaml_says_fail() -> None:
-    tracker = JobTracker("j", 2, 600, on_preemption="fail")
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, on_preemption="fail")
     _running(tracker)
     assert _preempted(tracker, 10) == []
     assert tracker.verdict() == Verdict(
@@ -554,7 +562,7 @@ def test_a_preemption_ends_the_run_when_train_yaml_says_fail() -> None:
 
 
 def test_a_job_queued_before_it_starts_waits_even_when_train_yaml_says_fail() -> None:
-    tracker = JobTracker("j", 2, 600, setup_timeout=900, on_preemption="fail")
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, setup_timeout=900, on_preemption="fail")
     assert tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(True, KUEUE),)), 0) == [
         "queued: MPIJob j is suspended (Kueue LocalQueue team-a); it starts when the queue "
         "admits it (kubernetes.setup_timeout does not run meanwhile)"
@@ -564,7 +572,7 @@ def test_a_job_queued_before_it_starts_waits_even_when_train_yaml_says_fail() ->
 
 
 def test_a_resumed_job_sets_up_again_from_the_start() -> None:
-    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, setup_timeout=900)
     _running(tracker)
     assert _preempted(tracker, 10) == [PREEMPTED]
     tracker.check_time(5000)
@@ -587,7 +595,7 @@ def test_a_resumed_job_sets_up_again_from_the_start() -> None:
 
 
 def test_a_second_suspension_after_a_resume_is_a_preemption_too() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     _running(tracker)
     assert _preempted(tracker, 10) == [PREEMPTED]
     assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(False, KUEUE),)), 20) == [
@@ -598,7 +606,7 @@ def test_a_second_suspension_after_a_resume_is_a_preemption_too() -> None:
 
 
 def test_a_resume_the_operator_never_takes_in_fails_after_the_setup_timeout() -> None:
-    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, setup_timeout=900)
     _running(tracker)
     _preempted(tracker, 10)
     assert tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (STALLED,)), 100) == [RESUMED]
@@ -651,7 +659,7 @@ def test_a_resume_the_operator_never_takes_in_fails_after_the_setup_timeout() ->
 def test_a_resumed_job_without_a_launcher_fails_after_the_setup_timeout(
     job: JSON, workers: tuple[JSON, ...], message: str, pod: str | None
 ) -> None:
-    tracker = JobTracker("j", 2, 600, setup_timeout=900)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, setup_timeout=900)
     _running(tracker)
     _preempted(tracker, 10)
     tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (job,)), 100)
@@ -665,7 +673,7 @@ def test_a_resumed_job_without_a_launcher_fails_after_the_setup_timeout(
 
 
 def test_a_worker_failing_its_setup_after_a_resume_fails_the_job() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     _running(tracker)
     _preempted(tracker, 10)
     tracker.apply(WatchUpdate(MPIJOBS, "MODIFIED", (_suspended(False, KUEUE),)), 20)
@@ -687,7 +695,7 @@ def test_a_worker_failing_its_setup_after_a_resume_fails_the_job() -> None:
 
 
 def test_a_worker_killed_by_a_preemption_before_the_launcher_started_is_no_setup_failure() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (_suspended(False, KUEUE),)), 0)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True)), 0)
     suspended = _suspended(True, KUEUE, ("Suspended", "MPIJobSuspended"))
@@ -722,7 +730,7 @@ HELD = (
 
 
 def test_a_launcher_pod_its_sidecar_keeps_running_is_decided_by_the_launcher_s_exit_code() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(WatchUpdate(MPIJOBS, SYNC, (mpijob(("Created", "MPIJobCreated")),)), 0)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
     assert tracker.apply(pods("MODIFIED", held(0, "istio-proxy")), 10) == [HELD.format(code=0)]
@@ -735,7 +743,7 @@ def test_a_launcher_pod_its_sidecar_keeps_running_is_decided_by_the_launcher_s_e
 
 
 def test_a_launcher_that_failed_in_a_pod_its_sidecar_keeps_running_fails_the_job() -> None:
-    tracker = JobTracker("j", 2, 600)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
     assert tracker.apply(pods("MODIFIED", held(3, "istio-proxy")), 10) == [HELD.format(code=3)]
     tracker.check_time(70)
@@ -755,7 +763,7 @@ def test_a_launcher_that_failed_in_a_pod_its_sidecar_keeps_running_fails_the_job
 
 
 def test_a_launcher_pod_that_ends_by_itself_is_never_held() -> None:
-    tracker = JobTracker("j", 2, 600, launcher_decides=False)
+    tracker = JobTracker(MpiJobKind("j"), 2, 600, launcher_decides=False)
     tracker.apply(pods(SYNC, worker(0, ready=True), worker(1, ready=True), launcher()), 0)
     assert tracker.apply(pods("MODIFIED", held(0)), 10) == []  # the sidecar has stopped too
     ended = held(0, "istio-proxy")
@@ -763,3 +771,85 @@ def test_a_launcher_pod_that_ends_by_itself_is_never_held() -> None:
     assert tracker.apply(pods("MODIFIED", ended), 11) == []
     tracker.check_time(1000)
     assert tracker.verdict() is None  # a kept job waits for the operator's condition
+
+
+JOBS = Resource("batch", "v1", "jobs", "Job")
+
+
+@dataclass(frozen=True)
+class LabelledJobKind:
+    """A stand-in second kind of job behind the same follower: a batch/v1 Job whose pods say
+    their role in a label of ours, ended by the Job's Complete or Failed condition."""
+
+    name: str = "t"
+    followed_container: str = "main"
+    resource: Resource = JOBS
+
+    def role(self, pod: JSON) -> Role | None:
+        label = pod.get("metadata", {}).get("labels", {}).get("role")
+        return {"leader": Role.LAUNCHER, "node": Role.WORKER}.get(str(label))
+
+    def role_of(self, pod_name: str) -> Role:
+        return Role.LAUNCHER if pod_name.endswith("-0") else Role.WORKER
+
+    def workers(self, job: JSON, default: int) -> int:
+        return int(job.get("spec", {}).get("completions", default))
+
+    def suspended(self, job: JSON) -> bool:
+        return bool(job.get("spec", {}).get("suspend"))
+
+    def finished(self, job: JSON) -> bool:
+        return self.ended(job, {}) is not None
+
+    def ended(self, job: JSON, pods: Mapping[str, JSON]) -> Verdict | None:
+        conditions = {c["type"] for c in job.get("status", {}).get("conditions", [])}
+        if "Complete" in conditions:
+            return Verdict(Outcome.SUCCEEDED)
+        if "Failed" in conditions:
+            return Verdict(Outcome.FAILED, Failure(FailureKind.UNKNOWN, "Job failed"))
+        return None
+
+    def event(self, event: JSON) -> EventNews | None:
+        return None
+
+    def stalled_resume(self, job: JSON, seconds: float) -> Failure | None:
+        return None
+
+    def queued_line(self, job: JSON) -> str:
+        return "queued"
+
+    def preempted_line(self, job: JSON) -> str:
+        return "preempted"
+
+    def resumed_line(self, job: JSON) -> str:
+        return "resumed"
+
+    def preempted_failure(self, job: JSON) -> Failure:
+        return Failure(FailureKind.PREEMPTED, "preempted")
+
+    def deleted_failure(self) -> Failure:
+        return Failure(FailureKind.CANCELLED, "Job t was deleted")
+
+
+def _labelled(name: str, role: str, pod: JSON) -> JSON:
+    return {**pod, "metadata": {"name": name, "labels": {"role": role}}}
+
+
+def test_another_kind_of_job_is_followed_the_same_way() -> None:
+    kind: JobKind = LabelledJobKind()
+    tracker = JobTracker(kind, 1, 600)
+    job: JSON = {"metadata": {"name": "t"}, "spec": {"completions": 1}}
+    assert tracker.apply(WatchUpdate(kind.resource, SYNC, (job,)), 0) == []
+    node = _labelled("t-node-1", "node", worker(1, ready=True))
+    leader = _labelled("t-leader-0", "leader", launcher())
+    assert tracker.apply(pods(SYNC, node, leader), 1) == [
+        "workers ready 1/1",
+        "launcher running (pod t-leader-0)",
+    ]
+    assert tracker.launcher_to_follow() == "t-leader-0"
+    assert tracker.steady
+    assert tracker.running_workers() == ["t-node-1"]
+    done = {**job, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    tracker.apply(WatchUpdate(kind.resource, "MODIFIED", (done,)), 2)
+    assert tracker.verdict() == Verdict(Outcome.SUCCEEDED)
+    assert tracker.finished_on_cluster

@@ -39,6 +39,7 @@ from ci_runner.errors import ConfigError, EnvironmentSetupError
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.mpijob_name import mpijob_name
 from ci_runner.plan.run_plan import RunPlan, build_plan
+from ci_runner.settings import ProcessEnvironment, read_settings
 
 PROJECT = "group/toy"
 
@@ -80,7 +81,7 @@ def options(
     opts = LocalOptions(
         repo=repo,
         cache_dir=tmp_path / "cache",
-        environ=environ,
+        environ=ProcessEnvironment(environ),
         horovodrun=horovodrun,
         base=base,
         cpu_count=8,
@@ -133,7 +134,7 @@ class RecordingRunner:
 def plan_for(cfg: TrainConfig, sha: str, opts: LocalOptions, **overrides: Any) -> RunPlan:
     """The plan ``ci-runner train --local`` builds, from the same environment the ranks get."""
     context = CIContext(sha=sha, project_path=PROJECT)
-    return build_plan(cfg, context, opts.environ, read_secrets=True, **overrides)
+    return build_plan(cfg, context, read_settings(opts.environ), read_secrets=True, **overrides)
 
 
 def run(
@@ -181,12 +182,14 @@ def test_every_rank_gets_the_pods_environment(
     opts = options(repo, tmp_path, horovodrun, base, record)
     opts = replace(
         opts,
-        environ={
-            **opts.environ,
-            "API_KEY": "s3cr3t-value",
-            "CI_JOB_TOKEN": "job-token-value",
-            "CI_RUNNER_GITLAB_TOKEN": "glpat-api-token-value",
-        },
+        environ=ProcessEnvironment(
+            {
+                **opts.environ,
+                "API_KEY": "s3cr3t-value",
+                "CI_JOB_TOKEN": "job-token-value",
+                "CI_RUNNER_GITLAB_TOKEN": "glpat-api-token-value",
+            }
+        ),
     )
 
     result, console = run(cfg, sha, opts, tmp_path, masker=SecretMasker(["s3cr3t-value"]))
@@ -406,7 +409,7 @@ def test_horovod_without_pytorch_says_how_to_rebuild_it(
     repo, sha = git_repo({"train.py": "print()\n"})
     opts = options(repo, tmp_path, horovodrun, base)
     build = "Available Frameworks:\n    [X] TensorFlow\n    [ ] PyTorch\n    [X] Gloo\n"
-    opts = replace(opts, environ={**opts.environ, "FAKE_HOROVOD_BUILD": build})
+    opts = replace(opts, environ=ProcessEnvironment({**opts.environ, "FAKE_HOROVOD_BUILD": build}))
 
     with pytest.raises(EnvironmentSetupError) as caught:
         run(config(), sha, opts, tmp_path)
@@ -529,6 +532,7 @@ from ci_runner.backends.local.backend import LocalOptions, run_local
 from ci_runner.backends.logsink import LogSink
 from ci_runner.console import Console
 from ci_runner.plan.run_plan import build_plan
+from ci_runner.settings import read_settings
 
 repo, sha, cache, horovodrun = sys.argv[1:5]
 opts = LocalOptions(
@@ -539,7 +543,8 @@ opts = LocalOptions(
 cfg = TrainConfig(name="toy", image="img", command=("python", "train.py"), workers=2)
 console = Console(sys.stdout, sys.stdout)
 with LogSink(Path(cache) / "train.log", console.echo) as sink:
-    plan = build_plan(cfg, CIContext(sha=sha, project_path="g/p"), opts.environ, read_secrets=True)
+    context = CIContext(sha=sha, project_path="g/p")
+    plan = build_plan(cfg, context, read_settings(opts.environ), read_secrets=True)
     result = run_local(plan, opts, sink=sink, console=console)
 print(f"outcome {result.outcome.value}", flush=True)
 """

@@ -17,6 +17,7 @@ import pytest
 from ci_runner.backends.local import pyenv
 from ci_runner.clock import ManualClock
 from ci_runner.console import Console
+from ci_runner.settings import ProcessEnvironment
 
 BASE = pyenv.BaseEnvironment(
     python=Path("/env/bin/python"),
@@ -31,18 +32,24 @@ def test_the_key_changes_with_requirements_included_files_python_and_pip_setting
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("-r base.txt\n")
     (tmp_path / "base.txt").write_text("scikit-learn\n")
-    key = pyenv.layer_key(requirements, BASE, {})
-    assert pyenv.layer_key(requirements, BASE, {}) == key
+    key = pyenv.layer_key(requirements, BASE, ProcessEnvironment({}))
+    assert pyenv.layer_key(requirements, BASE, ProcessEnvironment({})) == key
     other_python = replace(BASE, interpreter=("3.12.1", "/other/bin/python", "/other", "linux"))
     keys = {
         key,
-        pyenv.layer_key(requirements, other_python, {}),
-        pyenv.layer_key(requirements, replace(BASE, paths=(str(tmp_path),)), {}),
-        pyenv.layer_key(requirements, BASE, {"PIP_INDEX_URL": "https://pypi.example.com/simple"}),
+        pyenv.layer_key(requirements, other_python, ProcessEnvironment({})),
+        pyenv.layer_key(
+            requirements, replace(BASE, paths=(str(tmp_path),)), ProcessEnvironment({})
+        ),
+        pyenv.layer_key(
+            requirements,
+            BASE,
+            ProcessEnvironment({"PIP_INDEX_URL": "https://pypi.example.com/simple"}),
+        ),
     }
     # Only the file it includes changes: another layer (it once reused the stale one).
     (tmp_path / "base.txt").write_text("scikit-learn>=1.3\n")
-    keys.add(pyenv.layer_key(requirements, BASE, {}))
+    keys.add(pyenv.layer_key(requirements, BASE, ProcessEnvironment({})))
     assert len(keys) == 5
     assert {uncached for _, uncached in keys} == {None}
 
@@ -59,7 +66,7 @@ def _ensure(requirements: Path, root: Path, err: io.StringIO) -> pyenv.Layer:
         requirements,
         pyenv.current_environment(),
         root,
-        environ=dict(os.environ),
+        environ=ProcessEnvironment(dict(os.environ)),
         run=pyenv.run_command,
         output=lambda text: None,
         console=Console(io.StringIO(), err),
@@ -98,7 +105,7 @@ def test_a_half_made_layer_is_rebuilt(tmp_path: Path) -> None:
     base = pyenv.current_environment()
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("")
-    key, _ = pyenv.layer_key(requirements, base, dict(os.environ))
+    key, _ = pyenv.layer_key(requirements, base, ProcessEnvironment(dict(os.environ)))
     half = tmp_path / "venvs" / f"venv-{key}"
     half.mkdir(parents=True)
     (half / "leftover").write_text("interrupted")
@@ -130,7 +137,7 @@ def test_a_layer_whose_requirements_name_a_local_path_is_never_reused(tmp_path: 
             requirements,
             pyenv.current_environment(),
             tmp_path / "venvs",
-            environ=dict(os.environ),
+            environ=ProcessEnvironment(dict(os.environ)),
             run=pip,
             output=lambda text: None,
             console=Console(io.StringIO(), err),

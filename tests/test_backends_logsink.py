@@ -70,6 +70,17 @@ def test_secret_straddling_the_cut_of_an_overlong_line_is_masked(tmp_path: Path)
     assert len(sink.tail) == 1  # pieces of one long line stay one tail entry
 
 
+def test_an_encoded_secret_straddling_the_cut_of_an_overlong_line_is_masked(
+    tmp_path: Path,
+) -> None:
+    sink, echoed = make_sink(tmp_path, ["s3cr3t/v?XYZ"], max_line_chars=10)
+    text = "a" * 12 + "s3cr3t%2Fv%3FXYZ" + "b" * 30 + "\n"  # longer than the value
+    for char in text:
+        sink.feed(char)
+    sink.close()
+    assert "".join(echoed) == "a" * 12 + MASK + "b" * 30 + "\n"
+
+
 def test_huge_line_is_passed_on_in_pieces_with_bounded_buffer(tmp_path: Path) -> None:
     sink, echoed = make_sink(tmp_path, max_line_chars=1024)
     for _ in range(1000):
@@ -85,7 +96,7 @@ def test_huge_line_is_passed_on_in_pieces_with_bounded_buffer(tmp_path: Path) ->
 def test_short_and_empty_secrets_are_not_masked() -> None:
     masker = SecretMasker(["", None, "ab", "abcd"])
     assert masker.mask("ab abcd") == f"ab {MASK}"
-    assert masker.longest == 4
+    assert masker.longest == 5  # "YWJjZ", the base64 of "abcd"
 
 
 def test_longest_secret_wins_when_one_contains_another() -> None:

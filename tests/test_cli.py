@@ -9,6 +9,7 @@ import platform
 import re
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -21,10 +22,11 @@ from ci_runner.commands.common import Command, Runtime
 from ci_runner.config.schema import load_config
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
-from ci_runner.plan.run_plan import build_plan
+from ci_runner.policy import SETUP_IMAGE_VARIABLE
 from ci_runner.render import objects_yaml, render_objects
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
+from testing.plan_cases import SETUP_IMAGE, trusted_plan
 
 GitRepo = Callable[[dict[str, str]], tuple[Path, str]]
 ORIGIN = "https://gitlab.example.com/group/demo.git"
@@ -49,8 +51,11 @@ class Result:
 def run(
     argv: list[str], cwd: Path, env: Mapping[str, str] | None = None, crash_dir: Path | None = None
 ) -> Result:
+    """``ci-runner argv`` in ``cwd``; without ``env``, outside CI with the project's setup image
+    set, as a maintainer's variable would."""
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(argv, env=env or {}, cwd=cwd, stdout=out, stderr=err, crash_dir=crash_dir)
+    env = {SETUP_IMAGE_VARIABLE: SETUP_IMAGE} if env is None else env
+    code = cli.main(argv, env=env, cwd=cwd, stdout=out, stderr=err, crash_dir=crash_dir)
     return Result(code, out.getvalue(), err.getvalue())
 
 
@@ -71,6 +76,7 @@ def ci_env(sha: str) -> dict[str, str]:
         "CI_PROJECT_URL": "https://gitlab.example.com/group/demo",
         "CI_PIPELINE_ID": "77",
         "CI_JOB_ID": "901",
+        "CI_JOB_IMAGE": SETUP_IMAGE,
         "CI_COMMIT_REF_NAME": "main",
         "CI_REPOSITORY_URL": f"https://gitlab-ci-token:{JOB_TOKEN}@gitlab.example.com/group/demo.git",
         "CI_JOB_TOKEN": JOB_TOKEN,
@@ -103,7 +109,7 @@ def test_render_prints_the_manifest_and_names_the_secret(project: tuple[Path, st
         repo_url=ORIGIN,
     )
     assert result.code == 0
-    plan = build_plan(config, ctx)
+    plan = trusted_plan(config, ctx)
     assert result.stdout == objects_yaml(render_objects(plan))
     mpijob, scripts, secret = yaml.safe_load_all(result.stdout)
     assert (scripts["kind"], scripts["metadata"]["name"]) == (
@@ -276,6 +282,54 @@ def test_config_problems_are_one_line_each(git_repo: GitRepo) -> None:
     )
 
 
+def validate_quietly(repo: Path) -> Result:
+    """``ci-runner validate`` in ``repo``, which must let no Python warning through."""
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        result = run(["validate"], repo)
+    assert [str(warning.message) for warning in shown] == []
+    return result
+
+
+MANY_METRICS = "".join(f"  m{i}: {{pattern: 'm{i}=(?P<value>[0-9.]+)'}}\n" for i in range(2400))
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (  # a number JSON cannot hold in the affinity
+            "kubernetes: {launcher: {affinity: {nodeAffinity: {x: .inf}}}}\n",
+            "train.yaml:7: kubernetes.launcher.affinity.nodeAffinity.x: is .inf, a number "
+            "Kubernetes cannot read (JSON has no NaN or infinity); fix: write a finite number, or "
+            "quote it ('.inf') if you mean the text",
+        ),
+        (  # a quantity Kubernetes cannot hold
+            "resources:\n  cpu: 1e9999999\n",
+            "train.yaml:8: resources.cpu: must be at most 9223372036854775807 (2^63-1 bytes or "
+            "cores, the most Kubernetes holds), got '1e9999999'; fix: request what the job "
+            "needs, e.g. cpu: 4",
+        ),
+        (  # a metric pattern Python's re warns about: one line, not a warning
+            "metrics:\n  loss:\n    pattern: 'loss [[:digit:]]+ (?P<value>[0-9.]+)'\n",
+            "train.yaml:9: metrics.loss.pattern: is ambiguous: possible nested set at position 6, "
+            "which Python's re and RE2 may read differently; fix: write the class out ([0-9] for "
+            "[[:digit:]], [a-zA-Z] for [[:alpha:]]) and escape a '[' inside [...] as \\[",
+        ),
+        (  # more metrics than the parser is given
+            "metrics:\n" + MANY_METRICS,
+            "train.yaml:8: metrics: may have at most 32 entries, got 2400; fix: remove 2368",
+        ),
+    ],
+)
+def test_what_kubernetes_or_the_parser_cannot_take_is_one_line(
+    git_repo: GitRepo, extra: str, line: str
+) -> None:
+    repo, _ = git_repo({"train.yaml": TRAIN_YAML + extra, "requirements.txt": ""})
+    result = validate_quietly(repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == f"ci-runner: error: {line}\n"
+
+
 def test_requirements_must_exist_at_the_commit(git_repo: GitRepo) -> None:
     repo, sha = git_repo({"train.yaml": TRAIN_YAML})
     (repo / "requirements.txt").write_text("numpy\n")  # in the work tree only
@@ -284,6 +338,27 @@ def test_requirements_must_exist_at_the_commit(git_repo: GitRepo) -> None:
     assert result.stderr == (
         f"ci-runner: error: train.yaml:5: requirements: requirements.txt does not exist in commit "
         f"{sha[:8]}; fix: commit it, or give its path relative to the repository root\n"
+    )
+
+
+def test_a_train_yaml_or_requirements_too_large_is_refused_in_one_line(git_repo: GitRepo) -> None:
+    big = "#" * 2**20 + "\n"
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML + big, "requirements.txt": "numpy\n"})
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: train.yaml is {len(TRAIN_YAML) + 2**20 + 1} bytes in commit "
+        f"{sha[:8]}, more than the 1048576 bytes a train.yaml may have; fix: keep train.yaml "
+        "small: it describes one training job\n"
+    )
+    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "requirements.txt": big})
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"ci-runner: error: train.yaml:5: requirements: requirements.txt is 1048577 bytes in "
+        f"commit {sha[:8]}, more than the 1048576 bytes requirements files may have together "
+        "(this one and those it includes); fix: keep requirements files to package names and "
+        "versions (a wheel or data does not belong in them)\n"
     )
 
 
@@ -460,19 +535,16 @@ def test_a_corrupt_or_missing_train_yaml_object_is_not_a_missing_file(
     stored = f".git/objects/{oid[:2]}/{oid[2:]}"
     (repo / stored).chmod(0o644)
     (repo / stored).write_bytes(b"not zlib")
-    result = run(["validate"], repo)
-    assert (result.code, result.stdout) == (1, "")
-    assert result.stderr == (
-        f"ci-runner: error: train.yaml cannot be read from commit {sha[:8]} (fatal: loose object "
-        f"{oid} (stored in {stored}) is corrupt); {DAMAGED_FIX}\n"
+    # Its size is asked first (git cat-file -s), whose words name no object: git fsck does.
+    expected = (
+        f"ci-runner: error: train.yaml cannot be read from commit {sha[:8]} (fatal: git cat-file: "
+        f"could not get object info); {DAMAGED_FIX}\n"
     )
+    result = run(["validate"], repo)
+    assert (result.code, result.stdout, result.stderr) == (1, "", expected)
     (repo / stored).unlink()
     result = run(["validate"], repo)
-    assert (result.code, result.stdout) == (1, "")
-    assert result.stderr == (
-        f"ci-runner: error: train.yaml cannot be read from commit {sha[:8]} (fatal: git cat-file "
-        f"{oid}: bad file); {DAMAGED_FIX}\n"
-    )
+    assert (result.code, result.stdout, result.stderr) == (1, "", expected)
 
 
 def test_a_committed_link_is_judged_by_its_target_in_the_commit(git_repo: GitRepo) -> None:
@@ -574,7 +646,7 @@ def test_a_bug_writes_a_crash_log_and_says_where(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def explode(args: argparse.Namespace, runtime: Runtime) -> int:
-        raise ValueError(f"token {runtime.env['CI_JOB_TOKEN']} broke\nsecond line")
+        raise ValueError(f"token {runtime.settings.environ['CI_JOB_TOKEN']} broke\nsecond line")
 
     _install(monkeypatch, explode)
     result = run(["boom"], tmp_path, {"CI_JOB_TOKEN": JOB_TOKEN}, crash_dir=tmp_path / "crash")
@@ -653,7 +725,7 @@ def test_a_registered_command_gets_the_runtime(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def hello(args: argparse.Namespace, runtime: Runtime) -> int:
-        runtime.stdout.write(f"{runtime.cwd} {runtime.env['X']}\n")
+        runtime.stdout.write(f"{runtime.cwd} {runtime.settings.environ['X']}\n")
         return 3
 
     _install(monkeypatch, hello)

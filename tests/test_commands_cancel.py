@@ -20,7 +20,7 @@ from ci_runner import cli
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.commands.cancel import why_stopped
 from ci_runner.config.schema import load_config
-from ci_runner.context import from_environment
+from ci_runner.context import from_environment, job_time_variables
 from ci_runner.plan.deadline import ci_job_time
 from ci_runner.plan.mpijob_name import mpijob_name
 from testing.agent_kubeconfig import CONTEXTS, JOB_TOKEN, gitlab_kubeconfig
@@ -136,7 +136,7 @@ def test_why_stopped_names_the_limit_and_a_cancel_stays_a_cancel() -> None:
         "CI_JOB_TIMEOUT": "3600",
         "CI_JOB_STARTED_AT": "2026-12-02T05:00:00Z",
     }
-    job = ci_job_time(env, now)
+    job = ci_job_time(job_time_variables(env), now)
     assert why_stopped(env["CI_JOB_STATUS"], job) == (
         Outcome.FAILED,
         Failure(FailureKind.DEADLINE, "the CI job timed out after 1h (CI_JOB_TIMEOUT 1h)"),

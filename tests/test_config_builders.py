@@ -10,15 +10,15 @@ from testing.config_cases import BASE, problems
 CROSS_FIELD_PROBLEMS = [
     (
         "elastic: {min_workers: 2, max_workers: 4}",
-        "train.yaml:4: workers: must be between elastic.min_workers and "
-        "elastic.max_workers (2-4), got 1; fix: set workers to how many workers to start "
-        "with, within that range",
+        "train.yaml:4: workers: must be from 2 to 4 (elastic.min_workers to "
+        "elastic.max_workers), got 1; fix: set workers to how many workers to start with, "
+        "from 2 to 4",
     ),
     (
         "workers: 5\nelastic: {min_workers: 2, max_workers: 4}",
-        "train.yaml:4: workers: must be between elastic.min_workers and "
-        "elastic.max_workers (2-4), got 5; fix: set workers to how many workers to start "
-        "with, within that range",
+        "train.yaml:4: workers: must be from 2 to 4 (elastic.min_workers to "
+        "elastic.max_workers), got 5; fix: set workers to how many workers to start with, "
+        "from 2 to 4",
     ),
     (
         "kubernetes: {tolerations: [{key: gpu, operator: Exists, value: x}]}",
@@ -66,8 +66,8 @@ def test_cross_field_checks_run_beside_field_errors() -> None:
         "      bogus: 1\n"  # 13
     )
     assert problems(text) == [
-        "train.yaml:4: workers: must be between elastic.min_workers and elastic.max_workers "
-        "(2-4), got 9; fix: set workers to how many workers to start with, within that range",
+        "train.yaml:4: workers: must be from 2 to 4 (elastic.min_workers to elastic.max_workers), "
+        "got 9; fix: set workers to how many workers to start with, from 2 to 4",
         "train.yaml:5: secrets[0]: TOKEN is also set in env; fix: keep it in one place: secrets "
         "for CI variables, env for plain values",
         "train.yaml:11: kubernetes.tolerations[0].value: must not be set when operator is "

@@ -4,6 +4,7 @@ patterns; every problem worded exactly."""
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import replace
 from typing import cast
 
@@ -120,6 +121,18 @@ KIND_PROBLEMS = [
         "train.yaml:4: metrics.loss.pattern: is not a valid regular expression: the "
         "repetition number is too large; fix: simplify the pattern",
     ),
+    (
+        "metrics: {loss: {pattern: 'loss [[:digit:]]+ (?P<value>[0-9.]+)'}}",
+        "train.yaml:4: metrics.loss.pattern: is ambiguous: possible nested set at position 6, "
+        "which Python's re and RE2 may read differently; fix: write the class out ([0-9] for "
+        "[[:digit:]], [a-zA-Z] for [[:alpha:]]) and escape a '[' inside [...] as \\[",
+    ),
+    (
+        "metrics: {loss: {pattern: 'loss (?P<value>[-+0-9.eE||]+)'}}",
+        "train.yaml:4: metrics.loss.pattern: is ambiguous: possible set union at position 24, "
+        "which Python's re and RE2 may read differently; fix: escape a doubled '-', '&', '~' or "
+        "'|' inside [...] with a backslash",
+    ),
     *(
         (
             f"metrics: {{loss: {{pattern: '{pattern}'}}}}",
@@ -144,7 +157,11 @@ KIND_PROBLEMS = [
 
 @pytest.mark.parametrize(("snippet", "expected"), KIND_PROBLEMS)
 def test_each_problem_is_worded_exactly(snippet: str, expected: str) -> None:
-    assert problems(BASE + snippet + "\n") == [expected]
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert problems(BASE + snippet + "\n") == [expected]
+        assert problems(BASE + snippet + "\n") == [expected]  # as well once re has cached it
+    assert [str(warning.message) for warning in shown] == []
 
 
 @pytest.mark.parametrize(

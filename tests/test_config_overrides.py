@@ -108,7 +108,7 @@ def test_workers_override_respects_elastic_bounds() -> None:
         apply_overrides(config, workers="5", extra_args=None)
     assert caught.value.lines() == [
         "CI_RUNNER_WORKERS: must be from 2 to 4 (elastic.min_workers to elastic.max_workers), "
-        "got 5; fix: set CI_RUNNER_WORKERS to a number from 2 to 4"
+        "got 5; fix: set CI_RUNNER_WORKERS to how many workers to start with, from 2 to 4"
     ]
 
 

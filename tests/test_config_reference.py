@@ -1,4 +1,4 @@
-"""ci_runner.config.reference: docs/train-yaml.md is generated from the schema and kept equal."""
+"""testing.reference_schema: docs/train-yaml.md is generated from the schema and kept equal."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import yaml
 
-from ci_runner.config.reference import EXAMPLE, schema_markdown
 from ci_runner.config.schema import SCHEMA, load_config
 from ci_runner.config.types import (
     DnsConfig,
@@ -17,6 +16,7 @@ from ci_runner.config.types import (
     Toleration,
     TrainConfig,
 )
+from testing.reference_schema import EXAMPLE, schema_markdown
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "train-yaml.md"

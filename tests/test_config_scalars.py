@@ -1,5 +1,5 @@
 """ci_runner.config.scalars: each kind of single value's checks, worded exactly, through
-train.yaml's schema (a whole number, a duration, a command line)."""
+train.yaml's schema (a whole number, a duration, a quantity, a command line)."""
 
 from __future__ import annotations
 
@@ -101,6 +101,34 @@ SCALAR_PROBLEMS = [
         "(YAML reads it as the base-60 number 90); fix: write the unit, e.g. timeout: 2h",
     ),
     (
+        "resources: {cpu: 1e9999999}",
+        "train.yaml:4: resources.cpu: must be at most 9223372036854775807 (2^63-1 bytes or "
+        "cores, the most Kubernetes holds), got '1e9999999'; fix: request what the job needs, "
+        "e.g. cpu: 4",
+    ),
+    (
+        "resources: {memory: 99999999999999999999999Ei}",
+        "train.yaml:4: resources.memory: must be at most 9223372036854775807 (2^63-1 bytes or "
+        "cores, the most Kubernetes holds), got '99999999999999999999999Ei'; fix: request what "
+        "the job needs, e.g. memory: 8Gi",
+    ),
+    (
+        "resources: {disk: 8Ei}",
+        "train.yaml:4: resources.disk: must be at most 9223372036854775807 (2^63-1 bytes or "
+        "cores, the most Kubernetes holds), got '8Ei'; fix: request what the job needs, e.g. "
+        "disk: 50Gi",
+    ),
+    (
+        "resources: {setup: {cpu: 1e-99999999999}}",
+        "train.yaml:4: resources.setup.cpu: must be at least 0.000000001 (Kubernetes rounds a "
+        "smaller amount up), got '1e-99999999999'; fix: request a larger amount, e.g. cpu: 500m",
+    ),
+    (
+        "resources: {cpu: 0.0000000001}",
+        "train.yaml:4: resources.cpu: must be at least 0.000000001 (Kubernetes rounds a "
+        "smaller amount up), got '0.0000000001'; fix: request a larger amount, e.g. cpu: 4",
+    ),
+    (
         "command: ''",
         "train.yaml:3: command: must not be empty; fix: write what every rank runs, e.g. "
         "command: python train.py --epochs 10",
@@ -173,6 +201,21 @@ def test_durations(timeout: str, seconds: int) -> None:
     assert load_config(BASE + f"timeout: {timeout}\n").timeout == seconds
 
 
+@pytest.mark.parametrize(
+    "quantity", ["9223372036854775807", "9223372036854775807000m", "7Ei", "1e-9", "0.000000001"]
+)
+def test_quantities_at_what_kubernetes_holds_are_kept_as_written(quantity: str) -> None:
+    assert load_config(BASE + f"resources: {{memory: {quantity}}}\n").resources.memory == quantity
+
+
 def test_a_whole_number_is_admitted_within_its_bounds() -> None:
     assert [Int(2, 4).admits(value) for value in (1, 2, 4, 5)] == [False, True, True, False]
     assert (WORKER_COUNT.minimum, WORKER_COUNT.maximum) == (1, 512)
+
+
+def test_a_digit_python_counts_but_int_refuses_is_not_a_duration() -> None:
+    # str.isdigit() is true of "²", "٣" and "①"; int() refuses the first and the last.
+    assert problems(BASE + "timeout: '²'\n") == [
+        "train.yaml:4: timeout: must be a duration such as 90m, 2h or 1h30m, got '²'; fix: write "
+        "a number with units d, h, m, s in that order, e.g. timeout: 2h"
+    ]

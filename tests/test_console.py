@@ -6,6 +6,7 @@ import io
 
 from ci_runner.console import Console, status_line
 from ci_runner.masking import SecretMasker
+from ci_runner.settings import read_settings
 
 
 class Stream(io.StringIO):
@@ -65,7 +66,7 @@ def test_relay_shows_another_programs_output_on_stderr_unchanged_but_masked() ->
 def test_the_environments_credentials_are_masked_and_train_yaml_secrets_once_known() -> None:
     out, err = Stream(), Stream()
     env = {"CI_JOB_TOKEN": "glcbt-job-token", "WANDB_API_KEY": "wandb-value"}
-    console = Console.for_environment(out, err, env)
+    console = Console(out, err, read_settings(env).masker())
 
     console.status("token glcbt-job-token, key wandb-value")
     console.add_secrets([env["WANDB_API_KEY"]])

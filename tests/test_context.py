@@ -11,14 +11,15 @@ from ci_runner.context import (
     ORIGIN,
     CIContext,
     JobTimeVariables,
+    cache_dir,
     from_environment,
-    gitlab_token,
     gitlab_tokens,
     job_time_variables,
     repo_url_problem,
     without_credentials,
 )
 from ci_runner.errors import EnvironmentSetupError, GitError
+from ci_runner.settings import read_settings
 from testing.git import run_git
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -278,13 +279,13 @@ def test_git_protocol_when_the_project_allows_it() -> None:
 
 def test_the_gitlab_token_is_ci_runners_variable_else_gitlab_token() -> None:
     both = {"CI_RUNNER_GITLAB_TOKEN": " own ", "GITLAB_TOKEN": "other", "CI_JOB_TOKEN": "job"}
-    assert gitlab_token(both) == ("CI_RUNNER_GITLAB_TOKEN", "own")
+    assert read_settings(both).gitlab_token == ("CI_RUNNER_GITLAB_TOKEN", "own")
     assert gitlab_tokens(both) == [("CI_RUNNER_GITLAB_TOKEN", "own"), ("GITLAB_TOKEN", "other")]
-    assert gitlab_token({"CI_RUNNER_GITLAB_TOKEN": " ", "GITLAB_TOKEN": "other"}) == (
+    assert read_settings({"CI_RUNNER_GITLAB_TOKEN": " ", "GITLAB_TOKEN": "other"}).gitlab_token == (
         "GITLAB_TOKEN",
         "other",
     )
-    assert gitlab_token({"CI_JOB_TOKEN": "job"}) is None
+    assert read_settings({"CI_JOB_TOKEN": "job"}).gitlab_token is None
 
 
 def test_the_api_root_is_ci_api_v4_url_else_the_servers() -> None:
@@ -305,3 +306,9 @@ def test_the_ci_jobs_time_limit_is_read_as_written() -> None:
     env = {"CI_JOB_TIMEOUT": " 3600 ", "RUNNER_SCRIPT_TIMEOUT": "55m", "CI_JOB_STARTED_AT": "x"}
     assert job_time_variables(env) == JobTimeVariables("3600", "55m", "x")
     assert job_time_variables({}) == JobTimeVariables("", "", "")
+
+
+def test_cache_dir_follows_the_environment() -> None:
+    assert cache_dir({"CI_RUNNER_CACHE": "/c", "XDG_CACHE_HOME": "/x"}) == Path("/c")
+    assert cache_dir({"XDG_CACHE_HOME": "/x", "HOME": "/h"}) == Path("/x/ci-runner")
+    assert cache_dir({"HOME": "/h"}) == Path("/h/.cache/ci-runner")

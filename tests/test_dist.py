@@ -15,6 +15,7 @@ from ci_runner import __version__
 from testing.dist import build_wheel
 from testing.git import run_git
 from testing.paths import EXAMPLE, REPO_ROOT
+from testing.plan_cases import SETUP_IMAGE
 
 pytestmark = pytest.mark.slow
 TRAIN_YAML = f"{EXAMPLE}/train.yaml"
@@ -113,9 +114,11 @@ def test_validate_the_example(installed: Path, user_repo: Path) -> None:
 
 
 def test_render_the_example_as_the_checkout_renders_it(installed: Path, user_repo: Path) -> None:
-    done = run(installed, ["render", "--config", TRAIN_YAML], user_repo)
+    # The setup image as a project's CI gives it (CI_JOB_IMAGE): there is none outside CI.
+    render = ["render", "--config", TRAIN_YAML, "--setup-image", SETUP_IMAGE]
+    done = run(installed, render, user_repo)
     checkout = subprocess.run(
-        [sys.executable, "-m", "ci_runner", "render", "--config", TRAIN_YAML],
+        [sys.executable, "-m", "ci_runner", *render],
         cwd=user_repo,
         capture_output=True,
         text=True,

@@ -4,8 +4,9 @@
   testing.reference_docs`` writes, one list from the code that sets the variables;
 - every relative link of README.md and docs/*.md names a file that exists, and a heading of it
   for a ``#fragment``;
-- docs/developing.md's "Where is ..." map names one file (or directory) a row, which exists,
-  and each function or class it names in brackets is defined there.
+- docs/developing.md's "Where is ..." map names every place a row's answer lives, in order
+  (`file` (`name`, ...) → `file` (`name`)): each file (or directory) exists and defines each
+  function or class named in the brackets after it.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from typing import Final
 import pytest
 
 from ci_runner.config.setup_env import SETUP_ENV
-from ci_runner.plan import rank_reference, run_plan
-from ci_runner.plan.rank_reference import (
+from ci_runner.plan import run_plan
+from testing import reference_ranks
+from testing.paths import REPO_ROOT
+from testing.reference_docs import BEGIN, END, NoMarkers, expected, readme_with_list
+from testing.reference_ranks import (
     StaleReference,
     ranks_environment_markdown,
     train_yaml_reference,
 )
-from testing.paths import REPO_ROOT
-from testing.reference_docs import BEGIN, END, NoMarkers, expected, readme_with_list
 
 README: Final = REPO_ROOT / "README.md"
 DEVELOPING: Final = REPO_ROOT / "docs" / "developing.md"
@@ -75,8 +77,8 @@ def test_a_rank_variable_the_list_does_not_describe_fails_it(
 def test_a_described_variable_the_code_no_longer_sets_fails_the_list(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    described = {**rank_reference.RANK_VARIABLES, "CI_RUNNER_PIPELINE": "the pipeline"}
-    monkeypatch.setattr(rank_reference, "RANK_VARIABLES", described)
+    described = {**reference_ranks.RANK_VARIABLES, "CI_RUNNER_PIPELINE": "the pipeline"}
+    monkeypatch.setattr(reference_ranks, "RANK_VARIABLES", described)
     with pytest.raises(StaleReference, match="the ranks' variables"):
         ranks_environment_markdown()
 
@@ -85,7 +87,7 @@ def test_a_setup_variable_the_list_does_not_describe_fails_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     setup = {**SETUP_ENV, "fetch-code": ("CI_RUNNER_REPO_URL", "GIT_TRACE")}
-    monkeypatch.setattr(rank_reference, "SETUP_ENV", setup)
+    monkeypatch.setattr(reference_ranks, "SETUP_ENV", setup)
     with pytest.raises(StaleReference, match="the setup containers' variables"):
         ranks_environment_markdown()
 
@@ -164,16 +166,30 @@ def test_the_map_answers_the_questions() -> None:
         assert [q for q in questions if q.startswith(asked)], f"the map has no row for {asked!r}"
 
 
-def test_each_row_of_the_map_names_one_file_that_exists() -> None:
+ARROW: Final = " → "
+
+
+def _places(answer: str) -> list[tuple[str, list[str]]]:
+    """``(path, names)`` for each place of a row's answer: `file` (`name`, ...) → `file` ..."""
+    places = []
+    for place in answer.split(ARROW):
+        path, *names = re.findall(r"`([^`]+)`", place)
+        places.append((path, names))
+    return places
+
+
+def test_each_place_a_row_names_exists_and_defines_its_names() -> None:
     for question, answer in _map_rows():
-        names = re.findall(r"`([^`]+)`", answer)
-        paths = [n for n in names if "/" in n or "." in n]
-        assert len(paths) == 1, f"{question}: {answer} names {len(paths)} files, not 1"
-        path = REPO_ROOT / paths[0]
-        assert path.exists(), f"{question}: {paths[0]} does not exist"
-        for name in names:
-            if name in paths:
-                continue
-            source = path.read_text(encoding="utf-8")
-            defined = re.search(rf"^\s*(def|class) {re.escape(name)}\b", source, re.M)
-            assert defined, f"{question}: {paths[0]} defines no {name}"
+        for path, names in _places(answer):
+            assert "/" in path or "." in path, f"{question}: {path} is not a file"
+            assert not [n for n in names if "/" in n], f"{question}: {answer}: one file a place"
+            assert (REPO_ROOT / path).exists(), f"{question}: {path} does not exist"
+            source = (REPO_ROOT / path).read_text(encoding="utf-8") if names else ""
+            for name in names:
+                defined = re.search(rf"^\s*(def|class) {re.escape(name)}\b", source, re.M)
+                assert defined, f"{question}: {path} defines no {name}"
+
+
+def test_a_place_is_a_file_then_the_names_it_defines() -> None:
+    answer = "`a/b.py` (`f`, `G`) → `c.py` → `templates/`"
+    assert _places(answer) == [("a/b.py", ["f", "G"]), ("c.py", []), ("templates/", [])]

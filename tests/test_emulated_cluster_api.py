@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from testing.emulated_cluster.api import Api
+from testing.kube_api import Api
 
 # A pod event of the size kube-apiserver sends (several KiB): longer than any read size a
 # client might wait to fill, and not a multiple of one.

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome
+from testing.backend_harness import Cluster, cluster_on, submitted, succeeded
 from testing.emulated_cluster import containerd, imagestore
 from testing.emulated_cluster.harness import ABSENT, Emulated, busybox, emulated
 from testing.mpijob_manifests import JOB, mpijob_manifest
-from testing.scripted_cluster.harness import Cluster, cluster_on, submitted, succeeded
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
 from testing.waiting import wait_for
 

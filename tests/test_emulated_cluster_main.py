@@ -16,8 +16,9 @@ import requests
 import yaml
 
 from testing.control_plane.run import OPERATOR_NETNS, OPERATOR_VETH
-from testing.emulated_cluster import cleanup, hoststate, marks
+from testing.emulated_cluster import cleanup, hoststate
 from testing.emulated_cluster.harness import busybox
+from testing.host import marks
 from testing.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow

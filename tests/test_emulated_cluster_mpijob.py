@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from testing.emulated_cluster import marks
 from testing.emulated_cluster.harness import IMAGE, NAMESPACE, Emulated, emulated
+from testing.host import marks
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]

@@ -20,7 +20,8 @@ from ci_runner.backends.kubernetes.connect import connect_cluster
 from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
 from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import SystemClock
-from testing.emulated_cluster import cleanup, hoststate, marks, network
+from ci_runner.settings import read_settings
+from testing.emulated_cluster import cleanup, hoststate
 from testing.emulated_cluster.harness import (
     ABSENT,
     NAMESPACE,
@@ -33,6 +34,7 @@ from testing.emulated_cluster.harness import (
     phase_is,
     pod,
 )
+from testing.host import marks, network
 from testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -111,7 +113,9 @@ def ci_runner_api(cluster: Emulated, tmp_path: Path) -> KubeApi:
     """ci-runner's client with only examples/rbac.yaml's token."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig()))
-    connection = connect_cluster(None, {"KUBECONFIG": str(kubeconfig)}, tmp_path / "no-sa")
+    connection = connect_cluster(
+        None, read_settings({"KUBECONFIG": str(kubeconfig)}).kube, tmp_path / "no-sa"
+    )
     return KubeApi(connection.client, connection.namespace, SystemClock())
 
 

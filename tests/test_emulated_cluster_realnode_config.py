@@ -18,8 +18,8 @@ from testing.emulated_cluster import (
     hoststate,
     imagestore,
     kubeletconfig,
-    marks,
 )
+from testing.host import marks
 
 GI = 1 << 30
 

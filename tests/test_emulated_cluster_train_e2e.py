@@ -20,8 +20,8 @@ import pytest
 
 from testing.control_plane import accounts
 from testing.control_plane.run import OPERATOR_NETNS
-from testing.emulated_cluster import cleanup, marks, network
-from testing.emulated_cluster.harness import NAMESPACE, busybox
+from testing.emulated_cluster import cleanup, nodeimages
+from testing.emulated_cluster.harness import NAMESPACE, busybox, claim_directory
 from testing.emulated_cluster.nodeimages import (
     HOROVOD_NON_ROOT_IMAGE,
     NON_ROOT_UID,
@@ -42,6 +42,7 @@ from testing.emulated_pipeline import (
     train,
     train_yaml,
 )
+from testing.host import marks, network
 
 pytestmark = pytest.mark.slow
 JSON = dict[str, Any]
@@ -308,6 +309,82 @@ def test_train_yamls_git_attack_leaves_no_token_where_a_rank_reads(site: Site) -
     verdicts = [line for line in run.log if "<stdout>:leak check:" in line]
     assert sorted(v.split("<stdout>:", 1)[1] for v in verdicts) == ["leak check: clean"] * 2, text
     assert token not in text and token not in run.comment
+
+
+# Each rank runs the image's git itself (the trojan, which then finds no credential), and says
+# what the trojan took and every time it ran in its pod.
+TROJAN_CHECK = f"""\
+import os
+import subprocess
+import sys
+
+subprocess.run(["git", "--version"], check=True, stdout=subprocess.DEVNULL)
+stolen = b""
+if os.path.exists("{nodeimages.STOLEN}"):
+    with open("{nodeimages.STOLEN}", "rb") as file:
+        stolen = file.read()
+with open("{nodeimages.STOLEN}.log") as file:
+    ran = file.read().splitlines()
+verdict = f"stolen {{stolen!r}}" if stolen else "nothing stolen"
+print("trojan check:", verdict, "|", *ran, flush=True)
+sys.exit(1 if stolen else 0)
+"""
+
+
+def test_a_trojan_git_in_train_yamls_image_never_runs_with_the_git_token(site: Site) -> None:
+    # The image's git is first on its PATH and reads what it can of the credential. The fetch
+    # runs in the project's setup image, and nothing else in train.yaml's image runs git: the
+    # trojan runs only when a rank calls it, in a container without the credential.
+    config = train_yaml()
+    config["image"] = nodeimages.TROJAN_GIT_IMAGE
+    config["command"] = "python trojan_check.py"
+    run = train(site, "trojan", config, {"trojan_check.py": TROJAN_CHECK.encode()})
+    text = "\n".join(run.log)
+    verdicts = [
+        line.split("<stdout>:", 1)[1] for line in run.log if "<stdout>:trojan check:" in line
+    ]
+    assert verdicts == ["trojan check: nothing stolen | trojan git ran: --version"] * 2, text
+    assert run.code == 0, text
+
+
+# What a rank sees on the pip cache claim of what other runs left, then a file of its own left
+# there for the next.
+CACHE_LOOK = """\
+import os
+
+run = os.environ["RUN"]
+names = os.listdir("/ci-runner-cache")
+left = sorted(n for n in names if n.startswith("left-by-") and not n.startswith(f"left-by-{run}-"))
+print("cache:", *left or ["nothing left"], flush=True)
+open(f"/ci-runner-cache/left-by-{run}-{os.environ['OMPI_COMM_WORLD_RANK']}", "w").close()
+"""
+
+
+def test_a_protected_ref_never_runs_what_an_unprotected_one_kept_in_the_pip_cache(
+    site: Site,
+) -> None:
+    # Every rank and pip of an unprotected branch write to the claim: a protected ref's pods
+    # mount another directory of it, and install their own virtualenv.
+    site.cluster.bound_claim("shared-cache", ["ReadWriteMany"])
+    claim = claim_directory("shared-cache")
+    cache = {"pip_cache_pvc": "shared-cache", "pip_cache_access_mode": "ReadWriteMany"}
+    files = {"cache_look.py": CACHE_LOOK.encode()}
+
+    def run(name: str, protected: str) -> list[str]:
+        config = train_yaml(**cache)
+        config["command"] = "python cache_look.py"
+        config["env"] = {**config["env"], "RUN": name}  # type: ignore[dict-item]
+        done = train(site, name, config, files, variables={"CI_COMMIT_REF_PROTECTED": protected})
+        assert done.code == 0, "\n".join(done.log)
+        return sorted({line.split("<stdout>:", 1)[1] for line in done.log if ":cache:" in line})
+
+    assert run("branch", "false") == ["cache: nothing left"]
+    assert run("main", "true") == ["cache: nothing left"]  # nothing of the branch's
+    assert run("branch-2", "false") == ["cache: left-by-branch-0 left-by-branch-1"]
+    assert sorted(p.name for p in claim.iterdir()) == ["protected", "unprotected"]
+    for half in ("protected", "unprotected"):
+        kept = list((claim / half / "venvs").iterdir())
+        assert [p for p in kept if (p / ".ci-runner-complete").exists()], half
 
 
 def test_a_rank_over_the_workers_memory_limit_is_named(site: Site) -> None:

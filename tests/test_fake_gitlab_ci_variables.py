@@ -8,6 +8,7 @@ from pathlib import Path
 from ci_runner.context import from_environment
 from ci_runner.gitlab.comments import MergeRequestTarget
 from ci_runner.results.destination import open_gitlab
+from ci_runner.settings import read_settings
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
 from testing.fake_gitlab.ci_variables import job_variables
 from testing.fake_gitlab.model import User
@@ -99,7 +100,9 @@ def test_ci_runner_finds_a_branch_pipelines_mrs_from_those_variables(
     )
     ctx = from_environment(env, tmp_path)
 
-    gitlab = open_gitlab(ctx, {**env, "CI_RUNNER_GITLAB_TOKEN": GITLAB_TOKEN}, Quiet())
+    gitlab = open_gitlab(
+        ctx, read_settings({**env, "CI_RUNNER_GITLAB_TOKEN": GITLAB_TOKEN}), Quiet()
+    )
 
     assert gitlab is not None
     assert gitlab.targets == (MergeRequestTarget(4, "develop"),)

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from ci_runner.settings import read_settings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMPONENT = REPO_ROOT / "templates" / "train.yml"
 PIPELINE = REPO_ROOT / ".gitlab-ci.yml"
@@ -273,7 +275,7 @@ def test_component_command_lines_parse_with_the_real_cli() -> None:
     variables = {"CI_RUNNER_CONFIG": "train.yaml", "CI_RUNNER_OUTPUT_DIR": "ci-runner-out"}
     after = job["after_script"][0]
     cancel = after[after.index("ci-runner cancel") : after.index(";;")]
-    parser = _parser(Runtime({}, REPO_ROOT, io.StringIO(), io.StringIO()))
+    parser = _parser(Runtime(read_settings({}), REPO_ROOT, io.StringIO(), io.StringIO()))
     parsed = []
     for line in [*job["script"], cancel]:
         words = shlex.split(re.sub(r"\$(\w+)", lambda m: variables[m.group(1)], line))

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from ci_runner.clock import ManualClock
-from ci_runner.errors import GitLabError
+from ci_runner.errors import GitLabError, GitLabTimeout
 from ci_runner.gitlab.client import (
-    GitLabTimeout,
     connect_gitlab,
     current_user_id,
+    gitlab_api_token,
     open_project,
-    token_from_env,
 )
 from ci_runner.gitlab.transport import BoundedSession
+from ci_runner.settings import read_settings
 from testing.fake_gitlab.accounts import GITLAB_TOKEN
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.model import User
 from testing.fake_gitlab.retry_waits import manual_session
 from testing.fake_gitlab.server import FakeGitLab
+from testing.ports import free_port
 
 TOKEN_FIX = (
     "fix: store a valid project or personal access token with the api scope "
@@ -35,6 +34,12 @@ def test_token_prefers_ci_runner_variable_then_gitlab_token() -> None:
     env = {"CI_RUNNER_GITLAB_TOKEN": "a", "GITLAB_TOKEN": "b", "CI_JOB_TOKEN": "c"}
     assert token_from_env(env) == "a"
     assert token_from_env({"CI_RUNNER_GITLAB_TOKEN": " ", "GITLAB_TOKEN": "b"}) == "b"
+
+
+def token_from_env(env: dict[str, str]) -> str:
+    """The token ``open_gitlab`` posts with, in the environment ``env``."""
+    settings = read_settings(env)
+    return gitlab_api_token(settings.gitlab_token, job_token=settings.job_token)
 
 
 def test_no_token_is_one_line_naming_the_variable() -> None:
@@ -88,9 +93,7 @@ def test_unknown_project_is_one_line(
 def test_gitlab_down_is_one_line_after_retries(
     gitlab_sleeps: list[float], gitlab_session: BoundedSession
 ) -> None:
-    with socket.socket() as probe:  # a loopback port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"  # a loopback port nobody listens on
     with pytest.raises(GitLabError) as caught:
         connect_gitlab(url, GITLAB_TOKEN, session=gitlab_session)
     assert str(caught.value) == (
@@ -104,16 +107,14 @@ def test_gitlab_down_is_one_line_after_retries(
 def test_gitlab_down_longer_than_the_budget_says_so_once(
     gitlab_clock: ManualClock, gitlab_sleeps: list[float]
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"
     session = manual_session(gitlab_clock, seconds=2.0)
     with pytest.raises(GitLabTimeout) as caught:
         connect_gitlab(url, GITLAB_TOKEN, session=session)
     assert str(caught.value) == (
         f"cannot sign in to GitLab at {url}: GitLab at {url} did not answer within the 2 s "
-        "ci-runner gives it; fix: check CI_SERVER_URL and the runner's network, or give GitLab "
-        "more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
+        "ci-runner gives it; fix: check CI_SERVER_URL and the runner's network, or give it more "
+        "time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
     )
     assert gitlab_sleeps == [0.5, 1.0]
     assert session.budget.spent

@@ -18,6 +18,7 @@ from ci_runner.gitlab.comments import (
     CommitTarget,
     MergeRequestTarget,
     PostedComment,
+    baseline_branch,
     find_targets,
     publish,
     reply_once,
@@ -415,6 +416,16 @@ def test_rate_limit_that_never_ends_gives_up_in_one_line(
     assert gitlab_server.count("GET", r"/notes$") == 4
 
 
+def test_the_baseline_branch_is_the_mrs_target_else_the_pipelines_else_the_default() -> None:
+    mr_pipeline = ctx(mr_target_branch="release", default_branch="main")
+    assert baseline_branch(MergeRequestTarget(7, "dev"), mr_pipeline) == "dev"
+    assert baseline_branch(MergeRequestTarget(7), mr_pipeline) == "release"
+    assert baseline_branch(CommitTarget(GITLAB_SHA), mr_pipeline) == "release"
+    assert baseline_branch(None, mr_pipeline) == "release"  # no comment target at all
+    assert baseline_branch(None, ctx(default_branch="main")) == "main"
+    assert baseline_branch(None, ctx()) is None
+
+
 def test_a_fork_merge_request_is_reported_in_the_project_it_targets() -> None:
     fork_mr = ctx(project_id="43", mr_iid="7", mr_project_id="42", mr_source_project_id="43")
     assert report_project_id(fork_mr) == "42"
@@ -560,3 +571,79 @@ def test_a_commits_result_is_a_reply_in_the_reports_thread(
     [thread] = gitlab_fake_project.discussions
     assert [n.body for n in thread.notes] == [f"{MARKER}\nreport (run 1)", f"{tag}\ndone\n /tag v1"]
     assert gitlab_fake_project.commit_commands == []
+
+
+# --- markers count on the first line only: below it the report quotes the training's log ------
+
+OTHER = "<!-- ci-runner:other-config -->"
+RESULT = "<!-- ci-runner-result:job-9 -->"
+
+
+def test_a_marker_the_log_printed_does_not_take_another_configs_note(
+    gitlab_server: FakeGitLab, gitlab_fake_project: FakeProject, gitlab_project: Project
+) -> None:
+    gitlab_server.add_merge_request(gitlab_fake_project, 7, sha=GITLAB_SHA)
+    targets = [MergeRequestTarget(7)]
+    publish(gitlab_project, targets, OTHER, Renderer("other", OTHER))
+    publish(gitlab_project, targets, MARKER, Renderer(f"log:\n{OTHER}"))  # the newer note
+    other_again = Renderer("other again", OTHER)
+
+    [posted] = publish(gitlab_project, targets, OTHER, other_again)
+
+    assert posted.action is Action.UPDATED
+    assert other_again.previous == [f"{OTHER}\nother (run 1)"]
+    assert note_bodies(gitlab_fake_project, 7) == [
+        f"{OTHER}\nother again (run 1)",
+        f"{MARKER}\nlog:\n{OTHER} (run 1)",
+    ]
+
+
+def test_a_marker_the_log_printed_in_a_commit_thread_is_not_that_configs_note(
+    gitlab_server: FakeGitLab, gitlab_fake_project: FakeProject, gitlab_project: Project
+) -> None:
+    targets = [CommitTarget(GITLAB_SHA)]
+    publish(gitlab_project, targets, MARKER, Renderer(f"log:\n{OTHER}"))
+    other = Renderer("other", OTHER)
+
+    [posted] = publish(gitlab_project, targets, OTHER, other)
+
+    assert (posted.action, other.previous) == (Action.CREATED, [None])
+    assert [[n.body for n in d.notes] for d in gitlab_fake_project.discussions] == [
+        [f"{MARKER}\nlog:\n{OTHER} (run 1)"],
+        [f"{OTHER}\nother (run 1)"],
+    ]
+
+
+def test_a_result_marker_the_log_printed_in_a_newer_note_is_no_result(
+    gitlab_server: FakeGitLab, gitlab_fake_project: FakeProject, gitlab_project: Project
+) -> None:
+    gitlab_server.add_merge_request(gitlab_fake_project, 7, sha=GITLAB_SHA)
+    targets = [MergeRequestTarget(7)]
+    [report] = publish(gitlab_project, targets, MARKER, Renderer())
+    publish(gitlab_project, targets, OTHER, Renderer(f"log:\n{RESULT}", OTHER))
+
+    replied = reply_once(gitlab_project, report, RESULT, f"{RESULT}\ndone")
+
+    assert replied is not None and replied.action is Action.CREATED
+    assert note_bodies(gitlab_fake_project, 7) == [
+        f"{MARKER}\nreport (run 1)",
+        f"{OTHER}\nlog:\n{RESULT} (run 1)",
+        f"{RESULT}\ndone",
+    ]
+
+
+def test_a_result_marker_the_log_printed_in_the_commit_report_is_no_result(
+    gitlab_server: FakeGitLab, gitlab_fake_project: FakeProject, gitlab_project: Project
+) -> None:
+    [report] = publish(
+        gitlab_project, [CommitTarget(GITLAB_SHA)], MARKER, Renderer(f"log:\n{RESULT}")
+    )
+
+    replied = reply_once(gitlab_project, report, RESULT, f"{RESULT}\ndone")
+
+    assert replied is not None and replied.action is Action.CREATED
+    [thread] = gitlab_fake_project.discussions
+    assert [n.body for n in thread.notes] == [
+        f"{MARKER}\nlog:\n{RESULT} (run 1)",
+        f"{RESULT}\ndone",
+    ]

@@ -23,6 +23,7 @@ from testing.local_training import (
     base_env,
     prepare_data,
 )
+from testing.ports import free_port
 
 pytestmark = [
     pytest.mark.slow,
@@ -37,9 +38,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def refused() -> str:
-    with socket.socket() as probe:  # a loopback port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"  # a loopback port nobody listens on
 
 
 @pytest.fixture
@@ -142,6 +141,6 @@ def test_gitlab_unreachable_is_one_warning_and_never_the_result(
         assert warnings[0] == (
             f"[ci-runner] warning: not commenting on GitLab: cannot sign in to GitLab at {url}: "
             f"GitLab at {url} did not answer within the 20 s ci-runner gives it; fix: check "
-            "CI_SERVER_URL and the runner's network, or give GitLab more time in "
+            "CI_SERVER_URL and the runner's network, or give it more time in "
             "CI_RUNNER_GITLAB_TIMEOUT (seconds)\n"
         )

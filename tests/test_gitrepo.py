@@ -8,12 +8,15 @@ import pytest
 
 from ci_runner.errors import GitError
 from ci_runner.gitrepo import (
+    blob_size,
     checkout_commit,
     file_exists_at,
     is_dirty,
+    read_blob,
     read_file_at,
     repo_root,
     resolve_commit,
+    tree_entry,
 )
 
 Commit = Callable[[dict[str, str]], tuple[Path, str]]
@@ -55,6 +58,15 @@ def test_missing_file_at_commit(git_repo: Commit) -> None:
     )
     assert file_exists_at(sha, "a", repo)
     assert not file_exists_at(sha, "train.yaml", repo)
+
+
+def test_a_blobs_size_is_its_length_and_a_missing_one_is_a_git_error(git_repo: Commit) -> None:
+    repo, sha = git_repo({"data.txt": "x" * 5000})
+    entry = tree_entry(sha, "data.txt", repo)
+    assert entry is not None
+    assert blob_size(entry.oid, repo) == len(read_blob(entry.oid, repo)) == 5000
+    with pytest.raises(GitError, match=r"^fatal: git cat-file: could not get object info$"):
+        blob_size("0" * 40, repo)
 
 
 def test_not_a_repository(tmp_path: Path) -> None:

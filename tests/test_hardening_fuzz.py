@@ -28,17 +28,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ci_runner import cli
-from ci_runner.config.reference import EXAMPLE
 from ci_runner.config.schema import load_config
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.kube_yaml import manifest_yaml
-from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 from testing.kubelet_expansion import container_view
+from testing.plan_cases import trusted_plan
+from testing.reference_schema import EXAMPLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -83,7 +83,7 @@ def check_case(data: str | bytes, tally: Tally) -> None:
     started = time.monotonic()
     try:
         config = load_config(data, FILE)
-        manifest = render_mpijob(build_plan(config, CTX))
+        manifest = render_mpijob(trusted_plan(config, CTX))
     except ConfigError as error:
         lines = error.lines()
         assert lines, "a ConfigError without problems"

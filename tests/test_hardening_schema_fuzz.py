@@ -136,7 +136,8 @@ def commit(repo: Path, text: str) -> None:
 
 def run(repo: Path, command: str, crash: Path) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main([command], env={}, cwd=repo, stdout=out, stderr=err, crash_dir=crash)
+    env = {"CI_RUNNER_SETUP_IMAGE": "registry.example.com/group/ci-runner:1.2.0"}
+    code = cli.main([command], env=env, cwd=repo, stdout=out, stderr=err, crash_dir=crash)
     return code, out.getvalue(), err.getvalue()
 
 

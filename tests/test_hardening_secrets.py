@@ -1,6 +1,6 @@
 """A canary in every secret input, searched for in every output.
 
-Every variable of ``ci_runner.masking.SECRET_VARIABLES`` and a masked CI variable listed in
+Every variable of ``ci_runner.variables.SECRET_VARIABLES`` and a masked CI variable listed in
 train.yaml's ``secrets`` get a distinctive value containing ``CANARY``. Training code prints them
 (whole, on stderr too, and packed into a line long enough that the pipe delivers it in several
 reads), ci-runner runs locally and on the scripted cluster (the real control plane, as
@@ -19,8 +19,8 @@ import json
 import os
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,13 +31,20 @@ import yaml
 
 from ci_runner import cli
 from ci_runner.backends.logsink import LogSink
+from ci_runner.clock import ManualClock
 from ci_runner.commands import train
-from ci_runner.masking import MASK, SECRET_VARIABLES
+from ci_runner.masking import MASK
+from ci_runner.settings import read_settings
+from ci_runner.variables import SECRET_VARIABLES
 from testing.fake_gitlab.server import FakeGitLab
 from testing.git import run_git
+from testing.plan_cases import trusted_plan
+from testing.report_runtime import ReportingRuntime
+from testing.waiting import WAIT, wait_for
 
 if TYPE_CHECKING:
-    from testing.scripted_cluster.harness import Cluster, ScriptedCluster
+    from testing.backend_harness import Cluster
+    from testing.scripted_cluster.cluster import ScriptedCluster
 
 GitRepo = Callable[..., tuple[Path, str]]
 
@@ -133,6 +140,7 @@ def ci_environment(tmp_path: Path, gitlab: FakeGitLab, sha: str) -> dict[str, st
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
         "GITLAB_CI": "true",
         "CI_JOB_ID": "5005",
+        "CI_JOB_IMAGE": "registry.example.com/group/ci-runner:1.2.0",  # the pods' git fetch's
         "CI_JOB_NAME": "train",
         "CI_JOB_URL": "https://gitlab.example.com/group/project/-/jobs/5005",
         "CI_PIPELINE_ID": "1001",
@@ -375,7 +383,12 @@ def test_rendered_manifest_names_secrets_only(git_repo: GitRepo, tmp_path: Path)
     run_git(["remote", "add", "origin", "https://gitlab.example.com/group/project.git"], repo)
     env = {**CANARIES, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
 
-    code, out, err = error_run(["render"], repo, env, tmp_path / "crash")
+    code, out, err = error_run(
+        ["render", "--setup-image", "registry.example.com/group/ci-runner:1.2.0"],
+        repo,
+        env,
+        tmp_path / "crash",
+    )
 
     assert code == 0, err
     manifest = next(yaml.safe_load_all(out))  # the MPIJob, then its ConfigMap and Secret
@@ -405,12 +418,12 @@ def test_rendered_manifest_names_secrets_only(git_repo: GitRepo, tmp_path: Path)
 # The cluster: `ci-runner train` against the scripted cluster's kube-apiserver, controllers and
 # MPI Operator (testing/scripted_cluster/), as the ServiceAccount examples/rbac.yaml binds.
 
-WAIT = 30.0
-
 
 @pytest.fixture
 def cluster(scripted: ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
-    with scripted.cluster(tmp_path) as cluster:
+    from testing.backend_harness import cluster_on
+
+    with cluster_on(scripted, tmp_path) as cluster:
         yield cluster
 
 
@@ -424,16 +437,6 @@ def kubeconfig(path: Path, cluster: Cluster) -> Path:
     )
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-def wait_until(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def in_thread(
@@ -473,13 +476,13 @@ def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
     mpijobs = f"/apis/kubeflow.org/v2beta1/namespaces/{cluster.namespace}/mpijobs"
     secrets_path = f"/api/v1/namespaces/{cluster.namespace}/secrets"
     thread, codes, out, err = in_thread(["train", "--output-dir", "ci"], repo, env, crash)
-    jobs = wait_until(lambda: cluster.admin.list(mpijobs)[0], "the MPIJob")
+    jobs = wait_for("the MPIJob", lambda: cluster.admin.list(mpijobs)[0] or None)
     name = jobs[0]["metadata"]["name"]
     cluster.wait_watching()
     job = cluster.job(name)
     job.workers_running()
     job.launcher_running()
-    wait_until(lambda: f"launcher running (pod {job.launcher_pod})" in err.getvalue(), "launch")
+    wait_for("launch", lambda: f"launcher running (pod {job.launcher_pod})" in err.getvalue())
     job.launcher_log(*[f"[0]<stdout>:leak {value}" for value in SECRET_VALUES])
     job.launcher_log("[0]<stdout>:loss 2 step 0", "[0]<stdout>:loss 1 step 1")
     for value in SECRET_VALUES:  # the log stream breaks half-way through a secret
@@ -491,7 +494,7 @@ def test_cluster_training_in_an_mr_pipeline_leaks_no_secret(
     thread.join(timeout=WAIT)
     assert not thread.is_alive(), err.getvalue()
     # Deleted with the job (the garbage collector follows the MPIJob's deletion).
-    wait_until(lambda: cluster.admin.list(secrets_path)[0] == [], "the Secret deleted")
+    wait_for("the Secret deleted", lambda: cluster.admin.list(secrets_path)[0] == [])
 
     assert codes == [1], err.getvalue()
     runs = [r for e in gitlab.mlflow.of(gitlab._projects[0].id).experiments for r in e.runs]
@@ -589,7 +592,9 @@ def test_a_cluster_failure_message_holding_a_secret_is_masked_in_the_ci_log(
     assert codes == [1], err.getvalue()
     reason = (
         "MPI Operator cannot create the job's pods: worker pod created failed: admission "
-        'webhook "policy.example.com" denied the request: policy refused WANDB_API_KEY=[MASKED]'
+        'webhook "policy.example.com" denied the request: policy refused WANDB_API_KEY=[MASKED]; '
+        "fix: an admission policy of the cluster refused it: change what the message names, or "
+        "ask the cluster's administrators about the policy"
     )
     lines = err.getvalue().splitlines()
     assert any(line.endswith(f"-5005 failed: {reason}") for line in lines), lines
@@ -620,11 +625,10 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
     from ci_runner.config.schema import load_config
     from ci_runner.console import Console
     from ci_runner.context import from_environment
-    from ci_runner.masking import secret_masker
-    from ci_runner.plan.run_plan import OutputPaths, build_plan
+    from ci_runner.plan.run_plan import OutputPaths
     from ci_runner.results.artifacts import make_s3_client
     from ci_runner.results.destination import open_gitlab
-    from ci_runner.results.publish import finish, masker_for_report
+    from ci_runner.results.publish import RunRecord, finish
 
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
@@ -645,12 +649,12 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
             **ci_environment(tmp_path, gitlab, sha),
             "AWS_ENDPOINT_URL": f"http://{host}:{port}",
         }
-        client = make_s3_client(env)
+        client = make_s3_client(read_settings(env).aws)
         client.create_bucket(Bucket="models")
         client.put_object(Bucket="models", Key="run/model.pt", Body=b"weights")
         config = load_config(TRAIN_YAML)
         ctx = from_environment(env, repo)
-        masker = secret_masker(env, config.secrets)
+        masker = read_settings(env).masker(config.secrets)
         out = tmp_path / "ci"
         with LogSink(out / "train.log", lambda text: None, masker) as sink:
             for value in SECRET_VALUES:
@@ -663,19 +667,13 @@ def test_s3_links_carry_the_session_token_but_never_the_secret_key(
         )
         said = io.StringIO()
         console = Console(io.StringIO(), said)
-        destination = open_gitlab(ctx, env, console)
-        plan = build_plan(
+        destination = open_gitlab(ctx, read_settings(env), console)
+        plan = trusted_plan(
             config, ctx, env, output_uri="s3://models/run/", outputs=OutputPaths(out, "ci")
         )
-        finish(
-            plan,
-            result,
-            now=result.started_at or _now(),
-            env=env,
-            gitlab=destination,
-            masker=masker_for_report(masker, env),
-            console=console,
-        )
+        clock = ManualClock(result.started_at or _now())
+        runtime = ReportingRuntime(console, clock, read_settings(env))
+        finish(runtime, RunRecord(replace(plan, masker=masker), result), destination)
     finally:
         server.stop()
     lines = said.getvalue().splitlines()

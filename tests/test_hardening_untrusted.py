@@ -14,23 +14,28 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.clock import ManualClock
 from ci_runner.config.schema import load_config
 from ci_runner.context import CIContext
 from ci_runner.gitlab.comments import find_targets
 from ci_runner.masking import SecretMasker
-from ci_runner.plan.run_plan import OutputPaths, build_plan
+from ci_runner.plan.run_plan import OutputPaths
 from ci_runner.results.destination import GitLabDestination, open_gitlab
 from ci_runner.results.markdown import clean, code
-from ci_runner.results.publish import finish
+from ci_runner.results.publish import RunRecord, finish
 from ci_runner.results.report_markdown import extract_history
+from ci_runner.settings import read_settings
 from testing.comment_shape import cell_borders, outside_code, skeleton
 from testing.fake_gitlab.server import FakeGitLab
+from testing.plan_cases import trusted_plan
+from testing.report_runtime import ReportingRuntime
 
 pytestmark = pytest.mark.usefixtures("no_retry_sleeps")  # python-gitlab never sleeps here
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
@@ -157,19 +162,14 @@ def run_and_report(
         started_at=started,
         finished_at=started.replace(minute=5),
     )
-    destination = open_gitlab(ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, _NoWarnings())
+    destination = open_gitlab(ctx, read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), _NoWarnings())
     assert isinstance(destination, GitLabDestination)
     assert [getattr(t, "iid", None) for t in find_targets(destination.project, ctx)] == [5]
-    plan = build_plan(config, ctx, output_uri=model.as_uri() + "/", outputs=OutputPaths(out, "out"))
-    report = finish(
-        plan,
-        result,
-        now=started,
-        env={},
-        gitlab=destination,
-        masker=SecretMasker(),
-        console=_NoWarnings(),
+    plan = trusted_plan(
+        config, ctx, output_uri=model.as_uri() + "/", outputs=OutputPaths(out, "out")
     )
+    runtime = ReportingRuntime(_NoWarnings(), ManualClock(started))
+    report = finish(runtime, RunRecord(replace(plan, masker=SecretMasker()), result), destination)
     assert report.outcome is result.outcome
     assert (report.artifacts is not None) is (failure is None)
     (mr,) = gitlab._projects[-1].merge_requests.values()

@@ -28,7 +28,6 @@ from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError
 from ci_runner.masking import MASK, SecretMasker
 from ci_runner.plan.mpijob_name import DNS_1035_LABEL
-from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import render_mpijob
 from ci_runner.results.metrics import parse_log_file
 from ci_runner.results.metrics_file import summary_to_json
@@ -36,6 +35,7 @@ from ci_runner.results.report import ReportInput
 from ci_runner.results.report_markdown import render_report
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
+from testing.plan_cases import trusted_plan
 
 GitRepo = Callable[..., tuple[Path, str]]
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -66,6 +66,7 @@ def environ(tmp_path: Path) -> dict[str, str]:
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         "CI_RUNNER_CACHE": str(tmp_path / "ca che (ü)"),
+        "CI_RUNNER_SETUP_IMAGE": "registry.example.com/group/ci-runner:1.2.0",
     }
 
 
@@ -256,7 +257,7 @@ def test_sizes_render_accepted_manifests_whose_names_fit(
     config = load_config(
         "name: abcdefghijklmnopqrstuvwx\nimage: img\ncommand: python t.py\n" + extra
     )
-    plan = build_plan(config, CTX)
+    plan = trusted_plan(config, CTX)
     manifest = render_mpijob(plan)
 
     assert validate_mpijob(manifest) == []

@@ -14,11 +14,11 @@ from ci_runner.http_policy import (
     GITLAB_RETRY,
     KUBERNETES_RETRY,
     TRACKING_BUDGET,
-    TRACKING_BUDGET_VARIABLE,
     RetryPolicy,
     budget_seconds,
     parse_retry_after,
 )
+from ci_runner.settings import read_settings
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -70,14 +70,11 @@ def test_each_client_has_its_policy() -> None:
     ],
 )
 def test_a_time_budget_is_the_variable_else_the_default(raw: str, seconds: float) -> None:
-    assert (
-        budget_seconds({"CI_RUNNER_TRACKING_TIMEOUT": raw}, TRACKING_BUDGET_VARIABLE, 30.0)
-        == seconds
-    )
+    assert read_settings({"CI_RUNNER_TRACKING_TIMEOUT": raw}).tracking_budget == seconds
 
 
 def test_each_service_has_its_budget_variable_and_default() -> None:
-    env = {GITLAB_BUDGET_VARIABLE: "7"}
-    assert budget_seconds(env, GITLAB_BUDGET_VARIABLE, GITLAB_BUDGET) == 7.0
-    assert budget_seconds(env, TRACKING_BUDGET_VARIABLE, TRACKING_BUDGET) == 30.0
+    settings = read_settings({GITLAB_BUDGET_VARIABLE: "7"})
+    assert (settings.gitlab_budget, settings.tracking_budget) == (7.0, TRACKING_BUDGET)
+    assert budget_seconds(None, GITLAB_BUDGET) == GITLAB_BUDGET
     assert (GITLAB_BUDGET_VARIABLE, GITLAB_BUDGET) == ("CI_RUNNER_GITLAB_TIMEOUT", 20.0)

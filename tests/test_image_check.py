@@ -12,7 +12,7 @@ import pytest
 
 from testing.dist import build_wheel
 from testing.image_check import CheckFailed, apt_mirror, check, parse_dockerfile
-from testing.paths import REPO_ROOT
+from testing.paths import REPO_ROOT, cache_dir
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 
@@ -118,9 +118,8 @@ def test_an_image_without_git_fails_the_check(tmp_path: Path) -> None:
     dockerfile.write_text(
         text.replace(" python3-venv git ca-certificates ", " python3-venv ca-certificates ")
     )
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ci-runner"
     with pytest.raises(CheckFailed) as error:
-        check(dockerfile, context, cache / "image-check")
+        check(dockerfile, context, cache_dir() / "image-check")
     assert str(error.value) == (
         "`ci-runner validate --config examples/simple_ml/train.yaml` failed in the image (1) as "
         "1000:1000: ci-runner: error: git is not installed; fix: install git and run again"

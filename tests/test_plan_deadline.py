@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from ci_runner.context import job_time_variables
 from ci_runner.plan.deadline import (
     CIJobTime,
     ci_job_time,
-    duration,
     go_duration_seconds,
     longer_than_job,
     mpijob_deadline,
@@ -18,7 +18,7 @@ NOW = datetime(2026, 12, 2, 5, 0, tzinfo=timezone.utc)
 
 def test_the_job_timeout_less_the_time_spent_and_the_margin() -> None:
     env = {"CI_JOB_TIMEOUT": "3600", "CI_JOB_STARTED_AT": "2026-12-02T04:50:00Z"}
-    job = ci_job_time(env, NOW)
+    job = ci_job_time(job_time_variables(env), NOW)
     assert job == CIJobTime(3600, 600)
     assert mpijob_deadline(None, job) == 3600 - 600 - 300
 
@@ -34,11 +34,11 @@ def test_train_yaml_timeout_wins_and_without_either_there_is_none() -> None:
 
 
 def test_without_ci_job_timeout_or_with_an_unreadable_start() -> None:
-    assert ci_job_time({}, NOW) is None
-    assert ci_job_time({"CI_JOB_TIMEOUT": "1h"}, NOW) is None
-    assert ci_job_time({"CI_JOB_TIMEOUT": "900", "CI_JOB_STARTED_AT": "soon"}, NOW) == CIJobTime(
-        900, 0
-    )
+    assert ci_job_time(job_time_variables({}), NOW) is None
+    assert ci_job_time(job_time_variables({"CI_JOB_TIMEOUT": "1h"}), NOW) is None
+    assert ci_job_time(
+        job_time_variables({"CI_JOB_TIMEOUT": "900", "CI_JOB_STARTED_AT": "soon"}), NOW
+    ) == CIJobTime(900, 0)
 
 
 def test_a_timeout_longer_than_the_jobs_is_one_line_naming_both() -> None:
@@ -52,13 +52,9 @@ def test_a_timeout_longer_than_the_jobs_is_one_line_naming_both() -> None:
     )
 
 
-def test_durations() -> None:
-    assert [duration(s) for s in (7200, 5400, 90, 0)] == ["2h", "1h30m", "1m30s", "0s"]
-
-
 def test_a_shorter_runner_script_timeout_is_the_limit() -> None:
     env = {"CI_JOB_TIMEOUT": "3600", "RUNNER_SCRIPT_TIMEOUT": "55m"}
-    job = ci_job_time(env, NOW)
+    job = ci_job_time(job_time_variables(env), NOW)
     assert job == CIJobTime(3300, 0, "RUNNER_SCRIPT_TIMEOUT")
     assert mpijob_deadline(None, job) == 3000
     assert longer_than_job(3600, job, "train.yaml") == (
@@ -69,7 +65,7 @@ def test_a_shorter_runner_script_timeout_is_the_limit() -> None:
     )
     # longer than the job's, or malformed: the runner ignores it (common/build.go)
     for ignored in ("2h", "soon", ""):
-        limit = ci_job_time({**env, "RUNNER_SCRIPT_TIMEOUT": ignored}, NOW)
+        limit = ci_job_time(job_time_variables({**env, "RUNNER_SCRIPT_TIMEOUT": ignored}), NOW)
         assert limit == CIJobTime(3600, 0)
 
 

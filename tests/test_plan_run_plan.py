@@ -11,13 +11,14 @@ from ci_runner.backends.local.backend import local_hosts, rank_environment
 from ci_runner.config.types import Elastic, TrainConfig
 from ci_runner.console import Console
 from ci_runner.errors import ConfigError
-from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths, build_plan
+from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths
 from ci_runner.render import CODE_DIR, POD_HOSTS, render_mpijob
-from testing.plan_cases import CONFIG, CONTEXT, ENV, SHA, pod_environment
+from ci_runner.settings import ProcessEnvironment, read_settings
+from testing.plan_cases import CONFIG, CONTEXT, ENV, SHA, pod_environment, trusted_plan
 
 
 def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> None:
-    plan = build_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
+    plan = trusted_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
     secret_data = dict(plan.secret.values())
     specs = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]
     launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
@@ -31,7 +32,7 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
     }
     assert pod.pop("CI_RUNNER_SSH_PORT") == "22"  # the workers' sshd: a pod's only
     code_dir = tmp_path / "worktree"
-    local = rank_environment(plan, ENV, code_dir, [tmp_path / "layer" / "bin"])
+    local = rank_environment(plan, ProcessEnvironment(ENV), code_dir, [tmp_path / "layer" / "bin"])
 
     assert sorted(local) == sorted([*pod, "PATH"])  # PATH is the image's in a pod
     for name in sorted(pod):
@@ -50,8 +51,8 @@ def test_both_backends_give_every_rank_the_same_environment(tmp_path: Path) -> N
 def test_train_yaml_env_wins_over_the_rank_defaults_on_both() -> None:
     user = (("PYTHONUNBUFFERED", "0"), ("OMPI_MCA_mpi_yield_when_idle", "0"))
     config = TrainConfig(name="t", image="i", command=("python", "t.py"), env=user)
-    plan = build_plan(config, CONTEXT, ENV, read_secrets=True)
-    local = rank_environment(plan, {"PYTHONUNBUFFERED": "1"}, Path("/code"), [])
+    plan = trusted_plan(config, CONTEXT, ENV, read_secrets=True)
+    local = rank_environment(plan, ProcessEnvironment({"PYTHONUNBUFFERED": "1"}), Path("/code"), [])
     container = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     pod = pod_environment(container["containers"][0], {})
     for name, value in user:
@@ -67,7 +68,7 @@ def test_the_host_part_is_the_only_difference_in_the_command_line(tmp_path: Path
         slots_per_worker=2,
         elastic=Elastic(min_workers=1, max_workers=3),
     )
-    plan = build_plan(config, CONTEXT)
+    plan = trusted_plan(config, CONTEXT)
     script = tmp_path / "discover.sh"
     pod = plan.horovodrun_argv(POD_HOSTS)
     local = plan.horovodrun_argv(local_hosts(plan, script), "/venv/bin/horovodrun")
@@ -95,7 +96,7 @@ def test_the_host_part_is_the_only_difference_in_the_command_line(tmp_path: Path
 
 def test_a_missing_secret_is_one_config_error_whoever_runs() -> None:
     with pytest.raises(ConfigError) as raised:
-        build_plan(CONFIG, CONTEXT, {"CI_JOB_TOKEN": "t"}, read_secrets=True)
+        trusted_plan(CONFIG, CONTEXT, {"CI_JOB_TOKEN": "t"}, read_secrets=True)
     assert raised.value.lines() == [
         "train.yaml: secrets: CI variable WANDB_API_KEY is not set; fix: define WANDB_API_KEY as "
         "a masked variable in the project's Settings > CI/CD > Variables (or export it when "
@@ -104,7 +105,7 @@ def test_a_missing_secret_is_one_config_error_whoever_runs() -> None:
 
 
 def test_a_plan_without_secret_values_names_them_only() -> None:
-    plan = build_plan(CONFIG, CONTEXT, ENV)
+    plan = trusted_plan(CONFIG, CONTEXT, ENV)
     assert plan.secret.name == f"{plan.mpijob_name}-secrets"
     assert plan.secret.keys == ("GIT_USERNAME", "GIT_PASSWORD", "WANDB_API_KEY")
     assert plan.secret.data is None
@@ -115,14 +116,14 @@ def test_a_plan_without_secret_values_names_them_only() -> None:
 
 
 def test_secret_values_never_show_in_the_plan_repr() -> None:
-    plan = build_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
+    plan = trusted_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
     assert "wandb-secret-value" not in repr(plan)
     assert "glcbt-job-token-value" not in repr(plan)
 
 
 def test_overrides_are_taken_as_given_and_paths_kept(tmp_path: Path) -> None:
     outputs = OutputPaths(tmp_path / "out", "out")
-    plan = build_plan(
+    plan = trusted_plan(
         CONFIG, CONTEXT, data_uri="file:///d/", output_uri="file:///o/{job}", outputs=outputs
     )
     assert (plan.data_uri, plan.output_uri) == ("file:///d/", "file:///o/{job}")
@@ -131,9 +132,9 @@ def test_overrides_are_taken_as_given_and_paths_kept(tmp_path: Path) -> None:
 
 
 def test_a_command_passes_its_consoles_masker_and_the_plan_keeps_that_one() -> None:
-    console = Console.for_environment(io.StringIO(), io.StringIO(), ENV)
+    console = Console(io.StringIO(), io.StringIO(), read_settings(ENV).masker())
     console.add_secrets(ENV.get(name) for name in CONFIG.secrets)
-    plan = build_plan(CONFIG, CONTEXT, ENV, masker=console.masker)
+    plan = trusted_plan(CONFIG, CONTEXT, ENV, masker=console.masker)
     assert plan.masker is console.masker
     # the same values a plan built alone masks: one masker, built once
-    assert plan.masker.values == build_plan(CONFIG, CONTEXT, ENV).masker.values
+    assert plan.masker.values == trusted_plan(CONFIG, CONTEXT, ENV).masker.values

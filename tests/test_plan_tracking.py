@@ -11,13 +11,14 @@ from ci_runner.clock import ManualClock
 from ci_runner.config.types import TrackingSpec, TrainConfig
 from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.kube_yaml import manifest_yaml
-from ci_runner.plan.run_plan import RunPlan, build_plan
-from ci_runner.plan.tracking import RankTracking, with_tracking
+from ci_runner.plan.run_plan import RunPlan, with_tracking
+from ci_runner.plan.tracking import RankTracking
 from ci_runner.render import render_mpijob
+from ci_runner.settings import ProcessEnvironment, read_settings
 from ci_runner.tracking.client import MlflowApi
 from ci_runner.tracking.stage import TrackedRun, ranks_join
 from ci_runner.tracking.target import Target, rank_sign_in
-from testing.plan_cases import CONFIG, CONTEXT, ENV, pod_environment
+from testing.plan_cases import CONFIG, CONTEXT, ENV, pod_environment, trusted_plan
 
 TOKEN = "mlflow-token-CANARY-51"
 TRACKING = RankTracking(
@@ -35,7 +36,7 @@ def test_every_rank_joins_the_run_and_the_token_stays_in_the_secret(tmp_path: Pa
         secrets=(*CONFIG.secrets, "MLFLOW_TRACKING_TOKEN"),
     )
     env = {**ENV, "MLFLOW_TRACKING_TOKEN": "user-own-token"}
-    plan = with_tracking(build_plan(config, CONTEXT, env, read_secrets=True), TRACKING)
+    plan = with_tracking(trusted_plan(config, CONTEXT, env, read_secrets=True), TRACKING)
     manifest = render_mpijob(plan)
     secret = dict(plan.secret.values())
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
@@ -51,12 +52,25 @@ def test_every_rank_joins_the_run_and_the_token_stays_in_the_secret(tmp_path: Pa
                                 "MLFLOW_TRACKING_TOKEN")  # fmt: skip
     assert TOKEN not in manifest_yaml(manifest)
     assert plan.masker.mask(f"x {TOKEN} y") == "x [MASKED] y"
-    local = rank_environment(plan, env, tmp_path, [])
+    local = rank_environment(plan, ProcessEnvironment(env), tmp_path, [])
     assert (local["MLFLOW_RUN_ID"], local["MLFLOW_TRACKING_TOKEN"]) == ("0a1b2c3d", TOKEN)
 
 
+def test_a_secret_ci_runner_sets_for_the_ranks_gives_way_in_the_secret_as_in_the_pods() -> None:
+    """One rule (plan.tracking.give_way) for the Secret's keys and the ranks' secret variables: a
+    train.yaml secret MLflow's run sets is in neither, even when the run's credentials do not
+    include it."""
+    config = replace(CONFIG, secrets=(*CONFIG.secrets, "MLFLOW_TRACKING_PASSWORD"))
+    env = {**ENV, "MLFLOW_TRACKING_PASSWORD": "user-own-password"}
+    plan = with_tracking(trusted_plan(config, CONTEXT, env, read_secrets=True), TRACKING)
+    expected = ("WANDB_API_KEY", "MLFLOW_TRACKING_TOKEN")
+    assert plan.secret.keys == ("GIT_USERNAME", "GIT_PASSWORD", *expected)
+    assert tuple(plan.secret.values()) == plan.secret.keys
+    assert plan.secret_names == expected
+
+
 def test_an_untracked_plan_sets_no_mlflow_variable() -> None:
-    plan = build_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
+    plan = trusted_plan(CONFIG, CONTEXT, ENV, read_secrets=True)
     launcher = render_mpijob(plan)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     pod = pod_environment(launcher["containers"][0], dict(plan.secret.values()))
     assert [k for k in pod if k.startswith("MLFLOW_")] == []
@@ -79,9 +93,16 @@ TRACKED_ENV = {
 
 def joined(config: TrainConfig) -> RunPlan:
     """The plan ``train`` runs once it created the run at GitLab."""
-    plan = build_plan(config, CONTEXT, TRACKED_ENV, read_secrets=True)
+    plan = trusted_plan(config, CONTEXT, TRACKED_ENV, read_secrets=True)
     api = MlflowApi(GITLAB, BoundedSession(Budget(ManualClock(), 1)))
-    run = TrackedRun(api, "7", "0a1b", "https://page", 1, rank_sign_in(config, GITLAB, TRACKED_ENV))
+    run = TrackedRun(
+        api,
+        "7",
+        "0a1b",
+        "https://page",
+        1,
+        rank_sign_in(config, GITLAB, read_settings(TRACKED_ENV)),
+    )
     return ranks_join(plan, run)
 
 
@@ -102,7 +123,7 @@ def test_by_default_no_rank_and_no_secret_gets_an_mlflow_variable_or_a_token(
     assert plan.secret.keys == ("GIT_USERNAME", "GIT_PASSWORD", "WANDB_API_KEY")
     assert plan.tracking is None
     # On this machine too: ci-runner's own MLflow variables and both tokens stay out.
-    local = rank_environment(plan, TRACKED_ENV, tmp_path, [])
+    local = rank_environment(plan, ProcessEnvironment(TRACKED_ENV), tmp_path, [])
     assert mlflow_of(local) == {}
 
 
@@ -118,4 +139,6 @@ def test_with_ranks_log_every_rank_joins_with_the_ranks_token_alone(tmp_path: Pa
     }
     assert mlflow_of(pod_environment(launcher["containers"][0], secret)) == expected
     assert COMMENT_TOKEN not in secret.values()
-    assert mlflow_of(rank_environment(plan, TRACKED_ENV, tmp_path, [])) == expected
+    assert (
+        mlflow_of(rank_environment(plan, ProcessEnvironment(TRACKED_ENV), tmp_path, [])) == expected
+    )

@@ -21,11 +21,12 @@ import pytest
 
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
-from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import pod_scripts, render_mpijob
 from testing.git import GIT_ENV, run_git
 from testing.git_http import GitHttp, git_http
 from testing.kubelet_expansion import container_view
+from testing.plan_cases import trusted_plan
+from testing.ports import free_port
 
 # The ConfigMap's files (render.pod_scripts), as the pods mount them: the module fixture below
 # writes them here.
@@ -361,7 +362,7 @@ def test_the_rendered_fetch_code_container_keeps_train_yamls_attack_away(
         ),
     )
     ctx = CIContext(sha=old, project_path="g/p", job_id="1", repo_url=server.url)
-    worker = render_mpijob(build_plan(config, ctx))["spec"]["mpiReplicaSpecs"]["Worker"]
+    worker = render_mpijob(trusted_plan(config, ctx))["spec"]["mpiReplicaSpecs"]["Worker"]
     fetch = _container(worker["template"]["spec"], "fetch-code")
     secret = {"GIT_USERNAME": "gitlab-ci-token", "GIT_PASSWORD": TOKEN}
     volume = tmp_path / "secret-volume"
@@ -652,13 +653,6 @@ def listening_port() -> Iterator[int]:
         yield server.getsockname()[1]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def test_ready_only_with_the_ready_file_for_this_sha_and_sshd_listening(
     tmp_path: Path, listening_port: int
 ) -> None:
@@ -672,7 +666,7 @@ def test_ready_only_with_the_ready_file_for_this_sha_and_sshd_listening(
     ready.write_text(sha + "\n")
     proc = run_script("ready.sh", env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
-    closed = {**env, "CI_RUNNER_SSH_PORT": str(_free_port())}
+    closed = {**env, "CI_RUNNER_SSH_PORT": str(free_port())}
     assert run_script("ready.sh", closed).returncode == 1  # sshd not listening
 
 
@@ -681,7 +675,7 @@ def test_ready_waits_for_sshd_binding_its_port_as_the_container_starts(tmp_path:
     sha = "a" * 40
     (tmp_path / "pod").mkdir()
     (tmp_path / "pod" / "ready").write_text(sha + "\n")
-    port = _free_port()
+    port = free_port()
     env = _sh_env(tmp_path, CI_RUNNER_SHA=sha, CI_RUNNER_SSH_PORT=str(port))
     probe = subprocess.Popen(["/bin/sh", str(SCRIPTS / "ready.sh")], env=env)
     time.sleep(0.5)
@@ -954,7 +948,7 @@ def test_rendered_worker_and_launcher_run_the_pinned_commit(
     # Rendered for the https:// URL a job has (a file:// one is refused), fetched from the bare
     # repository here.
     ctx = CIContext(sha=old, project_path="g/p", job_id="1", repo_url=HTTPS_REMOTE)
-    specs = render_mpijob(build_plan(config, ctx))["spec"]["mpiReplicaSpecs"]
+    specs = render_mpijob(trusted_plan(config, ctx))["spec"]["mpiReplicaSpecs"]
     for spec in specs.values():
         for container in spec["template"]["spec"].get("initContainers", []):
             for entry in container.get("env", []):

@@ -20,17 +20,19 @@ from ci_runner.clock import ManualClock
 from ci_runner.config.schema import load_config
 from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.types import Elastic, TrackingSpec, TrainConfig
-from ci_runner.context import GITLAB_TOKEN_VARIABLES, CIContext
+from ci_runner.context import CIContext
 from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.kube_yaml import manifest_yaml
-from ci_runner.masking import GITLAB_CREDENTIALS
-from ci_runner.plan.run_plan import RunPlan, build_plan
+from ci_runner.plan.run_plan import RunPlan
 from ci_runner.plan.tracking import PASSWORD_VARIABLE, RANK_TOKEN_VARIABLE, TOKEN_VARIABLE
 from ci_runner.render import render_mpijob
+from ci_runner.settings import read_settings
 from ci_runner.tracking.client import MlflowApi
 from ci_runner.tracking.stage import TrackedRun, ranks_join
 from ci_runner.tracking.target import Target, rank_sign_in
+from ci_runner.variables import GITLAB_CREDENTIALS, GITLAB_TOKEN_VARIABLES
 from testing.paths import REPO_ROOT
+from testing.plan_cases import trusted_plan
 
 README: Final = REPO_ROOT / "README.md"
 CONTAINERS_HEADER: Final = "| container | holds | keys of the job's Secret | as |"
@@ -161,7 +163,9 @@ def containers(manifest: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[
 def tracked(plan: RunPlan, target: Target) -> RunPlan:
     """``plan`` as ``train`` runs it once the run exists at ``target``."""
     api = MlflowApi(target, BoundedSession(Budget(ManualClock(), 1)))
-    run = TrackedRun(api, "7", "0a1b2c", "https://page", 1, rank_sign_in(plan.config, target, ENV))
+    run = TrackedRun(
+        api, "7", "0a1b2c", "https://page", 1, rank_sign_in(plan.config, target, read_settings(ENV))
+    )
     return ranks_join(plan, run)
 
 
@@ -180,7 +184,7 @@ def cases() -> dict[str, RunPlan]:
     gitlab_ranks = replace(own, tracking=TrackingSpec("gitlab", ranks_log=True))
     mlflow_ranks = replace(elastic, tracking=TrackingSpec("mlflow", ranks_log=True))
     plans = {
-        str(path.relative_to(REPO_ROOT)): build_plan(
+        str(path.relative_to(REPO_ROOT)): trusted_plan(
             example(str(path.relative_to(REPO_ROOT))), CONTEXT, ENV, read_secrets=True
         )
         for path in sorted((REPO_ROOT / "examples").glob("*/train.yaml"))
@@ -188,7 +192,7 @@ def cases() -> dict[str, RunPlan]:
     assert plans, "no example"
 
     def plan(config: TrainConfig) -> RunPlan:
-        return build_plan(config, CONTEXT, ENV, read_secrets=True)
+        return trusted_plan(config, CONTEXT, ENV, read_secrets=True)
 
     return {
         **plans,

@@ -46,7 +46,8 @@ def train_yaml() -> str:
 
 def _run(argv: list[str], repo: Path) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(argv, env={}, cwd=repo, stdout=out, stderr=err)
+    env = {"CI_RUNNER_SETUP_IMAGE": "registry.example.com/group/ci-runner:1.2.0"}
+    code = cli.main(argv, env=env, cwd=repo, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 

@@ -22,7 +22,7 @@ from ci_runner.config.types import (
     TrainConfig,
 )
 from ci_runner.context import CIContext
-from ci_runner.errors import ConfigError, GitError
+from ci_runner.errors import ConfigError, EnvironmentSetupError, GitError
 from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.plan.run_plan import build_plan, secret_name
 from ci_runner.render import (
@@ -33,12 +33,14 @@ from ci_runner.render import (
     render_scripts,
     to_label_value,
 )
+from ci_runner.settings import read_settings
 from ci_runner.templating import templates_dir, yaml_quote
 from testing.config_cases import BASE, RESERVED, problems
 from testing.fake_kube.crd import validate_mpijob
 from testing.golden import Golden
 from testing.kubelet_expansion import container_view, expand
 from testing.paths import REPO_ROOT
+from testing.plan_cases import SETUP_IMAGE, trusted_plan
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 TOKEN = "glcbt-canary-secret-9d2e"
@@ -150,23 +152,23 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden_manifest(case: str, golden: Golden) -> None:
     config, ctx = CASES[case]
-    text = manifest_yaml(render_mpijob(build_plan(config, ctx)))
+    text = manifest_yaml(render_mpijob(trusted_plan(config, ctx)))
     golden.check(f"{case}.yaml", text)
-    assert yaml.safe_load(text) == render_mpijob(build_plan(config, ctx))
+    assert yaml.safe_load(text) == render_mpijob(trusted_plan(config, ctx))
 
 
 def test_the_examples_mpijob_reads_in_about_200_lines() -> None:
     # The pod scripts are in the job's ConfigMap; short lists and named items take one line.
     example = REPO_ROOT / "examples" / "simple_ml" / "train.yaml"
     config = load_config(example.read_text(encoding="utf-8"), "examples/simple_ml/train.yaml")
-    text = manifest_yaml(render_mpijob(build_plan(config, MR_PIPELINE)))
+    text = manifest_yaml(render_mpijob(trusted_plan(config, MR_PIPELINE)))
     assert len(text.splitlines()) <= 210
     assert "#!/bin/sh" not in text
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_case_is_accepted_by_the_crd_and_the_controller(case: str) -> None:
-    assert validate_mpijob(render_mpijob(build_plan(*CASES[case]))) == []
+    assert validate_mpijob(render_mpijob(trusted_plan(*CASES[case]))) == []
 
 
 def test_every_example_renders_an_accepted_manifest() -> None:
@@ -174,11 +176,11 @@ def test_every_example_renders_an_accepted_manifest() -> None:
     assert examples
     for path in examples:
         config = load_config(path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT)))
-        assert validate_mpijob(render_mpijob(build_plan(config, MR_PIPELINE))) == [], path
+        assert validate_mpijob(render_mpijob(trusted_plan(config, MR_PIPELINE))) == [], path
 
 
 def test_the_validator_rejects_what_the_cluster_would() -> None:
-    manifest = render_mpijob(build_plan(MINIMAL, LOCAL))
+    manifest = render_mpijob(trusted_plan(MINIMAL, LOCAL))
     manifest["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"
     manifest["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 0
     manifest["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] = "Always"
@@ -202,7 +204,7 @@ def test_the_validator_rejects_what_the_cluster_would() -> None:
 
 
 def test_pinned_to_the_sha_with_credentials_from_the_secret_by_name() -> None:
-    manifest = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))
+    manifest = render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE))
     name = manifest["metadata"]["name"]
     assert name == "simple-ml-01234567-5005"
     launcher, worker = _specs(manifest)
@@ -261,7 +263,7 @@ ATTACK_ENV = (
 
 def test_setup_containers_get_only_the_allow_listed_variables() -> None:
     config = replace(SEED_LIKE, env=ATTACK_ENV, secrets=("WANDB_API_KEY", "PIP_EXTRA_INDEX_URL"))
-    manifest = render_mpijob(build_plan(config, MR_PIPELINE))
+    manifest = render_mpijob(trusted_plan(config, MR_PIPELINE))
     secret = f"{manifest['metadata']['name']}-secrets"
     _, worker = _specs(manifest)
     assert _env(_container(worker, "fetch-code")) == {
@@ -291,7 +293,7 @@ def test_setup_containers_get_only_the_allow_listed_variables() -> None:
 
 
 def test_an_elastic_launcher_fetches_with_the_same_allow_list() -> None:
-    manifest = render_mpijob(build_plan(replace(ELASTIC, env=ATTACK_ENV), MR_PIPELINE))
+    manifest = render_mpijob(trusted_plan(replace(ELASTIC, env=ATTACK_ENV), MR_PIPELINE))
     launcher, _ = _specs(manifest)
     fetch = _container(launcher, "fetch-code")
     assert [e["name"] for e in fetch["env"]] == list(SETUP_ENV["fetch-code"])
@@ -352,7 +354,7 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
         command=("python", "train.py", tricky),
         env=(("A", "x"), ("TRICKY", tricky), ("PIP_INDEX_URL", tricky)),
     )
-    plan = build_plan(config, MR_PIPELINE)
+    plan = trusted_plan(config, MR_PIPELINE)
     manifest = render_mpijob(plan)
     launcher, worker = _specs(manifest)
     secret = {"GIT_PASSWORD": TOKEN, "GIT_USERNAME": "u", "WANDB_API_KEY": "w"}
@@ -382,12 +384,12 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
 
 
 def test_an_elastic_launcher_fetches_the_code_horovodrun_runs_from() -> None:
-    launcher, _ = _specs(render_mpijob(build_plan(ELASTIC, MR_PIPELINE)))
+    launcher, _ = _specs(render_mpijob(trusted_plan(ELASTIC, MR_PIPELINE)))
     assert [c["name"] for c in launcher["initContainers"]] == ["fetch-code"]
 
 
 def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
-    manifest = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))
+    manifest = render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE))
     _, worker = _specs(manifest)
     assert [c["name"] for c in worker["initContainers"]] == ["fetch-code", "install-requirements"]
     main = _container(worker, "worker")
@@ -397,7 +399,7 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
     assert manifest["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
     # No fixed wait (the seed's `sleep 1m`): only short polls, ready.sh's for sshd's port and
     # launch.sh's for the workers' names in the cluster DNS.
-    scripts = "".join(render_scripts(build_plan(SEED_LIKE, MR_PIPELINE))["data"].values())
+    scripts = "".join(render_scripts(trusted_plan(SEED_LIKE, MR_PIPELINE))["data"].values())
     assert [float(s) for s in re.findall(r"\bsleep +(\S+)", scripts)] == [
         0.1,
         0.1,
@@ -408,7 +410,7 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
         "volumes"
     ]
     assert {"name": "pip-cache", "emptyDir": {"sizeLimit": "20Gi"}} in _specs(
-        render_mpijob(build_plan(MINIMAL, LOCAL))
+        render_mpijob(trusted_plan(MINIMAL, LOCAL))
     )[1]["volumes"]
     assert main["resources"]["limits"] == {
         "cpu": "8",
@@ -419,21 +421,23 @@ def test_workers_run_sshd_and_are_ready_only_after_setup() -> None:
 
 
 def test_a_pip_cache_claim_also_keeps_virtualenvs_the_worker_runs() -> None:
-    _, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    _, worker = _specs(render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE)))
     assert _env(_container(worker, "install-requirements"))["CI_RUNNER_VENV_CACHE"] == (
         "/ci-runner-cache/venvs"
     )
-    assert {"name": "pip-cache", "mountPath": "/ci-runner-cache"} in _container(worker, "worker")[
-        "volumeMounts"
-    ]
+    assert {
+        "name": "pip-cache",
+        "mountPath": "/ci-runner-cache",
+        "subPath": "unprotected",
+    } in _container(worker, "worker")["volumeMounts"]
     # Without a claim each pod's cache is its own emptyDir: a virtualenv kept there helps no one.
-    _, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
+    _, worker = _specs(render_mpijob(trusted_plan(MINIMAL, LOCAL)))
     assert "CI_RUNNER_VENV_CACHE" not in _env(_container(worker, "install-requirements"))
     assert all(m["name"] != "pip-cache" for m in _container(worker, "worker")["volumeMounts"])
 
 
 def test_every_rank_sees_the_environment_contract() -> None:
-    manifest = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))
+    manifest = render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE))
     name = manifest["metadata"]["name"]
     launcher, worker = _specs(manifest)
     expected = {
@@ -456,7 +460,7 @@ def test_every_rank_sees_the_environment_contract() -> None:
 
 
 def test_launcher_runs_mpirun_from_the_code_directory() -> None:
-    launcher, _ = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    launcher, _ = _specs(render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE)))
     main = _container(launcher, "launcher")
     # What horovodrun 0.28.1 would run (runner/mpi_run.py); launch.sh adds the interface and -x.
     assert main["args"] == [
@@ -470,21 +474,21 @@ def test_launcher_runs_mpirun_from_the_code_directory() -> None:
 
 
 def test_an_elastic_launcher_runs_horovodrun() -> None:
-    launcher, _ = _specs(render_mpijob(build_plan(ELASTIC, MR_PIPELINE)))
+    launcher, _ = _specs(render_mpijob(trusted_plan(ELASTIC, MR_PIPELINE)))
     assert _container(launcher, "launcher")["args"][0] == "horovodrun"
     with pytest.raises(ValueError, match="elastic driver"):
-        build_plan(ELASTIC, MR_PIPELINE).mpirun_argv(POD_HOSTS)
+        trusted_plan(ELASTIC, MR_PIPELINE).mpirun_argv(POD_HOSTS)
 
 
 def test_mpirun_is_refused_for_ranks_that_talk_gloo() -> None:
     gloo = replace(POD_HOSTS, controller=("--gloo",))
     with pytest.raises(ValueError) as raised:
-        build_plan(MINIMAL, MR_PIPELINE).mpirun_argv(gloo)
+        trusted_plan(MINIMAL, MR_PIPELINE).mpirun_argv(gloo)
     assert str(raised.value) == "mpirun starts MPI ranks; --gloo needs horovodrun"
 
 
 def test_elastic_launcher_discovers_hosts() -> None:
-    plan = build_plan(replace(ELASTIC, slots_per_worker=2), MR_PIPELINE)
+    plan = trusted_plan(replace(ELASTIC, slots_per_worker=2), MR_PIPELINE)
     assert plan.horovodrun_argv(POD_HOSTS) == [
         "horovodrun",
         "-np",
@@ -503,7 +507,7 @@ def test_elastic_launcher_discovers_hosts() -> None:
 
 
 def test_run_policy() -> None:
-    assert render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))["spec"]["runPolicy"] == {
+    assert render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE))["spec"]["runPolicy"] == {
         "cleanPodPolicy": "Running",
         "ttlSecondsAfterFinished": 600,
         "backoffLimit": 1,
@@ -511,13 +515,13 @@ def test_run_policy() -> None:
     }
     assert (
         "activeDeadlineSeconds"
-        not in render_mpijob(build_plan(MINIMAL, LOCAL))["spec"]["runPolicy"]
+        not in render_mpijob(trusted_plan(MINIMAL, LOCAL))["spec"]["runPolicy"]
     )
 
 
 @pytest.mark.parametrize(("case", "size"), [("minimal", "1Gi"), ("seed-like", "16Gi")])
 def test_the_ranks_get_a_memory_backed_dev_shm(case: str, size: str) -> None:
-    launcher, worker = _specs(render_mpijob(build_plan(*CASES[case])))
+    launcher, worker = _specs(render_mpijob(trusted_plan(*CASES[case])))
     assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": size}} in worker["volumes"]
     assert {"name": "shm", "mountPath": "/dev/shm"} in _container(worker, "worker")["volumeMounts"]
     # The launcher runs mpirun (or horovodrun's driver), no rank.
@@ -528,7 +532,7 @@ def test_every_container_declares_cpu_and_memory() -> None:
     # What a cpu/memory ResourceQuota requires of every container, init containers included
     # (the real admission on it: tests/test_backends_kubernetes_scenarios_policies.py). The API
     # server sets the requests to the limits (pkg/apis/core/v1/defaults.go) before admission.
-    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    launcher, worker = _specs(render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE)))
     disk = {"ephemeral-storage": "20Gi"}
     setup = {"limits": {"cpu": "1", "memory": "2Gi", **disk}}
     assert _container(worker, "fetch-code")["resources"] == setup
@@ -543,7 +547,7 @@ def test_every_container_declares_cpu_and_memory() -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_emptydir_has_a_size_limit_and_every_container_asks_for_disk(case: str) -> None:
-    for pod in _specs(render_mpijob(build_plan(*CASES[case]))):
+    for pod in _specs(render_mpijob(trusted_plan(*CASES[case]))):
         for volume in pod["volumes"]:
             assert "sizeLimit" in volume.get("emptyDir", {"sizeLimit": "-"}), volume
         for container in [*pod.get("initContainers", []), *pod["containers"]]:
@@ -555,7 +559,7 @@ def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
         "name: minimal\nimage: horovod/horovod:0.28.1\ncommand: python train.py\n"
         "resources: {cpu: 2, memory: 4Gi, setup: none, launcher: {memory: 256Mi}}\n"
     )
-    launcher, worker = _specs(render_mpijob(build_plan(config, LOCAL)))
+    launcher, worker = _specs(render_mpijob(trusted_plan(config, LOCAL)))
     disk = {"limits": {"ephemeral-storage": "20Gi"}}  # not the LimitRange's
     assert _container(worker, "fetch-code")["resources"] == disk
     assert _container(worker, "install-requirements")["resources"] == disk
@@ -566,11 +570,11 @@ def test_resources_none_leaves_the_container_to_the_limit_range() -> None:
 
 def test_no_pod_outlives_its_job() -> None:
     # SEED_LIKE: timeout 2h, setup_timeout 30m, unschedulable_timeout 10m (the defaults).
-    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    launcher, worker = _specs(render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE)))
     assert launcher["activeDeadlineSeconds"] == 7200 + 600
     assert worker["activeDeadlineSeconds"] == 1800 + 600 + 7200 + 600
     # Without a timeout, the 7 days a timeout may be at most.
-    launcher, worker = _specs(render_mpijob(build_plan(MINIMAL, LOCAL)))
+    launcher, worker = _specs(render_mpijob(trusted_plan(MINIMAL, LOCAL)))
     assert launcher["activeDeadlineSeconds"] == 604800 + 600
     assert worker["activeDeadlineSeconds"] == 1800 + 600 + 604800 + 600
 
@@ -578,12 +582,12 @@ def test_no_pod_outlives_its_job() -> None:
 def test_gang_scheduling_counts_only_the_workers() -> None:
     # WaitForWorkersReady creates the launcher after the workers are ready: a gang of
     # workers + launcher would wait for a pod that is never created (mpi-operator#608).
-    policy = render_mpijob(build_plan(GANG, MR_PIPELINE))["spec"]["runPolicy"]["schedulingPolicy"]
+    policy = render_mpijob(trusted_plan(GANG, MR_PIPELINE))["spec"]["runPolicy"]["schedulingPolicy"]
     assert policy == {"minAvailable": 4, "queue": "research", "priorityClass": "batch"}
 
 
 def test_pod_settings_on_launcher_and_workers() -> None:
-    launcher, worker = _specs(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    launcher, worker = _specs(render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE)))
     # The launcher takes no slot on a GPU node: none of the workers' selectors or tolerations.
     assert {"nodeSelector", "tolerations", "affinity"} & set(launcher) == set()
     for pod in (launcher, worker):
@@ -614,7 +618,7 @@ def test_pod_settings_on_launcher_and_workers() -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_no_pod_mounts_a_service_account_token(case: str) -> None:
-    for pod in _specs(render_mpijob(build_plan(*CASES[case]))):
+    for pod in _specs(render_mpijob(trusted_plan(*CASES[case]))):
         assert pod["automountServiceAccountToken"] is False
 
 
@@ -642,7 +646,7 @@ def _pod_security(uid: int) -> dict[str, Any]:
 def test_setup_and_launcher_are_restricted_and_root_workers_keep_what_sshd_needs(
     case: str,
 ) -> None:
-    manifest = render_mpijob(build_plan(*CASES[case]))
+    manifest = render_mpijob(trusted_plan(*CASES[case]))
     assert manifest["spec"]["sshAuthMountPath"] == "/ci-runner-ssh"
     launcher, worker = _specs(manifest)
     for pod in (launcher, worker):
@@ -667,7 +671,7 @@ def test_setup_and_launcher_are_restricted_and_root_workers_keep_what_sshd_needs
 def test_a_non_root_image_runs_every_container_restricted_as_its_user() -> None:
     k8s = replace(MINIMAL.kubernetes, run_as_user=1000, ssh_port=2222)
     for config in (replace(MINIMAL, kubernetes=k8s), replace(ELASTIC, kubernetes=k8s)):
-        manifest = render_mpijob(build_plan(config, LOCAL))
+        manifest = render_mpijob(trusted_plan(config, LOCAL))
         for pod in _specs(manifest):
             assert pod["securityContext"] == _pod_security(1000)
             assert set(_security(pod)) == {
@@ -677,12 +681,12 @@ def test_a_non_root_image_runs_every_container_restricted_as_its_user() -> None:
         launcher = _container(_specs(manifest)[0], "launcher")
         assert "--allow-run-as-root" not in launcher["args"]
         assert "CI_RUNNER_SSH_USER" not in _env(launcher)  # the launcher's own user logs in
-    launcher = _container(_specs(render_mpijob(build_plan(MINIMAL, LOCAL)))[0], "launcher")
+    launcher = _container(_specs(render_mpijob(trusted_plan(MINIMAL, LOCAL)))[0], "launcher")
     assert launcher["args"][:2] == ["mpirun", "--allow-run-as-root"]
 
 
 def test_labels_and_annotations_link_back() -> None:
-    metadata = render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE))["metadata"]
+    metadata = render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE))["metadata"]
     assert metadata["namespace"] == "mpi-operator"
     assert metadata["labels"] == {
         "app.kubernetes.io/managed-by": "ci-runner",
@@ -723,7 +727,7 @@ def test_label_value(text: str, expected: str) -> None:
 
 def test_no_repository_url_is_a_clear_error() -> None:
     with pytest.raises(GitError) as raised:
-        render_mpijob(build_plan(MINIMAL, replace(LOCAL, repo_url=None)))
+        render_mpijob(trusted_plan(MINIMAL, replace(LOCAL, repo_url=None)))
     assert str(raised.value) == (
         "no repository URL for the pods to fetch the code from; fix: pass --repo-url "
         "https://<gitlab>/<group>/<project>.git, add an 'origin' remote, or run in GitLab CI"
@@ -752,7 +756,7 @@ def test_a_secret_cannot_also_be_in_env() -> None:
 
 def test_ssh_port_and_cluster_domain_reach_both_pods() -> None:
     k8s = replace(SEED_LIKE.kubernetes, ssh_port=2222, cluster_domain="k8s.example.com")
-    manifest = render_mpijob(build_plan(replace(SEED_LIKE, kubernetes=k8s), MR_PIPELINE))
+    manifest = render_mpijob(trusted_plan(replace(SEED_LIKE, kubernetes=k8s), MR_PIPELINE))
     assert validate_mpijob(manifest) == []
     launcher, worker = _specs(manifest)
     for pod, container in ((launcher, "launcher"), (worker, "worker")):
@@ -765,14 +769,14 @@ def test_ssh_port_and_cluster_domain_reach_both_pods() -> None:
     # Without nameservers the pods keep the cluster's DNS (ClusterFirst) and its searches.
     own = replace(k8s, dns_config=DnsConfig(searches=("bdap.com",)))
     launcher, worker = _specs(
-        render_mpijob(build_plan(replace(SEED_LIKE, kubernetes=own), MR_PIPELINE))
+        render_mpijob(trusted_plan(replace(SEED_LIKE, kubernetes=own), MR_PIPELINE))
     )
     assert ("dnsPolicy" in worker, worker["dnsConfig"]) == (False, {"searches": ["bdap.com"]})
 
 
 def test_python_variables_the_user_sets_are_merged_not_duplicated() -> None:
     user = (("PYTHONPATH", "lib"), ("PYTHONUNBUFFERED", "0"), ("OMPI_MCA_mpi_yield_when_idle", "0"))
-    manifest = render_mpijob(build_plan(replace(MINIMAL, env=user), LOCAL))
+    manifest = render_mpijob(trusted_plan(replace(MINIMAL, env=user), LOCAL))
     assert validate_mpijob(manifest) == []
     env = _env(_container(_specs(manifest)[0], "launcher"))
     names = [e["name"] for e in _container(_specs(manifest)[0], "launcher")["env"]]
@@ -791,19 +795,19 @@ def test_an_mpijob_over_what_the_api_server_stores_is_refused_naming_the_largest
     # A control character is six in JSON: 300 KB of them is a 1.7 MiB request.
     config = replace(MINIMAL, env=(("BIG", "\x01" * 300_000), ("SMALL", "y" * 2000)))
     with pytest.raises(ConfigError) as caught:
-        render_mpijob(build_plan(config, LOCAL))
+        render_mpijob(trusted_plan(config, LOCAL))
     assert caught.value.lines() == [
         "train.yaml: the MPIJob would be 1.72 MiB, more than the 1.44 MiB the API server stores "
         "(largest: env.BIG 1.72 MiB, env.SMALL 2.0 KiB, command[1] 10 bytes); fix: keep large "
         "data in a file of the repository or under `data`, not in env or the command"
     ]
-    render_mpijob(build_plan(replace(config, env=(("BIG", "x" * 1_000_000),)), LOCAL))
+    render_mpijob(trusted_plan(replace(config, env=(("BIG", "x" * 1_000_000),)), LOCAL))
 
 
 def test_a_secret_over_a_mib_is_refused_before_anything_is_submitted() -> None:
     env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "w" * (1024 * 1024)}
     with pytest.raises(ConfigError) as caught:
-        render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True))
+        render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True))
     assert caught.value.lines() == [
         "simple_ml/train.yaml: secrets: the job's Secret would hold 1048615 bytes, more than the "
         "1048576 (1 MiB) a Secret may (largest: secrets: WANDB_API_KEY 1.00 MiB, secrets: "
@@ -814,7 +818,7 @@ def test_a_secret_over_a_mib_is_refused_before_anything_is_submitted() -> None:
 
 def test_secret_data_with_the_job_token() -> None:
     env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "wandb-value"}
-    assert build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True).secret.data == {
+    assert trusted_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True).secret.data == {
         "GIT_USERNAME": "gitlab-ci-token",
         "GIT_PASSWORD": TOKEN,
         "WANDB_API_KEY": "wandb-value",
@@ -824,14 +828,16 @@ def test_secret_data_with_the_job_token() -> None:
 
 def test_secret_data_prefers_a_git_token() -> None:
     env = {"CI_JOB_TOKEN": "job", "CI_RUNNER_GIT_TOKEN": "glpat-x"}
-    data = build_plan(MINIMAL, LOCAL, env, read_secrets=True).secret.data
+    data = trusted_plan(MINIMAL, LOCAL, env, read_secrets=True).secret.data
     assert data == {"GIT_USERNAME": "oauth2", "GIT_PASSWORD": "glpat-x"}
 
 
 def test_secret_data_names_every_missing_variable() -> None:
     config = replace(SEED_LIKE, secrets=("WANDB_API_KEY", "HF_TOKEN"))
     with pytest.raises(ConfigError) as raised:
-        build_plan(config, MR_PIPELINE, {"CI_JOB_TOKEN": TOKEN, "HF_TOKEN": ""}, read_secrets=True)
+        trusted_plan(
+            config, MR_PIPELINE, {"CI_JOB_TOKEN": TOKEN, "HF_TOKEN": ""}, read_secrets=True
+        )
     assert raised.value.lines() == [
         f"simple_ml/train.yaml: secrets: CI variable {name} is not set; fix: define {name} as a "
         "masked variable in the project's Settings > CI/CD > Variables (or export it when "
@@ -841,9 +847,9 @@ def test_secret_data_names_every_missing_variable() -> None:
 
 
 def test_no_secret_value_is_in_the_manifest() -> None:
-    text = manifest_yaml(render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE)))
+    text = manifest_yaml(render_mpijob(trusted_plan(SEED_LIKE, MR_PIPELINE)))
     env = {"CI_JOB_TOKEN": TOKEN, "WANDB_API_KEY": "w" * 20}
-    data = build_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True).secret.values()
+    data = trusted_plan(SEED_LIKE, MR_PIPELINE, env, read_secrets=True).secret.values()
     assert TOKEN not in text
     assert data["WANDB_API_KEY"] not in text
 
@@ -925,8 +931,8 @@ def _context_with(value: str) -> CIContext:
 @pytest.mark.parametrize("value", NASTY, ids=range(len(NASTY)))
 def test_user_values_stay_single_values(value: str) -> None:
     """Each value lands exactly where "benign" does, as that one scalar, and nothing else moves."""
-    benign = render_mpijob(build_plan(_config_with("benign"), _context_with("benign")))
-    nasty = render_mpijob(build_plan(_config_with(value), _context_with(value)))
+    benign = render_mpijob(trusted_plan(_config_with("benign"), _context_with("benign")))
+    nasty = render_mpijob(trusted_plan(_config_with(value), _context_with(value)))
     expected = _substituted(benign, "benign", value)
     annotations = expected["metadata"]["annotations"]
     expected["metadata"]["annotations"] = {k: v[:4096] for k, v in annotations.items()}
@@ -936,13 +942,13 @@ def test_user_values_stay_single_values(value: str) -> None:
 
 @pytest.mark.parametrize("value", NASTY, ids=range(len(NASTY)))
 def test_hostile_ci_context_still_gives_an_accepted_manifest(value: str) -> None:
-    manifest = render_mpijob(build_plan(SEED_LIKE, replace(_context_with(value), job_id=value)))
+    manifest = render_mpijob(trusted_plan(SEED_LIKE, replace(_context_with(value), job_id=value)))
     assert validate_mpijob(manifest) == []
     assert manifest["metadata"]["annotations"]["ci-runner/ref"] == value[:4096]
 
 
 def test_label_values_from_a_hostile_branch_name_are_valid() -> None:
-    labels = render_mpijob(build_plan(MINIMAL, replace(LOCAL, project_path='x"\n  evil: 1')))[
+    labels = render_mpijob(trusted_plan(MINIMAL, replace(LOCAL, project_path='x"\n  evil: 1')))[
         "metadata"
     ]["labels"]
     assert labels["ci-runner/project"] == "x-evil-1"
@@ -965,3 +971,59 @@ def test_yaml_quote_round_trips_any_text(text: str) -> None:
 )
 def test_yaml_quote_keeps_scalar_types(value: object) -> None:
     assert yaml.safe_load(yaml_quote(value)) == value
+
+
+def test_git_fetches_in_the_project_s_setup_image_and_only_there() -> None:
+    for config in (SEED_LIKE, ELASTIC):
+        launcher, worker = _specs(render_mpijob(trusted_plan(config, MR_PIPELINE)))
+        images = {
+            c["name"]: c["image"]
+            for pod in (launcher, worker)
+            for c in [*pod.get("initContainers", []), *pod["containers"]]
+        }
+        assert images.pop("fetch-code") == SETUP_IMAGE
+        assert set(images.values()) == {config.image}, config.name
+
+
+def test_without_a_setup_image_nothing_is_rendered() -> None:
+    with pytest.raises(EnvironmentSetupError) as raised:
+        render_mpijob(build_plan(SEED_LIKE, MR_PIPELINE, read_settings({})))
+    assert str(raised.value) == (
+        "no image for the pods' git fetch, which ci-runner never runs in train.yaml's image (that "
+        "image would get the git token); fix: pass --setup-image with an image that has git and "
+        "that the project trusts (ci-runner's own), or set CI_RUNNER_SETUP_IMAGE"
+    )
+
+
+@pytest.mark.parametrize(("protected", "half"), [("true", "protected"), ("false", "unprotected")])
+def test_a_pod_mounts_only_its_ref_s_half_of_the_pip_cache_claim(protected: str, half: str) -> None:
+    plan = trusted_plan(SEED_LIKE, MR_PIPELINE, {"CI_COMMIT_REF_PROTECTED": protected})
+    _, worker = _specs(render_mpijob(plan))
+    mounts = [
+        (container["name"], mount.get("subPath"))
+        for container in [*worker["initContainers"], *worker["containers"]]
+        for mount in container["volumeMounts"]
+        if mount["name"] == "pip-cache"
+    ]
+    assert mounts == [("install-requirements", half), ("worker", half)]
+    assert {"name": "pip-cache", "persistentVolumeClaim": {"claimName": "pip-cache"}} in worker[
+        "volumes"
+    ]
+
+
+def test_without_a_claim_the_pip_cache_is_the_pod_s_own_and_whole() -> None:
+    _, worker = _specs(render_mpijob(trusted_plan(MINIMAL, LOCAL)))
+    mounts = [
+        m for c in worker["initContainers"] for m in c["volumeMounts"] if m["name"] == "pip-cache"
+    ]
+    assert mounts == [{"name": "pip-cache", "mountPath": "/ci-runner-cache"}]
+
+
+def test_a_setup_image_with_an_unexpanded_variable_is_refused() -> None:
+    plan = trusted_plan(SEED_LIKE, MR_PIPELINE, {"CI_RUNNER_SETUP_IMAGE": "$RELEASED_IMAGE"})
+    with pytest.raises(EnvironmentSetupError) as raised:
+        render_mpijob(plan)
+    assert str(raised.value) == (
+        "the setup image '$RELEASED_IMAGE' holds an unexpanded variable; fix: set "
+        "CI_RUNNER_SETUP_IMAGE (the component's input setup_image) to the image itself"
+    )

@@ -14,11 +14,10 @@ import pytest
 import yaml
 
 from ci_runner.config.types import KubernetesOptions
-from ci_runner.plan.run_plan import build_plan
 from ci_runner.render import objects_yaml, render_objects
+from testing.backend_harness import Cluster
 from testing.control_plane.binaries import bin_dir
-from testing.plan_cases import CONFIG, CONTEXT
-from testing.scripted_cluster.harness import Cluster
+from testing.plan_cases import CONFIG, CONTEXT, trusted_plan
 
 pytestmark = pytest.mark.control_plane
 
@@ -36,7 +35,7 @@ def test_kubectl_applies_every_object_render_prints(cluster: Cluster, tmp_path: 
         env=env,
         kubernetes=KubernetesOptions(namespace=cluster.namespace),
     )
-    text = objects_yaml(render_objects(build_plan(config, CONTEXT)))
+    text = objects_yaml(render_objects(trusted_plan(config, CONTEXT)))
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps(cluster.plane.admin_kubeconfig(cluster.namespace)))
     done = subprocess.run(

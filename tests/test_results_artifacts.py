@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,14 +17,17 @@ import requests
 
 from ci_runner.errors import StorageError
 from ci_runner.results.artifacts import (
+    CLOCK_SKEW,
     DEFAULT_EXPIRY_SECONDS,
     ArtifactLink,
     ArtifactListing,
     check_expiry,
     list_artifacts,
     make_s3_client,
+    output_links,
 )
 from ci_runner.results.markdown import safe_url
+from ci_runner.settings import read_settings
 
 NOW = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
 DUMMY_ENV = {
@@ -58,7 +63,7 @@ def s3_endpoint() -> Iterator[str]:
 
 @pytest.fixture
 def s3(s3_endpoint: str, _no_real_aws: None) -> Any:
-    client = make_s3_client({}, endpoint_url=s3_endpoint)
+    client = make_s3_client(read_settings({}).aws, endpoint_url=s3_endpoint)
     requests.post(f"{s3_endpoint}/moto-api/reset", timeout=10)
     client.create_bucket(Bucket="models")
     return client
@@ -172,7 +177,9 @@ def test_missing_bucket_is_a_warning(s3: Any) -> None:
 
 
 def test_unreachable_endpoint_is_a_warning() -> None:
-    client = make_s3_client({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, attempts=1)
+    client = make_s3_client(
+        read_settings({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}).aws, attempts=1
+    )
 
     listing = list_artifacts("s3://models/out", s3_client=client, now=NOW)
 
@@ -250,4 +257,72 @@ def test_expiry_outside_seven_days_is_a_clear_error() -> None:
     assert str(error.value) == (
         "artifact link expiry 604801 s is outside 1..604800; "
         "fix: S3 presigned links last at most 7 days, choose a value in that range"
+    )
+
+
+def _next_second() -> datetime:
+    """The next whole second, once it has passed: S3 stamps objects to the second."""
+    now = datetime.now(timezone.utc)
+    boundary = now.replace(microsecond=0) + timedelta(seconds=1)
+    time.sleep((boundary - now).total_seconds() + 0.05)
+    return boundary
+
+
+def test_objects_there_before_the_run_started_are_never_linked(s3: Any) -> None:
+    # outputs: s3://other-teams-bucket/private/ lists another team's objects with the CI job's
+    # keys: only what this run wrote may become a link anyone reading the MR can follow.
+    s3.put_object(Bucket="models", Key="private/theirs.pt", Body=b"not this run's")
+    started = _next_second()
+
+    listing = list_artifacts("s3://models/private/", s3_client=s3, now=NOW, written_after=started)
+
+    assert listing.links == ()
+    assert listing.warning == (
+        "the job wrote nothing under s3://models/private/ (1 object was there before this run "
+        "started and is not linked)"
+    )
+
+
+def test_what_the_run_wrote_is_linked_and_what_was_there_is_counted(s3: Any) -> None:
+    s3.put_object(Bucket="models", Key="run/old-1.pt", Body=b"old")
+    s3.put_object(Bucket="models", Key="run/old-2.pt", Body=b"old")
+    started = _next_second()
+    s3.put_object(Bucket="models", Key="run/model.pt", Body=b"new")
+
+    listing = list_artifacts("s3://models/run/", s3_client=s3, now=NOW, written_after=started)
+
+    assert [link.name for link in listing.links] == ["model.pt"]
+    assert listing.warning == (
+        "2 objects were there before this run started and are not linked: only what this run "
+        "wrote is linked"
+    )
+
+
+def test_the_run_s_start_is_taken_with_the_clocks_skew(tmp_path: Path) -> None:
+    (tmp_path / "model.pt").write_text("written 10 s after our clock says the run started")
+    started = datetime.now(timezone.utc) + timedelta(seconds=10)
+
+    listing = output_links(tmp_path.as_uri(), read_settings({}).aws, NOW, started=started)
+
+    assert [link.name for link in listing.links] == ["model.pt"]
+    assert timedelta(seconds=30) == CLOCK_SKEW
+
+
+def test_local_files_older_than_the_run_are_not_listed(tmp_path: Path) -> None:
+    old = tmp_path / "out" / "old.txt"
+    old.parent.mkdir()
+    old.write_text("before")
+    started = datetime.now(timezone.utc) + timedelta(seconds=5)
+    new = tmp_path / "out" / "model.pt"
+    new.write_text("after")
+    os.utime(new, (started.timestamp() + 1, started.timestamp() + 1))
+
+    listing = list_artifacts(
+        (tmp_path / "out").as_uri(), s3_client=None, now=NOW, written_after=started
+    )
+
+    assert [(link.name, link.url) for link in listing.links] == [("model.pt", str(new))]
+    assert listing.warning == (
+        "1 object was there before this run started and is not linked: only what this run wrote "
+        "is linked"
     )

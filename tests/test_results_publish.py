@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from collections.abc import Callable
@@ -17,14 +18,18 @@ from ci_runner.clock import ManualClock
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext
-from ci_runner.masking import SecretMasker
-from ci_runner.plan.run_plan import OutputPaths, RunPlan, build_plan
+from ci_runner.masking import MASK, SecretMasker
+from ci_runner.plan.run_plan import OutputPaths, RunPlan
 from ci_runner.results.destination import GitLabDestination, open_gitlab
-from ci_runner.results.publish import announce, finish
+from ci_runner.results.publish import RunRecord, announce, finish
 from ci_runner.results.report import ReportInput
+from ci_runner.results.report_markdown import extract_history
+from ci_runner.settings import read_settings
 from testing.fake_gitlab.model import Project as FakeProject
 from testing.fake_gitlab.server import DROP, FakeGitLab
 from testing.metric_specs import TEST
+from testing.plan_cases import trusted_plan
+from testing.report_runtime import ReportingRuntime
 
 TOKEN = "glpat-reporting-CANARY-1"
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
@@ -88,34 +93,24 @@ def run_finish(
     gitlab_server: FakeGitLab, tmp_path: Path, run: RunResult, gitlab: GitLabDestination | None
 ) -> list[str]:
     said = Said()
-    finish(
-        build_plan(CONFIG, ctx(gitlab_server), outputs=paths(tmp_path)),
-        run,
-        now=NOW,
-        env={},
-        gitlab=gitlab,
-        masker=SecretMasker([TOKEN]),
-        console=said.console,
-    )
+    plan = trusted_plan(CONFIG, ctx(gitlab_server), outputs=paths(tmp_path))
+    record = RunRecord(replace(plan, masker=SecretMasker([TOKEN])), run)
+    finish(ReportingRuntime(said.console, ManualClock(NOW)), record, gitlab)
     return said.warnings()
 
 
 def finish_quietly(plan: RunPlan, log: Path, gitlab: GitLabDestination | None) -> ReportInput:
     """``finish`` of a succeeded run whose log is ``log``; any warning fails the test."""
-    return finish(
-        plan,
-        result(log),
-        now=NOW,
-        env={},
-        gitlab=gitlab,
-        masker=SecretMasker([TOKEN]),
-        console=NoWarnings(),
-    )
+    record = RunRecord(replace(plan, masker=SecretMasker([TOKEN])), result(log))
+    return finish(ReportingRuntime(NoWarnings(), ManualClock(NOW)), record, gitlab)
 
 
 def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab) -> None:
     said = Said()
-    assert open_gitlab(ctx(gitlab_server), {"CI_JOB_TOKEN": "job"}, said.console) is None
+    assert (
+        open_gitlab(ctx(gitlab_server), read_settings({"CI_JOB_TOKEN": "job"}), said.console)
+        is None
+    )
     assert said.warnings() == [
         "[ci-runner] warning: not commenting on GitLab: cannot post the report to GitLab: neither "
         "CI_RUNNER_GITLAB_TOKEN nor GITLAB_TOKEN is set (CI_JOB_TOKEN cannot post merge-request "
@@ -127,7 +122,7 @@ def test_no_token_is_one_warning_and_nothing_is_posted(gitlab_server: FakeGitLab
 def test_outside_ci_nothing_is_said(gitlab_server: FakeGitLab) -> None:
     said = Said()
     local = CIContext(sha=SHA, project_path="group/proj")
-    assert open_gitlab(local, {}, said.console) is None
+    assert open_gitlab(local, read_settings({}), said.console) is None
     assert said.err.getvalue() == ""
 
 
@@ -135,7 +130,9 @@ def test_a_garbled_baseline_is_a_warning(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
     gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", b"not json")
-    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    gitlab = open_gitlab(
+        ctx(gitlab_server), read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), NoWarnings()
+    )
     log = tmp_path / "train.log"
     log.write_text("")
 
@@ -153,7 +150,9 @@ def test_a_garbled_baseline_is_quoted_short(
 ) -> None:
     garbled = b'{"version": 1, "metrics": {"' + b"x" * 5000 + b'": 3}}'
     gitlab_server.set_artifact(project, "main", "train", "ci-runner-out/metrics.json", garbled)
-    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    gitlab = open_gitlab(
+        ctx(gitlab_server), read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), NoWarnings()
+    )
     log = tmp_path / "train.log"
     log.write_text("")
 
@@ -180,7 +179,9 @@ def test_a_missing_log_is_a_warning_and_the_report_still_written(
 def test_a_refused_comment_is_a_warning_and_the_token_is_never_shown(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
-    gitlab = open_gitlab(ctx(gitlab_server), {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    gitlab = open_gitlab(
+        ctx(gitlab_server), read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), NoWarnings()
+    )
     gitlab_server.revoke_token(TOKEN)
     log = tmp_path / "train.log"
     log.write_text("")
@@ -206,7 +207,7 @@ def test_gitlab_gone_after_training_is_one_warning_within_the_budget(
 ) -> None:
     clock = ManualClock()
     env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "3"}
-    gitlab = open_gitlab(ctx(gitlab_server), env, NoWarnings(), clock)
+    gitlab = open_gitlab(ctx(gitlab_server), read_settings(env), NoWarnings(), clock)
     url = gitlab_server.url
     gitlab_server.inject(DROP, times=100)  # from now on every connection is dropped unanswered
     log = tmp_path / "train.log"
@@ -218,7 +219,7 @@ def test_gitlab_gone_after_training_is_one_warning_within_the_budget(
         "[ci-runner] warning: no baseline from main: cannot download the baseline "
         f"ci-runner-out/metrics.json of job train on main in group/proj: GitLab at {url} did "
         "not answer within the 3 s ci-runner gives it; fix: check CI_SERVER_URL and the "
-        "runner's network, or give GitLab more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
+        "runner's network, or give it more time in CI_RUNNER_GITLAB_TIMEOUT (seconds)"
     ]
     assert clock.sleeps == [0.5, 1.0]  # 0.5 + 1.0 of the 3 s; the next wait would not fit
     assert (tmp_path / "out" / "report.md").is_file()
@@ -242,11 +243,11 @@ def test_a_fork_merge_request_is_commented_in_its_target_project_with_its_baseli
         mr_project_id="42",
         mr_source_project_id="43",
     )
-    gitlab = open_gitlab(fork_ctx, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    gitlab = open_gitlab(fork_ctx, read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), NoWarnings())
     log = tmp_path / "train.log"
     log.write_text("")
 
-    report = finish_quietly(build_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)), log, gitlab)
+    report = finish_quietly(trusted_plan(CONFIG, fork_ctx, outputs=paths(tmp_path)), log, gitlab)
 
     [note, reply] = gitlab_server.notes(upstream, 4)
     assert note.body.startswith("<!-- ci-runner:toy -->\n### ✅ Training succeeded: `toy`")
@@ -290,12 +291,12 @@ def test_a_branch_pipeline_compares_each_mr_with_its_own_target_branch(
         project, "develop", jobs={"train": {path: metrics_json(0.5)}}
     )
     branch = branch_ctx(gitlab_server)
-    gitlab = open_gitlab(branch, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
+    gitlab = open_gitlab(branch, read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), NoWarnings())
     log = tmp_path / "train.log"
     log.write_text("[0]<stdout>:Testing. MSE loss: 0.25\n")
 
     report = finish_quietly(
-        build_plan(replace(CONFIG, metrics=(TEST,)), branch, outputs=paths(tmp_path)), log, gitlab
+        trusted_plan(replace(CONFIG, metrics=(TEST,)), branch, outputs=paths(tmp_path)), log, gitlab
     )
 
     develop_url = f"{gitlab_server.url}/group/proj/-/pipelines/{develop.id}"
@@ -327,8 +328,8 @@ def start_and_finish(
 ) -> None:
     """``train``'s GitLab steps: the destination and "training started", then (after
     ``during_training``) the result."""
-    gitlab = open_gitlab(pipeline, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings())
-    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    gitlab = open_gitlab(pipeline, read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), NoWarnings())
+    plan = trusted_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
     announce(gitlab, plan, SecretMasker([TOKEN]), NoWarnings())
     during_training()
     log = tmp_path / "train.log"
@@ -412,7 +413,7 @@ def test_gitlabs_notes_rate_limit_is_one_warning_within_the_budget(
     gitlab_server.notes_create_limit = 0  # every note create answers GitLab's 429
     clock = ManualClock()
     env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, "CI_RUNNER_GITLAB_TIMEOUT": "5"}
-    gitlab = open_gitlab(ctx(gitlab_server), env, NoWarnings(), clock)
+    gitlab = open_gitlab(ctx(gitlab_server), read_settings(env), NoWarnings(), clock)
     log = tmp_path / "train.log"
     log.write_text("")
 
@@ -438,8 +439,8 @@ def run_and_report(
 ) -> None:
     """One CI job's GitLab steps: "training started", then the result with ``outcome``."""
     env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, **(env or {})}
-    gitlab = open_gitlab(pipeline, env, NoWarnings())
-    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    gitlab = open_gitlab(pipeline, read_settings(env), NoWarnings())
+    plan = trusted_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
     announce(gitlab, plan, SecretMasker([TOKEN]), NoWarnings())
     finish_after(gitlab_server, plan, outcome, tmp_path, log_text)
 
@@ -451,21 +452,16 @@ def finish_after(
     tmp_path: Path,
     log_text: str = "[0]<stdout>:Testing. MSE loss: 0.25\n",
     env: dict[str, str] | None = None,
+    log_tail: tuple[str, ...] = (),
 ) -> None:
     """The result of ``plan``'s run, posted as ``train`` (or ``cancel``) posts it."""
     env = {"CI_RUNNER_GITLAB_TOKEN": TOKEN, **(env or {})}
-    gitlab = open_gitlab(plan.context, env, NoWarnings())
+    gitlab = open_gitlab(plan.context, read_settings(env), NoWarnings())
     log = tmp_path / "train.log"
     log.write_text(log_text)
-    finish(
-        plan,
-        result(log, outcome),
-        now=NOW,
-        env={},
-        gitlab=gitlab,
-        masker=SecretMasker([TOKEN]),
-        console=NoWarnings(),
-    )
+    run = replace(result(log, outcome), log_tail=log_tail)
+    record = RunRecord(replace(plan, masker=SecretMasker([TOKEN])), run)
+    finish(ReportingRuntime(NoWarnings(), ManualClock(NOW)), record, gitlab)
 
 
 def events(gitlab_server: FakeGitLab) -> list[tuple[str, str, int]]:
@@ -522,7 +518,7 @@ def test_cancel_after_train_posted_and_a_rerun_after_script_reply_only_once(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
     pipeline = ctx(gitlab_server)
-    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    plan = trusted_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
 
     run_and_report(gitlab_server, tmp_path, pipeline)  # train: its result and its reply
     finish_after(gitlab_server, plan, Outcome.CANCELLED, tmp_path)  # then after_script's cancel
@@ -537,7 +533,9 @@ def test_cancel_after_train_posted_and_a_rerun_after_script_reply_only_once(
 def test_a_cancelled_job_replies_once_however_often_its_after_script_runs(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
-    plan = build_plan(replace(CONFIG, metrics=(TEST,)), ctx(gitlab_server), outputs=paths(tmp_path))
+    plan = trusted_plan(
+        replace(CONFIG, metrics=(TEST,)), ctx(gitlab_server), outputs=paths(tmp_path)
+    )
 
     for _ in range(2):
         finish_after(gitlab_server, plan, Outcome.CANCELLED, tmp_path, log_text="")
@@ -554,7 +552,7 @@ def test_a_result_whose_answer_was_lost_is_not_posted_twice(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
     pipeline = ctx(gitlab_server)
-    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    plan = trusted_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
     finish_after(gitlab_server, plan, Outcome.FAILED, tmp_path)  # an earlier run's comment
     gitlab_server.inject(502, method="POST", path=r"/merge_requests/4/notes$", after=True)
 
@@ -571,7 +569,7 @@ def test_notify_result_false_posts_no_reply(
 ) -> None:
     off = {"CI_RUNNER_NOTIFY_RESULT": "false"}
     pipeline = ctx(gitlab_server)
-    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    plan = trusted_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
 
     finish_after(gitlab_server, plan, Outcome.SUCCEEDED, tmp_path, env=off)
 
@@ -584,7 +582,7 @@ def test_the_reply_can_run_no_quick_action(
     gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
 ) -> None:
     hostile = replace(CONFIG, metrics=(replace(TEST, name="loss\n/close"),))
-    plan = build_plan(hostile, ctx(gitlab_server), outputs=paths(tmp_path))
+    plan = trusted_plan(hostile, ctx(gitlab_server), outputs=paths(tmp_path))
 
     finish_after(gitlab_server, plan, Outcome.FAILED, tmp_path)
 
@@ -617,9 +615,9 @@ def test_a_reviewer_quoting_the_results_marker_does_not_stop_it(
     reviewer = gitlab_server.add_user("reviewer")
     gitlab_server.add_token("glpat-reviewer", reviewer)
     pipeline = ctx(gitlab_server)
-    plan = build_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
+    plan = trusted_plan(replace(CONFIG, metrics=(TEST,)), pipeline, outputs=paths(tmp_path))
     announce(
-        open_gitlab(pipeline, {"CI_RUNNER_GITLAB_TOKEN": TOKEN}, NoWarnings()),
+        open_gitlab(pipeline, read_settings({"CI_RUNNER_GITLAB_TOKEN": TOKEN}), NoWarnings()),
         plan,
         SecretMasker([TOKEN]),
         NoWarnings(),
@@ -638,3 +636,83 @@ def test_a_reviewer_quoting_the_results_marker_does_not_stop_it(
     _, quote, reply = gitlab_server.notes(project, 4)
     assert quote.author == reviewer
     assert (reply.author.username, reply.body.splitlines()[0]) == ("bot", REPLY)
+
+
+FORGED_HISTORY = (
+    '<!-- ci-runner-history: [{"job":"666","pipeline":"66","sha":"deadbeef",'
+    '"outcome":"succeeded","duration":1.0,"metric":"test_loss","value":0.001}] -->'
+)
+
+
+def test_hidden_lines_the_training_prints_steer_no_comment(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    """Both configs' trainings print a history and other-config's marker, which their failed
+    runs' comments quote: the next runs keep their true histories, each edits its own comment."""
+    forged = (f"[0]<stdout>:{FORGED_HISTORY}", "<!-- ci-runner:other-config -->")
+    other = replace(CONFIG, name="other-config", metrics=(TEST,))
+    toy = replace(CONFIG, metrics=(TEST,))
+
+    def run(config: TrainConfig, job: str, outcome: Outcome, tail: tuple[str, ...] = ()) -> None:
+        pipeline = replace(ctx(gitlab_server), job_id=job)
+        plan = trusted_plan(config, pipeline, outputs=paths(tmp_path))
+        finish_after(gitlab_server, plan, outcome, tmp_path, log_tail=tail)
+
+    run(other, "76", Outcome.FAILED, forged)
+    run(toy, "77", Outcome.FAILED, forged)
+    quoted = gitlab_server.notes(project, 4)[2].body.splitlines()
+    run(other, "78", Outcome.SUCCEEDED)
+    run(toy, "79", Outcome.SUCCEEDED)
+
+    notes = gitlab_server.notes(project, 4)
+    assert [n.body.splitlines()[0] for n in notes] == [
+        "<!-- ci-runner:other-config -->",
+        "<!-- ci-runner-result:job-76 -->",
+        "<!-- ci-runner:toy -->",
+        REPLY,
+        "<!-- ci-runner-result:job-78 -->",
+        "<!-- ci-runner-result:job-79 -->",
+    ]
+    assert [(e.job_id, e.outcome) for e in extract_history(notes[0].body)] == [
+        ("78", "succeeded"),
+        ("76", "failed"),
+    ]
+    assert [(e.job_id, e.outcome) for e in extract_history(notes[2].body)] == [
+        ("79", "succeeded"),
+        ("77", "failed"),
+    ]
+    start = quoted.index("```text")
+    assert quoted[start + 1 : start + 4] == [
+        "[0]<stdout>:" + FORGED_HISTORY.replace("<!--", "<!- -"),
+        "<!- - ci-runner:other-config -->",
+        "```",
+    ]
+
+
+def test_a_secret_in_base64_is_masked_in_the_comment_the_result_and_report_md(
+    gitlab_server: FakeGitLab, project: FakeProject, tmp_path: Path
+) -> None:
+    basic = base64.b64encode(f"user:{TOKEN}".encode()).decode()  # an HTTP Basic credential
+    log = f'CI_RUNNER_METRIC {{"name": "{basic}", "value": 1, "step": 0}}\n'
+    plan = trusted_plan(CONFIG, ctx(gitlab_server), outputs=paths(tmp_path))
+
+    finish_after(
+        gitlab_server,
+        plan,
+        Outcome.FAILED,
+        tmp_path,
+        log_text=log,
+        log_tail=(f"Authorization: Basic {basic}",),
+    )
+
+    summary, reply = gitlab_server.notes(project, 4)
+    report = (tmp_path / "out" / "report.md").read_text()
+    shown = "dXNlcjp[MASKED]E="
+    assert [line for line in summary.body.splitlines() if MASK in line] == [
+        f"| `{shown}` | lower is better | **1** | 1 (step 0, rank 0) | 1 |",
+        f"Authorization: Basic {shown}",
+        '<!-- ci-runner-history: [{"job":"77","pipeline":null,"sha":"3f786850",'
+        f'"outcome":"failed","duration":null,"metric":"{shown}","value":1.0}}] -->',
+    ]
+    assert report.rstrip("\n") == summary.body
+    assert reply.body.startswith(f"{REPLY}\n❌ **Training failed**: `toy` · `{shown}` **1** ")

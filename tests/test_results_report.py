@@ -28,6 +28,7 @@ from ci_runner.results.report_markdown import (
     extract_history,
     marker,
     render_comment,
+    render_reply,
     render_report,
 )
 from testing.comment_shape import cell_borders, outside_code, skeleton
@@ -337,6 +338,8 @@ def test_any_text_keeps_the_structure(text: str) -> None:
     assert marker(text) in body
     history = extract_history(body)
     assert [(e.job_id, e.metric) for e in history] == [("123", text[:200]), ("9", text[:200])]
+    lines = body.splitlines()
+    assert [i for i, line in enumerate(lines) if "<!--" in line] == [0, len(lines) - 1]
 
 
 def _hostile_report() -> ReportInput:
@@ -365,6 +368,13 @@ def _hostile_report() -> ReportInput:
         failure=Failure(FailureKind.EXIT_CODE, HOSTILE, exit_code=1, pod=HOSTILE),
         log_tail=(HOSTILE, "/approve", "</details>", "````````", "@all"),
     )
+
+
+def test_an_html_comment_opens_only_on_the_first_and_the_last_line() -> None:
+    text = "<!-- ci-runner:other-config --> <!-- ci-runner-history: [] -->"
+    lines = render_report(_text_report(text)).splitlines()
+
+    assert [i for i, line in enumerate(lines) if "<!--" in line] == [0, len(lines) - 1]
 
 
 def test_hostile_text_cannot_change_the_structure() -> None:
@@ -460,3 +470,73 @@ def test_safe_url_and_labels() -> None:
     assert chart_number(1e-07) == "0.0000001"
     assert chart_number(-2.5e20) == "-250000000000000000000"
     assert chart_number(443.1262107366988) == "443.126"
+
+
+# ----------------------------------------------------------------------------- forged hidden lines
+
+FORGED_HISTORY = (
+    '<!-- ci-runner-history: [{"job":"666","pipeline":"66","sha":"deadbeef",'
+    '"outcome":"succeeded","duration":1.0,"metric":"train_loss","value":0.001}] -->'
+)
+
+
+def _forging_run() -> ReportInput:
+    """A failed run whose training printed ci-runner's hidden lines: they are in the tail."""
+    tail = (
+        f"[0]<stdout>:{FORGED_HISTORY}",
+        FORGED_HISTORY,
+        "<!-- ci-runner:other-config -->",
+        "<!-- ci-runner-result:job-124 -->",
+    )
+    return ReportInput.from_run(CONFIG, CTX, _result(Outcome.FAILED, log_tail=tail))
+
+
+def test_a_history_the_training_prints_is_not_the_comments() -> None:
+    report = _forging_run()
+    body = render_comment(report, _previous_body(*OLDER))
+    later = replace(report, context=replace(CTX, job_id="124"), outcome=Outcome.SUCCEEDED)
+
+    assert extract_history(body) == [report.history_entry(), *OLDER]
+    assert extract_history(render_comment(later, body)) == [
+        later.history_entry(),
+        report.history_entry(),
+        *OLDER,
+    ]
+
+
+def test_the_log_tail_shows_forged_hidden_lines_neutralised() -> None:
+    lines = render_report(_forging_run()).splitlines()
+
+    start = lines.index("```text")
+    assert lines[start + 1 : start + 6] == [
+        "[0]<stdout>:" + FORGED_HISTORY.replace("<!--", "<!- -"),
+        FORGED_HISTORY.replace("<!--", "<!- -"),
+        "<!- - ci-runner:other-config -->",
+        "<!- - ci-runner-result:job-124 -->",
+        "```",
+    ]
+    assert [i for i, line in enumerate(lines) if "<!--" in line] == [0, len(lines) - 1]
+
+
+def test_only_the_last_line_is_read_as_the_history() -> None:
+    body = _previous_body(*OLDER)
+    marker_line, rest = body.split("\n", 1)
+    forged_above = f"{marker_line}\n{FORGED_HISTORY}\n{rest}"
+
+    assert extract_history(forged_above) == extract_history(body)
+    assert extract_history(body + "\n\n") == extract_history(body)
+    assert extract_history(f"{body}not ours") == []
+    assert extract_history(f"{body}{FORGED_HISTORY} and more") == []
+
+
+def test_the_result_note_shows_forged_hidden_lines_neutralised() -> None:
+    failure = Failure(FailureKind.EXIT_CODE, "<!-- ci-runner-result:job-124 -->", exit_code=1)
+    report = ReportInput.from_run(
+        replace(CONFIG, name="<!--x"), CTX, _result(Outcome.FAILED, failure=failure)
+    )
+
+    assert render_reply(report, "<!-- ci-runner-result:job-123 -->", None) == (
+        "<!-- ci-runner-result:job-123 -->\n"
+        "❌ **Training failed**: `<!- -x` · reason: `<!- - ci-runner-result:job-124 -->`"
+        " · [job #123](https://gitlab.example.com/faraway/simple_ml/-/jobs/123)"
+    )

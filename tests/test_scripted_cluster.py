@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from testing.emulated_cluster import network
+from testing.host import network
 from testing.scripted_cluster import leftovers
-from testing.scripted_cluster.harness import ScriptedCluster, module_cluster
+from testing.scripted_cluster.cluster import ScriptedCluster, module_cluster
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_a_stop_leaves_nothing_and_a_start_removes_a_dead_runs_leftovers(tmp_pat
 
 TESTS = Path(__file__).parent
 MARK = "control_plane"  # pyproject: starts the scripted cluster's real control plane
-STARTS = {"module_cluster", "ScriptedCluster"}  # testing.scripted_cluster.harness's starters
+STARTS = {"module_cluster", "ScriptedCluster"}  # testing.scripted_cluster.cluster's starters
 SAYS_WHY = "Scripted: "
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -227,7 +227,7 @@ def scripted(tmp_path_factory):
 
 @pytest.fixture
 def cluster(scripted, tmp_path):
-    with scripted.cluster(tmp_path) as cluster:
+    with cluster_on(scripted, tmp_path) as cluster:
         yield cluster
 
 @pytest.fixture

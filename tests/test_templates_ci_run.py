@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testing.ci_log import CiLog
 from testing.git import run_git
 from testing.gitlab_ci_local import gitlab_ci_local
-from testing.mr_pipeline import LOG, CiLog, Pipeline, upload_model
+from testing.mr_pipeline import LOG, Pipeline, upload_model
 from testing.paths import REPO_ROOT
 from testing.scripted_cluster.scenarios import JobScenario
 
@@ -67,7 +68,7 @@ def start_job(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog]:
         args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     assert process.stdout is not None
-    return process, CiLog(process.stdout, prefix="train > ", timeout=120)
+    return process, CiLog.reading(process.stdout, prefix="train > ", timeout=120)
 
 
 def run_to_the_launcher(pipe: Pipeline) -> tuple[subprocess.Popen[str], CiLog, JobScenario]:

@@ -69,8 +69,10 @@ def _ci(server: FakeGitLab, project: FakeProject, sha: str, job_id: int) -> dict
     }
 
 
-def _setup(git_repo: GitRepo, server: FakeGitLab, project: FakeProject) -> tuple[Path, str, int]:
-    repo, sha = git_repo({"train.yaml": TRAIN_YAML, "train.py": TRAIN_PY})
+def _setup(
+    git_repo: GitRepo, server: FakeGitLab, project: FakeProject, train_yaml: str = TRAIN_YAML
+) -> tuple[Path, str, int]:
+    repo, sha = git_repo({"train.yaml": train_yaml, "train.py": TRAIN_PY})
     server.add_commit(project, sha)
     server.add_merge_request(project, 3, sha=sha)
     job = server.add_pipeline(project, "feature", status="running", sha=sha, jobs={"train": {}})
@@ -211,14 +213,14 @@ def test_ranks_log_without_a_token_of_the_ranks_own_starts_nothing(
         (
             "reporter",
             True,
-            "answered 401 Unauthorized when asked to create the experiment; fix: give the token "
-            "in CI_RUNNER_GITLAB_TOKEN the api scope and at least the Developer role in the "
-            "project",
+            "cannot create the experiment: {uri} rejected the access token (401 Unauthorized); "
+            "fix: give the token in CI_RUNNER_GITLAB_TOKEN the api scope and at least the "
+            "Developer role in the project",
         ),
         (
             "developer",
             False,  # gitlab.CI_JOB_ID must name a job GitLab knows
-            "answered 500 Internal Server Error when asked to create the run; fix: retry the "
+            "cannot create the run: {uri} answered 500 Internal Server Error; fix: retry the "
             "job once the tracking server answers again",
         ),
     ],
@@ -237,8 +239,8 @@ def test_a_refusing_gitlab_leaves_the_run_untracked_with_one_warning(
 
     assert code == 0, err
     assert [line for line in err.splitlines() if "MLflow" in line] == [
-        f"[ci-runner] warning: not tracking this run in MLflow: GitLab's MLflow API at {uri} "
-        + refusal
+        "[ci-runner] warning: not tracking this run in MLflow: "
+        + refusal.format(uri=f"GitLab's MLflow API at {uri}")
     ]
     runs = [r for e in gitlab_server.mlflow.of(project.id).experiments for r in e.runs]
     assert [r.status for r in runs] == ([] if known_job else ["RUNNING"])  # as GitLab keeps it
@@ -281,7 +283,9 @@ def test_each_default_branch_run_is_the_next_semantic_version_of_the_model(
 def test_a_job_that_fails_before_training_ends_its_run_failed(
     git_repo: GitRepo, tmp_path: Path, gitlab_server: FakeGitLab, project: FakeProject
 ) -> None:
-    repo, sha, job_id = _setup(git_repo, gitlab_server, project)
+    # On a cluster the outputs are S3's (file:// is for --local).
+    on_s3 = TRAIN_YAML.replace("file:///unused/", "s3://models/unused/")
+    repo, sha, job_id = _setup(git_repo, gitlab_server, project, on_s3)
     env = {**environ(tmp_path), **_ci(gitlab_server, project, sha, job_id)}
 
     code, _, err = run_cli(["train", "--output-dir", "ci"], repo, env)  # no cluster here

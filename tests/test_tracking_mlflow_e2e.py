@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from testing.cli_runs import environ, run_cli
-from testing.mlflow_server import BearerGate, MlflowServer, free_port
+from testing.mlflow_server import BearerGate, MlflowServer
+from testing.ports import free_port
 
 # A real MLflow server takes 10-20 s to start: with the end-to-end tests, not `make unit`.
 pytestmark = pytest.mark.slow
@@ -253,9 +254,10 @@ def test_with_the_server_down_the_job_ends_as_it_would_have_with_one_warning(
     assert _by_rank(tracked[1]) == _by_rank(untracked[1])
     only_tracked = [line for line in tracked[2].splitlines() if "MLflow" in line]
     assert only_tracked == [
-        f"[ci-runner] warning: not tracking this run in MLflow: MLflow at {down} did not "
-        "answer (ConnectionError, after retries) when asked to find the experiment; fix: check "
-        "MLFLOW_TRACKING_URI and the runner's network"
+        "[ci-runner] warning: not tracking this run in MLflow: cannot find the experiment: "
+        f"MLflow at {down} did not answer (ConnectionError, after retries); fix: check "
+        "MLFLOW_TRACKING_URI and the runner's network, then retry the job once the tracking "
+        "server answers again"
     ]
     assert not [line for line in untracked[2].splitlines() if "MLflow" in line]
     assert not (repo / "ci" / "annotations.json").exists()

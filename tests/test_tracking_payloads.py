@@ -10,11 +10,11 @@ import pytest
 from ci_runner.backends.result import Outcome
 from ci_runner.config.types import Elastic, TrainConfig
 from ci_runner.context import CIContext
-from ci_runner.plan.run_plan import build_plan
 from ci_runner.tracking import payloads
 from ci_runner.tracking.payloads import MetricPoints, batches, bounded, key
 from ci_runner.tracking.stage import on_this_gitlab
 from ci_runner.tracking.target import Target
+from testing.plan_cases import trusted_plan
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_the_run_page_is_mlflows_ui_or_the_gitlab_experiment() -> None:
     assert page == "https://g/grp/p/-/ml/experiments/2"
 
 
-PLAN = build_plan(
+PLAN = trusted_plan(
     TrainConfig(
         name="toy",
         image="img:1",

@@ -20,21 +20,21 @@ import requests
 from ci_runner.cli import main
 from testing.agent_kubeconfig import CONTEXTS, gitlab_kubeconfig
 from testing.agent_kubeconfig import JOB_TOKEN as AGENT_JOB_TOKEN
+from testing.backend_harness import KINDS
+from testing.ci_log import CiLog
 from testing.mr_pipeline import (
     AWS_SECRET,
     GITLAB_TOKEN,
     JOB_TOKEN,
     LOG,
     MODEL,
-    WAIT,
-    CiLog,
     Pipeline,
     upload_model,
 )
 from testing.scripted_cluster.faults import FaultProxy
-from testing.scripted_cluster.harness import KINDS
 from testing.scripted_cluster.kas import kas_credentials
 from testing.scripted_cluster.scenarios import JobScenario
+from testing.waiting import WAIT
 
 pytestmark = [pytest.mark.slow, pytest.mark.control_plane]
 SEEN_KINDS = [*(k for k in KINDS if k != "secrets"), "events"]

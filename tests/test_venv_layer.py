@@ -54,6 +54,19 @@ def test_the_requirements_are_read_with_what_they_include_recursively(tmp_path: 
     )  # fmt: skip
 
 
+def test_includes_are_every_r_and_c_line_past_a_local_path_too() -> None:
+    data = (
+        b"-r base.txt  # first\n# -r commented.txt\n./libs/pkg\n--constraint ../c.txt\n"
+        b"-c=/etc/pip/constraints.txt\nnumpy -r not-an-option.txt\n--requirement=x/../y.txt\n"
+    )
+    assert venv_layer.includes("reqs/requirements.txt", data) == [
+        "reqs/base.txt",
+        "c.txt",
+        "/etc/pip/constraints.txt",
+        "reqs/y.txt",
+    ]
+
+
 def test_the_key_changes_when_only_an_included_file_changes(tmp_path: Path) -> None:
     code = _code(tmp_path, {"requirements.txt": "-r base.txt\n", "base.txt": "tinypkg\n"})
     key = _key(code)

@@ -8,7 +8,8 @@ then reports it).
 from __future__ import annotations
 
 from ci_runner.backends.result import Failure, FailureKind
-from ci_runner.plan.deadline import CIJobTime, duration
+from ci_runner.clock import duration
+from ci_runner.plan.deadline import CIJobTime
 
 
 def mpijob_deadline_failure(deadline: object) -> Failure:

@@ -45,14 +45,16 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     from ci_runner.backends.kubernetes.connect import connect_cluster
     from ci_runner.commands.ending import report_result
     from ci_runner.results.destination import open_gitlab
+    from ci_runner.results.publish import RunRecord
     from ci_runner.tracking.stage import resume_tracking
 
     loaded = load_config_from_args(args, runtime)
-    config = run_config(loaded.config, runtime.env)
+    settings = runtime.settings
+    config = run_config(loaded.config, settings)
     plan = build_plan(
         config,
         loaded.ctx,
-        runtime.env,
+        settings,
         outputs=output_settings(args, runtime),
         masker=runtime.console.masker,
     )
@@ -60,7 +62,7 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
     name, console, clock = plan.mpijob_name, runtime.console, runtime.clock
     connection = connect_cluster(
         config.kubernetes.namespace,
-        runtime.env,
+        settings.kube,
         context=config.kubernetes.context,
         context_flag=args.kube_context,
     )
@@ -68,7 +70,9 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         connection.client, connection.namespace, name, plan.secret.name, clock
     )
 
-    outcome, failure = why_stopped(loaded.ctx.job_status, ci_job_time(runtime.env, clock.now()))
+    outcome, failure = why_stopped(
+        loaded.ctx.job_status, ci_job_time(settings.job_time, clock.now())
+    )
     done = "timed out" if failure.kind is FailureKind.DEADLINE else "cancelled"
     console.status(f"{done}: MPIJob {name} and everything it owned deleted")
     for other in expired:
@@ -81,11 +85,9 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         failure=failure,
         finished_at=clock.now(),
     )
-    gitlab = open_gitlab(loaded.ctx, runtime.env, console, clock)
-    tracked = resume_tracking(plan, runtime.env, clock)  # train's MLflow run ends KILLED
-    report_result(
-        plan, result, tracked, env=runtime.env, gitlab=gitlab, console=console, clock=clock
-    )
+    gitlab = open_gitlab(loaded.ctx, settings, console, clock)
+    tracked = resume_tracking(plan, settings, clock)  # train's MLflow run ends KILLED
+    report_result(runtime, RunRecord(plan, result), tracked, gitlab)
     return 0
 
 

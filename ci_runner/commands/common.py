@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -18,21 +18,25 @@ from typing import TextIO
 from ci_runner.clock import Clock, SystemClock
 from ci_runner.config.command import command_warnings
 from ci_runner.config.commit import load_train_config, path_in_repo
-from ci_runner.config.overrides import ARGS_VARIABLE, WORKERS_VARIABLE, apply_overrides
+from ci_runner.config.overrides import apply_overrides
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import Console
 from ci_runner.context import CIContext, from_environment, without_credentials
 from ci_runner.errors import GitError
 from ci_runner.gitrepo import differs_from_commit, repo_root
+from ci_runner.plan.allowed import check_allowed
 from ci_runner.plan.deadline import CIJobTime, ci_job_time, longer_than_job
 from ci_runner.plan.run_plan import RunPlan, build_plan
+from ci_runner.policy import SETUP_IMAGE_VARIABLE, ProjectPolicy, project_policy
+from ci_runner.settings import Settings
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """The environment, working directory, output streams and clock, as ``main`` found them."""
+    """The settings (the environment, read once), working directory, output streams and clock,
+    as ``main`` found them."""
 
-    env: Mapping[str, str]
+    settings: Settings
     cwd: Path
     stdout: TextIO
     stderr: TextIO
@@ -43,7 +47,7 @@ class Runtime:
         """Where ci-runner prints, masking the environment's credentials (and train.yaml's
         ``secrets`` once :func:`load_config_from_args` has read them); error lines and crash
         logs too."""
-        return Console.for_environment(self.stdout, self.stderr, self.env)
+        return Console(self.stdout, self.stderr, self.settings.masker())
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class LoadedConfig:
     ctx: CIContext
     root: Path  # the repository's top directory
     config_path: str  # train.yaml's path relative to ``root``
+    policy: ProjectPolicy = dataclasses.field(default_factory=ProjectPolicy)  # the maintainers'
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +92,17 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_setup_image_argument(parser: argparse.ArgumentParser) -> None:
+    """``--setup-image``, for the subcommands that render the pods."""
+    parser.add_argument(
+        "--setup-image",
+        metavar="IMAGE",
+        help="image the pods fetch the commit in, with the git credential: one with git that "
+        f"the project trusts, never train.yaml's image (default: {SETUP_IMAGE_VARIABLE}, else "
+        "the CI job's own image, CI_JOB_IMAGE)",
+    )
+
+
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """``--kube-context``, for the subcommands that talk to the cluster."""
     parser.add_argument(
@@ -106,7 +122,7 @@ def load_config_from_args(
     """The job ``--config`` / ``--sha`` name: train.yaml read from the commit, not the work tree,
     unless ``runs_working_tree(root, sha)`` says the working tree itself will run."""
     root = repo_root(runtime.cwd)
-    ctx = from_environment(runtime.env, runtime.cwd, sha=args.sha)
+    ctx = from_environment(runtime.settings.environ, runtime.cwd, sha=args.sha)
     if args.repo_url:
         ctx = dataclasses.replace(
             ctx, repo_url=without_credentials(args.repo_url), repo_url_from="--repo-url"
@@ -114,22 +130,22 @@ def load_config_from_args(
     config_path = path_in_repo(args.config, runtime.cwd, root)
     working_tree = runs_working_tree(root, ctx.sha)
     config = load_train_config(ctx.sha, config_path, root, working_tree=working_tree)
-    runtime.console.add_secrets(runtime.env.get(name) for name in config.secrets)
-    return LoadedConfig(config=config, ctx=ctx, root=root, config_path=config_path)
+    environ = runtime.settings.environ
+    runtime.console.add_secrets(environ.get(name) for name in config.secrets)
+    policy = project_policy(environ, setup_image=getattr(args, "setup_image", None))
+    return LoadedConfig(config, ctx, root, config_path, policy)
 
 
-def run_config(config: TrainConfig, env: Mapping[str, str]) -> TrainConfig:
+def run_config(config: TrainConfig, settings: Settings) -> TrainConfig:
     """``config`` as this CI job runs it: with a manual run's pipeline variables applied
     (``train`` and ``cancel`` must agree on it: the job's name depends on the worker count)."""
-    return apply_overrides(
-        config, workers=env.get(WORKERS_VARIABLE), extra_args=env.get(ARGS_VARIABLE)
-    )
+    return apply_overrides(config, workers=settings.workers, extra_args=settings.extra_args)
 
 
 def checked_ci_job(loaded: LoadedConfig, runtime: Runtime) -> CIJobTime | None:
     """The CI job's timeout and time spent, with one warning when train.yaml's ``timeout`` is
     longer than the job's (``validate``, ``render`` and ``train`` say it alike)."""
-    job = ci_job_time(runtime.env, runtime.clock.now())
+    job = ci_job_time(runtime.settings.job_time, runtime.clock.now())
     warning = longer_than_job(loaded.config.timeout, job, loaded.config_path)
     if warning:
         runtime.console.warning(warning)
@@ -163,12 +179,16 @@ def note_uncommitted(
 
 
 def plan_only(loaded: LoadedConfig, runtime: Runtime) -> RunPlan:
-    """The plan ``validate`` and ``render`` show: no secrets read, no output files."""
+    """The plan ``validate`` and ``render`` show: no secrets read, no output files; what the
+    project's policy refuses, refused."""
     checked_command(loaded, runtime)
-    return build_plan(
+    plan = build_plan(
         loaded.config,
         loaded.ctx,
-        runtime.env,
+        runtime.settings,
         ci_job=checked_ci_job(loaded, runtime),
         masker=runtime.console.masker,
+        policy=loaded.policy,
     )
+    check_allowed(plan, loaded.policy)
+    return plan

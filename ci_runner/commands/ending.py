@@ -7,16 +7,15 @@ Imported where it is used: ``validate`` and ``render`` stay light.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
-from ci_runner.backends.result import RunResult
 from ci_runner.clock import Clock
+from ci_runner.commands.common import Runtime
 from ci_runner.console import StatusOutput
-from ci_runner.plan.run_plan import RunPlan
 from ci_runner.results.destination import GitLabDestination
-from ci_runner.results.metrics import MetricsSummary
-from ci_runner.results.publish import finish, masker_for_report
+from ci_runner.results.publish import RunRecord, finish
 from ci_runner.results.report import ReportInput
 from ci_runner.tracking.stage import TrackedRun, end_failed, finish_tracking
 
@@ -35,29 +34,17 @@ def run_failed_on_error(
 
 
 def report_result(
-    plan: RunPlan,
-    result: RunResult,
-    tracked: TrackedRun | None,
-    *,
-    env: Mapping[str, str],
-    gitlab: GitLabDestination | None,
-    console: StatusOutput,
-    clock: Clock,
-    metrics: MetricsSummary | None = None,
+    runtime: Runtime,
+    record: RunRecord,
+    tracked: TrackedRun | None = None,
+    gitlab: GitLabDestination | None = None,
 ) -> ReportInput:
-    """Report ``result`` (``metrics``: parsed as the log streamed in, else from the saved log)
-    and end the MLflow run ``tracked`` with it; the report."""
-    report = finish(
-        plan,
-        result,
-        metrics=metrics,
-        now=clock.now(),
-        env=env,
-        gitlab=gitlab,
-        masker=masker_for_report(plan.masker, env),
-        console=console,
-        tracking_url=tracked.url if tracked else None,
-    )
+    """Report the run ``record`` tells of and end the MLflow run ``tracked`` with it; the
+    report."""
     if tracked is not None:
-        finish_tracking(tracked, plan, result, report.artifacts, console, clock)
+        record = replace(record, tracking_url=tracked.url)
+    report = finish(runtime, record, gitlab)
+    if tracked is not None:
+        console, clock = runtime.console, runtime.clock
+        finish_tracking(tracked, record.plan, record.result, report.artifacts, console, clock)
     return report

@@ -10,11 +10,17 @@ from ci_runner.commands.common import (
     Command,
     Runtime,
     add_config_arguments,
+    add_setup_image_argument,
     load_config_from_args,
     note_uncommitted,
     plan_only,
 )
 from ci_runner.render import objects_yaml, render_objects
+
+
+def add_render_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    add_setup_image_argument(parser)
 
 
 def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
@@ -34,6 +40,6 @@ COMMAND: Final = Command(
     "render",
     "print the MPIJob, its ConfigMap and its Secret (values masked) for train.yaml at the "
     "commit (YAML, for kubectl apply)",
-    add_config_arguments,
+    add_render_arguments,
     run_render,
 )

@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -28,6 +28,7 @@ from ci_runner.commands.common import (
     Runtime,
     add_cluster_arguments,
     add_config_arguments,
+    add_setup_image_argument,
     checked_ci_job,
     checked_command,
     load_config_from_args,
@@ -37,16 +38,15 @@ from ci_runner.commands.outputs import add_output_arguments, output_settings
 from ci_runner.console import Console, StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import EXIT_INTERRUPTED, ForkRefusedError
+from ci_runner.plan.allowed import check_allowed
 from ci_runner.plan.run_plan import RunPlan, build_plan
+from ci_runner.settings import Settings
 
 if TYPE_CHECKING:
     from ci_runner.results.metrics import MetricsSummary
 
 # The backends and the results publisher are imported where they are used: `validate` and
 # `render` import this module too (the CLI lists every command) and must stay light.
-
-# Pipeline variables a manual run (from the pipeline page) may set.
-ALLOW_FORKS_VARIABLE: Final = "CI_RUNNER_ALLOW_FORKS"
 
 
 class Backend(Protocol):
@@ -57,30 +57,20 @@ class Backend(Protocol):
     def cancel(self) -> None: ...
 
 
-def cache_dir(env: Mapping[str, str]) -> Path:
-    """``$CI_RUNNER_CACHE``, else ``$XDG_CACHE_HOME/ci-runner``, else ``~/.cache/ci-runner``.
-
-    The same place scripts/setup-horovod.sh keeps the Horovod wheel.
-    """
-    if env.get("CI_RUNNER_CACHE"):
-        return Path(env["CI_RUNNER_CACHE"])
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "ci-runner"
-    return Path(env.get("HOME") or Path.home()) / ".cache" / "ci-runner"
-
-
-def find_horovodrun(python: Path, env: Mapping[str, str]) -> Path | None:
-    """``horovodrun`` next to ci-runner's Python (its own environment), else on ``PATH``."""
+def find_horovodrun(python: Path, path: str) -> Path | None:
+    """``horovodrun`` next to ci-runner's Python (its own environment), else on ``path``
+    (``PATH``)."""
     beside = python.parent / "horovodrun"
     if beside.is_file():
         return beside
-    found = shutil.which("horovodrun", path=env.get("PATH", os.defpath))
+    found = shutil.which("horovodrun", path=path)
     return Path(found) if found else None
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     add_cluster_arguments(parser)
+    add_setup_image_argument(parser)
     add_output_arguments(parser)
     parser.add_argument(
         "--local",
@@ -112,41 +102,33 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
     from ci_runner.commands.ending import report_result, run_failed_on_error
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.metrics import LogParser
-    from ci_runner.results.publish import announce, masker_for_report
+    from ci_runner.results.publish import RunRecord, announce, masker_for_report
     from ci_runner.tracking.stage import ranks_join, start_tracking
 
-    env, clock = runtime.env, runtime.clock
+    settings, clock = runtime.settings, runtime.clock
     # Every line ci-runner itself prints can quote the cluster or GitLab: masked like the log.
     console = runtime.console
     loaded = _load_checked(args, runtime)
     plan = _train_plan(args, runtime, loaded)
     # The run exists before anything starts; with tracking.ranks_log every rank gets its id and
     # the ranks' own token, else no MLflow variable (ci_runner.tracking).
-    tracked = start_tracking(plan, env, console, clock, loaded.root)
+    tracked = start_tracking(plan, settings, console, clock, loaded.root)
     plan = ranks_join(plan, tracked)
     with run_failed_on_error(tracked, clock, console):
         if args.local:
             make_backend = _local_backend(args, runtime, loaded, plan, clock)
         else:
-            make_backend = _cluster_backend(plan, env, console, clock, args.kube_context)
-    gitlab = open_gitlab(plan.context, env, console, clock)
+            make_backend = _cluster_backend(plan, settings, console, clock, args.kube_context)
+    gitlab = open_gitlab(plan.context, settings, console, clock)
     tracking_url = tracked.url if tracked else None
-    announce(gitlab, plan, masker_for_report(plan.masker, env), console, tracking_url)
+    announce(gitlab, plan, masker_for_report(plan.masker, settings.aws), console, tracking_url)
     # The metrics are parsed as the log streams in (what the sink shows is what it saves): the
     # end of a long training does not read its log again.
     parser = LogParser(plan.config.metrics)
     with run_failed_on_error(tracked, clock, console):
         result = _run_backend(make_backend, plan, console, parser.feed)
-    report = report_result(
-        plan,
-        result,
-        tracked,
-        metrics=parser.summary(),
-        env=env,
-        gitlab=gitlab,
-        console=console,
-        clock=clock,
-    )
+    record = RunRecord(plan, result, metrics=parser.summary())
+    report = report_result(runtime, record, tracked, gitlab)
     print_summary(result, report.metrics, plan.output_uri, console)
     return EXIT_INTERRUPTED if result.outcome is Outcome.CANCELLED else result.exit_code
 
@@ -162,7 +144,7 @@ def _load_checked(args: argparse.Namespace, runtime: Runtime) -> LoadedConfig:
         )
     else:
         loaded = load_config_from_args(args, runtime)
-    refuse_fork(loaded.ctx, runtime.env)
+    refuse_fork(loaded.ctx, runtime.settings)
     checked_command(loaded, runtime)
     return loaded
 
@@ -170,16 +152,18 @@ def _load_checked(args: argparse.Namespace, runtime: Runtime) -> LoadedConfig:
 def _train_plan(args: argparse.Namespace, runtime: Runtime, loaded: LoadedConfig) -> RunPlan:
     """The run's plan, secrets read; ``--local``'s ``--data`` and ``--outputs`` taken."""
     plan = build_plan(
-        run_config(loaded.config, runtime.env),
+        run_config(loaded.config, runtime.settings),
         loaded.ctx,
-        runtime.env,
+        runtime.settings,
         read_secrets=True,
         data_uri=as_uri(args.data, runtime.cwd) if args.local else None,
         output_uri=as_uri(args.outputs, runtime.cwd) if args.local else None,
         outputs=output_settings(args, runtime),
         ci_job=checked_ci_job(loaded, runtime),
         masker=runtime.console.masker,
+        policy=loaded.policy,
     )
+    check_allowed(plan, loaded.policy, local=args.local)
     assert plan.outputs is not None
     return plan
 
@@ -201,13 +185,13 @@ def _run_backend(
             return backend.run()
 
 
-def refuse_fork(ctx: CIContext, env: Mapping[str, str]) -> None:
+def refuse_fork(ctx: CIContext, settings: Settings) -> None:
     """A fork's merge request runs untrusted code with the cluster's credentials: only by opt-in.
 
     GitLab runs a fork's MR pipeline in the fork (``CI_PROJECT_ID`` is the fork) unless a
     maintainer of the target project runs it there; the message says which of the two this is.
     """
-    if not ctx.from_fork or env.get(ALLOW_FORKS_VARIABLE, "").lower() == "true":
+    if not ctx.from_fork or settings.allow_forks:
         return
     target = ctx.mr_project_path or f"project {ctx.mr_project_id}"
     fork = ctx.mr_source_project_path or f"project {ctx.mr_source_project_id}"
@@ -231,7 +215,7 @@ MakeBackend = Callable[[LogSink], Backend]
 
 def _cluster_backend(
     plan: RunPlan,
-    env: Mapping[str, str],
+    settings: Settings,
     console: Console,
     clock: Clock,
     context_flag: str | None,
@@ -245,7 +229,9 @@ def _cluster_backend(
     manifest = render_mpijob(plan)
     scripts = render_scripts(plan)
     k8s = plan.config.kubernetes
-    connection = connect_cluster(k8s.namespace, env, context=k8s.context, context_flag=context_flag)
+    connection = connect_cluster(
+        k8s.namespace, settings.kube, context=k8s.context, context_flag=context_flag
+    )
     manifest["metadata"]["namespace"] = connection.namespace
 
     options = job_options(plan, connection, manifest, scripts)
@@ -262,13 +248,13 @@ def _local_backend(
     from ci_runner.backends.local import pyenv
     from ci_runner.backends.local.backend import LocalBackend, LocalOptions
 
-    env = runtime.env
+    settings = runtime.settings
     base = pyenv.current_environment()
     options = LocalOptions(
         repo=loaded.root,
-        cache_dir=cache_dir(env),
-        environ=env,
-        horovodrun=find_horovodrun(base.python, env),
+        cache_dir=settings.cache_dir,
+        environ=settings.environ,
+        horovodrun=find_horovodrun(base.python, settings.path),
         base=base,
         cpu_count=len(os.sched_getaffinity(0)),
         allow_dirty=args.allow_dirty,

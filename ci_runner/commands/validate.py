@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Final
 
 from ci_runner.commands.common import (
@@ -20,6 +21,10 @@ def run_validate(args: argparse.Namespace, runtime: Runtime) -> int:
     loaded = load_config_from_args(args, runtime)
     note_uncommitted(args, loaded, runtime, "validate checked")
     plan = plan_only(loaded, runtime)
+    if plan.policy.setup_image is None:
+        # Which image runs the git fetch changes nothing validate checks: render and train
+        # ask for one.
+        plan = replace(plan, policy=replace(plan.policy, setup_image=plan.config.image))
     render_mpijob(plan)  # what it refuses, validate refuses
     config = loaded.config
     workers = "worker" if config.workers == 1 else "workers"

@@ -201,6 +201,16 @@ def pip_cache_fits(kubernetes: KubernetesOptions, workers: int) -> bool:
     )
 
 
+def elastic_range(elastic: Elastic, name: str, got: str) -> tuple[str, str]:
+    """The problem with a starting worker count ``got`` (set as ``name``: train.yaml's
+    ``workers`` or CI_RUNNER_WORKERS) outside ``elastic``'s range: what, and the fix."""
+    low, high = elastic.min_workers, elastic.max_workers
+    return (
+        f"must be from {low} to {high} (elastic.min_workers to elastic.max_workers), got {got}",
+        f"set {name} to how many workers to start with, from {low} to {high}",
+    )
+
+
 def pip_cache_conflict(kubernetes: KubernetesOptions, workers: int) -> str:
     return (
         f"a {kubernetes.pip_cache_access_mode} claim can serve one worker, not {workers}: "
@@ -272,13 +282,7 @@ def build_train(
         and not elastic.min_workers <= workers <= elastic.max_workers
     ):
         line = at.line_of("workers") or at.line_of("elastic")
-        at.problem(
-            line,
-            f"must be between elastic.min_workers and elastic.max_workers "
-            f"({elastic.min_workers}-{elastic.max_workers}), got {workers}",
-            "set workers to how many workers to start with, within that range",
-            path="workers",
-        )
+        at.problem(line, *elastic_range(elastic, "workers", str(workers)), path="workers")
         ok = False
     kubernetes = values.get("kubernetes")
     most = elastic.max_workers if elastic is not None else workers

@@ -1,22 +1,35 @@
 """train.yaml as it is in a commit: the file named on the command line, read from the commit's
-tree (a symbolic link followed there, as long as it stays in the repository)."""
+tree (a symbolic link followed there, as long as it stays in the repository), and its
+requirements file with those it includes. Each file's size is read from git before the file: a
+branch's files are bounded before any of them is read."""
 
 from __future__ import annotations
 
 import os
 import posixpath
 import re
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from ci_runner.config.schema import load_config
 from ci_runner.config.types import TrainConfig
-from ci_runner.config.yamlsource import YScalar, parse
+from ci_runner.config.yamlsource import MAX_BYTES, YScalar, parse
 from ci_runner.errors import ConfigError, GitError, Problem
-from ci_runner.gitrepo import read_blob, resolve_commit, tree_entry
+from ci_runner.gitrepo import blob_size, read_blob, resolve_commit, tree_entry
+from ci_runner.venv_layer import includes
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 MAX_LINKS: Final = 8  # symbolic links followed in a row (git's own limit for a path is 40)
+# A requirements file lists packages, a few KB; these bound it and the files it includes (-r, -c)
+# together, as pip reads them in the pod.
+MAX_REQUIREMENTS_BYTES: Final = 1024 * 1024
+MAX_REQUIREMENTS_FILES: Final = 32
+_REQUIREMENTS_FIX: Final = (
+    "keep requirements files to package names and versions (a wheel or data does not belong "
+    "in them)"
+)
 _DAMAGED_FIX: Final = (
     "the clone is damaged: fetch again or clone afresh (git fsck names the damaged objects)"
 )
@@ -68,10 +81,33 @@ class FileProblem(Exception):
         self.fix = fix
 
 
-def file_at(sha: str, path: str, root: Path, shown: str, missing_fix: str) -> bytes:
+class NotAFile(FileProblem):
+    """The commit has no file there: nothing, a directory, a submodule, a link out of the
+    repository or too long a chain of links."""
+
+
+@dataclass(frozen=True)
+class SizeLimit:
+    """The most bytes a file may have; the message ends with ``whose`` ("a train.yaml may
+    have"), and ``fix`` says how to stay within."""
+
+    most: int
+    whose: str
+    fix: str
+
+
+TRAIN_YAML_LIMIT: Final = SizeLimit(
+    MAX_BYTES, "a train.yaml may have", "keep train.yaml small: it describes one training job"
+)
+
+
+def file_at(
+    sha: str, path: str, root: Path, shown: str, missing_fix: str, limit: SizeLimit
+) -> bytes:
     """The bytes of ``path`` in commit ``sha``, following symbolic links that stay inside the
-    repository; ``shown`` names the file in messages, ``missing_fix`` is the fix when it is not
-    there. Raises FileProblem: no such file, a directory, a link out, an unreadable object."""
+    repository, each blob's size checked against ``limit`` before it is read; ``shown`` names
+    the file in messages, ``missing_fix`` is the fix when it is not there. Raises NotAFile, or
+    FileProblem: too large, an unreadable object."""
     short = sha[:8]
     for _ in range(MAX_LINKS + 1):
         try:
@@ -81,11 +117,18 @@ def file_at(sha: str, path: str, root: Path, shown: str, missing_fix: str) -> by
                 f"{shown} cannot be read from commit {short} ({error})", _DAMAGED_FIX
             ) from error
         if entry is None:
-            raise FileProblem(f"{shown} does not exist in commit {short}", missing_fix)
+            raise NotAFile(f"{shown} does not exist in commit {short}", missing_fix)
         if entry.kind != "blob":
             what = "a directory" if entry.kind == "tree" else "a submodule"
-            raise FileProblem(f"{shown} is {what} in commit {short}, not a file", missing_fix)
+            raise NotAFile(f"{shown} is {what} in commit {short}, not a file", missing_fix)
         try:
+            size = blob_size(entry.oid, root)
+            if size > limit.most:
+                raise FileProblem(
+                    f"{shown} is {size} bytes in commit {short}, more than the {limit.most} "
+                    f"bytes {limit.whose}",
+                    limit.fix,
+                )
             data = read_blob(entry.oid, root)
         except GitError as error:
             raise FileProblem(
@@ -96,16 +139,57 @@ def file_at(sha: str, path: str, root: Path, shown: str, missing_fix: str) -> by
         target = data.decode("utf-8", "replace")
         followed = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
         if target.startswith("/") or followed == ".." or followed.startswith("../"):
-            raise FileProblem(
+            raise NotAFile(
                 f"{shown} is a symbolic link to {target!r} in commit {short}, outside the "
                 "repository",
                 "commit the file itself, not a link to it",
             )
         path = followed
-    raise FileProblem(
+    raise NotAFile(
         f"{shown} is a chain of more than {MAX_LINKS} symbolic links in commit {short}",
         "commit the file itself, not a link to it",
     )
+
+
+def requirements_at(sha: str, path: str, root: Path, shown: str, missing_fix: str) -> None:
+    """Check that the requirements file ``path`` is a file in commit ``sha`` and that it and
+    the files it includes (-r, -c; those the commit has) stay within
+    :data:`MAX_REQUIREMENTS_BYTES` and :data:`MAX_REQUIREMENTS_FILES`. Raises FileProblem."""
+    pending = deque([(path, shown)])
+    seen = {path}
+    used = 0
+    while pending:
+        name, label = pending.popleft()
+        whose = (
+            "requirements files may have together (this one and those it includes)"
+            if name == path
+            else f"left of the {MAX_REQUIREMENTS_BYTES} requirements files may have together"
+        )
+        limit = SizeLimit(MAX_REQUIREMENTS_BYTES - used, whose, _REQUIREMENTS_FIX)
+        try:
+            data = file_at(sha, name, root, label, missing_fix, limit)
+        except NotAFile:
+            if name == path:
+                raise
+            continue  # pip says so in the pod; there is nothing here to bound
+        used += len(data)
+        for included in includes(name, data):
+            if included in seen or not _in_repository(included):
+                continue
+            if len(seen) == MAX_REQUIREMENTS_FILES:
+                raise FileProblem(
+                    f"{shown} and the files it includes (-r, -c) are more than "
+                    f"{MAX_REQUIREMENTS_FILES} files in commit {sha[:8]}",
+                    "merge them into fewer files",
+                )
+            seen.add(included)
+            pending.append((included, f"{included} (included by {name})"))
+
+
+def _in_repository(path: str) -> bool:
+    """Whether an included file's path may name a file of the commit (an absolute one is the
+    image's, one above the code directory is nothing)."""
+    return not (path.startswith("/") or path == ".." or path.startswith("../") or "\0" in path)
 
 
 def load_train_config(
@@ -114,6 +198,12 @@ def load_train_config(
     """The validated train.yaml at ``path`` in commit ``sha`` (with ``working_tree``: in the
     working tree, the code that will actually run); its requirements file must exist there."""
     if working_tree:
+        size = (root / path).stat().st_size
+        if size > MAX_BYTES:
+            raise GitError(
+                f"{path} is {size} bytes in the working tree, more than the {MAX_BYTES} bytes "
+                f"{TRAIN_YAML_LIMIT.whose}; fix: {TRAIN_YAML_LIMIT.fix}"
+            )
         data = (root / path).read_bytes()
         where, fix = "the working tree", "create it"
     else:
@@ -125,6 +215,7 @@ def load_train_config(
                 root,
                 path,
                 "commit it, or pass --config with the path of your train.yaml",
+                TRAIN_YAML_LIMIT,
             )
         except FileProblem as problem:
             raise GitError(f"{problem.message}; fix: {problem.fix}") from problem
@@ -144,7 +235,7 @@ def load_train_config(
             raise ConfigError([Problem(path, "requirements", line, message, fix)])
         return config
     try:
-        file_at(sha, requirements, root, written, fix)
+        requirements_at(sha, requirements, root, written, fix)
     except FileProblem as problem:
         raise ConfigError(
             [Problem(path, "requirements", line, problem.message, problem.fix)]

@@ -245,16 +245,23 @@ class ListOf(Kind[tuple[T_co, ...]]):
 
 class MapOf(Kind[tuple[tuple[str, T_co], ...]]):
     """A mapping from names (checked by ``key_rule``) to values of one kind, as (name, value)
-    pairs in the file's order."""
+    pairs in the file's order, with at most ``limit`` entries."""
 
-    def __init__(self, key_rule: Rule, value: Kind[T_co], *, doc: str) -> None:
+    def __init__(self, key_rule: Rule, value: Kind[T_co], *, doc: str, limit: int = 0) -> None:
         self.key_rule = key_rule
         self.value = value
         self.doc = doc
+        self.limit = limit
 
     def check(self, node: YNode, at: At) -> tuple[tuple[str, T_co], ...] | Invalid:
         if not isinstance(node, YMapping):
             return at.wrong_type(node, "a mapping")
+        if self.limit and len(node.entries) > self.limit:
+            return at.problem(
+                node.line,
+                f"may have at most {self.limit} entries, got {len(node.entries)}",
+                f"remove {len(node.entries) - self.limit}",
+            )
         pairs: list[tuple[str, T_co]] = []
         ok = True
         for entry in node:

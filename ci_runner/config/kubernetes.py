@@ -175,7 +175,9 @@ KUBERNETES: Final = Record(
         "runs no pip: an unpinned requirement stays at the version first installed until one "
         "of them changes. Requirements that name a local path are never kept; a virtualenv no "
         "start used for 14 days is removed. More than one worker needs a ReadWriteMany claim "
-        "(`pip_cache_access_mode`).",
+        "(`pip_cache_access_mode`). Protected branches and tags use its `protected/` directory, "
+        "every other ref its `unprotected/`, and a pod mounts only its own; the project may "
+        "allow only some claims (the component's input `allowed_pip_cache_claims`).",
         "pip-cache",
     ),
     Field(

@@ -9,14 +9,20 @@ import shlex
 from dataclasses import replace
 from typing import Final
 
-from ci_runner.config.builders import PIP_CACHE_FIX, pip_cache_conflict, pip_cache_fits
+from ci_runner import variables
+from ci_runner.config.builders import (
+    PIP_CACHE_FIX,
+    elastic_range,
+    pip_cache_conflict,
+    pip_cache_fits,
+)
 from ci_runner.config.scalars import Int, number
 from ci_runner.config.schema import WORKER_COUNT
 from ci_runner.config.types import TrainConfig
 from ci_runner.errors import ConfigError, Problem
 
-WORKERS_VARIABLE: Final = "CI_RUNNER_WORKERS"
-ARGS_VARIABLE: Final = "CI_RUNNER_ARGS"
+WORKERS_VARIABLE: Final = variables.CI_RUNNER_WORKERS
+ARGS_VARIABLE: Final = variables.CI_RUNNER_ARGS
 
 
 def apply_overrides(
@@ -60,11 +66,14 @@ def _worker_count(config: TrainConfig, workers: str) -> int | Problem:
         )
     # More than 6 digits is out of any bound, and int() refuses thousands of them.
     if len(value.lstrip("0")) > 6 or not kind.admits(int(value)):
+        if elastic is not None:
+            return _problem(
+                WORKERS_VARIABLE, *elastic_range(elastic, WORKERS_VARIABLE, number(value))
+            )
         low, high = kind.minimum, kind.maximum
-        within = " (elastic.min_workers to elastic.max_workers)" if elastic else ""
         return _problem(
             WORKERS_VARIABLE,
-            f"must be from {low} to {high}{within}, got {number(value)}",
+            f"must be from {low} to {high}, got {number(value)}",
             f"set {WORKERS_VARIABLE} to a number from {low} to {high}",
         )
     if not pip_cache_fits(config.kubernetes, int(value)):

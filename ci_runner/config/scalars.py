@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 from typing import Final, TypeVar
 
 from ci_runner.config.engine import INVALID, At, Invalid, Kind, check
 from ci_runner.config.names import Rule, Wrong, closest
+from ci_runner.config.quantity import MAX_AMOUNT, MIN_AMOUNT, quantity_value
 from ci_runner.config.yamlsource import YNode, YScalar, YSequence, shorten
 
 Word = TypeVar("Word", bound=str)  # one of a OneOf's words (a Literal type)
@@ -158,7 +158,8 @@ class Duration(Kind[int]):
         elif isinstance(node.value, str):
             text = node.value.strip()
             match = _DURATION.fullmatch(text) if len(text) <= 32 else None
-            if text.isdigit() and len(text) <= 32:
+            # ASCII only: str.isdigit() also takes "²", which int() refuses.
+            if text.isascii() and text.isdigit() and len(text) <= 32:
                 seconds = int(text)
             elif text and match is not None:
                 days, hours, minutes, secs = (int(part or 0) for part in match.groups())
@@ -180,13 +181,9 @@ class Duration(Kind[int]):
         return seconds
 
 
-_QUANTITY: Final = re.compile(
-    r"(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?"
-)
-
-
 class Quantity(Kind[str]):
-    """A Kubernetes resource quantity such as "4", "500m", "8Gi"; numbers are kept as written."""
+    """A Kubernetes resource quantity such as "4", "500m", "8Gi", within what Kubernetes holds;
+    numbers are kept as written."""
 
     doc = "quantity"
 
@@ -200,23 +197,34 @@ class Quantity(Kind[str]):
         ):
             return at.wrong_type(node, noun)
         text = node.text if not isinstance(node.value, str) else node.value
-        match = _QUANTITY.fullmatch(text)
-        if match is None:
+        try:
+            amount = quantity_value(text)
+        except ValueError:
             return at.problem(
                 node.line,
                 f"must be {noun}, got {shorten(text)}",
                 "write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, ...), "
                 f"e.g. {at.example}",
             )
-        try:
-            positive = Decimal(match.group(1)) > 0
-        except InvalidOperation:  # pragma: no cover - the regex admits only decimal numbers
-            positive = False
-        if not positive:
+        if amount <= 0:
             return at.problem(
                 node.line,
                 f"must be more than 0, got {shorten(text)}",
                 f"request a positive amount, e.g. {at.example}",
+            )
+        if amount < MIN_AMOUNT:
+            return at.problem(
+                node.line,
+                f"must be at least 0.000000001 (Kubernetes rounds a smaller amount up), got "
+                f"{shorten(text)}",
+                f"request a larger amount, e.g. {at.example}",
+            )
+        if amount > MAX_AMOUNT:
+            return at.problem(
+                node.line,
+                f"must be at most {MAX_AMOUNT} (2^63-1 bytes or cores, the most Kubernetes "
+                f"holds), got {shorten(text)}",
+                f"request what the job needs, e.g. {at.example}",
             )
         return text
 

@@ -8,7 +8,7 @@ The ``kubernetes`` and ``tracking`` mappings are :mod:`ci_runner.config.kubernet
 :func:`load_config` checks a document against it and reports
 every problem in one :class:`~ci_runner.errors.ConfigError`, each with the YAML path, the line and
 the fix. :mod:`ci_runner.config.overrides` applies a pipeline's variables over it,
-:mod:`ci_runner.config.outputs` fills in ``outputs``; :mod:`ci_runner.config.reference` renders
+:mod:`ci_runner.config.outputs` fills in ``outputs``; :mod:`testing.reference_schema` renders
 the schema as ``docs/train-yaml.md``.
 """
 
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Final
 
+from ci_runner import variables
 from ci_runner.config.builders import (
     build_elastic,
     build_metric,
@@ -68,11 +70,15 @@ from ci_runner.config.yamlsource import parse
 from ci_runner.errors import ConfigError, Problem
 
 MAX_WORKERS: Final = 512
+# Metric patterns train.yaml may declare. Each is searched in every line of the log, so the parse
+# slows in proportion (measured: 1 pattern ~80,000 lines/s, 32 ~6,500, 2,400 ~80); a job reports
+# a handful (a loss and an accuracy per split, the learning rate, the throughput).
+MAX_METRICS: Final = 32
 MAX_NAME_LENGTH: Final = 24  # "<name>-<sha>-<job id>-worker-<n>" must stay a 63-character label
 METRIC_GROUPS: Final = ("value", "step", "rank")
 # Set by ci-runner in every rank (the Git credentials in the fetch step); not for env or secrets.
 RESERVED_ENV: Final = ("DATA_URI", "OUTPUT_URI", "PIP_CACHE_DIR", "GIT_USERNAME", "GIT_PASSWORD")
-RESERVED_ENV_PREFIX: Final = "CI_RUNNER_"
+RESERVED_ENV_PREFIX: Final = variables.CI_RUNNER_PREFIX
 # A worker count: ``workers``, ``elastic``'s bounds and the pipeline variable CI_RUNNER_WORKERS.
 WORKER_COUNT: Final = Int(1, MAX_WORKERS)
 
@@ -202,7 +208,9 @@ SCHEMA: Final = Record(
         ListOf(Str(rule=_ENV_NAME_RULE), doc="list of names", unique=True),
         "CI variables passed to every rank through a Kubernetes Secret; one named as a pip "
         "setting that `env` passes on (such as `PIP_INDEX_URL` with a password) also reaches "
-        "install-requirements.",
+        "install-requirements. GitLab's, the cluster's and ci-runner's own credentials "
+        "(`CI_JOB_TOKEN`, `GITLAB_TOKEN`, `CI_REGISTRY_PASSWORD`, `KUBECONFIG`, ...) are never "
+        "passed, and the project may allow fewer (the component's input `allowed_secrets`).",
         "[WANDB_API_KEY]",
     ),
     Field(
@@ -215,7 +223,9 @@ SCHEMA: Final = Record(
         "outputs",
         Uri(OUTPUT_PLACEHOLDERS),
         "Where the model goes, given to every rank as OUTPUT_URI; may use {project}, {sha} "
-        "and {job}.",
+        "and {job}. On Kubernetes an s3:// location (file:// is for `train --local`), under "
+        "one the project allows (the component's input `allowed_outputs`); the comment links "
+        "only the objects written there after the run started.",
         "s3://models/{project}/{sha}/{job}/",
     ),
     Field(
@@ -228,11 +238,12 @@ SCHEMA: Final = Record(
                     MetricPattern(METRIC_GROUPS),
                     "Regular expression matched against each log line (without horovodrun's "
                     "`[rank]<stdout>:` prefix, first match) by RE2, in time linear in the line: "
-                    "no backreferences, lookarounds, atomic groups or possessive repeats, and "
-                    "`\\d`, `\\w`, `\\b` are ASCII; the group `value` is the number, "
-                    "optional groups `step` and `rank` (else the prefix's rank). Long logs are "
-                    "parsed two to three times faster when the pattern starts with fixed text and "
-                    "cannot match a line break: `[^,\\n]+`, not `[^,]+`; no `\\s`, `^`, `$`.",
+                    "no backreferences, lookarounds, atomic groups, possessive repeats or POSIX "
+                    "classes (`[0-9]`, not `[[:digit:]]`), and `\\d`, `\\w`, `\\b` are ASCII; "
+                    "the group `value` is the number, optional groups `step` and `rank` (else the "
+                    "prefix's rank). Long logs are parsed two to three times faster when the "
+                    "pattern starts with fixed text and cannot match a line break: `[^,\\n]+`, "
+                    "not `[^,]+`; no `\\s`, `^`, `$`.",
                     r"'loss: (?P<value>[-+0-9.eE]+)'",
                     required=True,
                 ),
@@ -246,8 +257,9 @@ SCHEMA: Final = Record(
                 build=build_metric,
             ),
             doc="mapping name → mapping",
+            limit=MAX_METRICS,
         ),
-        "Metrics parsed from the training log, by name.",
+        f"Metrics parsed from the training log, by name (at most {MAX_METRICS}).",
         r"{train_loss: {pattern: 'loss: (?P<value>[-+0-9.eE]+)'}}",
     ),
     Field(
@@ -293,7 +305,7 @@ def load_config(text: str | bytes, file: str = "train.yaml") -> TrainConfig:
     config = SCHEMA.check(document.root, At(context, "", "name: my-job"))
     if context.problems or isinstance(config, Invalid):
         raise ConfigError(_in_order(context.problems))
-    return replace(config, source_file=file)
+    return replace(config, source_file=file, lines=MappingProxyType(dict(context.lines)))
 
 
 def _in_order(problems: list[Problem]) -> list[Problem]:

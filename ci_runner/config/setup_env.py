@@ -11,16 +11,22 @@ from __future__ import annotations
 
 from typing import Final
 
+from ci_runner import variables
+
 FETCH_CODE: Final = "fetch-code"
 INSTALL_REQUIREMENTS: Final = "install-requirements"
 # ci-runner's own variables, by container, in the order the manifest lists them.
 SETUP_ENV: Final = {
-    FETCH_CODE: ("CI_RUNNER_REPO_URL", "CI_RUNNER_SHA", "CI_RUNNER_GIT_CREDENTIALS"),
+    FETCH_CODE: (
+        variables.CI_RUNNER_REPO_URL,
+        variables.CI_RUNNER_SHA,
+        variables.CI_RUNNER_GIT_CREDENTIALS,
+    ),
     INSTALL_REQUIREMENTS: (
-        "CI_RUNNER_SHA",
-        "CI_RUNNER_REQUIREMENTS",
+        variables.CI_RUNNER_SHA,
+        variables.CI_RUNNER_REQUIREMENTS,
         "PIP_CACHE_DIR",
-        "CI_RUNNER_VENV_CACHE",  # with a pip cache claim only
+        variables.CI_RUNNER_VENV_CACHE,  # with a pip cache claim only
     ),
 }
 # pip's settings that train.yaml's ``env`` (or ``secrets``, for an index URL with a password) may

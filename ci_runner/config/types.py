@@ -8,6 +8,7 @@ construct them directly.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -195,6 +196,8 @@ class TrainConfig:
     kubernetes: KubernetesOptions = field(default_factory=KubernetesOptions)
     tracking: TrackingSpec = field(default_factory=TrackingSpec)
     source_file: str = "train.yaml"  # path of the file inside the repository
+    # Each YAML path's line in ``source_file`` (load_config's), for problems found after it.
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ranks(self) -> int:

@@ -9,9 +9,8 @@ GitLab executed, wait up to 10 x 30 s, and crash on a ``Retry-After`` date (gitl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from http import HTTPStatus
 from typing import Final
 
 import gitlab
@@ -19,37 +18,26 @@ import requests
 from gitlab.v4.objects import Project
 
 from ci_runner.clock import SystemClock
-from ci_runner.context import gitlab_token
-from ci_runner.errors import GitLabError, first_line
-from ci_runner.gitlab.transport import (
-    BoundedSession,
-    Budget,
-    BudgetExhausted,
-    RateLimited,
-)
+from ci_runner.errors import GitLabError, GitLabTimeout, Server, first_line, refused
+from ci_runner.gitlab.transport import BoundedSession, Budget, BudgetExhausted, unanswered
 from ci_runner.http_policy import GITLAB_BUDGET, GITLAB_BUDGET_VARIABLE, GITLAB_REQUEST_TIMEOUT
 
 TOKEN_FIX: Final = (
     "store a valid project or personal access token with the api scope "
     "in the masked CI/CD variable CI_RUNNER_GITLAB_TOKEN"
 )
-_ROLE_FIX: Final = (
-    "give the token in CI_RUNNER_GITLAB_TOKEN the api scope "
-    "and at least the Reporter role in the project"
-)
-_RETRY_FIX: Final = "retry the job once GitLab answers again"
 
 
-def token_from_env(env: Mapping[str, str]) -> str:
-    """The token to post with: ``CI_RUNNER_GITLAB_TOKEN``, else ``GITLAB_TOKEN``.
+def gitlab_api_token(found: tuple[str, str] | None, *, job_token: str | None) -> str:
+    """The token to post with, ``found`` (its variable, its value): ``CI_RUNNER_GITLAB_TOKEN``,
+    else ``GITLAB_TOKEN``.
 
     :class:`GitLabError` when neither is set (saying so when only ``CI_JOB_TOKEN`` exists: the
     job token cannot post merge-request comments).
     """
-    found = gitlab_token(env)
     if found:
         return found[1]
-    raise missing_token_error(job_token_present=bool(env.get("CI_JOB_TOKEN")))
+    raise missing_token_error(job_token_present=bool(job_token))
 
 
 def missing_token_error(*, job_token_present: bool = False) -> GitLabError:
@@ -102,84 +90,53 @@ def current_user_id(gl: gitlab.Gitlab) -> int:
     return user_id
 
 
-class GitLabTimeout(GitLabError):
-    """The time budget for GitLab ran out: say it once, then leave GitLab alone."""
+def gitlab_server(server_url: str) -> Server:
+    """GitLab at ``server_url``, as its failures name it."""
+    return Server(
+        name="GitLab",
+        where=f"GitLab at {server_url}",
+        address_fix="check CI_SERVER_URL and the runner's network",
+        budget_variable=GITLAB_BUDGET_VARIABLE,
+        retry_fix="retry the job once GitLab answers again",
+        auth_fix=TOKEN_FIX,
+        forbidden_fix=(
+            "give the token in CI_RUNNER_GITLAB_TOKEN the api scope "
+            "and at least the Reporter role in the project"
+        ),
+        not_found_fix=(
+            "check that it exists and that the token in CI_RUNNER_GITLAB_TOKEN belongs to a "
+            "member of the project"
+        ),
+    )
 
 
 @contextmanager
 def gitlab_errors(action: str, server_url: str) -> Iterator[None]:
     """Turn python-gitlab's and requests' failures inside the block into one GitLabError line:
     ``cannot <action>: <what GitLab answered>; fix: <how>``. Never includes the token."""
+    server = gitlab_server(server_url)
     try:
         yield
     except gitlab.GitlabError as error:
-        raise _answered(action, error) from error
-    except RateLimited as error:
-        raise GitLabError(
-            f"cannot {action}: GitLab kept answering 429 Too Many Requests, even after retries; "
-            f"fix: {_RETRY_FIX} (the token is being rate-limited)"
-        ) from error
+        raise _answered(server, action, error) from error
     except BudgetExhausted as error:
-        raise GitLabTimeout(
-            f"cannot {action}: GitLab at {server_url} did not answer within the "
-            f"{error.seconds:g} s ci-runner gives it; fix: check CI_SERVER_URL and the runner's "
-            f"network, or give GitLab more time in {GITLAB_BUDGET_VARIABLE} (seconds)"
-        ) from error
+        raise GitLabTimeout(unanswered(error, server, action)) from error
     except requests.RequestException as error:
-        raise GitLabError(
-            f"cannot {action}: GitLab at {server_url} did not answer "
-            f"({type(error).__name__}, after retries); fix: check CI_SERVER_URL and the "
-            f"runner's network, then {_RETRY_FIX}"
-        ) from error
+        raise GitLabError(unanswered(error, server, action)) from error
 
 
-def _answered(action: str, error: gitlab.GitlabError) -> GitLabError:
+def _answered(server: Server, action: str, error: gitlab.GitlabError) -> GitLabError:
     code = error.response_code
     message = first_line(error.error_message)
-    if isinstance(error, gitlab.GitlabAuthenticationError) or code == 401:
-        return GitLabError(
-            f"cannot {action}: GitLab rejected the access token (401 Unauthorized); "
-            f"fix: {TOKEN_FIX}"
-        )
+    if isinstance(error, gitlab.GitlabAuthenticationError):
+        code = 401
     if isinstance(error, gitlab.exceptions.RedirectError):
         return GitLabError(
             f"cannot {action}: GitLab redirected the request to another address; fix: set the "
             "GitLab URL (CI_SERVER_URL) to the address it redirects to, usually its https:// URL"
         )
-    if code == 403:
-        return GitLabError(
-            f"cannot {action}: GitLab answered {_status(403, message)}; fix: {_ROLE_FIX}"
-        )
-    if code == 404:
-        return GitLabError(
-            f"cannot {action}: GitLab answered {_status(404, message)}; fix: check that it exists "
-            "and that the token in CI_RUNNER_GITLAB_TOKEN belongs to a member of the project"
-        )
-    if code == 429:
-        return GitLabError(
-            f"cannot {action}: GitLab kept answering 429 Too Many Requests, even after retries; "
-            f"fix: {_RETRY_FIX} (the token is being rate-limited)"
-        )
-    if code is not None and code >= 500:
-        return GitLabError(
-            f"cannot {action}: GitLab kept answering {_status(code, '')}, even after retries; "
-            f"fix: {_RETRY_FIX}"
-        )
     if code is None:
-        return GitLabError(f"cannot {action}: {message or type(error).__name__}; fix: {_RETRY_FIX}")
-    return GitLabError(
-        f"cannot {action}: GitLab answered {_status(code, message)}; "
-        "fix: report this to the ci-runner maintainers with the job log"
-    )
-
-
-def _status(code: int, message: str) -> str:
-    """``403 Forbidden``, ``403 insufficient_scope``, ``404 Project Not Found`` ..."""
-    if message.startswith(str(code)):
-        return message
-    if message:
-        return f"{code} {message}"
-    try:
-        return f"{code} {HTTPStatus(code).phrase}"
-    except ValueError:
-        return str(code)
+        return GitLabError(
+            f"cannot {action}: {message or type(error).__name__}; fix: {server.retry_fix}"
+        )
+    return GitLabError(refused(server, action, code, message))

@@ -4,9 +4,10 @@ merge request (or commit) and train config up to date across runs.
 Targets: an MR pipeline posts to its MR (in the MR's project, which for a fork's MR is not the
 pipeline's); a branch or manual pipeline to every open MR whose head is this commit; with none,
 to the commit, as a commit *discussion* (commit comments cannot be edited; discussion notes can).
-The note is found again by a hidden marker among our own notes and edited in place, so a re-run
-never adds a second one. A create that timed out or got a 5xx may have been executed by GitLab:
-before creating again, the marker is looked for, so an answer lost on the way never makes two.
+The note is found again by the hidden marker on its first line among our own notes and edited in
+place, so a re-run never adds a second one. A create that timed out or got a 5xx may have been
+executed by GitLab: before creating again, the marker is looked for, so an answer lost on the way
+never makes two.
 Every body goes out through :func:`ci_runner.gitlab.notes.note_body` (no line a quick action,
 in the form GitLab stores, so an unchanged report is recognised and not sent again).
 
@@ -16,9 +17,9 @@ Notes::UpdateService notifies nobody: app/services/notes/, app/workers/new_note_
 at the end of a run :func:`reply_once` posts a short note with the result: on a merge request a
 note of its own after the report (a reply would make the report a resolvable thread), on a
 commit a reply in the report's thread (POST .../discussions/:discussion_id/notes,
-lib/api/discussions.rb). It carries a hidden marker naming the CI job; found among our notes
-newer than the report (or in its thread), it is not posted again (``cancel`` after ``train``,
-an after_script run twice).
+lib/api/discussions.rb). Its first line is a hidden marker naming the CI job; found among our
+notes newer than the report (or in its thread), it is not posted again (``cancel`` after
+``train``, an after_script run twice).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ import requests
 from gitlab.v4.objects import Project, ProjectCommit, ProjectMergeRequest
 
 from ci_runner.context import CIContext
-from ci_runner.errors import GitLabError
-from ci_runner.gitlab.client import GitLabTimeout, current_user_id, gitlab_errors
+from ci_runner.errors import GitLabError, GitLabTimeout
+from ci_runner.gitlab.client import current_user_id, gitlab_errors
 from ci_runner.gitlab.notes import note_body
 from ci_runner.gitlab.transport import not_sent
 
@@ -144,10 +145,10 @@ def _key(target: Target) -> object:
     return ("mr", target.iid) if isinstance(target, MergeRequestTarget) else ("commit", target.sha)
 
 
-def baseline_branch(target: Target, ctx: CIContext) -> str | None:
+def baseline_branch(target: Target | None, ctx: CIContext) -> str | None:
     """The branch whose metrics ``target``'s comment compares with: an MR's own target branch;
-    for the commit (or an MR whose target is unknown) the MR pipeline's target, else the
-    project's default branch."""
+    for the commit, an MR whose target is unknown or no comment at all (None), the MR
+    pipeline's target, else the project's default branch."""
     if isinstance(target, MergeRequestTarget) and target.target_branch:
         return target.target_branch
     return ctx.mr_target_branch or ctx.default_branch
@@ -170,7 +171,7 @@ def publish(
 ) -> list[PostedComment]:
     """Post or update the report on every target and say what was done.
 
-    On each target, the newest note of ours containing ``marker`` is edited with
+    On each target, the newest note of ours whose first line is ``marker`` is edited with
     ``render(its_body)``; without one, a note ``render(None)`` is created. The first failure
     raises :class:`GitLabError` (one line); a body over GitLab's note limit is refused before
     sending.
@@ -249,8 +250,8 @@ def reply_once(
     project: Project, comment: PostedComment, reply_tag: str, body: str
 ) -> PostedComment | None:
     """Post ``body``, the result of this CI job, as a new note beside the report note
-    ``comment``, unless a note of ours holding ``reply_tag`` is there already (then it is
-    returned, UNCHANGED). None when the report note is gone (deleted meanwhile).
+    ``comment``, unless a note of ours whose first line is ``reply_tag`` is there already (then
+    it is returned, UNCHANGED). None when the report note is gone (deleted meanwhile).
 
     On a merge request it is a note of its own, newer than the report: a reply would turn the
     report into a thread, and every thread of a merge request is resolvable and unresolved
@@ -270,7 +271,7 @@ def reply_once(
     create: Callable[[str], int]
     if isinstance(target, MergeRequestTarget):
         mr = project.mergerequests.get(target.iid, lazy=True)
-        find = partial(_newer_mr_note, mr, comment.note_id, reply_tag, user_id)
+        find = partial(_find_mr_note, mr, reply_tag, user_id, comment.note_id)
         create = partial(_create_mr_note, mr)
         with gitlab_errors(f"read the comments of {where}", server):
             found = find()
@@ -290,25 +291,6 @@ def reply_once(
     text = _checked(note_body(body), where)
     note_id = _create_once(text, where, server, find, create, "the result")
     return PostedComment(target, Action.CREATED, note_id, f"{page}#note_{note_id}")
-
-
-def _newer_mr_note(
-    mr: ProjectMergeRequest, report_id: int, tag: str, user_id: int
-) -> _Found | None:
-    """Our newest MR note holding ``tag`` among those newer than the report note."""
-    notes = mr.notes.list(iterator=True, order_by="created_at", sort="desc", per_page=PER_PAGE)
-    for note in notes:
-        if int(note.id) == report_id:
-            return None
-        if note.system or note.author.get("id") != user_id or tag not in note.body:
-            continue
-
-        def save(body: str, note: Any = note) -> None:
-            note.body = body
-            note.save()
-
-        return _Found(int(note.id), str(note.body), save)
-    return None
 
 
 def _in_thread(commit: ProjectCommit, discussion_id: str, tag: str, user_id: int) -> _Found | None:
@@ -337,11 +319,11 @@ def _ours(
     tag: str,
     user_id: int,
 ) -> _Found | None:
-    """Our first note in the thread holding ``tag`` (a reviewer quoting it does not count)."""
+    """Our first note in the thread marked with ``tag`` (a reviewer quoting it does not count)."""
     for note in notes:
         author = (note.get("author") or {}).get("id")
         text = note.get("body") or ""
-        if not note.get("system") and author == user_id and tag in text:
+        if not note.get("system") and author == user_id and _marked(text, tag):
             note_id = int(note["id"])
             return _Found(note_id, text, partial(_save_in_thread, noteable, discussion_id, note_id))
     return None
@@ -354,21 +336,34 @@ def _save_in_thread(noteable: ProjectCommit, discussion_id: str, note_id: int, b
     edited.save()
 
 
+def _marked(body: str, marker: str) -> bool:
+    """Whether ``marker`` is the first line of ``body``: the one place of a note we post that
+    only ci-runner writes. Below it the report quotes the training's log, which a branch
+    controls and which may print any marker (forged, it would pick another config's note, or
+    pass for a result already posted)."""
+    return body.partition("\n")[0] == marker
+
+
 def _maybe_executed(error: BaseException | None) -> bool:
     if isinstance(error, gitlab.GitlabError):
         return (error.response_code or 0) >= 500
     return isinstance(error, requests.RequestException) and not not_sent(error)
 
 
-def _find_mr_note(mr: ProjectMergeRequest, marker: str, user_id: int) -> _Found | None:
-    """Our newest MR note holding ``marker``, page after page until found or exhausted.
+def _find_mr_note(
+    mr: ProjectMergeRequest, marker: str, user_id: int, newer_than: int | None = None
+) -> _Found | None:
+    """Our newest MR note marked with ``marker``, page after page until found or exhausted
+    (or, given ``newer_than``, until that note: only those newer than it count).
 
     Only our own notes count: a reviewer's reply quoting the report also contains the marker
     (and a maintainer's token could edit it, which would be wrong).
     """
     notes = mr.notes.list(iterator=True, order_by="created_at", sort="desc", per_page=PER_PAGE)
     for note in notes:
-        if note.system or note.author.get("id") != user_id or marker not in note.body:
+        if int(note.id) == newer_than:
+            return None
+        if note.system or note.author.get("id") != user_id or not _marked(note.body, marker):
             continue
 
         def save(body: str, note: Any = note) -> None:
@@ -384,13 +379,13 @@ def _create_mr_note(mr: ProjectMergeRequest, body: str) -> int:
 
 
 def _find_commit_note(commit: ProjectCommit, marker: str, user_id: int) -> _Found | None:
-    """Our newest note holding ``marker`` in the commit's discussions (all pages)."""
+    """Our newest note marked with ``marker`` in the commit's discussions (all pages)."""
     best: tuple[int, str, str] | None = None  # note id, body, discussion id
     for discussion in commit.discussions.list(iterator=True, per_page=PER_PAGE):
         for note in discussion.attributes.get("notes", []):
             author = (note.get("author") or {}).get("id")
             body = note.get("body") or ""
-            if note.get("system") or author != user_id or marker not in body:
+            if note.get("system") or author != user_id or not _marked(body, marker):
                 continue
             if best is None or int(note["id"]) > best[0]:
                 best = (int(note["id"]), body, str(discussion.id))

@@ -9,6 +9,9 @@ python-gitlab uses as its ``requests`` session (python-gitlab's own retries are 
   GET/PUT/DELETE (idempotent) also 5xx, timeouts and dropped connections. A POST that timed out
   or got a 5xx may have been executed: it is never resent here (the caller looks before creating
   again). ``Retry-After`` is honoured in seconds or as an HTTP date, else exponential backoff.
+
+:func:`unanswered` says, in ci_runner.errors' words, why a request through it got no answer;
+both clients (GitLab's and MLflow's) use it, so a failure reads the same from either.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import requests
 import urllib3.exceptions
 
 from ci_runner.clock import Clock
+from ci_runner.errors import Server, not_answered, out_of_time, refused
 from ci_runner.http_policy import (
     GITLAB_REQUEST_TIMEOUT,
     GITLAB_RETRY,
@@ -139,3 +143,12 @@ def not_sent(error: BaseException) -> bool:
         reason = getattr(reason, "reason", reason)
         return isinstance(reason, urllib3.exceptions.NewConnectionError)
     return False
+
+
+def unanswered(error: requests.RequestException, server: Server, action: str) -> str:
+    """The one line for a request to ``server`` that :class:`BoundedSession` gave up on."""
+    if isinstance(error, RateLimited):
+        return refused(server, action, 429)
+    if isinstance(error, BudgetExhausted):
+        return out_of_time(server, action, error.seconds)
+    return not_answered(server, action, type(error).__name__)

@@ -10,12 +10,12 @@ common/build.go in gitlab-org/gitlab-runner). The variables are read through
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from ci_runner.context import JOB_TIMEOUT_VARIABLE, SCRIPT_TIMEOUT_VARIABLE, job_time_variables
+from ci_runner.clock import duration
+from ci_runner.context import JOB_TIMEOUT_VARIABLE, SCRIPT_TIMEOUT_VARIABLE, JobTimeVariables
 
 _GO_DURATION: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
 _UNIT_SECONDS: Final = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -46,12 +46,11 @@ class CIJobTime:
         return max(MIN_DEADLINE_SECONDS, left)
 
 
-def ci_job_time(env: Mapping[str, str], now: datetime) -> CIJobTime | None:
+def ci_job_time(variables: JobTimeVariables, now: datetime) -> CIJobTime | None:
     """The job's limit from ``CI_JOB_TIMEOUT``, or ``RUNNER_SCRIPT_TIMEOUT`` when that is
     shorter, and the time spent since ``CI_JOB_STARTED_AT`` (ISO 8601, UTC); None outside CI or
     on a GitLab that does not give the timeout. A start time missing or unreadable counts as
     now."""
-    variables = job_time_variables(env)
     raw = variables.timeout
     if not raw.isdigit() or int(raw) <= 0:
         return None
@@ -97,11 +96,3 @@ def longer_than_job(config_timeout: int | None, job: CIJobTime | None, source: s
         "timeout (the job's timeout: keyword, or the project's Settings > CI/CD > General "
         "pipelines > Timeout)"
     )
-
-
-def duration(seconds: int) -> str:
-    """``7200`` -> ``2h``, ``5400`` -> ``1h30m``, ``90`` -> ``1m30s``."""
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
-    return "".join(parts) or "0s"

@@ -9,29 +9,29 @@ how horovodrun finds the hosts (:class:`Hosts`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
+from ci_runner import variables
 from ci_runner.config.outputs import expand_outputs
 from ci_runner.config.types import TrainConfig
-from ci_runner.context import ALLOW_GIT_PROTOCOL, CIContext
+from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, Problem
-from ci_runner.masking import SecretMasker, secret_masker
+from ci_runner.masking import SecretMasker
 from ci_runner.plan.deadline import CIJobTime, mpijob_deadline
 from ci_runner.plan.mpijob_name import mpijob_name
-from ci_runner.plan.tracking import SET_FOR_RANKS, RankTracking
+from ci_runner.plan.tracking import SET_FOR_RANKS, RankTracking, give_way
+from ci_runner.policy import ProjectPolicy
+from ci_runner.settings import Settings
 
 LOG_NAME: Final = "train.log"  # the training log, in the output directory
 GIT_USERNAME_KEY: Final = "GIT_USERNAME"
 GIT_PASSWORD_KEY: Final = "GIT_PASSWORD"
-# The git token, in this order: what fetch-code.sh hands git when it is not empty.
-GIT_TOKEN_VARIABLE: Final = "CI_RUNNER_GIT_TOKEN"
-JOB_TOKEN_VARIABLE: Final = "CI_JOB_TOKEN"
 # The rank variables whose values depend on where the ranks run (PATH only exists locally:
 # on Kubernetes it is the image's).
-LOCATION_DEPENDENT: Final = frozenset({"CI_RUNNER_CODE_DIR", "PYTHONPATH", "PATH"})
+LOCATION_DEPENDENT: Final = frozenset({variables.CI_RUNNER_CODE_DIR, variables.PYTHONPATH, "PATH"})
 # What horovodrun 0.28.1 gives OpenMPI's mpirun (runner/mpi_run.py: basic_args, _NO_BINDING_ARGS,
 # _OMPI_FLAGS): rank-tagged output lines ([1,0]<stdout>:), one rank per slot, no core binding,
 # TCP between the ranks.
@@ -122,6 +122,8 @@ class RunPlan:
     # whether the project allows git:// (context.ALLOW_GIT_PROTOCOL): what the URL may be.
     git_credential: bool = False
     git_protocol: bool = False
+    # The maintainers' choices: the image the git fetch runs in, the cache of protected refs.
+    policy: ProjectPolicy = field(default_factory=ProjectPolicy)
 
     @property
     def deadline_seconds(self) -> int | None:
@@ -135,8 +137,7 @@ class RunPlan:
         variable of that name."""
         if self.tracking is None:
             return self.config.secrets
-        own = tuple(s for s in self.config.secrets if s not in SET_FOR_RANKS)
-        return (*own, *self.tracking.credentials)
+        return give_way(self.config.secrets, self.tracking)
 
     def rank_environment(self, location: RankLocation) -> tuple[tuple[str, str], ...]:
         """The variables every rank gets besides the secrets, in the order the manifest lists
@@ -144,20 +145,20 @@ class RunPlan:
         config, ctx = self.config, self.context
         user = dict(config.env)
         env = [
-            ("CI_RUNNER_SHA", ctx.sha),
-            ("CI_RUNNER_JOB", self.mpijob_name),
-            ("CI_RUNNER_PROJECT", ctx.project_path),
-            ("CI_RUNNER_CODE_DIR", location.code_dir),
+            (variables.CI_RUNNER_SHA, ctx.sha),
+            (variables.CI_RUNNER_JOB, self.mpijob_name),
+            (variables.CI_RUNNER_PROJECT, ctx.project_path),
+            (variables.CI_RUNNER_CODE_DIR, location.code_dir),
         ]
         if self.data_uri:
             env.append(("DATA_URI", self.data_uri))
         if self.output_uri:
             env.append(("OUTPUT_URI", self.output_uri))
-        paths = [p for p in (location.dependency_path, user.get("PYTHONPATH")) if p]
+        paths = [p for p in (location.dependency_path, user.get(variables.PYTHONPATH)) if p]
         if paths:
-            env.append(("PYTHONPATH", ":".join(paths)))
+            env.append((variables.PYTHONPATH, ":".join(paths)))
         env += [(k, v) for k, v in RANK_DEFAULTS if k not in user]
-        taken = {"PYTHONPATH"} | (SET_FOR_RANKS if self.tracking else set())
+        taken = {variables.PYTHONPATH} | (SET_FOR_RANKS if self.tracking else set())
         env += [(k, v) for k, v in config.env if k not in taken]
         if self.tracking is not None:
             env += self.tracking.variables()
@@ -204,10 +205,24 @@ class RunPlan:
         return ["mpirun", *options, MPIRUN_END_OF_OPTIONS, *self.config.command]
 
 
+def with_tracking(plan: RunPlan, tracking: RankTracking) -> RunPlan:
+    """``plan`` whose ranks join ``tracking``'s run: its credentials become keys of the job's
+    Secret (a train.yaml secret ci-runner sets for the ranks gives way: ``give_way``)."""
+    secret = plan.secret
+    keys = give_way(secret.keys, tracking)
+    data = None
+    if secret.data is not None:
+        values = {**secret.data, **tracking.credentials}
+        data = MappingProxyType({k: values[k] for k in keys})
+    secret = replace(secret, keys=keys, data=data)
+    masker = plan.masker.with_secrets(tracking.credentials.values())
+    return replace(plan, tracking=tracking, secret=secret, masker=masker)
+
+
 def build_plan(
     config: TrainConfig,
     context: CIContext,
-    env: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
     *,
     read_secrets: bool = False,
     data_uri: str | None = None,
@@ -215,26 +230,28 @@ def build_plan(
     outputs: OutputPaths | None = None,
     ci_job: CIJobTime | None = None,
     masker: SecretMasker | None = None,
+    policy: ProjectPolicy | None = None,
 ) -> RunPlan:
-    """The plan for running ``config`` at ``context`` from the environment ``env``.
+    """The plan for running ``config`` at ``context`` with ``settings``.
 
-    The masker masks every credential in ``env`` and the secrets' values. ``read_secrets``
-    reads the Secret's values from ``env`` (a run needs them; ``render``, ``validate`` and
+    The masker masks every credential in ``settings`` and the secrets' values. ``read_secrets``
+    reads the Secret's values from its environment (a run needs them; ``render``, ``validate`` and
     ``cancel`` only the names). ``data_uri`` and ``output_uri`` replace train.yaml's ``data`` and
     ``outputs`` (taken as is, no {fields}). Raises ConfigError, when reading them, for every
     secret that is not set: before anything is submitted or started. The names ci-runner sets
     itself the config refuses (:func:`ci_runner.config.schema.load_config`). A command passes
     its console's ``masker`` (built from the same environment and secrets): one masker for the
-    lines ci-runner prints and everything the run writes.
+    lines ci-runner prints and everything the run writes. ``policy`` is the maintainers' (else
+    none narrows); :func:`ci_runner.plan.allowed.check_allowed` checks the plan against it.
     """
-    env = env or {}
+    settings = settings or Settings()
     name = mpijob_name(config, context)
     if output_uri is None and config.outputs:
         output_uri = expand_outputs(
             config.outputs, project=context.project_path, sha=context.sha, job=name
         )
     keys = (GIT_USERNAME_KEY, GIT_PASSWORD_KEY, *config.secrets)
-    data = MappingProxyType(_secret_data(config, env)) if read_secrets else None
+    data = MappingProxyType(_secret_data(config, settings)) if read_secrets else None
     return RunPlan(
         config=config,
         context=context,
@@ -242,33 +259,34 @@ def build_plan(
         data_uri=data_uri or config.data,
         output_uri=output_uri,
         secret=JobSecret(secret_name(name), keys, data),
-        masker=masker or secret_masker(env, config.secrets),
+        masker=masker or settings.masker(config.secrets),
         outputs=outputs,
         ci_job=ci_job,
-        git_credential=bool(env.get(GIT_TOKEN_VARIABLE) or env.get(JOB_TOKEN_VARIABLE)),
-        git_protocol=env.get(ALLOW_GIT_PROTOCOL, "").lower() in ("1", "true", "yes"),
+        git_credential=bool(settings.git_token or settings.job_token),
+        git_protocol=settings.allow_git_protocol,
+        policy=policy or ProjectPolicy(),
     )
 
 
-def _secret_data(config: TrainConfig, env: Mapping[str, str]) -> dict[str, str]:
+def _secret_data(config: TrainConfig, settings: Settings) -> dict[str, str]:
     """Git credentials for the pods, then one key per ``config.secrets``.
 
     Git uses ``CI_RUNNER_GIT_TOKEN`` (user ``CI_RUNNER_GIT_USERNAME``, default ``oauth2``) when
     set, else the job token as ``gitlab-ci-token``.
     """
-    if env.get(GIT_TOKEN_VARIABLE):
+    if settings.git_token:
         data = {
-            GIT_USERNAME_KEY: env.get("CI_RUNNER_GIT_USERNAME") or "oauth2",
-            GIT_PASSWORD_KEY: env[GIT_TOKEN_VARIABLE],
+            GIT_USERNAME_KEY: settings.git_username or "oauth2",
+            GIT_PASSWORD_KEY: settings.git_token,
         }
     else:
         data = {
             GIT_USERNAME_KEY: "gitlab-ci-token",
-            GIT_PASSWORD_KEY: env.get(JOB_TOKEN_VARIABLE, ""),
+            GIT_PASSWORD_KEY: settings.job_token or "",
         }
     problems = []
     for name in config.secrets:
-        value = env.get(name)
+        value = settings.environ.get(name)
         if not value:
             problems.append(
                 Problem(

@@ -2,7 +2,7 @@
 
 Only when train.yaml's ``tracking.ranks_log`` asks for it: by default the ranks get no MLflow
 variable and no token (ci-runner logs the run from the log). The run is created before training
-starts (:mod:`ci_runner.tracking`), then :func:`with_tracking` gives the plan the run's id:
+starts (:mod:`ci_runner.tracking`), then ``run_plan.with_tracking`` gives the plan the run's id:
 ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID`` and ``MLFLOW_EXPERIMENT_ID`` go to every rank as plain
 variables, the ranks' own token (``CI_RUNNER_MLFLOW_TOKEN``) or MLflow's password through the
 job's Secret (never inline in the manifest), so ``mlflow.log_*`` in rank 0 adds to that run.
@@ -10,27 +10,25 @@ job's Secret (never inline in the manifest), so ``mlflow.log_*`` in rank 0 adds 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
 
-if TYPE_CHECKING:
-    from ci_runner.plan.run_plan import RunPlan
+from ci_runner import variables
 
-URI_VARIABLE: Final = "MLFLOW_TRACKING_URI"
-RUN_ID_VARIABLE: Final = "MLFLOW_RUN_ID"
-EXPERIMENT_ID_VARIABLE: Final = "MLFLOW_EXPERIMENT_ID"
-INSECURE_TLS_VARIABLE: Final = "MLFLOW_TRACKING_INSECURE_TLS"
-TOKEN_VARIABLE: Final = "MLFLOW_TRACKING_TOKEN"
-USERNAME_VARIABLE: Final = "MLFLOW_TRACKING_USERNAME"
-PASSWORD_VARIABLE: Final = "MLFLOW_TRACKING_PASSWORD"
+URI_VARIABLE: Final = variables.MLFLOW_TRACKING_URI
+RUN_ID_VARIABLE: Final = variables.MLFLOW_RUN_ID
+EXPERIMENT_ID_VARIABLE: Final = variables.MLFLOW_EXPERIMENT_ID
+INSECURE_TLS_VARIABLE: Final = variables.MLFLOW_TRACKING_INSECURE_TLS
+TOKEN_VARIABLE: Final = variables.MLFLOW_TRACKING_TOKEN
+USERNAME_VARIABLE: Final = variables.MLFLOW_TRACKING_USERNAME
+PASSWORD_VARIABLE: Final = variables.MLFLOW_TRACKING_PASSWORD
 # The token made for the ranks (train.yaml's tracking.ranks_log); they get it as TOKEN_VARIABLE.
-RANK_TOKEN_VARIABLE: Final = "CI_RUNNER_MLFLOW_TOKEN"
+RANK_TOKEN_VARIABLE: Final = variables.CI_RUNNER_MLFLOW_TOKEN
 # MLflow's variables in ci-runner's own environment are ci-runner's: ranks on this machine do not
 # inherit them, as pods do not (they get those with_tracking sets, and train.yaml's env and
 # secrets).
-MLFLOW_PREFIX: Final = "MLFLOW_"
+NOT_INHERITED_PREFIX: Final = variables.MLFLOW_PREFIX
 # The variables ci-runner sets for the ranks when the run is tracked: train.yaml's env and
 # secrets give way to them.
 SET_FOR_RANKS: Final = frozenset(
@@ -71,15 +69,8 @@ class RankTracking:
         return tuple(env)
 
 
-def with_tracking(plan: RunPlan, tracking: RankTracking) -> RunPlan:
-    """``plan`` whose ranks join ``tracking``'s run: its credentials become keys of the job's
-    Secret (a train.yaml secret of the same name gives way)."""
-    secret = plan.secret
-    keys = tuple(k for k in secret.keys if k not in tracking.credentials)
-    data = None
-    if secret.data is not None:
-        values = {k: v for k, v in secret.data.items() if k not in tracking.credentials}
-        data = MappingProxyType({**values, **tracking.credentials})
-    secret = replace(secret, keys=(*keys, *tracking.credentials), data=data)
-    masker = plan.masker.with_secrets(tracking.credentials.values())
-    return replace(plan, tracking=tracking, secret=secret, masker=masker)
+def give_way(names: Iterable[str], tracking: RankTracking) -> tuple[str, ...]:
+    """The Secret's keys the ranks get when they join ``tracking``'s run: ``names`` without
+    those ci-runner sets for them (:data:`SET_FOR_RANKS`: a train.yaml secret of that name gives
+    way), then the run's credentials."""
+    return (*(n for n in names if n not in SET_FOR_RANKS), *tracking.credentials)

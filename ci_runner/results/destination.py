@@ -4,17 +4,14 @@ the commit), reached through one time-bounded session per phase (before training
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any
 
 from ci_runner.clock import Clock, SystemClock
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
-from ci_runner.http_policy import GITLAB_BUDGET, GITLAB_BUDGET_VARIABLE, budget_seconds
-
-NOTIFY_VARIABLE: Final = "CI_RUNNER_NOTIFY_RESULT"  # the component's input notify_result
+from ci_runner.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -59,7 +56,7 @@ class GitLabDestination:
 
 def open_gitlab(
     ctx: CIContext,
-    env: Mapping[str, str],
+    settings: Settings,
     console: StatusOutput,
     clock: Clock | None = None,
 ) -> GitLabDestination | None:
@@ -70,18 +67,17 @@ def open_gitlab(
     """
     if not ctx.in_ci or not ctx.server_url:
         return None
-    from ci_runner.gitlab.client import connect_gitlab, open_project, token_from_env
+    from ci_runner.gitlab.client import connect_gitlab, gitlab_api_token, open_project
     from ci_runner.gitlab.comments import find_targets, report_project_id
     from ci_runner.gitlab.transport import BoundedSession, Budget
 
-    seconds = budget_seconds(env, GITLAB_BUDGET_VARIABLE, GITLAB_BUDGET)
-    session = BoundedSession(Budget(clock or SystemClock(), seconds))
+    session = BoundedSession(Budget(clock or SystemClock(), settings.gitlab_budget))
     try:
-        gl = connect_gitlab(ctx.server_url, token_from_env(env), session=session)
+        token = gitlab_api_token(settings.gitlab_token, job_token=settings.job_token)
+        gl = connect_gitlab(ctx.server_url, token, session=session)
         project = open_project(gl, report_project_id(ctx))
         targets = find_targets(project, ctx)
     except GitLabError as error:
         console.warning(f"not commenting on GitLab: {error}")
         return None
-    notify = env.get(NOTIFY_VARIABLE, "").strip().lower() != "false"
-    return GitLabDestination(project, tuple(targets), session, notify)
+    return GitLabDestination(project, tuple(targets), session, settings.notify_result)

@@ -17,6 +17,11 @@ ANSI: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 CONTROL: Final = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
 )
+# What opens an HTML comment, and how untrusted text shows it: ci-runner's hidden lines are HTML
+# comments, and a forged one (a log line printing a marker or a history) must not pose as one
+# nor hide the rest of a note. The shown form cannot make a new opening with the text around it.
+COMMENT_OPEN: Final = "<!--"
+COMMENT_OPEN_SHOWN: Final = "<!- -"
 
 
 def plural(n: int, word: str) -> str:
@@ -31,8 +36,11 @@ def fence(text: str, shortest: int = 1) -> str:
 
 
 def clean(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """One line of untrusted text: ANSI and control characters gone, cut to ``limit``."""
+    """One line of untrusted text: ANSI and control characters gone, no ``<!--`` (shown as
+    ``<!- -``), cut to ``limit``."""
     text = CONTROL.sub(" ", ANSI.sub("", text.replace("\r\n", " ").replace("\n", " ")))
+    # After the ANSI codes are gone: "<!\x1b[0m--" is an opening once they are.
+    text = text.replace(COMMENT_OPEN, COMMENT_OPEN_SHOWN)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

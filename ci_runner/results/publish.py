@@ -8,11 +8,12 @@ one warning line in the CI log.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.clock import Clock
 from ci_runner.config.types import TrainConfig
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
@@ -35,6 +36,7 @@ from ci_runner.results.report_markdown import (
     render_report,
     reply_marker,
 )
+from ci_runner.settings import AwsSettings, Settings
 
 
 def post(
@@ -100,33 +102,62 @@ def announce(
     post(gitlab, report, masker, console)
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """A run that ended, as its report tells it: its plan and result, the metrics parsed while
+    its log streamed in (``train``; None: parsed from the saved log, as ``cancel`` does, in
+    another process), and its MLflow run's page."""
+
+    plan: RunPlan
+    result: RunResult
+    metrics: MetricsSummary | None = None
+    tracking_url: str | None = None
+
+
+class ReportRuntime(Protocol):
+    """What reporting needs of the outside world (``commands.common.Runtime`` is one): the
+    settings (S3's credentials, for the links), where to print, and the clock."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def console(self) -> StatusOutput: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+
 def finish(
-    plan: RunPlan,
-    result: RunResult,
-    *,
-    now: datetime,
-    env: Mapping[str, str],
+    runtime: ReportRuntime,
+    record: RunRecord,
     gitlab: GitLabDestination | None,
-    masker: SecretMasker,
-    console: StatusOutput,
-    metrics: MetricsSummary | None = None,
+    *,
     link_expiry_seconds: int = DEFAULT_EXPIRY_SECONDS,
-    tracking_url: str | None = None,
 ) -> ReportInput:
     """Metrics, links, baseline → report.md / metrics.json / metrics.txt (in the plan's output
-    directory) and the MR comment; links to the files under the plan's output URI.
-    ``metrics``: those parsed while the log streamed in (``train``); None: parsed from the
-    saved log (``cancel``, another process)."""
+    directory) and the MR comment, masked as the plan's log is (less what links carry: see
+    :func:`masker_for_report`); links to the files under the plan's output URI."""
+    plan, result, console = record.plan, record.result, runtime.console
+    masker = masker_for_report(plan.masker, runtime.settings.aws)
     config, ctx, paths = plan.config, plan.context, plan.outputs
     if paths is None:
         raise ValueError("a run plan without output paths has nowhere to write the report")
     if gitlab is not None:
         gitlab.next_phase()
         gitlab = gitlab.found_again(ctx, console)
-    summary = metrics if metrics is not None else _metrics(config, result, console)
+    summary = record.metrics
+    if summary is None:
+        summary = _metrics(config, result, console)
     artifacts = None
     if result.succeeded and plan.output_uri:
-        artifacts = output_links(plan.output_uri, env, now, link_expiry_seconds)
+        artifacts = output_links(
+            plan.output_uri,
+            runtime.settings.aws,
+            runtime.clock.now(),
+            link_expiry_seconds,
+            started=result.started_at,
+        )
     by_branch = _targets_by_baseline(gitlab, ctx)
     baselines = _baselines(gitlab, ctx, by_branch, paths.artifacts_path, console)
 
@@ -141,7 +172,7 @@ def finish(
             baseline_ref=branch if gitlab is not None else None,
             baseline_pipeline=baseline.pipeline if baseline else None,
             artifacts=artifacts,
-            tracking_url=tracking_url,
+            tracking_url=record.tracking_url,
         )
 
     # report.md compares with the first target's branch (the MR's, in an MR pipeline).
@@ -186,7 +217,7 @@ def _targets_by_baseline(
     groups: dict[str | None, list[Any]] = {}
     for target in gitlab.targets if gitlab is not None else ():
         groups.setdefault(baseline_branch(target, ctx), []).append(target)
-    return groups or {ctx.mr_target_branch or ctx.default_branch: []}
+    return groups or {baseline_branch(None, ctx): []}
 
 
 def _metrics(
@@ -199,10 +230,10 @@ def _metrics(
     return parse_log_file(result.log_path, config.metrics)
 
 
-def masker_for_report(masker: SecretMasker, env: Mapping[str, str]) -> SecretMasker:
+def masker_for_report(masker: SecretMasker, aws: AwsSettings) -> SecretMasker:
     """The log's masker, minus AWS_SESSION_TOKEN: presigned links carry it (useless without the
     secret key, which they never carry), and masking it would break every link."""
-    token = env.get("AWS_SESSION_TOKEN")
+    token = aws.session_token
     if not token:
         return masker
     return SecretMasker(v for v in masker.values if v != token)

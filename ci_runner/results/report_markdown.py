@@ -1,14 +1,21 @@
 """The merge-request comment: one Markdown body per train config, rendered from a template.
 
 Pure: :func:`render_report` turns a :class:`~ci_runner.results.report.ReportInput` into
-Markdown. The body carries a
-hidden :func:`marker` (so the publisher finds its comment again) and the verdicts of earlier
-runs as hidden JSON (read back with :func:`extract_history`). :func:`render_comment` is the
-publisher's callback: it keeps the history of the comment it is about to replace.
+Markdown. The body's first line is a hidden :func:`marker` (so the publisher finds its comment
+again), its last line the verdicts of earlier runs as hidden JSON (read back with
+:func:`extract_history`). :func:`render_comment` is the publisher's callback: it keeps the
+history of the comment it is about to replace.
 
 Untrusted text (names, branch, log lines, failure messages) only ever appears inside code
 spans, fenced code blocks or sanitised chart labels, never at a line start outside a fence,
-so it cannot change the structure, mention anyone, reference issues or run quick actions.
+so it cannot change the structure, mention anyone, reference issues or run quick actions; and it
+never holds ``<!--`` (:func:`~ci_runner.results.markdown.clean`), so it cannot open a comment.
+
+The hidden lines are trusted only where ci-runner writes them: the first line and the last,
+with all untrusted text between. A branch's training prints the log tail quoted in the body, so
+a marker or history anywhere else may be forged. Their place, not a secret nonce, marks them:
+a nonce would be in the note for anyone to read and copy into the next run's log, and ci-runner
+has nowhere to keep a secret from one run to the next.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from ci_runner.backends.result import Failure, Outcome
+from ci_runner.clock import duration
 from ci_runner.config.types import Goal
 from ci_runner.context import CIContext
 from ci_runner.results import chart
@@ -38,7 +46,7 @@ TAIL_TOTAL_CHARS: Final = 30_000
 HISTORY_TAG: Final = "ci-runner-history:"
 REPLY_TAG: Final = "ci-runner-result:job-"
 
-_HISTORY: Final = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*?\]) -->")
+_HISTORY: Final = re.compile(r"<!-- " + re.escape(HISTORY_TAG) + r" (\[.*\]) -->")
 
 _VERDICTS: Final = {
     Outcome.SUCCEEDED: ("✅", "training succeeded"),
@@ -49,7 +57,7 @@ _VERDICTS: Final = {
 
 
 def marker(config_name: str) -> str:
-    """The hidden line that identifies this train config's comment, e.g.
+    """The hidden first line that identifies this train config's comment, e.g.
     ``<!-- ci-runner:simple-ml -->`` (anything but ``[A-Za-z0-9._/]`` and single dashes is
     percent-encoded, so the name can never end the HTML comment)."""
     encoded = re.sub(
@@ -61,10 +69,10 @@ def marker(config_name: str) -> str:
 
 
 def reply_marker(job_id: str | None) -> str | None:
-    """The hidden line of the result note one CI job posts after the comment, e.g.
+    """The hidden first line of the result note one CI job posts after the comment, e.g.
     ``<!-- ci-runner-result:job-4242 -->``: finding it in the thread means this job's reply is
-    there already. None for a job id that is not a number (never one from GitLab). It never
-    contains :func:`marker`'s text, so the reply is never taken for the comment."""
+    there already. None for a job id that is not a number (never one from GitLab). It is never
+    a :func:`marker`, so the reply is never taken for the comment."""
     if not job_id or not job_id.isascii() or not job_id.isdigit():
         return None
     return f"<!-- {REPLY_TAG}{job_id} -->"
@@ -108,10 +116,11 @@ def _headline(report: ReportInput) -> str | None:
 
 
 def extract_history(body: str | None) -> list[HistoryEntry]:
-    """The runs recorded in a comment body we wrote earlier, newest first ([] for garbage)."""
+    """The runs recorded in a comment body we wrote earlier, newest first ([] for garbage):
+    its last line only, where :func:`render_report` writes them."""
     if not body:
         return []
-    match = _HISTORY.search(body)
+    match = _HISTORY.fullmatch(body.rstrip().rpartition("\n")[2])
     if match is None:
         return []
     try:
@@ -166,19 +175,6 @@ def fmt(value: float | None) -> str:
     return f"{value:.6g}"
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    total = round(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m {secs:02d}s"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
-
-
 def size(num_bytes: int) -> str:
     value = float(num_bytes)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -204,7 +200,8 @@ def _details_line(report: ReportInput) -> str:
     if ctx.job_id:
         parts.append(link(f"job #{ctx.job_id}", ctx.job_url))
     if report.outcome is not Outcome.RUNNING:
-        parts.append(duration(report.duration_seconds))
+        seconds = report.duration_seconds
+        parts.append("–" if seconds is None else duration(seconds, spaced=True))
     ranks = report.workers * report.slots_per_worker
     shape = (
         f"{plural(report.workers, 'worker')} × {plural(report.slots_per_worker, 'slot')}"
@@ -361,7 +358,7 @@ def _history_line(entry: HistoryEntry, ctx: CIContext) -> str:
     if entry.metric is not None and entry.value is not None:
         parts.append(f"{code(entry.metric, limit=80)} {fmt(entry.value)}")
     if entry.duration_seconds is not None:
-        parts.append(duration(entry.duration_seconds))
+        parts.append(duration(entry.duration_seconds, spaced=True))
     return " · ".join(parts)
 
 

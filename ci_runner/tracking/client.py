@@ -14,27 +14,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from http import HTTPStatus
+from dataclasses import replace
 from typing import Any, Final
 
 import requests
 
-from ci_runner.errors import CiRunnerError
-from ci_runner.gitlab.transport import BoundedSession, BudgetExhausted, RateLimited
+from ci_runner.errors import REPORT_FIX, Server, TrackingError, refused, server_failed
+from ci_runner.gitlab.transport import BoundedSession, unanswered
 from ci_runner.http_policy import TRACKING_BUDGET_VARIABLE
 from ci_runner.tracking.target import Target
 
 API: Final = "/api/2.0/mlflow/"
 JSONObject = dict[str, Any]
-
-
-class TrackingError(CiRunnerError):
-    """The tracking server could not be used: one line, what and how to fix it;
-    ``error_code`` is MLflow's (``RESOURCE_DOES_NOT_EXIST``, ...) when it sent one."""
-
-    def __init__(self, message: str, error_code: str | None = None) -> None:
-        super().__init__(message)
-        self.error_code = error_code
 
 
 class MlflowApi:
@@ -66,21 +57,8 @@ class MlflowApi:
             response = self.session.request(
                 method, url, data=json.dumps(body) if body is not None else None, params=params
             )
-        except RateLimited:
-            raise self._error(action, "kept answering 429 Too Many Requests", _RETRY) from None
-        except BudgetExhausted as error:
-            raise self._error(
-                action,
-                f"did not answer within the {error.seconds:g} s ci-runner gives it",
-                f"check MLFLOW_TRACKING_URI and the runner's network, or give it more time in "
-                f"{TRACKING_BUDGET_VARIABLE} (seconds)",
-            ) from None
         except requests.RequestException as error:
-            raise self._error(
-                action,
-                f"did not answer ({type(error).__name__}, after retries)",
-                "check MLFLOW_TRACKING_URI and the runner's network",
-            ) from None
+            raise TrackingError(unanswered(error, self.server, action)) from None
         if response.status_code == 200:
             try:
                 data = response.json()
@@ -88,40 +66,53 @@ class MlflowApi:
                 data = None
             if isinstance(data, dict):
                 return data
-            raise self._error(action, "answered 200 without a JSON object", _URI_FIX)
-        raise self._refused(action, response)
-
-    def _refused(self, action: str, response: requests.Response) -> TrackingError:
-        code = response.status_code
+            raise TrackingError(
+                server_failed(
+                    action, f"{self.server.name} answered 200 without a JSON object", _URI_FIX
+                )
+            )
         detail = _detail(response)
-        status = f"{code} {_phrase(code)}".strip()
-        if detail and not detail.startswith(str(code)):
-            status += f" ({detail})"
-        if code in (401, 403):
-            fix = (
+        server = self.server
+        if response.status_code == 404 and "RESOURCE_DOES_NOT_EXIST" in detail:
+            server = replace(server, not_found_fix=REPORT_FIX)
+        raise TrackingError(
+            refused(server, action, response.status_code, detail), _error_code(response)
+        )
+
+    @property
+    def server(self) -> Server:
+        """The tracking server, as its failures name it."""
+        if self.target.kind == "gitlab":
+            auth_fix = (
                 f"give the token in {self.target.token_variable} the api scope and at least the "
                 "Developer role in the project"
-                if self.target.kind == "gitlab"
-                else "check MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and "
+            )
+        else:
+            auth_fix = (
+                "check MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and "
                 "MLFLOW_TRACKING_PASSWORD"
             )
-        elif code == 404 and "RESOURCE_DOES_NOT_EXIST" not in detail:
-            fix = _URI_FIX
-        elif code >= 500:
-            fix = _RETRY
-        else:
-            fix = "report this to the ci-runner maintainers with the job log"
-        return self._error(action, f"answered {status}", fix, _error_code(response))
-
-    def _error(
-        self, action: str, what: str, fix: str, error_code: str | None = None
-    ) -> TrackingError:
-        return TrackingError(
-            f"{self.target.label} {what} when asked to {action}; fix: {fix}", error_code
+        return Server(
+            name=self.target.label,
+            where=self.target.label,
+            address_fix="check MLFLOW_TRACKING_URI and the runner's network",
+            budget_variable=TRACKING_BUDGET_VARIABLE,
+            retry_fix="retry the job once the tracking server answers again",
+            auth_fix=auth_fix,
+            forbidden_fix=auth_fix,
+            not_found_fix=_URI_FIX,
+            credentials=_credentials(self.target),
         )
 
 
-_RETRY: Final = "retry the job once the tracking server answers again"
+def _credentials(target: Target) -> str:
+    if target.token:
+        return "the access token"
+    if target.username is not None:
+        return "the user name and password"
+    return "a request without credentials"
+
+
 _URI_FIX: Final = (
     "set MLFLOW_TRACKING_URI to the server's address (for GitLab: "
     "<GitLab URL>/api/v4/projects/<project id>/ml/mlflow)"
@@ -149,10 +140,3 @@ def _detail(response: requests.Response, limit: int = 200) -> str:
     parts = [str(data[k]) for k in ("error_code", "message", "error") if data.get(k)]
     text = ": ".join(parts).replace("\n", " ").strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _phrase(code: int) -> str:
-    try:
-        return HTTPStatus(code).phrase
-    except ValueError:
-        return ""

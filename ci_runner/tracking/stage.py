@@ -12,7 +12,6 @@ has, the outputs, and on the default branch a model version when train.yaml asks
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -21,17 +20,17 @@ from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
-from ci_runner.errors import GitError
+from ci_runner.errors import GitError, TrackingError
 from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.gitrepo import git
-from ci_runner.http_policy import TRACKING_BUDGET, TRACKING_BUDGET_VARIABLE, budget_seconds
-from ci_runner.plan.run_plan import RunPlan
-from ci_runner.plan.tracking import RankTracking, with_tracking
+from ci_runner.plan.run_plan import RunPlan, with_tracking
+from ci_runner.plan.tracking import RankTracking
 from ci_runner.results.annotations import add_links
 from ci_runner.results.artifacts import ArtifactListing
 from ci_runner.results.metrics import parse_log_file
+from ci_runner.settings import Settings
 from ci_runner.tracking import payloads
-from ci_runner.tracking.client import MlflowApi, TrackingError
+from ci_runner.tracking.client import MlflowApi
 from ci_runner.tracking.target import RankSignIn, Target, find_target, rank_sign_in
 
 RUN_FILE_NAME: Final = "mlflow-run.json"  # the run's ids, for `ci-runner cancel`
@@ -79,17 +78,17 @@ def ranks_join(plan: RunPlan, run: TrackedRun | None) -> RunPlan:
 
 def start_tracking(
     plan: RunPlan,
-    env: Mapping[str, str],
+    settings: Settings,
     console: StatusOutput,
     clock: Clock,
     repo: Path | None = None,
 ) -> TrackedRun | None:
     """Create the job's run, or None: nothing to track at, or (one warning) the server failed.
     Raises ConfigError when ``tracking.ranks_log`` has no token for the ranks."""
-    target = find_target(plan.config, plan.context, env)
+    target = find_target(plan.config, plan.context, settings)
     if target is None:
         return None
-    ranks = rank_sign_in(plan.config, target, env)  # ConfigError: before the run is created
+    ranks = rank_sign_in(plan.config, target, settings)  # ConfigError: before the run is created
     if target.kind == "gitlab" and not target.token:
         console.warning(
             f"not tracking this run in MLflow: tracking: gitlab needs a token; fix: store a "
@@ -97,7 +96,7 @@ def start_tracking(
             f"CI/CD variable {target.token_variable}"
         )
         return None
-    seconds = budget_seconds(env, TRACKING_BUDGET_VARIABLE, TRACKING_BUDGET)
+    seconds = settings.tracking_budget
     api = MlflowApi(target, BoundedSession(Budget(clock, seconds)))
     mask = plan.masker.mask
     name = plan.config.tracking.experiment or plan.config.name
@@ -188,10 +187,10 @@ def finish_tracking(
     console.status(f"MLflow run {status}, {points.count} {noun}: {run.url}")
 
 
-def resume_tracking(plan: RunPlan, env: Mapping[str, str], clock: Clock) -> TrackedRun | None:
+def resume_tracking(plan: RunPlan, settings: Settings, clock: Clock) -> TrackedRun | None:
     """The run ``train`` created in this CI job (its ids in the output directory), for
     ``ci-runner cancel``; None when there is none or it cannot be read."""
-    target = find_target(plan.config, plan.context, env)
+    target = find_target(plan.config, plan.context, settings)
     if target is None or plan.outputs is None:
         return None
     try:
@@ -199,7 +198,7 @@ def resume_tracking(plan: RunPlan, env: Mapping[str, str], clock: Clock) -> Trac
         run_id, experiment_id, url = (str(ids[k]) for k in ("run_id", "experiment_id", "url"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    seconds = budget_seconds(env, TRACKING_BUDGET_VARIABLE, TRACKING_BUDGET)
+    seconds = settings.tracking_budget
     api = MlflowApi(target, BoundedSession(Budget(clock, seconds)))
     return TrackedRun(api, experiment_id, run_id, url, seconds)
 

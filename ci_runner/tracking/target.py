@@ -17,21 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Literal
 
 from ci_runner.config.types import TrainConfig
-from ci_runner.context import GITLAB_TOKEN_VARIABLES, CIContext, gitlab_token, gitlab_tokens
+from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.plan.tracking import (
-    INSECURE_TLS_VARIABLE,
     PASSWORD_VARIABLE,
     RANK_TOKEN_VARIABLE,
     TOKEN_VARIABLE,
-    URI_VARIABLE,
-    USERNAME_VARIABLE,
 )
-
-_TRUE: Final = frozenset({"true", "1", "yes"})
+from ci_runner.settings import Settings
+from ci_runner.variables import GITLAB_TOKEN_VARIABLES
 
 
 @dataclass(frozen=True)
@@ -63,39 +60,40 @@ class RankSignIn:
     source: str = RANK_TOKEN_VARIABLE  # the variable the secret came from, for messages
 
 
-def find_target(config: TrainConfig, ctx: CIContext, env: Mapping[str, str]) -> Target | None:
+def find_target(config: TrainConfig, ctx: CIContext, settings: Settings) -> Target | None:
     """The server to track at, or None when train.yaml and the environment name none."""
     server = config.tracking.server
     if server == "off":
         return None
     if server == "gitlab":
-        return _gitlab_target(ctx, env)
-    uri = env.get(URI_VARIABLE, "").strip()
+        return _gitlab_target(ctx, settings)
+    mlflow = settings.mlflow
+    uri = mlflow.tracking_uri
     if not uri.startswith(("http://", "https://")):
         return None  # unset, or a local store (file:, sqlite:) that only MLflow's client writes
     return Target(
         "mlflow",
         uri.rstrip("/"),
-        token=env.get(TOKEN_VARIABLE) or None,
-        username=env.get(USERNAME_VARIABLE) or None,
-        password=env.get(PASSWORD_VARIABLE) or None,
-        insecure_tls=env.get(INSECURE_TLS_VARIABLE, "").strip().lower() in _TRUE,
+        token=mlflow.token,
+        username=mlflow.username,
+        password=mlflow.password,
+        insecure_tls=mlflow.insecure_tls,
     )
 
 
-def _gitlab_target(ctx: CIContext, env: Mapping[str, str]) -> Target | None:
+def _gitlab_target(ctx: CIContext, settings: Settings) -> Target | None:
     if not ctx.in_ci or not ctx.project_id:
         return None  # outside a GitLab job there is no project to track in
     api = ctx.api_v4_url
     if not api:
         return None
-    name, token = gitlab_token(env) or (GITLAB_TOKEN_VARIABLES[0], None)
+    name, token = settings.gitlab_token or (GITLAB_TOKEN_VARIABLES[0], None)
     return Target(
         "gitlab", f"{api}/projects/{ctx.project_id}/ml/mlflow", token=token, token_variable=name
     )
 
 
-def rank_sign_in(config: TrainConfig, target: Target, env: Mapping[str, str]) -> RankSignIn | None:
+def rank_sign_in(config: TrainConfig, target: Target, settings: Settings) -> RankSignIn | None:
     """How the ranks sign in to ``target`` when train.yaml's ``tracking.ranks_log`` has them log
     to the run themselves; None when it does not (the ranks then get no MLflow variable).
 
@@ -106,7 +104,7 @@ def rank_sign_in(config: TrainConfig, target: Target, env: Mapping[str, str]) ->
     """
     if not config.tracking.ranks_log:
         return None
-    own = env.get(RANK_TOKEN_VARIABLE, "").strip()
+    own = settings.mlflow.rank_token
     if own:
         sign_in = RankSignIn(credentials={TOKEN_VARIABLE: own})
     elif target.kind == "gitlab":
@@ -125,7 +123,7 @@ def rank_sign_in(config: TrainConfig, target: Target, env: Mapping[str, str]) ->
         sign_in = RankSignIn(target.username, secret, source=PASSWORD_VARIABLE)
     else:
         sign_in = RankSignIn(target.username)  # a server that asks for no secret
-    for name, comment_token in gitlab_tokens(env):
+    for name, comment_token in settings.gitlab_tokens:
         if comment_token in sign_in.credentials.values():
             raise _ranks_log_error(
                 config,

@@ -29,7 +29,9 @@ requirements="${CI_RUNNER_REQUIREMENTS:-}"
 venv_cache="${CI_RUNNER_VENV_CACHE:-}"
 
 rm -f "$ready_file"
-head="$(git -C "$code_dir" rev-parse HEAD 2>/dev/null)" ||
+# fetch-code (in the project's setup image) left a detached HEAD: read without git, which
+# train.yaml's image need not have, and which that image's PATH could make anything.
+head="$(cat "$code_dir/.git/HEAD" 2>/dev/null)" ||
     fail "no code checked out in $code_dir; fix: the fetch-code init container must run first"
 [ "$head" = "$sha" ] ||
     fail "$code_dir is at commit $head, not $sha; fix: the fetch-code init container must run first"

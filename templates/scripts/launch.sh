@@ -9,7 +9,8 @@ code_dir="${CI_RUNNER_CODE_DIR:-/ci-runner/code}"
 venv="${CI_RUNNER_VENV:-/ci-runner/venv}"
 port="${CI_RUNNER_SSH_PORT:-22}"
 if [ "${1:-}" != mpirun ]; then
-    head="$(git -C "$code_dir" rev-parse HEAD 2>/dev/null)" || head=""
+    # The checkout's detached HEAD, read without git: train.yaml's image needs none.
+    head="$(cat "$code_dir/.git/HEAD" 2>/dev/null)" || head=""
     if [ "$head" != "${CI_RUNNER_SHA:-}" ]; then
         printf 'ci-runner: %s is not at commit %s; fix: the fetch-code init container must run first\n' \
             "$code_dir" "${CI_RUNNER_SHA:-}" >&2

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from testing.emulated_cluster.api import Api, ApiFailure
+from testing.kube_api import Api, ApiFailure
 from testing.paths import REPO_ROOT
 from testing.waiting import wait_for
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testing.emulated_cluster.api import Api, ApiFailure
+from testing.kube_api import Api, ApiFailure
 
 JSON = dict[str, Any]
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -22,10 +21,11 @@ import requests
 import yaml
 
 from testing.control_plane import accounts, binaries, pki, rbac
-from testing.emulated_cluster import cleanup, marks, network
-from testing.emulated_cluster.api import Api, ApiFailure
-from testing.emulated_cluster.cgroups import Cgroup
+from testing.host import marks, network, processes
+from testing.host.cgroups import Cgroup
+from testing.kube_api import Api, ApiFailure
 from testing.paths import REPO_ROOT
+from testing.ports import free_port
 
 JSON = dict[str, Any]
 CRD = REPO_ROOT / "tests" / "data" / "mpi-operator-v0.8.2" / "kubeflow.org_mpijobs.yaml"
@@ -58,13 +58,6 @@ CONTROLLERS = (
 
 class StartFailed(Exception):
     """A part of the control plane did not come up; the message ends with its log's tail."""
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (etcd's client and peer ports)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def kubeconfig(url: str, ca: Path, user: JSON) -> JSON:
@@ -442,6 +435,6 @@ class ControlPlane:
     def stop(self) -> None:
         """SIGTERM in reverse start order (the API server last but etcd), then SIGKILL."""
         for process in reversed(self.processes):
-            cleanup.end(process.popen, 10)
+            processes.end(process.popen, 10)
         self.processes = []
         self.operator_network.down()

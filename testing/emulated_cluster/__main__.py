@@ -24,8 +24,9 @@ import yaml
 
 from testing.control_plane import accounts, binaries
 from testing.control_plane.run import StartFailed
-from testing.emulated_cluster import marks, realcluster, realnode
+from testing.emulated_cluster import realcluster, realnode
 from testing.emulated_cluster.cluster import Busy, MachineSide
+from testing.host import marks
 
 TOOLS = {"ip": "iproute2", "mount": "util-linux"}  # command -> Debian package
 NODES = (realcluster.Shape("emulated-node-1"), realcluster.Shape("emulated-node-2"))

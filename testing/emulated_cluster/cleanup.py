@@ -1,4 +1,5 @@
-"""What the emulated cluster leaves on this machine, found by the names in :mod:`.marks`, and
+"""What the emulated cluster leaves on this machine, found by the names in
+:mod:`testing.host.marks`, and
 its removal: the first thing a start does (after a crash) and the last thing a stop does. The
 real nodes' seed root is the cache's and stays."""
 
@@ -7,7 +8,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from testing.emulated_cluster import cgroups, hostfiles, hoststate, iptables, marks, network
+from testing.emulated_cluster import hostfiles, hoststate, iptables
+from testing.host import cgroups, marks, network
 
 
 def _on_disk() -> list[Path]:
@@ -47,17 +49,6 @@ def inventory() -> dict[str, list[str]]:
         "sysctls": [str(marks.SYSCTL_RECORD)] if marks.SYSCTL_RECORD.exists() else [],
         "state": [str(p) for p in (marks.STATE_ROOT, *_on_disk()) if p.exists()],
     }
-
-
-def end(process: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM a process we started, SIGKILL after ``grace`` seconds."""
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def remove_everything() -> None:

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster import cleanup, marks, network, realcluster
-from testing.emulated_cluster.api import Api
-from testing.emulated_cluster.cgroups import Cgroup, run_root
+from testing.emulated_cluster import cleanup, realcluster
 from testing.emulated_cluster.coredns import CoreDns
+from testing.host import marks, network
+from testing.host.cgroups import Cgroup, run_root
+from testing.kube_api import Api
 from testing.node_objects import wait_schedulable
 from testing.paths import cache_dir
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from testing.emulated_cluster import marks
+from testing.host import marks
 
 JSON = dict[str, Any]
 PLUGIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins

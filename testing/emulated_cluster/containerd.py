@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import IO
 
 from testing.control_plane import run
-from testing.emulated_cluster import cni, marks
+from testing.emulated_cluster import cni
+from testing.host import marks
 
 START_TIMEOUT = 30.0
 

@@ -15,9 +15,9 @@ import yaml
 
 from testing.control_plane import rbac
 from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail, spawn
-from testing.emulated_cluster import cleanup, marks
-from testing.emulated_cluster.api import Api, ApiFailure
-from testing.emulated_cluster.cgroups import Cgroup
+from testing.host import marks, processes
+from testing.host.cgroups import Cgroup
+from testing.kube_api import Api, ApiFailure
 
 USER = "system:coredns"
 # kubeadm's ClusterRole system:coredns (manifests.go, CoreDNSClusterRole).
@@ -131,5 +131,5 @@ class CoreDns:
 
     def stop(self) -> None:
         if self.process is not None:
-            cleanup.end(self.process, 5)
+            processes.end(self.process, 5)
             self.process = None

@@ -23,10 +23,11 @@ import boto3
 import yaml
 from moto.server import ThreadedMotoServer
 
-from testing.emulated_cluster import cgroups, marks
+from testing.emulated_cluster import nodeimages
 from testing.emulated_cluster.__main__ import missing_tools
-from testing.emulated_cluster.cgroups import Cgroup
 from testing.emulated_cluster.harness import NAMESPACE, emulated
+from testing.host import cgroups, marks
+from testing.host.cgroups import Cgroup
 from testing.paths import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "simple_ml"
@@ -177,6 +178,8 @@ def main() -> int:
                     "KUBECONFIG": str(kubeconfig),
                     "PYTHONPATH": str(REPO_ROOT),
                     "CI_RUNNER_ALLOW_GIT_PROTOCOL": "1",  # git daemon on the bridge
+                    # ci-runner's image stands for itself nowhere here: a node image with git.
+                    "CI_RUNNER_SETUP_IMAGE": nodeimages.MPI_IMAGE,
                 },
                 check=False,
             )

@@ -13,17 +13,17 @@ from typing import Any
 import requests
 
 from testing.control_plane import accounts, rbac
-from testing.emulated_cluster import imagestore, marks, nodeimages, realcluster
-from testing.emulated_cluster.api import Api, Informer
+from testing.emulated_cluster import imagestore, nodeimages, realcluster
 from testing.emulated_cluster.cluster import MachineSide
-from testing.waiting import wait_for
+from testing.host import marks
+from testing.kube_api import Api, Informer
+from testing.waiting import WAIT, wait_for
 
 JSON = dict[str, Any]
 NAMESPACE = "ml"
 IMAGE = nodeimages.HOROVOD_IMAGE
 # An image of a registry that refuses at once: port 1 of loopback (a name to resolve may hang).
 ABSENT = "127.0.0.1:1/ci-runner/absent:1"
-WAIT = 30.0  # real seconds before a test gives up (never reached when green)
 
 
 @dataclass

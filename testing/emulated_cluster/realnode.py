@@ -15,16 +15,9 @@ from pathlib import Path
 import yaml
 
 from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail, spawn
-from testing.emulated_cluster import (
-    cgroups,
-    cleanup,
-    cni,
-    containerd,
-    kubeletconfig,
-    marks,
-    seedroot,
-)
-from testing.emulated_cluster.cgroups import Cgroup
+from testing.emulated_cluster import cni, containerd, kubeletconfig, seedroot
+from testing.host import cgroups, marks, processes
+from testing.host.cgroups import Cgroup
 
 READY_TIMEOUT = 90.0  # the kubelet's first status on 2 busy cores
 
@@ -171,5 +164,5 @@ class RealNode:
     def stop(self) -> None:
         """SIGTERM the kubelet, then containerd (their pods are the cleanup's)."""
         for process in reversed(self.processes):
-            cleanup.end(process, 10)
+            processes.end(process, 10)
         self.processes = []

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from testing.control_plane.run import spawn
-from testing.emulated_cluster import cleanup, containerd, imagestore, marks
-from testing.emulated_cluster.cgroups import Cgroup
+from testing.emulated_cluster import containerd, imagestore
 from testing.emulated_cluster.imagestore import Source
+from testing.host import marks, processes
+from testing.host.cgroups import Cgroup
 
 FORMAT = "seed-1"  # bump when the way seeds are made changes
 # containerd's metadata store and the overlayfs snapshotter's: bolt files, written in place.
@@ -64,7 +65,7 @@ def seed(sources: Sequence[Source], state: Path, cgroup: Cgroup) -> Path:
             with tempfile.TemporaryDirectory(dir=marks.node_roots()) as scratch:
                 imagestore.import_archive(layout, source.archive(Path(scratch)))
     finally:
-        cleanup.end(process, 30)
+        processes.end(process, 30)
         cgroup.remove()
     for old in marks.node_roots().glob("seed-*"):
         shutil.rmtree(old)

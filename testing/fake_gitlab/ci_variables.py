@@ -13,6 +13,11 @@ Rules, from GitLab's source (gitlabhq/gitlabhq) and doc/ci/variables/predefined_
 - ``CI_OPEN_MERGE_REQUESTS``: up to 4 open MRs from this source project and branch, newest id
   first, as full references ``group/project!iid``, and only when there is one
   (``Ci::Pipeline#open_merge_requests_refs``, app/models/ci/pipeline.rb; MAX 4).
+- ``CI_JOB_IMAGE``: the job's image, only when the job has one (predefined_variables.md: "The
+  name of the Docker image running the job").
+- ``CI_COMMIT_REF_PROTECTED``: ``true`` or ``false``, whether the ref is protected
+  (predefined_variables.md; ``Ci::Pipeline#protected_ref?``, app/models/ci/pipeline.rb). A
+  merge-request pipeline's ref, ``refs/merge-requests/<iid>/head``, is never protected.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ def job_variables(
     job_name: str = "train",
     timeout_seconds: int = 3600,
     started_at: datetime | None = None,
+    image: str | None = None,
+    protected: bool = False,
 ) -> dict[str, str]:
     """A job's predefined variables: a branch pipeline (``source`` push, web, ...) of
     ``branch``, or (``source`` merge_request_event) the pipeline of ``mr``."""
@@ -77,7 +84,10 @@ def job_variables(
         "CI_JOB_STATUS": "running",
         "CI_JOB_TIMEOUT": str(timeout_seconds),
         "CI_JOB_STARTED_AT": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "CI_COMMIT_REF_PROTECTED": str(protected and source != "merge_request_event").lower(),
     }
+    if image is not None:
+        variables["CI_JOB_IMAGE"] = image
     if source == "merge_request_event":
         if mr is None:
             raise ValueError("a merge-request pipeline needs its merge request")

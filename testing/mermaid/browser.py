@@ -12,7 +12,6 @@ GitLab's sandbox page does (testing/mermaid/probe.js), and returns what each dra
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -20,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from html import escape, unescape
 from pathlib import Path
+
+from testing.paths import cache_dir
 
 GITLAB_MERMAID = "10.7.0"  # what GitLab ships (gitlabhq package.json, its mermaid dependency)
 MERMAID_VERSIONS = (GITLAB_MERMAID, "11.17.2")  # and the newest 11.x
@@ -38,11 +39,6 @@ CHROMIUM_FLAGS = (
     "--hide-scrollbars",
 )
 BROWSER_SECONDS = 300
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("CI_RUNNER_CACHE") or Path(base) / "ci-runner")
 
 
 def mermaid_js(version: str) -> Path:

@@ -9,9 +9,10 @@ import contextlib
 import shutil
 from pathlib import Path
 
-from testing.control_plane.run import ControlPlane, free_port
-from testing.emulated_cluster import cgroups
-from testing.emulated_cluster.cgroups import Cgroup
+from testing.control_plane.run import ControlPlane
+from testing.host import cgroups
+from testing.host.cgroups import Cgroup
+from testing.ports import free_port
 from testing.scripted_cluster import leftovers
 from testing.scripted_cluster.names import RunNames
 from testing.scripted_cluster.operator_netns import LoopbackOperatorNetwork

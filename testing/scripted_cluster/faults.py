@@ -51,8 +51,8 @@ from testing.kube_faults import (
     send_json,
     status,
 )
+from testing.waiting import WAIT
 
-WAIT = 30.0
 # Not forwarded either way (RFC 9110 7.6.1), or set by us for the body we send.
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "te", "trailer"}
 _REPLACED = _HOP | {"authorization"}

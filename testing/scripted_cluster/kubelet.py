@@ -24,16 +24,16 @@ from typing import Any
 import requests
 
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster.api import Api, ApiFailure, Informer
+from testing.kube_api import Api, ApiFailure, Informer
 from testing.node_objects import NodeSpec, node_object, wait_schedulable
 from testing.scripted_cluster import podstatus
 from testing.scripted_cluster.crilog import LogFile
 from testing.scripted_cluster.logs import ContainerLogState, NodeLogServer
 from testing.scripted_cluster.logserver import Tls
+from testing.waiting import WAIT  # also what a step waits for the control plane
 
 JSON = dict[str, Any]
 LEASE_SECONDS = 8  # as the real nodes' (kubeletconfig.py); renewed every quarter of it
-WAIT = 30.0  # real seconds a step waits for the control plane before failing
 
 
 def sigterm_exit(container: JSON) -> int:
@@ -198,7 +198,7 @@ class ScriptedKubelet:
         if current is None:
             return
         status = current.get("status") or {}
-        changed = False
+        ended: list[tuple[str, int]] = []
         for entry in (status.get("containerStatuses") or []) + (
             status.get("initContainerStatuses") or []
         ):
@@ -212,10 +212,11 @@ class ScriptedKubelet:
                 why = "Completed" if code == 0 else "Error"
             entry["state"] = {"terminated": self._terminated(current, code, why, state)}
             entry["ready"], entry["started"] = False, False
-            self._end_log(current, entry["name"], int(entry.get("restartCount", 0)))
-            changed = True
-        if changed and status.get("phase") not in ("Succeeded", "Failed"):
+            ended.append((entry["name"], int(entry.get("restartCount", 0))))
+        if ended and status.get("phase") not in ("Succeeded", "Failed"):
             self._write(current, status)
+        for container, restart in ended:
+            self._end_log(current, container, restart)
         meta = current["metadata"]
         self._node(current).api.delete_pod_now(meta["namespace"], meta["name"], meta["uid"])
 
@@ -321,8 +322,10 @@ class ScriptedKubelet:
             entry = self._entry(status, container)
             entry["state"] = {"terminated": self._terminated(pod, code, reason, entry.get("state"))}
             entry["started"] = False
-            self._end_log(pod, container, int(entry.get("restartCount", 0)))
+            # The status first: a follower whose stream has ended then finds the container
+            # terminated, whatever the threads' order (the kubelet's two are not ordered).
             self._write(pod, status)
+            self._end_log(pod, container, int(entry.get("restartCount", 0)))
 
     def exits(
         self, namespace: str, name: str, container: str, code: int, reason: str | None = None
@@ -334,8 +337,10 @@ class ScriptedKubelet:
             why = reason or ("Completed" if code == 0 else "Error")
             entry["state"] = {"terminated": self._terminated(pod, code, why, entry.get("state"))}
             entry["ready"], entry["started"] = False, False
-            self._end_log(pod, container, int(entry.get("restartCount", 0)))
+            # The status first: a follower whose stream has ended then finds the container
+            # terminated, whatever the threads' order (the kubelet's two are not ordered).
             self._write(pod, status)
+            self._end_log(pod, container, int(entry.get("restartCount", 0)))
 
     # -- logs -------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from testing.emulated_cluster.api import Api, ApiFailure
+from testing.kube_api import Api, ApiFailure
 
 JSON = dict[str, Any]
 AUTHENTICATED = "system:authenticated"

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from testing.emulated_cluster import cgroups, network
+from testing.host import cgroups, network
 from testing.scripted_cluster.names import (
     CGROUP_PREFIX,
     NETNS_PREFIX,

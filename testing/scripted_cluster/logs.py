@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from testing.emulated_cluster.api import Api
+from testing.kube_api import Api
 from testing.scripted_cluster import kubeletauth
 from testing.scripted_cluster.crilog import read_logs
 from testing.scripted_cluster.logserver import (

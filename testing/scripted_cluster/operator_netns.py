@@ -4,7 +4,7 @@ the serving certificate's 127.0.0.1 are the same inside and out)."""
 
 from __future__ import annotations
 
-from testing.emulated_cluster import network
+from testing.host import network
 from testing.scripted_cluster.relay import Relay, listen_in
 
 

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster.api import Api, ApiFailure
+from testing.kube_api import Api, ApiFailure
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 

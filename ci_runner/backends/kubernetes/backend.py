@@ -31,11 +31,13 @@ from ci_runner.backends.kubernetes.cleanup import (
     remove_finished_job,
 )
 from ci_runner.backends.kubernetes.errors import KubeError
+from ci_runner.backends.kubernetes.jobkind import Verdict
+from ci_runner.backends.kubernetes.mpijob import MpiJobKind
 from ci_runner.backends.kubernetes.options import JobOptions
 from ci_runner.backends.kubernetes.resources import MPIJOBS, PODS, job_selector
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.kubernetes.supervision import JobThreads
-from ci_runner.backends.kubernetes.tracker import JobTracker, Verdict
+from ci_runner.backends.kubernetes.tracker import JobTracker
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
@@ -59,13 +61,12 @@ class KubernetesBackend:
         self.api = KubeApi(options.api_client, options.namespace, clock, options.retry)
         self.mpijob_name = options.mpijob_name
         self.tracker = JobTracker(
-            options.mpijob_name,
+            MpiJobKind(options.mpijob_name, options.launcher_container),
             options.workers,
             options.unschedulable_timeout,
             options.setup_timeout,
             options.on_preemption,
             launcher_decides=options.keep_finished == 0,
-            launcher_container=options.launcher_container,
         )
         self.threads = JobThreads(
             self.api, options.mpijob_name, sink, options.launcher_container, console.warning

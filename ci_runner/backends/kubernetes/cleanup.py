@@ -10,6 +10,7 @@ from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import NotFound
+from ci_runner.backends.kubernetes.podstatus import Role
 from ci_runner.backends.kubernetes.resources import (
     DELETE_AFTER,
     MANAGED_BY_CI_RUNNER,
@@ -82,7 +83,8 @@ def expired_line(name: str) -> str:
 
 def delete_workers(api: KubeApi, mpijob_name: str) -> None:
     """Delete the job's worker pods (those already gone or ended included) in one request."""
-    api.delete_collection(PODS, job_selector(mpijob_name, "worker"), propagation="Background")
+    workers = job_selector(mpijob_name, Role.WORKER.value)
+    api.delete_collection(PODS, workers, propagation="Background")
 
 
 def _delete(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NoReturn
@@ -35,10 +34,12 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.config.kube_config import load_kube_config
 
+from ci_runner import variables
 from ci_runner.errors import ClusterError
+from ci_runner.settings import KubeSettings
 
 SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-CONTEXT_VARIABLE: Final = "KUBE_CONTEXT"
+CONTEXT_VARIABLE: Final = variables.KUBE_CONTEXT
 CONTEXT_FLAG: Final = "--kube-context"
 _FROM_TRAIN_YAML: Final = "kubernetes.context in train.yaml"
 _HOW_TO_CHOOSE: Final = (
@@ -79,7 +80,7 @@ class _Choice:
 
 def connect_cluster(
     namespace: str | None,
-    env: Mapping[str, str],
+    kube: KubeSettings,
     service_account_dir: Path = SERVICE_ACCOUNT_DIR,
     *,
     context: str | None = None,
@@ -90,8 +91,8 @@ def connect_cluster(
     ``namespace`` and ``context`` are train.yaml's ``kubernetes.namespace`` and
     ``kubernetes.context``; ``context_flag`` is ``--kube-context``.
     """
-    choice = _choose(context_flag, env, context)
-    kubeconfig = _kubeconfig_path(env)
+    choice = _choose(context_flag, kube, context)
+    kubeconfig = _kubeconfig_path(kube)
     if kubeconfig is not None:
         return _from_kubeconfig(kubeconfig, choice, namespace)
     if choice is not None:
@@ -101,8 +102,8 @@ def connect_cluster(
             "gives every job a KUBECONFIG), or add a KUBECONFIG CI/CD variable of type File"
         )
     token = service_account_dir / "token"
-    if env.get("KUBERNETES_SERVICE_HOST") and token.is_file():
-        return _in_cluster(service_account_dir, env, namespace)
+    if kube.service_host and token.is_file():
+        return _in_cluster(service_account_dir, kube, namespace)
     raise ClusterError(
         "no Kubernetes cluster to run on: this CI job is not in a pod with a service account "
         "and KUBECONFIG is not set; fix: add a KUBECONFIG CI/CD variable of type File "
@@ -110,10 +111,10 @@ def connect_cluster(
     )
 
 
-def _choose(flag: str | None, env: Mapping[str, str], configured: str | None) -> _Choice | None:
+def _choose(flag: str | None, kube: KubeSettings, configured: str | None) -> _Choice | None:
     if flag:
         return _Choice(flag, CONTEXT_FLAG)
-    variable = env.get(CONTEXT_VARIABLE, "")
+    variable = kube.context
     if variable.strip():  # an empty variable changes nothing, like CI_RUNNER_WORKERS
         return _Choice(variable, CONTEXT_VARIABLE)
     if configured:
@@ -121,13 +122,22 @@ def _choose(flag: str | None, env: Mapping[str, str], configured: str | None) ->
     return None
 
 
-def _in_cluster(folder: Path, env: Mapping[str, str], namespace: str | None) -> Connection:
+def _service_address(kube: KubeSettings) -> dict[str, str]:
+    """The service's address as the in-cluster configuration reads it: the pod's variables."""
+    address = {
+        variables.KUBERNETES_SERVICE_HOST: kube.service_host,
+        variables.KUBERNETES_SERVICE_PORT: kube.service_port,
+    }
+    return {name: value for name, value in address.items() if value is not None}
+
+
+def _in_cluster(folder: Path, kube: KubeSettings, namespace: str | None) -> Connection:
     configuration = Configuration()
     try:
         loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]
             token_filename=str(folder / "token"),
             cert_filename=str(folder / "ca.crt"),
-            environ=env,
+            environ=_service_address(kube),
         )
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
     except ConfigException as exc:
@@ -213,8 +223,8 @@ def _unusable(path: Path, exc: BaseException) -> NoReturn:
     ) from None
 
 
-def _kubeconfig_path(env: Mapping[str, str]) -> Path | None:
-    value = env.get("KUBECONFIG", "")
+def _kubeconfig_path(kube: KubeSettings) -> Path | None:
+    value = kube.kubeconfig
     # Like kubectl: a list of paths; we take the first that exists.
     for part in value.split(os.pathsep):
         if part and Path(part).is_file():

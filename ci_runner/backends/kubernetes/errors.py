@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from ci_runner.backends.kubernetes.admission import refusal_fix
 from ci_runner.backends.kubernetes.permissions import rbac_rule
 from ci_runner.backends.kubernetes.resources import Resource
 from ci_runner.errors import ClusterError
@@ -88,19 +89,13 @@ class Unauthorized(KubeError):
 
 class Forbidden(KubeError):
     """403: RBAC (``User "..." cannot <verb> resource ...``), or admission refusing a create
-    (a ResourceQuota, PodSecurity, a validating webhook): each needs a different fix."""
+    (a ResourceQuota, PodSecurity, a validating webhook: :mod:`admission` words its fix)."""
 
     def explanation(self) -> str:
-        refused = f"Kubernetes refused to {self.action} (403 Forbidden: {self.message}); fix: "
-        if "exceeded quota:" in self.message:
+        fix = refusal_fix(self.message, self.namespace)
+        if fix:
             return (
-                f"{refused}a ResourceQuota in namespace {self.namespace} is used up: wait for "
-                "other jobs to finish, ask for less (workers, resources), or have the quota raised"
-            )
-        if "violates PodSecurity" in self.message or "admission webhook" in self.message:
-            return (
-                f"{refused}an admission policy of the cluster refused it: change what the "
-                "message names, or ask the cluster's administrators about the policy"
+                f"Kubernetes refused to {self.action} (403 Forbidden: {self.message}); fix: {fix}"
             )
         rule = rbac_rule(self.resource.group, self.resource.plural, self.verb)
         if self.agent_context:

@@ -1,7 +1,9 @@
 """Why a job failed, from what the cluster shows: pure functions over MPIJob, Pod, Event dicts.
 
-Every failure's text and every status line about the job's state is here (the checks of a pod's
-status they stand on are :mod:`podstatus`'s); the tracker and the backend ask.
+Every failure's text is here, and the status lines that share their words (a queue's, a held
+launcher's; :mod:`status_lines` has the others); the checks of a pod's status they stand on are
+:mod:`podstatus`'s, the fix for an admission refusal :mod:`admission`'s. The tracker, the job's
+kind and the backend ask.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
+from ci_runner.backends.kubernetes.admission import listed, refusal_fix
 from ci_runner.backends.kubernetes.podstatus import (
     IMAGE_PULL_REASONS,
+    Role,
     condition,
     container_spec,
     container_states,
@@ -55,20 +59,6 @@ WORKER_OOM: Final = (
     ": a rank went over the worker's memory limit and, on cgroup v2, the kernel ends the whole "
     f"container (memory.oom.group), sshd and every rank in it; fix: {MEMORY_FIX}"
 )
-# pkg/quota/v1/evaluator/core/pods.go Constraints: "must specify R for: c1,c2; R2 for: c3".
-QUOTA_UNDECLARED: Final = re.compile(r"failed quota: [^:]+: must specify (?P<missing>[^\n]+)")
-# k8s.io/pod-security-admission v0.35.4 admission/admission.go: a refused pod's
-# `violates PodSecurity "<level>:<version>": ...`.
-POD_SECURITY: Final = re.compile(r'violates PodSecurity "(?P<level>[a-z]+):[^"]*"')
-ENFORCE_LABEL: Final = "pod-security.kubernetes.io/enforce"
-# Our containers and the train.yaml field that sets each one's cpu and memory.
-CONTAINER_FIELDS: Final = {
-    "worker": ("resources.cpu", "resources.memory"),
-    "fetch-code": ("resources.setup",),
-    "install-requirements": ("resources.setup",),
-    "launcher": ("resources.launcher",),
-}
-FIELD_ORDER: Final = ("resources.cpu", "resources.memory", "resources.setup", "resources.launcher")
 
 
 def setup_failure(pod: JSON) -> Failure | None:
@@ -135,7 +125,7 @@ SIDECAR_FIX: Final = (
 
 
 def _sidecars(running: Sequence[str]) -> str:
-    return f"container{'s' if len(running) > 1 else ''} {_listed(running)}"
+    return f"container{'s' if len(running) > 1 else ''} {listed(running)}"
 
 
 def held_line(pod: str, container: str, end: JSON, running: Sequence[str], grace: float) -> str:
@@ -294,39 +284,18 @@ def with_log_line(failure: Failure, line: str) -> Failure:
 
 def operator_failure(event: JSON) -> Failure | None:
     """MPI Operator's MPIJobFailed Warning Event: it could not create a pod or the launcher Job
-    (a ResourceQuota, PodSecurity, an admission webhook); v0.8.2 sets no condition for it."""
+    (a ResourceQuota, PodSecurity, an admission webhook); v0.8.2 sets no condition for it. Not
+    when the object was there already: the operator's informer had not seen its own creation
+    yet, and its next sync finds it (mpi_job_controller.go returns the error, and the work
+    queue tries again); seen on a loaded machine, where it failed a healthy run."""
+    if ALREADY_EXISTS.search(str(event.get("message", ""))):
+        return None
     return _refusal(event, "MPIJobFailed", "MPI Operator cannot create the job's pods")
 
 
-def _listed(words: Sequence[str]) -> str:
-    """ "a", "a and b", "a, b and c"."""
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
-
-
-def quota_fix(message: str) -> str:
-    """The fix for a ResourceQuota's refusal of a pod whose containers do not all declare the
-    cpu/memory the quota counts ("; fix: ..."), naming what to set for each; "" otherwise."""
-    found = QUOTA_UNDECLARED.search(message)
-    if found is None:
-        return ""
-    containers: list[str] = []
-    for part in found["missing"].split("; "):
-        for name in part.partition(" for: ")[2].split(","):
-            if name and name not in containers:
-                containers.append(name)
-    wanted = {field for name in containers for field in CONTAINER_FIELDS.get(name, ())}
-    fields = [field for field in FIELD_ORDER if field in wanted]
-    steps = [f"set {_listed(fields)} in train.yaml"] if fields else []
-    others = [name for name in containers if name not in CONTAINER_FIELDS]
-    if others:
-        steps.append(
-            f"ask the cluster's administrators for a LimitRange with defaults, or for requests "
-            f"and limits on the containers an admission webhook adds ({', '.join(others)})"
-        )
-    return (
-        "; fix: the namespace's ResourceQuota counts cpu and memory, so every container must "
-        f"declare them: {'; '.join(steps)}"
-    )
+# kube-apiserver's AlreadyExists (apimachinery's errors.NewAlreadyExists): `<resource> "<name>"
+# already exists` ends the operator's message.
+ALREADY_EXISTS: Final = re.compile(r'"[^"]*" already exists\s*$')
 
 
 def launcher_job_failure(event: JSON) -> Failure | None:
@@ -336,36 +305,15 @@ def launcher_job_failure(event: JSON) -> Failure | None:
     return _refusal(event, "FailedCreate", "the launcher Job cannot create the launcher's pod")
 
 
-def pod_security_fix(message: str, namespace: str) -> str:
-    """The fix for PodSecurity admission's refusal of a pod ("; fix: ..."): the level the
-    namespace enforces and what meets it; "" for another refusal."""
-    found = POD_SECURITY.search(message)
-    if found is None:
-        return ""
-    level = found["level"]
-    enforced = f"; fix: namespace {namespace} enforces PodSecurity {level} (label {ENFORCE_LABEL})"
-    if level == "restricted":
-        return (
-            f"{enforced}, which a worker meets only as a non-root user: set kubernetes.run_as_user "
-            "to the image's non-root uid and kubernetes.ssh_port to 1024 or more, or have the "
-            f"namespace labelled {ENFORCE_LABEL}=baseline"
-        )
-    return (
-        f"{enforced}; ci-runner's pods meet baseline (and restricted with kubernetes.run_as_user): "
-        "what the message names was added to them by the cluster (a mutating admission webhook), "
-        "ask its administrators"
-    )
-
-
 def _refusal(event: JSON, reason: str, what: str) -> Failure | None:
-    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, the fix for a
-    quota or PodSecurity."""
+    """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, and the fix
+    when admission refused (:func:`~ci_runner.backends.kubernetes.admission.refusal_fix`)."""
     if event.get("reason") != reason or event.get("type") != "Warning":
         return None
     message = str(event.get("message", "")).strip()
     namespace = str((event.get("metadata") or {}).get("namespace", ""))
-    fix = quota_fix(message) or pod_security_fix(message, namespace)
-    return Failure(FailureKind.REFUSED, f"{what}: {message}{fix}")
+    fix = refusal_fix(message, namespace)
+    return Failure(FailureKind.REFUSED, f"{what}: {message}{f'; fix: {fix}' if fix else ''}")
 
 
 def launcher_job_warning(event: JSON) -> str | None:
@@ -411,17 +359,18 @@ def explain_failed_job(mpijob: JSON, pods: Mapping[str, JSON]) -> Failure:
     """
     failed = condition(mpijob, "Failed") or {}
     reason = str(failed.get("reason", ""))
-    workers = sorted((p for p in pods.values() if role(p) == "worker"), key=pod_name)
-    launchers = sorted((p for p in pods.values() if role(p) == "launcher"), key=pod_name)
-    for pod in [*workers, *launchers]:
+    workers = sorted((p for p in pods.values() if role(p) is Role.WORKER), key=pod_name)
+    launchers = sorted((p for p in pods.values() if role(p) is Role.LAUNCHER), key=pod_name)
+    roles = [*((pod, Role.WORKER) for pod in workers), *((pod, Role.LAUNCHER) for pod in launchers)]
+    for pod, who in roles:
         end = terminated(pod)
         if end and end.get("reason") == "OOMKilled":
             limit = memory_limit(pod)
             suffix = f" (memory limit {limit})" if limit else ""
-            why = WORKER_OOM if role(pod) == "worker" else ""
+            why = WORKER_OOM if who is Role.WORKER else ""
             return Failure(
                 FailureKind.OOM_KILLED,
-                f"{role(pod)} {pod_name(pod)} was OOMKilled{suffix}{why}",
+                f"{who.value} {pod_name(pod)} was OOMKilled{suffix}{why}",
                 exit_code=end.get("exitCode"),
                 pod=pod_name(pod),
             )

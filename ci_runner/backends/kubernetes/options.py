@@ -63,6 +63,13 @@ def job_options(
         setup_timeout=k8s.setup_timeout,
         keep_finished=k8s.keep_finished,
         on_preemption=k8s.on_preemption,
-        lifetime=k8s.unschedulable_timeout + worker_deadline,
+        lifetime=pods_lifetime(k8s.unschedulable_timeout, worker_deadline),
         scripts=scripts,
     )
+
+
+def pods_lifetime(unschedulable_timeout: float, worker_deadline: float | None) -> float | None:
+    """Seconds from submission the job's pods can run at most: a worker waits at most
+    ``unschedulable_timeout`` for a node, then runs at most its own ``activeDeadlineSeconds``,
+    ``worker_deadline`` (None: no limit)."""
+    return None if worker_deadline is None else unschedulable_timeout + worker_deadline

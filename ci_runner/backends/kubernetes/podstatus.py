@@ -8,6 +8,7 @@ the tracker, the launcher-log stream and the failure texts (:mod:`explain`) ask.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from enum import Enum
 from typing import Final
 
 from ci_runner.backends.kubernetes.resources import JOB_ROLE_LABEL, JSON
@@ -23,9 +24,17 @@ IMAGE_PULL_REASONS: Final = (
 PERMANENT_PULL_REASONS: Final = ("InvalidImageName", "ErrImageNeverPull")
 
 
-def role(pod: JSON) -> str:
-    """``launcher`` or ``worker`` (from the MPI Operator's labels)."""
-    return str(pod.get("metadata", {}).get("labels", {}).get(JOB_ROLE_LABEL, ""))
+class Role(Enum):
+    """What a pod of the job is for (MPIJob's are labelled with it: :func:`role`)."""
+
+    LAUNCHER = "launcher"  # its log is the job's log, and its end the job's
+    WORKER = "worker"  # runs ranks; must be Ready before the launcher starts
+
+
+def role(pod: JSON) -> Role | None:
+    """The launcher or a worker, from the MPI Operator's label; None without it."""
+    label = str(pod.get("metadata", {}).get("labels", {}).get(JOB_ROLE_LABEL, ""))
+    return next((r for r in Role if r.value == label), None)
 
 
 def pod_name(pod: JSON) -> str:

@@ -18,12 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from ci_runner import variables
 from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.install import check_horovod, install_requirements
 from ci_runner.backends.local.supervise import Launch, launch_process, supervise
@@ -34,9 +35,9 @@ from ci_runner.console import StatusOutput, ToolOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import EnvironmentSetupError
 from ci_runner.gitrepo import checkout_commit, is_dirty, resolve_commit
-from ci_runner.masking import GITLAB_CREDENTIALS
 from ci_runner.plan.run_plan import Hosts, RankLocation, RunPlan
-from ci_runner.plan.tracking import MLFLOW_PREFIX, RANK_TOKEN_VARIABLE
+from ci_runner.plan.tracking import NOT_INHERITED_PREFIX, RANK_TOKEN_VARIABLE
+from ci_runner.settings import ProcessEnvironment
 
 STOP_GRACE_SECONDS: Final = 10.0
 
@@ -47,7 +48,7 @@ class LocalOptions:
 
     repo: Path  # the git repository holding the commit
     cache_dir: Path  # worktrees, layered virtualenvs and discovery scripts live under it
-    environ: Mapping[str, str]  # the environment ranks start from (the user's shell)
+    environ: ProcessEnvironment  # the environment ranks start from (the user's shell)
     horovodrun: Path | None  # None: not installed
     base: pyenv.BaseEnvironment  # the environment playing the image
     cpu_count: int
@@ -96,7 +97,7 @@ def write_discovery_script(plan: RunPlan, directory: Path) -> Path:
 
 
 def rank_environment(
-    plan: RunPlan, environ: Mapping[str, str], code_dir: Path, path_prefix: Sequence[Path]
+    plan: RunPlan, environ: ProcessEnvironment, code_dir: Path, path_prefix: Sequence[Path]
 ) -> dict[str, str]:
     """The environment every rank gets: the plan's, over the user's own environment (which
     plays the image's) without GitLab's credentials and MLflow's variables (as in a pod, the
@@ -106,7 +107,9 @@ def rank_environment(
     in a pod; the job's requirements layer comes first on ``PATH``.
     """
     env = {k: v for k, v in environ.items() if not _ci_runners_own(k)}
-    location = RankLocation(code_dir=str(code_dir), dependency_path=environ.get("PYTHONPATH", ""))
+    location = RankLocation(
+        code_dir=str(code_dir), dependency_path=environ.get(variables.PYTHONPATH, "")
+    )
     env.update(plan.rank_environment(location))
     values = plan.secret.values()
     env.update({name: values[name] for name in plan.secret_names})
@@ -118,7 +121,9 @@ def rank_environment(
 def _ci_runners_own(name: str) -> bool:
     """A variable of the user's environment that only ci-runner itself reads."""
     return (
-        name in GITLAB_CREDENTIALS or name == RANK_TOKEN_VARIABLE or name.startswith(MLFLOW_PREFIX)
+        name in variables.GITLAB_CREDENTIALS
+        or name == RANK_TOKEN_VARIABLE
+        or name.startswith(NOT_INHERITED_PREFIX)
     )
 
 

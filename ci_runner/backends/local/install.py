@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -14,6 +13,7 @@ from ci_runner.backends.logsink import LogSink
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput, ToolOutput, status_line
 from ci_runner.errors import EnvironmentSetupError
+from ci_runner.settings import ProcessEnvironment
 
 INSTALL_HINT: Final = "run `make demo`, or scripts/setup-horovod.sh <your virtualenv>"
 PIP_TAIL_LINES: Final = 30
@@ -21,7 +21,7 @@ PIP_TAIL_LINES: Final = 30
 
 def check_horovod(
     horovodrun: Path | None,
-    environ: Mapping[str, str],
+    environ: ProcessEnvironment,
     run: pyenv.CommandRunner,
     cache_dir: Path,
     console: StatusOutput,
@@ -61,7 +61,7 @@ def install_requirements(
     base: pyenv.BaseEnvironment,
     venvs: Path,
     *,
-    environ: Mapping[str, str],
+    environ: ProcessEnvironment,
     run: pyenv.CommandRunner,
     sink: LogSink,
     console: ToolOutput,

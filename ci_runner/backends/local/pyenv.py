@@ -21,6 +21,7 @@ from ci_runner import venv_layer
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
 from ci_runner.errors import EnvironmentSetupError
+from ci_runner.settings import ProcessEnvironment
 
 READY_MARKER: Final = ".ci-runner-ready"
 BASE_PTH: Final = "_ci_runner_base.pth"
@@ -77,7 +78,7 @@ def current_environment() -> BaseEnvironment:
 
 
 def layer_key(
-    requirements: Path, base: BaseEnvironment, environ: Mapping[str, str]
+    requirements: Path, base: BaseEnvironment, environ: ProcessEnvironment
 ) -> tuple[str, str | None]:
     """The name of the layer for ``requirements`` over ``base``, keyed as the pods key their
     cache (:mod:`ci_runner.venv_layer`: the files it includes too, the base's distributions, the
@@ -103,7 +104,7 @@ def ensure_layer(
     base: BaseEnvironment,
     root: Path,
     *,
-    environ: Mapping[str, str],
+    environ: ProcessEnvironment,
     run: CommandRunner,
     output: Callable[[str], None],
     console: StatusOutput,

@@ -1,7 +1,9 @@
 """The ``train.yaml`` reference (``docs/train-yaml.md``), generated from the schema.
 
-:func:`ci_runner.plan.rank_reference.train_yaml_reference` adds what every rank sees to it;
+:func:`testing.reference_ranks.train_yaml_reference` adds what every rank sees to it;
 ``python -m testing.reference_docs`` writes the file, and a test keeps it equal to theirs.
+
+In testing/, beside the generator, not in ci_runner/: only the generator and tests use it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from testing.emulated_cluster import marks
+from testing.host import marks
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

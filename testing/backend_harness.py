@@ -1,20 +1,17 @@
-"""Run the real Kubernetes backend against the scripted cluster, or the real nodes, and watch
-what it prints.
+"""The backend harness: the real Kubernetes backend run on a thread against any control plane,
+the scripted cluster's (testing/scripted_cluster/, scripted kubelet) or the emulated cluster's
+(testing/emulated_cluster/, real nodes), and what it prints watched.
 
-:class:`ScriptedCluster` (one per test module: it takes seconds to start) is the control plane
-with three scripted GPU nodes; ``scripted.cluster(tmp_path)`` gives a :class:`Cluster` for one
-test in a namespace of its own (:func:`cluster_on`, one on any control plane: the emulated
-cluster's has real nodes and no scripted kubelet): the backend's run on a thread
-(``start``/``started``), its CI log (:class:`CiLog`, waited on line by line), its ManualClock
-(the backend's own timers), the scenario of a job (``job(name)``) and what the namespace holds
-(``leftovers``). The backend talks to kube-apiserver through the test's
+:func:`cluster_on` gives one test a :class:`Cluster` in a namespace of its own: the backend's
+run on a thread (``start``/``started``), its CI log (:class:`CiLog`, waited on line by line), its
+ManualClock (the backend's own timers), the scenario of a job (``job(name)``) and what the
+namespace holds (``leftovers``). The backend talks to kube-apiserver through the test's
 :class:`~testing.scripted_cluster.faults.FaultProxy` (``cluster.api``): it counts the backend's
 requests and watches and injects faults."""
 
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +20,6 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import kubernetes.client
-import pytest
 from typing_extensions import Unpack
 
 from ci_runner.backends.kubernetes.backend import KubernetesBackend
@@ -37,21 +33,17 @@ from ci_runner.http_policy import RetryPolicy
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.run_plan import JobSecret, secret_name
 from testing.ci_log import CiLog
-from testing.control_plane import accounts, binaries
+from testing.control_plane import accounts
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster.api import ApiFailure, Informer
+from testing.kube_api import ApiFailure, Informer
 from testing.mpijob_manifests import GIT_TOKEN, JOB, mpijob_manifest, plan_facts
-from testing.node_objects import NodeSpec
-from testing.rights import verdict
-from testing.scripted_cluster.control import ScriptedControlPlane
+from testing.scripted_cluster.cluster import ScriptedCluster
 from testing.scripted_cluster.faults import FaultProxy
 from testing.scripted_cluster.kubelet import ScriptedKubelet
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
-from testing.waiting import wait_for
+from testing.waiting import WAIT, wait_for
 
 JSON = dict[str, Any]
-WAIT = 30.0  # real seconds a test waits for the backend or the control plane
-NODES = [NodeSpec(f"node-{i}") for i in range(1, 4)]
 # What a namespace holds from the start, and what leftovers() therefore ignores.
 BASELINE = {("serviceaccounts", "default"), ("configmaps", "kube-root-ca.crt")}
 KINDS = {
@@ -79,67 +71,20 @@ class RunOptions(TypedDict, total=False):
     keep_finished: float  # 0 unless given
 
 
-class ScriptedCluster:
-    """The control plane and the scripted kubelet of one test module (``nodes``: its nodes,
-    :data:`NODES` unless given)."""
-
-    def __init__(self, state: Path, nodes: list[NodeSpec] | None = None) -> None:
-        self.plane = ScriptedControlPlane()
-        self.state = state
-        self.nodes = NODES if nodes is None else nodes
-        self.kubelet: ScriptedKubelet | None = None
-
-    def start(self) -> ScriptedCluster:
-        self.plane.start()
-        try:
-            self.kubelet = ScriptedKubelet(self.plane.plane, self.nodes, self.state).start()
-        except BaseException:
-            self.plane.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        if self.kubelet is not None:
-            self.kubelet.stop()
-        self.plane.stop()
-
-    @contextmanager
-    def cluster(self, tmp_path: Path) -> Iterator[Cluster]:
-        """A :class:`Cluster` in a fresh namespace; the namespace goes at the end."""
-        assert self.kubelet is not None
-        with cluster_on(self.plane.plane, tmp_path, self.kubelet) as cluster:
-            yield cluster
-
-
 @contextmanager
-def cluster_on(
-    plane: ControlPlane, tmp_path: Path, kubelet: ScriptedKubelet | None = None
-) -> Iterator[Cluster]:
-    """A :class:`Cluster` of ``plane`` in a fresh namespace (``kubelet``: the scripted nodes',
-    none on real nodes); the namespace goes at the end."""
+def cluster_on(on: ControlPlane | ScriptedCluster, tmp_path: Path) -> Iterator[Cluster]:
+    """A :class:`Cluster` in a fresh namespace of ``on``: a scripted cluster (its scripted
+    kubelet plays the nodes) or a control plane with real nodes; the namespace goes at the end."""
+    if isinstance(on, ScriptedCluster):
+        assert on.kubelet is not None, "the scripted cluster is not started"
+        plane, kubelet = on.plane.plane, on.kubelet
+    else:
+        plane, kubelet = on, None
     cluster = Cluster(plane, kubelet, tmp_path, f"ml-{next(_numbers)}")
     try:
         yield cluster
     finally:
         cluster.close()
-
-
-def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
-    """A module fixture's body: the started scripted cluster, stopped after. Without root or the
-    control-plane binaries it skips, or fails where ``CI_RUNNER_REQUIRE_CLUSTER_RIGHTS=1`` (.ci/run)
-    says they are there (:func:`testing.rights.verdict`)."""
-    missing = [] if os.geteuid() == 0 else ["root (a network namespace and a cgroup)"]
-    if not binaries.built():
-        missing.append("the control-plane binaries (make control-plane)")
-    outcome = verdict(missing, os.environ, "the scripted cluster")
-    if outcome is not None:
-        action, reason = outcome
-        (pytest.fail if action == "fail" else pytest.skip)(reason)
-    scripted = ScriptedCluster(state).start()
-    try:
-        yield scripted
-    finally:
-        scripted.stop()
 
 
 class Cluster:

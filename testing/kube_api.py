@@ -1,5 +1,6 @@
-"""A small client of the Kubernetes API for the emulated nodes: plain HTTP, as any controller
-talks to the API server (list, watch with resourceVersion, status subresource, events)."""
+"""A small client of the Kubernetes API for the tests' clusters (the control plane, the scripted
+and the emulated cluster, their harnesses): plain HTTP, as any controller talks to the API
+server (list, watch with resourceVersion, status subresource, events)."""
 
 from __future__ import annotations
 

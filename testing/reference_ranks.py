@@ -7,6 +7,8 @@ tracking keys those of :mod:`ci_runner.plan.tracking`, and the setup containers'
 allow-list of :mod:`ci_runner.config.setup_env`. A variable set there and not described here (or
 described and no longer set) raises: ``python -m testing.reference_docs`` then fails, and so does
 the test that keeps both documents equal to this list.
+
+In testing/, beside the generator, not in ci_runner/: only the generator and its tests use it.
 """
 
 from __future__ import annotations
@@ -14,30 +16,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from ci_runner.config.reference import schema_markdown
+from ci_runner import variables
 from ci_runner.config.setup_env import PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import TrainConfig
 from ci_runner.context import CIContext
-from ci_runner.plan.run_plan import RANK_DEFAULTS, RankLocation, build_plan
-from ci_runner.plan.tracking import (
-    PASSWORD_VARIABLE,
-    TOKEN_VARIABLE,
-    RankTracking,
-    with_tracking,
-)
+from ci_runner.plan.run_plan import RANK_DEFAULTS, RankLocation, build_plan, with_tracking
+from ci_runner.plan.tracking import PASSWORD_VARIABLE, TOKEN_VARIABLE, RankTracking
+from testing.reference_schema import schema_markdown
 
 RANKS_HEADING: Final = "What every rank sees"  # docs/train-yaml.md's, #what-every-rank-sees
 # What each variable every rank gets holds, in the order the manifest lists them.
 RANK_VARIABLES: Final = {
-    "CI_RUNNER_SHA": "the commit's full SHA",
-    "CI_RUNNER_JOB": "the MPIJob's name (with `--local`, the name it would have)",
-    "CI_RUNNER_PROJECT": "the GitLab project's path (`group/project`)",
-    "CI_RUNNER_CODE_DIR": "the rank's checkout of the commit, its working directory",
+    variables.CI_RUNNER_SHA: "the commit's full SHA",
+    variables.CI_RUNNER_JOB: "the MPIJob's name (with `--local`, the name it would have)",
+    variables.CI_RUNNER_PROJECT: "the GitLab project's path (`group/project`)",
+    variables.CI_RUNNER_CODE_DIR: "the rank's checkout of the commit, its working directory",
     "DATA_URI": "train.yaml's `data`, when it is set",
     "OUTPUT_URI": (
         "train.yaml's `outputs` with `{project}`, `{sha}` and `{job}` filled in, when it is set"
     ),
-    "PYTHONPATH": (
+    variables.PYTHONPATH: (
         "`env`'s `PYTHONPATH`, when it sets one (with `--local`, after the `PYTHONPATH` "
         "ci-runner runs with, as a pod's is the image's)"
     ),
@@ -50,11 +48,11 @@ RANK_VARIABLES: Final = {
 }
 # With tracking.ranks_log only: the MLflow run the ranks join.
 TRACKING_VARIABLES: Final = {
-    "MLFLOW_TRACKING_URI": "the tracking server (for GitLab, the project's MLflow API)",
-    "MLFLOW_RUN_ID": "the run ci-runner created for this job",
-    "MLFLOW_EXPERIMENT_ID": "the run's experiment",
-    "MLFLOW_TRACKING_USERNAME": "your MLflow server's user, when ci-runner has one",
-    "MLFLOW_TRACKING_INSECURE_TLS": "`true`, when ci-runner's own says so",
+    variables.MLFLOW_TRACKING_URI: "the tracking server (for GitLab, the project's MLflow API)",
+    variables.MLFLOW_RUN_ID: "the run ci-runner created for this job",
+    variables.MLFLOW_EXPERIMENT_ID: "the run's experiment",
+    variables.MLFLOW_TRACKING_USERNAME: "your MLflow server's user, when ci-runner has one",
+    variables.MLFLOW_TRACKING_INSECURE_TLS: "`true`, when ci-runner's own says so",
 }
 TRACKING_SECRET: Final = (TOKEN_VARIABLE, PASSWORD_VARIABLE)
 # Not the plan's: where the ranks run puts the virtualenv first (launch.sh on the cluster, the
@@ -64,12 +62,12 @@ PATH_ROW: Final = (
     "installed in, then the image's (with `--local`, ci-runner's own) |"
 )
 SETUP_VARIABLES: Final = {
-    "CI_RUNNER_REPO_URL": "the project's repository",
-    "CI_RUNNER_SHA": "the commit",
-    "CI_RUNNER_GIT_CREDENTIALS": "the directory of the git credential's files",
-    "CI_RUNNER_REQUIREMENTS": "train.yaml's `requirements`",
+    variables.CI_RUNNER_REPO_URL: "the project's repository",
+    variables.CI_RUNNER_SHA: "the commit",
+    variables.CI_RUNNER_GIT_CREDENTIALS: "the directory of the git credential's files",
+    variables.CI_RUNNER_REQUIREMENTS: "train.yaml's `requirements`",
     "PIP_CACHE_DIR": "pip's cache",
-    "CI_RUNNER_VENV_CACHE": "where the virtualenvs are kept, with `pip_cache_pvc` only",
+    variables.CI_RUNNER_VENV_CACHE: "where the virtualenvs are kept, with `pip_cache_pvc` only",
 }
 
 # A plan that sets every variable a rank can get.
@@ -77,7 +75,7 @@ _CONFIG: Final = TrainConfig(
     name="reference",
     image="image",
     command=("python", "train.py"),
-    env=(("PYTHONPATH", "src"),),
+    env=((variables.PYTHONPATH, "src"),),
     data="s3://data/",
     outputs="s3://models/",
 )
@@ -99,7 +97,7 @@ class StaleReference(Exception):
 def _checked(described: Iterable[str], names: Sequence[str], what: str) -> None:
     if list(described) != list(names):
         raise StaleReference(
-            f"{what}: the code sets {list(names)}, ci_runner/plan/rank_reference.py describes "
+            f"{what}: the code sets {list(names)}, testing/reference_ranks.py describes "
             f"{list(described)}"
         )
 

@@ -12,7 +12,7 @@ import signal
 import time
 from pathlib import Path
 
-from testing.emulated_cluster import marks
+from testing.host import marks
 
 V2 = Path("/sys/fs/cgroup")
 V2_UNIFIED = Path("/sys/fs/cgroup/unified")
