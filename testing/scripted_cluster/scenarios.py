@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from testing.emulated_cluster.api import Api
-from testing.scripted_cluster.kubelet import WAIT, ScriptedKubelet
-from testing.waiting import wait_for
+from testing.kube_api import Api
+from testing.scripted_cluster.kubelet import ScriptedKubelet
+from testing.waiting import WAIT, wait_for
 
 JSON = dict[str, Any]
 JOB_NAME = "training.kubeflow.org/job-name"
@@ -24,8 +24,7 @@ LAUNCHER_WAIT = 3 * WAIT
 
 
 class Log(Protocol):
-    """ci-runner's log as a test reads it (:class:`testing.ci_log.CiLog`,
-    :class:`testing.mr_pipeline.CiLog`)."""
+    """ci-runner's log as a test reads it (:class:`testing.ci_log.CiLog`)."""
 
     def wait_for(self, line: str) -> None: ...
 
@@ -70,10 +69,12 @@ class JobScenario:
 
     @property
     def launcher_pod(self) -> str:
-        """The newest launcher pod's name (random suffix); remembered once it is gone."""
-        pods = self.listed("launcher")
-        if pods:
-            self._launcher = str(pods[-1]["metadata"]["name"])
+        """The launcher pod the test last acted on (random suffix), else the newest listed; a
+        replacement the Job controller makes meanwhile does not change which pod is named."""
+        if not self._launcher:
+            pods = self.listed("launcher")
+            if pods:
+                self._launcher = str(pods[-1]["metadata"]["name"])
         return self._launcher
 
     def workers(self) -> list[str]:
@@ -89,14 +90,18 @@ class JobScenario:
         return int(self.mpijob["spec"]["mpiReplicaSpecs"]["Worker"].get("replicas", 1))
 
     def _launcher_now(self) -> str:
+        """The launcher pod not ended: the one acted on before while it lasts, else the newest."""
+
         def probe() -> str | None:
-            pods = [
-                p
+            names = [
+                str(p["metadata"]["name"])
                 for p in self.listed("launcher")
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                 and not p["metadata"].get("deletionTimestamp")
             ]
-            return str(pods[-1]["metadata"]["name"]) if pods else None
+            if self._launcher in names:
+                return self._launcher
+            return names[-1] if names else None
 
         try:
             self._launcher = wait_for(
