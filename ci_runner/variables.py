@@ -112,6 +112,12 @@ KUBE_CONTEXT: Final = "KUBE_CONTEXT"  # the name Auto DevOps and GitLab's templa
 KUBERNETES_SERVICE_HOST: Final = "KUBERNETES_SERVICE_HOST"  # set in every pod: in-cluster
 KUBERNETES_SERVICE_PORT: Final = "KUBERNETES_SERVICE_PORT"
 
+# -- torchrun's (PyTorch's elastic launcher): what ci-runner sets for it ---------------------------
+
+# The ranks' line prefix's template (ci_runner.torchrun_output): torch 2.13's torchrun reads it from
+# this variable only, it has no option for it (torch/distributed/run.py).
+TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: Final = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
+
 # -- The machine ----------------------------------------------------------------------------------
 
 XDG_CACHE_HOME: Final = "XDG_CACHE_HOME"
