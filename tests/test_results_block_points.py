@@ -38,3 +38,10 @@ def test_a_point_that_needs_a_closer_look_refuses_the_block() -> None:
 def test_a_pattern_that_may_match_a_line_break_or_has_no_value_is_line_by_line_only() -> None:
     assert BlockPattern.of(re.compile(r"loss: (?P<value>[^,]+)")) is None
     assert BlockPattern.of(re.compile(r"loss: (?P<loss>[0-9.]+)")) is None
+
+
+def test_torchrun_lines_give_their_ranks_in_a_block() -> None:
+    loss = _pattern(r"step (?P<step>\d+) loss (?P<value>[-+0-9.eE]+)")
+    data = b"[1]<std>:step 3 loss 0.5\n[rank1]: step 9 loss 9\n[0]<std>:step 4 loss 0.25\n"
+
+    assert loss.points(data) == ([1, 0, 0], [3, 9, 4], [0.5, 9.0, 0.25])

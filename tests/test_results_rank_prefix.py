@@ -1,13 +1,16 @@
-"""ci_runner.results.rank_prefix: a log line's ``[rank]<stdout>:`` prefix, in a line and in a
-block."""
+"""ci_runner.results.rank_prefix: a log line's ``[rank]<stdout>:`` prefix (torchrun's
+``[rank]<std>:`` too), in a line and in a block."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from string import Template
 
 from ci_runner.config.types import MetricSpec
 from ci_runner.results.metrics import parse_metrics
 from ci_runner.results.rank_prefix import PREFIX_MARK, line_rank, split_prefix
+from ci_runner.torchrun_output import TORCHRUN_PREFIX_TEMPLATE
 
 
 def test_prefix_is_removed_and_gives_the_rank() -> None:
@@ -36,3 +39,26 @@ def test_the_rank_of_a_line_in_a_block() -> None:
         0,
     ]
     assert PREFIX_MARK in data
+
+
+def test_torchrun_prefix_on_both_streams() -> None:
+    assert split_prefix("[3]<std>:loss 1") == (3, "loss 1")
+    assert split_prefix(Template(TORCHRUN_PREFIX_TEMPLATE).substitute(rank=7) + "x") == (7, "x")
+    assert split_prefix("[3]<std>:[rank3]: Traceback") == (3, "[rank3]: Traceback")
+    for line in ("[3]<stdx>:a", "[3]<st>:a", "[3]<std>a", "[3]<std:a", "[rank3]: a"):
+        assert split_prefix(line) == (None, line)
+    data = b"[0]<std>:a\n[12]<std>:b\n"
+    assert [line_rank(data, data.index(text)) for text in (b"a", b"b")] == [0, 12]
+    assert PREFIX_MARK in data
+
+
+def test_metric_series_per_rank_from_real_torchrun_output() -> None:
+    """tests/data/torchrun/ok.log: what torch 2.13's torchrun wrote (stdout and stderr)."""
+    log = Path(__file__).resolve().parent / "data" / "torchrun" / "ok.log"
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    spec = MetricSpec("loss", re.compile(r"^step (?P<step>\d+) loss (?P<value>\S+)$"))
+    summary = parse_metrics(lines, [spec])
+    assert [(s.rank, s.points) for s in summary.metrics[0].series] == [
+        (0, ((0, 1.0), (1, 0.5))),
+        (1, ((0, 0.5), (1, 0.3333))),
+    ]

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-# Every character of a prefix: "[12,3]<stdout>:" / "[3]<stderr>:".
+# Every character of a prefix: "[12,3]<stdout>:" / "[3]<stderr>:" / torchrun's "[3]<std>:".
 PREFIX_CHARS: Final = frozenset("0123456789[],<>:stdouer")
 _GLOBAL_FLAGS: Final = re.compile(r"(?:\(\?[aiLmsux]+\))+")
 _CATEGORIES: Final[dict[str, Callable[[str], bool]]] = {
