@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "console",
         "http_policy",
         "venv_layer",
+        "torchrun_output",
     ),
     # CI environment + train.yaml at the SHA -> validated config
     ("gitrepo", "context", "settings", "policy", "config"),
@@ -352,6 +353,8 @@ TAKES_AN_ENVIRONMENT = {
     "(pip, horovodrun --check-build) starts with, as built for it",
     "ci_runner/backends/local/supervise.py launch_process(env)": "the environment the ranks "
     "start with, as rank_environment built it",
+    "ci_runner/backends/local/torchrun.py check_torch(env)": "the environment torchrun and the "
+    "ranks start with, as rank_environment built it: torch must be importable there",
 }
 _ENVIRONMENT_PARAMETER = re.compile(r"(env|environ|environment)")
 _MAPPING = re.compile(r"(Mapping|dict|MutableMapping)\[str, str\]")
