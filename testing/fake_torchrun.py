@@ -1,6 +1,8 @@
 """A stand-in for torchrun (``python -m torch.distributed.run``) in fast tests: the options
-``train --local`` gives it, the ranks' variables torchrun sets, and each line teed with the
-``--log-line-prefix-template`` filled in (``[1]<std>:text``).
+``train --local`` gives it (any other is refused, exit 2, as torch 2.13's argparse does), the
+ranks' variables torchrun sets, and each line teed with the prefix template of
+``$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`` filled in (``[1]<std>:text``), torch 2.13's only way
+to set it.
 
 :func:`install` writes a ``torch`` package whose ``torch.distributed.run`` runs this file: put its
 directory first on ``PYTHONPATH``. Like a launcher that is killed hard, it does not stop its ranks
@@ -20,7 +22,17 @@ import threading
 from pathlib import Path
 from typing import IO, BinaryIO
 
-_VALUED = {"--nproc-per-node", "--tee", "--log-line-prefix-template", "--nnodes", "--node-rank"}
+_VALUED = {
+    "--nproc-per-node",
+    "--tee",
+    "--nnodes",
+    "--node-rank",
+    "--rdzv-backend",
+    "--master-addr",
+    "--master-port",
+    "--log-dir",
+}
+_FLAGS = {"--standalone", "--no-python"}
 _lock = threading.Lock()
 
 
@@ -54,11 +66,15 @@ def _write_all(out: BinaryIO, data: bytes) -> None:
 
 
 def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
-    """torchrun's options (``--name``: value, or "" for a flag) and the command after ``--``."""
+    """torchrun's options (``--name``: value, or "" for a flag) and the command after ``--``;
+    SystemExit(2) for an option torchrun does not know."""
     options: dict[str, str] = {}
     i = 0
     while i < len(argv) and argv[i] != "--":
         name = argv[i]
+        if name not in _VALUED | _FLAGS:
+            print(f"run.py: error: unrecognized arguments: {name}", file=sys.stderr)
+            raise SystemExit(2)
         options[name] = argv[i + 1] if name in _VALUED else ""
         i += 2 if name in _VALUED else 1
     return options, argv[i + 1 :]
@@ -70,8 +86,12 @@ def main(argv: list[str]) -> int:
         with open(record, "a", encoding="utf-8") as f:
             f.write(json.dumps(argv) + "\n")
     options, command = _options(argv)
+    if not Path(options.get("--log-dir", ".")).is_dir():
+        print(f"no log directory {options['--log-dir']}", file=sys.stderr)
+        return 1
     size = int(options.get("--nproc-per-node", "1"))
-    template = string.Template(options.get("--log-line-prefix-template", "[${rank}]:"))
+    default = "[default${local_rank}]:"  # torchrun's own: the role and the local rank
+    template = string.Template(os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", default))
     ranks, threads = [], []
     for rank in range(size):
         env = {

@@ -46,7 +46,8 @@ from testing.local_backend import (
 RANK_LINE = re.compile(r"\[\d+\]<std>:")
 PRINT_RANK = """\
 import os
-names = ["RANK", "WORLD_SIZE", "CI_RUNNER_SHA", "CI_RUNNER_JOB", "DATA_URI", "LEVEL"]
+names = ["RANK", "WORLD_SIZE", "CI_RUNNER_SHA", "CI_RUNNER_JOB", "DATA_URI", "LEVEL",
+         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
 print(" ".join(f"{n}={os.environ.get(n)}" for n in names), flush=True)
 """
 
@@ -104,7 +105,7 @@ def test_local_torchrun_argv_is_one_standalone_node_of_every_rank() -> None:
         CIContext(sha="0" * 40, project_path=PROJECT),
     )
 
-    argv = local_torchrun_argv(plan, Path("/venv/bin/python"))
+    argv = local_torchrun_argv(plan, Path("/venv/bin/python"), Path("/cache/torchrun-logs-x"))
 
     assert argv == [
         "/venv/bin/python",
@@ -115,8 +116,8 @@ def test_local_torchrun_argv_is_one_standalone_node_of_every_rank() -> None:
         "6",
         "--tee",
         "3",
-        "--log-line-prefix-template",
-        "[${rank}]<std>:",
+        "--log-dir",
+        "/cache/torchrun-logs-x",
         "--no-python",
         "--",
         "python",
@@ -144,34 +145,29 @@ def test_a_torchrun_job_runs_every_rank_with_torch_alone(
 
     job = mpijob_name(cfg, CIContext(sha=sha, project_path=PROJECT))
     expected = f"WORLD_SIZE=2 CI_RUNNER_SHA={sha} CI_RUNNER_JOB={job} DATA_URI=s3://datasets/toy/"
+    # torch 2.13's torchrun takes the lines' prefix from its environment alone.
+    prefix = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[${rank}]<std>:"
     assert rank_lines(screen) == [
-        f"[0]<std>:RANK=0 {expected} LEVEL=3",
-        f"[1]<std>:RANK=1 {expected} LEVEL=3",
+        f"[0]<std>:RANK=0 {expected} LEVEL=3 {prefix}",
+        f"[1]<std>:RANK=1 {expected} LEVEL=3 {prefix}",
     ]
     assert result.outcome is Outcome.SUCCEEDED
     assert result.mpijob_name == job
     # No horovodrun anywhere (none exists): only the check that torch is importable ran.
     assert [call[:2] for call in runner.calls] == [[str(base.python), "-c"]]
     assert "horovod" not in screen.text.lower()
-    assert [json.loads(line) for line in record.read_text().splitlines()] == [
-        [
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "--tee",
-            "3",
-            "--log-line-prefix-template",
-            "[${rank}]<std>:",
-            "--no-python",
-            "--",
-            "python",
-            "train.py",
-        ]
+    (call,) = [json.loads(line) for line in record.read_text().splitlines()]
+    logs = Path(call[6])
+    assert call == [
+        *("--standalone", "--nproc-per-node", "2", "--tee", "3", "--log-dir", str(logs)),
+        *("--no-python", "--", "python", "train.py"),
     ]
+    # torchrun's copies of the ranks' output (unmasked) live in the cache for the run alone.
+    assert logs.parent == tmp_path / "cache" and logs.name.startswith("torchrun-logs-")
+    assert not logs.exists()
     assert screen.status[-1] == (
         f"[ci-runner] starting 2 ranks on this machine: {base.python} -m torch.distributed.run "
-        "--standalone --nproc-per-node 2 --tee 3 --log-line-prefix-template '[${rank}]<std>:' "
-        "--no-python -- python train.py"
+        f"--standalone --nproc-per-node 2 --tee 3 --log-dir {logs} --no-python -- python train.py"
     )
     streamed = [line for line in screen.text.splitlines() if not line.startswith("[ci-runner]")]
     assert result.log_path.read_text().splitlines() == streamed

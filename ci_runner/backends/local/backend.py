@@ -20,6 +20,7 @@ import hashlib
 import os
 import shlex
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ from ci_runner import variables
 from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.install import check_horovod, install_requirements
 from ci_runner.backends.local.supervise import Launch, launch_process, supervise
-from ci_runner.backends.local.torchrun import check_torch, local_torchrun_argv, torchrun_python
+from ci_runner.backends.local.torchrun import torchrun_launch, torchrun_python
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
@@ -178,23 +179,24 @@ def run_local(
         return _result(Outcome.FAILED, job, sink, started_at, clock, setup)
     path_prefix = [p for p in (layer_bin, options.base.python.parent) if p is not None]
     env = rank_environment(plan, options.environ, source, path_prefix)
-    if torchrun:
-        python = torchrun_python(options.base, layer_bin)
-        check_torch(python, env, run)
-        argv, launcher = local_torchrun_argv(plan, python), "torchrun"
-    else:
-        argv, launcher = _horovodrun_argv(plan, options), "horovodrun"
-    console.status(f"starting {config.ranks} ranks on this machine: {shlex.join(argv)}")
-    outcome, failure = supervise(
-        launch(argv, source, env),
-        sink=sink,
-        console=console,
-        clock=clock,
-        timeout=plan.deadline_seconds,
-        cancelled=cancelled,
-        grace_seconds=options.stop_grace_seconds,
-        launcher=launcher,
-    )
+    with ExitStack() as launcher_files:
+        if torchrun:
+            python = torchrun_python(options.base, layer_bin)
+            launch_with = torchrun_launch(plan, python, env, run, options.cache_dir)
+            (argv, env), launcher = launcher_files.enter_context(launch_with), "torchrun"
+        else:
+            argv, launcher = _horovodrun_argv(plan, options), "horovodrun"
+        console.status(f"starting {config.ranks} ranks on this machine: {shlex.join(argv)}")
+        outcome, failure = supervise(
+            launch(argv, source, env),
+            sink=sink,
+            console=console,
+            clock=clock,
+            timeout=plan.deadline_seconds,
+            cancelled=cancelled,
+            grace_seconds=options.stop_grace_seconds,
+            launcher=launcher,
+        )
     return _result(outcome, job, sink, started_at, clock, failure)
 
 
