@@ -9,12 +9,17 @@ DEMO_DATA := $(DEMO_DIR)/data
 # e.g. make demo DEMO_FLAGS=--allow-dirty (to train uncommitted changes)
 DEMO_FLAGS ?=
 
-.PHONY: dist image-check demo demo-cluster horovod cluster-tools control-plane real-node gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
+.PHONY: dist image-check demo demo-ddp demo-cluster horovod torch cluster-tools control-plane real-node gitlab-ci-local mermaid screenshots test lint typecheck unit bench env clean
 
 ## demo: train the example's train.yaml on this machine with 2 Horovod ranks (no cluster, no GitLab)
 demo: env horovod $(DEMO_DATA)/diabetes.csv
 	$(VENV)/bin/ci-runner train --local --config examples/simple_ml/train.yaml \
 		--data $(DEMO_DATA)/ --outputs $(DEMO_DIR)/model/ --output-dir $(DEMO_DIR) $(DEMO_FLAGS)
+
+## demo-ddp: the same with PyTorch DDP: the example's train-ddp.yaml (distributed: torchrun) on this machine with 2 ranks, torch alone (no Horovod)
+demo-ddp: env torch $(DEMO_DATA)/diabetes.csv
+	$(VENV)/bin/ci-runner train --local --config examples/simple_ml/train-ddp.yaml \
+		--data $(DEMO_DATA)/ --outputs $(DEMO_DIR)/model-ddp/ --output-dir $(DEMO_DIR)/ddp $(DEMO_FLAGS)
 
 $(DEMO_DATA)/diabetes.csv: examples/simple_ml/prepare_data.py | env
 	$(PY) examples/simple_ml/prepare_data.py $(DEMO_DATA)/
@@ -26,6 +31,10 @@ demo-cluster: env horovod cluster-tools control-plane real-node
 ## horovod: torch 2.13 (PyPI's build, run on the CPU) and Horovod 0.28.1 (PyTorch + Gloo + MPI), built once into a cached wheel
 horovod: env
 	scripts/setup-horovod.sh $(VENV)
+
+## torch: torch 2.13 (PyPI's build, run on the CPU) and the example's libraries, without Horovod: what distributed: torchrun needs here
+torch: env
+	scripts/setup-torch.sh $(VENV)
 
 ## cluster-tools: iproute2, util-linux and the OpenSSH client for the emulated cluster and its tests (apt-get, as root), and the stock image's pip for its variant image (pip download, once)
 cluster-tools: env

@@ -1,6 +1,6 @@
 """The example trained through ``ci-runner train --local`` with this environment's real
-horovodrun: where its commands are, whether Horovod is there, the example's config, data and the
-lines its ranks print."""
+horovodrun, or torchrun for its DDP version: where its commands are, whether Horovod and torch are
+there, the example's configs, data and the lines its ranks print."""
 
 from __future__ import annotations
 
@@ -15,11 +15,16 @@ from testing.paths import EXAMPLE
 
 BIN = Path(sys.executable).parent
 HOROVOD_MISSING = importlib.util.find_spec("horovod") is None or not (BIN / "horovodrun").exists()
+TORCH_MISSING = importlib.util.find_spec("torch") is None
 CONFIG = f"{EXAMPLE}/train.yaml"
+DDP_CONFIG = f"{EXAMPLE}/train-ddp.yaml"
 TRAIN_LINE = re.compile(
     r"\[(\d)\]<stdout>:Training\. Epoch (\d+), MSE loss: ([-+0-9.eE]+), Worker: (\d)$"
 )
 TEST_LINE = re.compile(r"\[(\d)\]<stdout>:Testing\. MSE loss: ([-+0-9.eE]+), Worker: (\d)$")
+# torchrun tees both streams with the prefix template ci-runner gives it: [rank]<std>:
+DDP_TRAIN_LINE = re.compile(TRAIN_LINE.pattern.replace("<stdout>", "<std>"))
+DDP_TEST_LINE = re.compile(TEST_LINE.pattern.replace("<stdout>", "<std>"))
 
 
 def base_env(cache: Path, **extra: str) -> dict[str, str]:

@@ -13,24 +13,21 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.backend import (
     LocalBackend,
-    LocalOptions,
     local_hosts,
     run_local,
     write_discovery_script,
 )
 from ci_runner.backends.local.proctree import process_alive
 from ci_runner.backends.logsink import LogSink
-from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.clock import ManualClock
 from ci_runner.config.types import Elastic, TrainConfig
 from ci_runner.console import Console
@@ -38,12 +35,20 @@ from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, EnvironmentSetupError
 from ci_runner.masking import SecretMasker
 from ci_runner.plan.mpijob_name import mpijob_name
-from ci_runner.plan.run_plan import RunPlan, build_plan
-from ci_runner.settings import ProcessEnvironment, read_settings
-
-PROJECT = "group/toy"
-
-GitRepo = Callable[..., tuple[Path, str]]
+from ci_runner.plan.run_plan import build_plan
+from ci_runner.settings import ProcessEnvironment
+from testing.local_backend import (
+    FAILING,
+    PRINT_PREFIX,
+    PROJECT,
+    SLEEPER,
+    GitRepo,
+    RecordingRunner,
+    Screen,
+    options,
+    plan_for,
+    run,
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,96 +70,6 @@ def config(**changes: object) -> TrainConfig:
     }
     values.update(changes)
     return TrainConfig(**values)  # type: ignore[arg-type]
-
-
-def options(
-    repo: Path,
-    tmp_path: Path,
-    horovodrun: Path | None,
-    base: pyenv.BaseEnvironment,
-    record: Path | None = None,
-    **changes: object,
-) -> LocalOptions:
-    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    if record is not None:
-        environ["FAKE_HOROVODRUN_RECORD"] = str(record)
-    opts = LocalOptions(
-        repo=repo,
-        cache_dir=tmp_path / "cache",
-        environ=ProcessEnvironment(environ),
-        horovodrun=horovodrun,
-        base=base,
-        cpu_count=8,
-        stop_grace_seconds=5.0,
-    )
-    return replace(opts, **changes)  # type: ignore[arg-type]
-
-
-class Screen:
-    """What the backend printed: status lines and the training log, in order."""
-
-    def __init__(self) -> None:
-        self.text = ""
-
-    def __call__(self, text: str) -> None:
-        self.text += text
-
-    def write(self, text: str) -> None:  # a Console's stdout and stderr both
-        self(text)
-
-    def flush(self) -> None:
-        pass
-
-    @property
-    def status(self) -> list[str]:
-        return [line for line in self.text.splitlines() if line.startswith("[ci-runner]")]
-
-
-class RecordingRunner:
-    """The real command runner, remembering every command it ran."""
-
-    def __init__(self, fail: Callable[[Sequence[str]], int | None] = lambda argv: None) -> None:
-        self.calls: list[list[str]] = []
-        self._fail = fail
-
-    def __call__(
-        self, argv: Sequence[str], env: Mapping[str, str], output: Callable[[str], None]
-    ) -> int:
-        self.calls.append(list(argv))
-        code = self._fail(argv)
-        if code is not None:
-            output("ERROR: no matching distribution\n")
-            return code
-        return pyenv.run_command(argv, env, output)
-
-    def installs(self) -> list[list[str]]:
-        return [c for c in self.calls if "venv" in c or "pip" in c]
-
-
-def plan_for(cfg: TrainConfig, sha: str, opts: LocalOptions, **overrides: Any) -> RunPlan:
-    """The plan ``ci-runner train --local`` builds, from the same environment the ranks get."""
-    context = CIContext(sha=sha, project_path=PROJECT)
-    return build_plan(cfg, context, read_settings(opts.environ), read_secrets=True, **overrides)
-
-
-def run(
-    cfg: TrainConfig,
-    sha: str,
-    opts: LocalOptions,
-    tmp_path: Path,
-    runner: pyenv.CommandRunner = pyenv.run_command,
-    clock: ManualClock | None = None,
-    masker: SecretMasker | None = None,
-    **overrides: str,
-) -> tuple[RunResult, Screen]:
-    screen = Screen()
-    console = Console(screen, screen)
-    plan = plan_for(cfg, sha, opts, **overrides)
-    with LogSink(tmp_path / "logs" / "train.log", console.echo, masker) as sink:
-        result = run_local(
-            plan, opts, sink=sink, console=console, run=runner, clock=clock or ManualClock()
-        )
-    return result, screen
 
 
 def rank_lines(console: Screen) -> list[str]:
@@ -296,15 +211,6 @@ def test_allow_dirty_with_an_older_commit_still_runs_that_commit(
     assert rank_lines(console) == ["[0]<stdout>:code A"]
 
 
-FAILING = """\
-import sys
-print("step 1", flush=True)
-print("step 2", flush=True)
-print("boom: loss is nan", file=sys.stderr, flush=True)
-sys.exit(3)
-"""
-
-
 def test_a_failing_command_reports_its_exit_code_and_the_log_tail(
     git_repo: GitRepo, tmp_path: Path, horovodrun: Path, base: pyenv.BaseEnvironment
 ) -> None:
@@ -322,9 +228,6 @@ def test_a_failing_command_reports_its_exit_code_and_the_log_tail(
         "[0]<stdout>:step 1",
         "[0]<stdout>:step 2",
     ]
-
-
-PRINT_PREFIX = "import sys\nprint(sys.prefix, flush=True)\n"
 
 
 def test_requirements_layer_is_created_once_and_reused(
@@ -515,12 +418,6 @@ def test_the_timeout_stops_every_rank(
     assert len(pids) == 2
     assert not [pid for pid in pids if process_alive(pid)]
 
-
-SLEEPER = """\
-import os, time
-print(f"pid {os.getpid()}", flush=True)
-time.sleep(600)
-"""
 
 DRIVER = """\
 import sys

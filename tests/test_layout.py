@@ -353,6 +353,10 @@ TAKES_AN_ENVIRONMENT = {
     "(pip, horovodrun --check-build) starts with, as built for it",
     "ci_runner/backends/local/supervise.py launch_process(env)": "the environment the ranks "
     "start with, as rank_environment built it",
+    "ci_runner/backends/local/torchrun.py torchrun_launch(env)": "the environment torchrun and "
+    "the ranks start with, as rank_environment built it, plus torchrun's own setting",
+    "ci_runner/backends/local/torchrun.py _check_torch(env)": "the environment torchrun will "
+    "start with, as rank_environment built it: torch must be importable there",
 }
 _ENVIRONMENT_PARAMETER = re.compile(r"(env|environ|environment)")
 _MAPPING = re.compile(r"(Mapping|dict|MutableMapping)\[str, str\]")

@@ -1,8 +1,9 @@
 """End to end: the real example trained by real horovodrun + Horovod (gloo, CPU), 2 ranks, through
-``ci-runner train --local``; data and model on file:// and on S3 (a moto server on loopback).
+``ci-runner train --local``; data and model on file:// and on S3 (a moto server on loopback). Its
+DDP version the same way with real torchrun (train-ddp.yaml: ``distributed: torchrun``).
 
-Needs Horovod with PyTorch in this environment: `make test` installs it first
-(scripts/setup-horovod.sh), so these run in CI; elsewhere they skip, saying how to install it.
+Needs Horovod with PyTorch in this environment (the DDP tests only torch): `make test` installs it
+first (scripts/setup-horovod.sh), so these run in CI; elsewhere they skip, saying how to install it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,21 +25,28 @@ from testing.git import run_git
 from testing.local_training import (
     BIN,
     CONFIG,
+    DDP_CONFIG,
+    DDP_TEST_LINE,
+    DDP_TRAIN_LINE,
     HOROVOD_MISSING,
     TEST_LINE,
+    TORCH_MISSING,
     TRAIN_LINE,
     base_env,
     prepare_data,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        HOROVOD_MISSING,
-        reason="Horovod is not installed in this environment; run `make horovod` "
-        "(scripts/setup-horovod.sh .venv) to build it",
-    ),
-]
+pytestmark = pytest.mark.slow
+needs_horovod = pytest.mark.skipif(
+    HOROVOD_MISSING,
+    reason="Horovod is not installed in this environment; run `make horovod` "
+    "(scripts/setup-horovod.sh .venv) to build it",
+)
+needs_torch = pytest.mark.skipif(
+    TORCH_MISSING,
+    reason="torch is not installed in this environment; run `make torch` "
+    "(scripts/setup-torch.sh .venv) to install it",
+)
 
 
 EPOCHS = 20
@@ -49,9 +58,11 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ci-runner-cache")
 
 
-def train(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def train(
+    repo: Path, env: dict[str, str], *args: str, config: str = CONFIG
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "ci-runner"), "train", "--local", "--config", CONFIG, *args],
+        [str(BIN / "ci-runner"), "train", "--local", "--config", config, *args],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -60,16 +71,18 @@ def train(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPr
     )
 
 
-def check_training_log(log: str) -> None:
+def check_training_log(
+    log: str, train_line: re.Pattern[str] = TRAIN_LINE, test_line: re.Pattern[str] = TEST_LINE
+) -> None:
     """Both ranks' loss for every epoch, falling, and the test loss from both ranks."""
     losses: dict[int, dict[int, float]] = {0: {}, 1: {}}
     tests: dict[int, float] = {}
     for line in log.splitlines():
-        if match := TRAIN_LINE.match(line):
+        if match := train_line.match(line):
             prefix, epoch, loss, worker = match.groups()
             assert prefix == worker
             losses[int(worker)][int(epoch)] = float(loss)
-        elif match := TEST_LINE.match(line):
+        elif match := test_line.match(line):
             tests[int(match[3])] = float(match[2])
     for rank in (0, 1):
         assert sorted(losses[rank]) == list(range(EPOCHS)), f"rank {rank}: {losses[rank]}"
@@ -91,16 +104,53 @@ def load_model(data: bytes) -> dict[str, object]:
     return checkpoint
 
 
-def test_trains_the_example_with_files(tmp_path: Path, example_project: Path, cache: Path) -> None:
+@dataclass(frozen=True)
+class Flavour:
+    """The example as one of its train.yaml files runs it, and what its ranks' lines look like."""
+
+    config: str
+    name: str  # train.yaml's name, the start of the job's
+    train_line: re.Pattern[str]
+    test_line: re.Pattern[str]
+
+
+FLAVOURS = [
+    pytest.param(
+        Flavour(CONFIG, "simple-ml", TRAIN_LINE, TEST_LINE),
+        marks=needs_horovod,
+        id="horovod",
+    ),
+    pytest.param(
+        Flavour(DDP_CONFIG, "simple-ml-ddp", DDP_TRAIN_LINE, DDP_TEST_LINE),
+        marks=needs_torch,
+        id="ddp",
+    ),
+]
+
+
+def check_no_horovod(flavour: Flavour, stderr: str) -> None:
+    """A torchrun job checks and starts nothing of Horovod's."""
+    if flavour.config == DDP_CONFIG:
+        assert "horovodrun" not in stderr, stderr
+        assert " -m torch.distributed.run --standalone --nproc-per-node 2 " in stderr, stderr
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_trains_the_example_with_files(
+    tmp_path: Path, example_project: Path, cache: Path, flavour: Flavour
+) -> None:
     env = base_env(cache)
     data = (tmp_path / "data").as_uri()
     prepare_data(example_project, data, env)
     out = tmp_path / "model-out"
 
-    done = train(example_project, env, "--data", data, "--outputs", out.as_uri())
+    done = train(
+        example_project, env, "--data", data, "--outputs", out.as_uri(), config=flavour.config
+    )
 
     assert done.returncode == 0, done.stderr
-    check_training_log(done.stdout)
+    check_training_log(done.stdout, flavour.train_line, flavour.test_line)
+    check_no_horovod(flavour, done.stderr)
     log_file = Path(summary_value(done.stderr, "log"))
     assert log_file.read_text() == done.stdout  # the saved log is exactly what was streamed
     assert summary_value(done.stderr, "outputs") == out.as_uri()
@@ -135,8 +185,9 @@ def s3() -> Iterator[Callable[[], object]]:
         server.stop()
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
 def test_trains_the_example_with_s3(
-    example_project: Path, cache: Path, s3: Callable[[], object]
+    example_project: Path, cache: Path, s3: Callable[[], object], flavour: Flavour
 ) -> None:
     client = s3()
     for bucket in ("datasets", "models"):
@@ -150,13 +201,14 @@ def test_trains_the_example_with_s3(
     )
     prepare_data(example_project, "s3://datasets/diabetes/", env)
 
-    done = train(example_project, env)  # train.yaml's own data and outputs
+    done = train(example_project, env, config=flavour.config)  # its own data and outputs
 
     assert done.returncode == 0, done.stderr
-    check_training_log(done.stdout)
+    check_training_log(done.stdout, flavour.train_line, flavour.test_line)
+    check_no_horovod(flavour, done.stderr)
     outputs = summary_value(done.stderr, "outputs")
     sha = run_git(["rev-parse", "HEAD"], example_project)
-    assert outputs.startswith(f"s3://models/project/{sha}/simple-ml-{sha[:8]}-")
+    assert outputs.startswith(f"s3://models/project/{sha}/{flavour.name}-{sha[:8]}-")
     key = outputs.removeprefix("s3://models/") + "model.pt"
     body = client.get_object(Bucket="models", Key=key)["Body"].read()  # type: ignore[attr-defined]
     assert load_model(body)["feature_names"] == [
@@ -177,12 +229,36 @@ hvd.init()
 print(f"pid {os.getpid()}", flush=True)
 time.sleep(600)
 """
+SLEEPY_DDP = """\
+import os, time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+print(f"pid {os.getpid()}", flush=True)
+time.sleep(600)
+"""
 
 
-def test_ctrl_c_stops_real_horovod_ranks(
-    git_repo: Callable[..., tuple[Path, str]], cache: Path
+@pytest.mark.parametrize(
+    ("train_yaml", "script", "stdout"),
+    [
+        pytest.param(SLEEPY_TRAIN_YAML, SLEEPY, "<stdout>", marks=needs_horovod, id="horovod"),
+        pytest.param(
+            f"{SLEEPY_TRAIN_YAML}distributed: torchrun\n",
+            SLEEPY_DDP,
+            "<std>",
+            marks=needs_torch,
+            id="ddp",
+        ),
+    ],
+)
+def test_ctrl_c_stops_every_real_rank(
+    git_repo: Callable[..., tuple[Path, str]],
+    cache: Path,
+    train_yaml: str,
+    script: str,
+    stdout: str,
 ) -> None:
-    repo, _ = git_repo({"train.yaml": SLEEPY_TRAIN_YAML, "sleepy.py": SLEEPY})
+    repo, _ = git_repo({"train.yaml": train_yaml, "sleepy.py": script})
     proc = subprocess.Popen(
         [str(BIN / "ci-runner"), "train", "--local"],
         cwd=repo,
@@ -195,7 +271,7 @@ def test_ctrl_c_stops_real_horovod_ranks(
     pids: list[int] = []
     try:
         for line in proc.stdout:
-            pids.extend(int(p) for p in re.findall(r"<stdout>:pid (\d+)", line))
+            pids.extend(int(p) for p in re.findall(rf"{stdout}:pid (\d+)", line))
             if len(pids) == 2:
                 break
         proc.send_signal(signal.SIGINT)

@@ -75,7 +75,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--local",
         action="store_true",
-        help="run on this machine with horovodrun (gloo, CPU) instead of on Kubernetes",
+        help="run on this machine with horovodrun or torchrun (gloo, CPU) instead of on Kubernetes",
     )
     parser.add_argument(
         "--allow-dirty",
@@ -322,7 +322,7 @@ def _cancel_on_signals(backend: Backend) -> Iterator[None]:
 COMMAND: Final = Command(
     "train",
     "train the job on Kubernetes and report to the merge request; --local runs it on this "
-    "machine with horovodrun (gloo, CPU)",
+    "machine with horovodrun or torchrun (gloo, CPU)",
     add_train_arguments,
     run_train,
 )

@@ -184,6 +184,7 @@ class TrainConfig:
     command: tuple[str, ...]
     workers: int = 1
     slots_per_worker: int = 1
+    distributed: Literal["horovod", "torchrun"] = "horovod"
     resources: Resources = field(default_factory=Resources)
     requirements: str | None = None
     env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs

@@ -1,4 +1,5 @@
-"""The embedded backend: a job's train.yaml run on this machine with real ``horovodrun`` (gloo).
+"""The embedded backend: a job's train.yaml run on this machine with real ``horovodrun`` (gloo),
+or with torchrun for ``distributed: torchrun`` (:mod:`~.torchrun`: torch alone, no Horovod).
 
 The same contract as the Kubernetes backend: the commit is pinned (a git worktree of exactly that
 SHA), every rank gets the pods' environment (``DATA_URI``, ``OUTPUT_URI``, ``CI_RUNNER_*``, the
@@ -6,7 +7,7 @@ job's ``env`` and ``secrets``), the log goes only through a
 :class:`~ci_runner.backends.logsink.LogSink`, and the end is a
 :class:`~ci_runner.backends.result.RunResult`. The current Python environment plays the
 image; the job's requirements go into a layered virtualenv (:mod:`~.install`,
-:mod:`~.pyenv`); :mod:`~.supervise` runs horovodrun, :mod:`~.proctree` stops every rank.
+:mod:`~.pyenv`); :mod:`~.supervise` runs the launcher, :mod:`~.proctree` stops every rank.
 
 A dirty working tree is refused unless ``allow_dirty``: then, when the commit to run is ``HEAD``,
 the working tree itself runs in place, as it is (with a warning), because that is what someone
@@ -19,6 +20,7 @@ import hashlib
 import os
 import shlex
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ from ci_runner import variables
 from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.install import check_horovod, install_requirements
 from ci_runner.backends.local.supervise import Launch, launch_process, supervise
+from ci_runner.backends.local.torchrun import torchrun_launch, torchrun_python
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
@@ -153,53 +156,80 @@ def run_local(
     clock: Clock | None = None,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> RunResult:
-    """Run the job with horovodrun on this machine; the log goes to ``sink``.
+    """Run the job with horovodrun (or torchrun, for ``distributed: torchrun``) on this machine;
+    the log goes to ``sink``.
 
-    Expected set-up problems (no Horovod, a dirty tree) raise a
+    Expected set-up problems (no Horovod, no torch, a dirty tree) raise a
     :class:`~ci_runner.errors.CiRunnerError`; how the training itself ended is in the result.
     Ctrl-C (KeyboardInterrupt), or ``cancelled()`` turning true, stops every rank and returns a
     cancelled result.
     """
     clock = clock or SystemClock()
     config, context, job = plan.config, plan.context, plan.mpijob_name
-    check_horovod(options.horovodrun, options.environ, run, options.cache_dir, console)
-    assert options.horovodrun is not None
+    torchrun = config.distributed == "torchrun"
+    if not torchrun:  # a torchrun job needs torch alone: checked once its Python is known
+        check_horovod(options.horovodrun, options.environ, run, options.cache_dir, console)
     _warn_shared_cores(config.ranks, options.cpu_count, console)
     source = pin_source(context, options, console)
     started_at = clock.now()
-    path_prefix = [options.base.python.parent]
-    if config.requirements:  # its existence was checked when train.yaml was read
-        try:
-            bin_dir = install_requirements(
-                source / config.requirements,
-                options.base,
-                options.cache_dir / "venvs",
-                environ=options.environ,
-                run=run,
-                sink=sink,
-                console=console,
-                clock=clock,
-            )
-        except pyenv.RequirementsInstallError as exc:
-            setup = Failure(FailureKind.SETUP, str(exc), exit_code=exc.pip_exit_code)
-            return _result(Outcome.FAILED, job, sink, started_at, clock, setup)
-        path_prefix.insert(0, bin_dir)
+    try:
+        layer_bin = _requirements_layer(plan, options, source, sink, console, run, clock)
+    except pyenv.RequirementsInstallError as exc:
+        setup = Failure(FailureKind.SETUP, str(exc), exit_code=exc.pip_exit_code)
+        return _result(Outcome.FAILED, job, sink, started_at, clock, setup)
+    path_prefix = [p for p in (layer_bin, options.base.python.parent) if p is not None]
     env = rank_environment(plan, options.environ, source, path_prefix)
-    discovery = (
-        write_discovery_script(plan, options.cache_dir / "discovery") if config.elastic else None
-    )
-    argv = plan.horovodrun_argv(local_hosts(plan, discovery), str(options.horovodrun))
-    console.status(f"starting {config.ranks} ranks on this machine: {shlex.join(argv)}")
-    outcome, failure = supervise(
-        launch(argv, source, env),
+    with ExitStack() as launcher_files:
+        if torchrun:
+            python = torchrun_python(options.base, layer_bin)
+            launch_with = torchrun_launch(plan, python, env, run, options.cache_dir)
+            (argv, env), launcher = launcher_files.enter_context(launch_with), "torchrun"
+        else:
+            argv, launcher = _horovodrun_argv(plan, options), "horovodrun"
+        console.status(f"starting {config.ranks} ranks on this machine: {shlex.join(argv)}")
+        outcome, failure = supervise(
+            launch(argv, source, env),
+            sink=sink,
+            console=console,
+            clock=clock,
+            timeout=plan.deadline_seconds,
+            cancelled=cancelled,
+            grace_seconds=options.stop_grace_seconds,
+            launcher=launcher,
+        )
+    return _result(outcome, job, sink, started_at, clock, failure)
+
+
+def _requirements_layer(
+    plan: RunPlan,
+    options: LocalOptions,
+    source: Path,
+    sink: LogSink,
+    console: ToolOutput,
+    run: pyenv.CommandRunner,
+    clock: Clock,
+) -> Path | None:
+    """The ``bin`` directory of the virtualenv holding train.yaml's requirements, if it has any
+    (their existence was checked when train.yaml was read)."""
+    if not plan.config.requirements:
+        return None
+    return install_requirements(
+        source / plan.config.requirements,
+        options.base,
+        options.cache_dir / "venvs",
+        environ=options.environ,
+        run=run,
         sink=sink,
         console=console,
         clock=clock,
-        timeout=plan.deadline_seconds,
-        cancelled=cancelled,
-        grace_seconds=options.stop_grace_seconds,
     )
-    return _result(outcome, job, sink, started_at, clock, failure)
+
+
+def _horovodrun_argv(plan: RunPlan, options: LocalOptions) -> list[str]:
+    assert options.horovodrun is not None  # check_horovod passed
+    elastic = plan.config.elastic
+    discovery = write_discovery_script(plan, options.cache_dir / "discovery") if elastic else None
+    return plan.horovodrun_argv(local_hosts(plan, discovery), str(options.horovodrun))
 
 
 def _warn_shared_cores(ranks: int, cores: int, console: ToolOutput) -> None:

@@ -1,5 +1,6 @@
-"""Running horovodrun: start it as the leader of its own process group, feed its output to the
-log until it ends, the job's ``timeout`` passes or a cancel comes, and stop every rank then."""
+"""Running the launcher (horovodrun, or torchrun): start it as the leader of its own process
+group, feed its output to the log until it ends, the job's ``timeout`` passes or a cancel comes,
+and stop every rank then."""
 
 from __future__ import annotations
 
@@ -50,8 +51,10 @@ def supervise(
     timeout: int | None,
     cancelled: Callable[[], bool],
     grace_seconds: float,
+    launcher: str = "horovodrun",
 ) -> tuple[Outcome, Failure | None]:
-    """Follow ``proc`` (horovodrun) to its end: how it ended, and why when it failed.
+    """Follow ``proc`` (the ``launcher``: horovodrun or torchrun) to its end: how it ended, and
+    why when it failed.
 
     Ctrl-C (KeyboardInterrupt) or ``cancelled()`` turning true stops every rank (CANCELLED);
     so does ``timeout`` seconds passing (FAILED). No rank outlives this call.
@@ -80,7 +83,7 @@ def supervise(
     if code == 0:
         return Outcome.SUCCEEDED, None
     return Outcome.FAILED, Failure(
-        FailureKind.EXIT_CODE, f"horovodrun exited with code {code}", exit_code=code
+        FailureKind.EXIT_CODE, f"{launcher} exited with code {code}", exit_code=code
     )
 
 

@@ -1,0 +1,127 @@
+"""A stand-in for torchrun (``python -m torch.distributed.run``) in fast tests: the options
+``train --local`` gives it (any other is refused, exit 2, as torch 2.13's argparse does), the
+ranks' variables torchrun sets, and each line teed with the prefix template of
+``$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`` filled in (``[1]<std>:text``), torch 2.13's only way
+to set it.
+
+:func:`install` writes a ``torch`` package whose ``torch.distributed.run`` runs this file: put its
+directory first on ``PYTHONPATH``. Like a launcher that is killed hard, it does not stop its ranks
+on SIGTERM (each is in a session of its own): ci-runner must find and stop them itself. A failed
+rank makes it exit 1, as torchrun does (its ChildFailedError), whatever the rank's own code.
+Each invocation's argv is appended (one JSON list a line) to ``$FAKE_TORCHRUN_RECORD`` if set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, BinaryIO
+
+_VALUED = {
+    "--nproc-per-node",
+    "--tee",
+    "--nnodes",
+    "--node-rank",
+    "--rdzv-backend",
+    "--master-addr",
+    "--master-port",
+    "--log-dir",
+}
+_FLAGS = {"--standalone", "--no-python"}
+_lock = threading.Lock()
+
+
+def install(directory: Path) -> Path:
+    """A fake ``torch`` package in ``directory`` whose ``torch.distributed.run`` is this file;
+    returns ``directory`` (for ``PYTHONPATH``)."""
+    package = directory / "torch" / "distributed"
+    package.mkdir(parents=True)
+    (directory / "torch" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "run.py").write_text(
+        f"import runpy\nrunpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')\n"
+    )
+    return directory
+
+
+def _relay(stream: IO[bytes], prefix: bytes, out: BinaryIO) -> None:
+    for line in iter(stream.readline, b""):
+        with _lock:
+            _write_all(out, prefix + line)
+            out.flush()
+
+
+def _write_all(out: BinaryIO, data: bytes) -> None:
+    """Every byte of ``data``: with PYTHONUNBUFFERED=1 (ci-runner gives it to the launcher too)
+    ``sys.stdout.buffer`` is a raw FileIO, whose write to a pipe may write only part."""
+    view = memoryview(data)
+    while view:
+        written = out.write(view)
+        view = view[written or 0 :]
+
+
+def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """torchrun's options (``--name``: value, or "" for a flag) and the command after ``--``;
+    SystemExit(2) for an option torchrun does not know."""
+    options: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        name = argv[i]
+        if name not in _VALUED | _FLAGS:
+            print(f"run.py: error: unrecognized arguments: {name}", file=sys.stderr)
+            raise SystemExit(2)
+        options[name] = argv[i + 1] if name in _VALUED else ""
+        i += 2 if name in _VALUED else 1
+    return options, argv[i + 1 :]
+
+
+def main(argv: list[str]) -> int:
+    record = os.environ.get("FAKE_TORCHRUN_RECORD")
+    if record:
+        with open(record, "a", encoding="utf-8") as f:
+            f.write(json.dumps(argv) + "\n")
+    options, command = _options(argv)
+    if not Path(options.get("--log-dir", ".")).is_dir():
+        print(f"no log directory {options['--log-dir']}", file=sys.stderr)
+        return 1
+    size = int(options.get("--nproc-per-node", "1"))
+    default = "[default${local_rank}]:"  # torchrun's own: the role and the local rank
+    template = string.Template(os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", default))
+    ranks, threads = [], []
+    for rank in range(size):
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(size),
+            "LOCAL_WORLD_SIZE": str(size),
+            "MASTER_ADDR": "localhost",
+            "MASTER_PORT": "29500",
+        }
+        proc = subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        ranks.append(proc)
+        prefix = template.safe_substitute(rank=rank, local_rank=rank, role_name="default")
+        for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+            assert stream is not None
+            thread = threading.Thread(target=_relay, args=(stream, prefix.encode(), out))
+            thread.start()
+            threads.append(thread)
+    codes = [proc.wait() for proc in ranks]
+    for thread in threads:
+        thread.join()
+    return 1 if any(codes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
