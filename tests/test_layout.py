@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "console",
         "http_policy",
         "venv_layer",
+        "torchrun_output",
     ),
     # CI environment + train.yaml at the SHA -> validated config
     ("gitrepo", "context", "settings", "policy", "config"),

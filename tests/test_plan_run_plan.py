@@ -138,3 +138,29 @@ def test_a_command_passes_its_consoles_masker_and_the_plan_keeps_that_one() -> N
     assert plan.masker is console.masker
     # the same values a plan built alone masks: one masker, built once
     assert plan.masker.values == trusted_plan(CONFIG, CONTEXT, ENV).masker.values
+
+
+def test_torchrun_runs_every_node_or_every_rank_here() -> None:
+    config = TrainConfig(
+        name="t",
+        image="i",
+        command=("python", "t.py", "--", "--lr", "$(X)"),
+        distributed="torchrun",
+        workers=3,
+        slots_per_worker=2,
+    )
+    plan = trusted_plan(config, CONTEXT)
+    output = ["--tee", "3", "--log-line-prefix-template", "[${rank}]<std>:", "--no-python", "--"]
+    command = ["python", "t.py", "--", "--lr", "$(X)"]
+    assert plan.torchrun_argv() == [
+        *("python", "-m", "torch.distributed.run", "--nnodes", "3", "--nproc-per-node", "2"),
+        *("--rdzv-backend", "static", "--master-port", "29500"),
+        *output,
+        *command,
+    ]
+    assert plan.torchrun_argv(standalone=True, python="/venv/bin/python") == [
+        *("/venv/bin/python", "-m", "torch.distributed.run", "--standalone"),
+        *("--nproc-per-node", "6"),
+        *output,
+        *command,
+    ]
