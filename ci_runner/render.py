@@ -95,10 +95,24 @@ _SCRIPTS: Final = {
     "sshd": "sshd.sh",
 }
 VENV_LAYER_FILE: Final = "venv_layer.py"
+# torchrun's node entry point, in the ConfigMap of a torchrun job only (torchrun_job.py).
+TORCHRUN_SCRIPT: Final = "torchrun.sh"
 
 
 def render_mpijob(plan: RunPlan) -> dict[str, Any]:
     """The MPIJob that runs ``plan`` at its commit, as a plain dict."""
+    check_pod_inputs(plan)
+    text = environment().get_template("mpijob.yaml.j2").render(template_values(plan))
+    manifest: dict[str, Any] = yaml.load(text, Loader=_LOADER)  # a safe loader
+    for replica in manifest["spec"]["mpiReplicaSpecs"].values():
+        literal_for_kubelet(replica["template"]["spec"])
+    check_sizes(plan, manifest)
+    return manifest
+
+
+def check_pod_inputs(plan: RunPlan) -> None:
+    """Refuse a plan whose pods could not fetch the code: no repository URL, or one the pods may
+    not use, or no setup image (or one with an unexpanded variable) for the git fetch."""
     if not plan.context.repo_url:
         raise GitError(
             "no repository URL for the pods to fetch the code from; fix: pass --repo-url "
@@ -126,19 +140,12 @@ def render_mpijob(plan: RunPlan) -> dict[str, Any]:
             f"the setup image {plan.policy.setup_image!r} holds an unexpanded variable; fix: set "
             f"{SETUP_IMAGE_VARIABLE} (the component's input setup_image) to the image itself"
         )
-    text = environment().get_template("mpijob.yaml.j2").render(_template_values(plan))
-    manifest: dict[str, Any] = yaml.load(text, Loader=_LOADER)  # a safe loader
-    for replica in manifest["spec"]["mpiReplicaSpecs"].values():
-        pod = replica["template"]["spec"]
-        for container in [*pod.get("initContainers", []), *pod["containers"]]:
-            _literal_for_kubelet(container)
-    check_sizes(plan, manifest)
-    return manifest
 
 
-def check_sizes(plan: RunPlan, manifest: Mapping[str, Any]) -> None:
-    """Refuse (ConfigError, before anything is submitted) an MPIJob above :data:`MPIJOB_MAX_BYTES`
-    or a Secret whose values are above :data:`SECRET_MAX_BYTES`, naming the largest fields."""
+def check_sizes(plan: RunPlan, manifest: Mapping[str, Any], kind: str = "MPIJob") -> None:
+    """Refuse (ConfigError, before anything is submitted) a job (an MPIJob, or ``kind``) above
+    :data:`MPIJOB_MAX_BYTES` or a Secret whose values are above :data:`SECRET_MAX_BYTES`, naming
+    the largest fields."""
     config = plan.config
     size = len(json.dumps(manifest, separators=(",", ":")).encode())
     fields = [(f"env.{name}", value) for name, value in config.env]
@@ -150,7 +157,7 @@ def check_sizes(plan: RunPlan, manifest: Mapping[str, Any]) -> None:
                     config.source_file,
                     "",
                     None,
-                    f"the MPIJob would be {_size(size)}, more than the {_size(MPIJOB_MAX_BYTES)} "
+                    f"the {kind} would be {_size(size)}, more than the {_size(MPIJOB_MAX_BYTES)} "
                     f"the API server stores (largest: {_largest(fields)})",
                     "keep large data in a file of the repository or under `data`, not in env or "
                     "the command",
@@ -197,25 +204,30 @@ def scripts_name(mpijob_name: str) -> str:
 def render_scripts(plan: RunPlan) -> dict[str, Any]:
     """The ConfigMap of the pod scripts the MPIJob of ``plan`` runs (``train`` makes the MPIJob
     its owner, so that it goes with the job)."""
-    config, name = plan.config, plan.mpijob_name
-    metadata: dict[str, Any] = {"name": scripts_name(name)}
-    if config.kubernetes.namespace:
-        metadata["namespace"] = config.kubernetes.namespace
-    metadata["labels"] = dict(_labels(config, plan.context, name))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata,
-        "data": pod_scripts(),
+        "metadata": object_metadata(plan, scripts_name(plan.mpijob_name)),
+        "data": pod_scripts(torchrun=plan.config.distributed == "torchrun"),
     }
 
 
-def pod_scripts() -> dict[str, str]:
+def object_metadata(plan: RunPlan, name: str) -> dict[str, Any]:
+    """The metadata of an object of the job's named ``name``: its namespace, the job's labels."""
+    metadata: dict[str, Any] = {"name": name}
+    if plan.config.kubernetes.namespace:
+        metadata["namespace"] = plan.config.kubernetes.namespace
+    metadata["labels"] = dict(_labels(plan.config, plan.context, plan.mpijob_name))
+    return metadata
+
+
+def pod_scripts(*, torchrun: bool = False) -> dict[str, str]:
     """The files of the ConfigMap of pod scripts: ``templates/scripts/`` and the virtualenv
-    module install-requirements.sh runs with the image's Python (:mod:`ci_runner.venv_layer`)."""
+    module install-requirements.sh runs with the image's Python (:mod:`ci_runner.venv_layer`);
+    ``torchrun``: torchrun's job's, with :data:`TORCHRUN_SCRIPT` too."""
+    names = [*_SCRIPTS.values(), *([TORCHRUN_SCRIPT] if torchrun else [])]
     files = {
-        file: (templates_dir() / "scripts" / file).read_text(encoding="utf-8")
-        for file in _SCRIPTS.values()
+        file: (templates_dir() / "scripts" / file).read_text(encoding="utf-8") for file in names
     }
     files[VENV_LAYER_FILE] = Path(venv_layer.__file__).read_text(encoding="utf-8")
     return files
@@ -223,23 +235,18 @@ def pod_scripts() -> dict[str, str]:
 
 def render_secret(plan: RunPlan) -> dict[str, Any]:
     """The job's Secret as ``train`` creates it (owned by the MPIJob), every value masked."""
-    config = plan.config
-    metadata: dict[str, Any] = {"name": plan.secret.name}
-    if config.kubernetes.namespace:
-        metadata["namespace"] = config.kubernetes.namespace
-    metadata["labels"] = dict(_labels(config, plan.context, plan.mpijob_name))
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": metadata,
+        "metadata": object_metadata(plan, plan.secret.name),
         "type": "Opaque",
         "stringData": dict.fromkeys(plan.secret.keys, MASK),
     }
 
 
 def render_objects(plan: RunPlan) -> list[dict[str, Any]]:
-    """Every object ``train`` submits, in its order: the MPIJob, the ConfigMap of the pod
-    scripts and the Secret (its values masked)."""
+    """Every object ``train`` submits for an MPIJob, in its order: the MPIJob, the ConfigMap of
+    the pod scripts and the Secret (its values masked); render_job's picks the job's kind."""
     return [render_mpijob(plan), render_scripts(plan), render_secret(plan)]
 
 
@@ -261,6 +268,13 @@ def kubelet_literal(text: str) -> str:
     return _EXPANDED_DOLLAR.sub("$$", text)
 
 
+def literal_for_kubelet(pod: dict[str, Any]) -> None:
+    """Every string the kubelet expands in each container of ``pod`` (a pod spec), written with
+    :func:`kubelet_literal`."""
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        _literal_for_kubelet(container)
+
+
 def _literal_for_kubelet(container: dict[str, Any]) -> None:
     """Every string the kubelet expands in ``container``, written with :func:`kubelet_literal`."""
     for key in ("command", "args"):
@@ -274,7 +288,7 @@ def _literal_for_kubelet(container: dict[str, Any]) -> None:
         probe["command"] = [kubelet_literal(str(arg)) for arg in probe["command"]]
 
 
-def _template_values(plan: RunPlan) -> dict[str, Any]:
+def template_values(plan: RunPlan) -> dict[str, Any]:
     config, ctx, name = plan.config, plan.context, plan.mpijob_name
     k8s = config.kubernetes
     return {

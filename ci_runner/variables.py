@@ -83,6 +83,10 @@ CI_RUNNER_REPO_URL: Final = "CI_RUNNER_REPO_URL"
 CI_RUNNER_GIT_CREDENTIALS: Final = "CI_RUNNER_GIT_CREDENTIALS"
 CI_RUNNER_REQUIREMENTS: Final = "CI_RUNNER_REQUIREMENTS"
 CI_RUNNER_VENV_CACHE: Final = "CI_RUNNER_VENV_CACHE"
+# torchrun's pods (distributed: torchrun): their namespace, from the downward API (torchrun.sh
+# names node 0 with it); the Indexed Job's controller sets the node's index.
+POD_NAMESPACE: Final = "POD_NAMESPACE"
+JOB_COMPLETION_INDEX: Final = "JOB_COMPLETION_INDEX"
 
 # -- MLflow's own (read by ci-runner, and given to the ranks with tracking.ranks_log) -------------
 

@@ -84,3 +84,90 @@ def test_an_invalid_value_is_not_also_checked_against_other_fields() -> None:
         "train.yaml:4: workers: must be a whole number, got the string 'two'; "
         "fix: write a whole number, e.g. workers: 2"
     ]
+
+
+TORCHRUN = BASE + "distributed: torchrun\n"
+TORCHRUN_NAMES = (
+    "RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, "
+    "JOB_COMPLETION_INDEX and PET_*, TORCHELASTIC_*, TORCH_ELASTIC_*"
+)
+TORCHRUN_PROBLEMS = [
+    (
+        "elastic: {min_workers: 1, max_workers: 4}",
+        "train.yaml:5: elastic: is Elastic Horovod's; torchrun runs a fixed number of nodes; "
+        "fix: remove elastic (workers is the number of nodes), or set distributed: horovod",
+    ),
+    (
+        "kubernetes:\n  namespace: ml\n  queue: research",
+        "train.yaml:7: kubernetes.queue: is a gang queue of the MPIJob's schedulingPolicy; "
+        "torchrun's Indexed Job has none; fix: remove kubernetes.queue, or set distributed: "
+        "horovod",
+    ),
+    (
+        "env: {EPOCHS: 3, RANK: 0}",
+        "train.yaml:5: env.RANK: RANK is set by torchrun for every rank; fix: choose another "
+        f"name ({TORCHRUN_NAMES} are torchrun's), or set distributed: horovod",
+    ),
+    (
+        "env:\n  PET_NNODES: 2",
+        "train.yaml:6: env.PET_NNODES: PET_NNODES is set by torchrun for every rank; fix: "
+        f"choose another name ({TORCHRUN_NAMES} are torchrun's), or set distributed: horovod",
+    ),
+    (
+        "secrets:\n  - WANDB_API_KEY\n  - JOB_COMPLETION_INDEX",
+        "train.yaml:7: secrets[1]: JOB_COMPLETION_INDEX is set by the Indexed Job for every "
+        f"rank; fix: choose another name ({TORCHRUN_NAMES} are torchrun's), or set "
+        "distributed: horovod",
+    ),
+]
+
+
+@pytest.mark.parametrize(("snippet", "expected"), TORCHRUN_PROBLEMS)
+def test_each_torchrun_refusal_is_worded_exactly(snippet: str, expected: str) -> None:
+    assert problems(TORCHRUN + snippet + "\n") == [expected]
+    load_config(BASE + snippet + "\n")  # Horovod's job takes the same
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"),
+        *("MASTER_ADDR", "MASTER_PORT", "JOB_COMPLETION_INDEX"),
+        *("PET_RDZV_ENDPOINT", "TORCHELASTIC_RUN_ID", "TORCH_ELASTIC_X"),
+    ],
+)
+def test_torchrun_refuses_each_variable_it_sets(name: str) -> None:
+    (problem,) = problems(f"{TORCHRUN}env: {{{name}: x}}\n")
+    assert problem.startswith(f"train.yaml:5: env.{name}: {name} is set by ")
+    (problem,) = problems(f"{TORCHRUN}secrets: [{name}]\n")
+    assert problem.startswith(f"train.yaml:5: secrets[0]: {name} is set by ")
+
+
+def test_every_torchrun_refusal_in_one_run_in_line_order() -> None:
+    text = TORCHRUN + (
+        "env: {WORLD_SIZE: 4}\n"
+        "elastic: {min_workers: 1, max_workers: 2}\n"
+        "kubernetes: {queue: q}\n"
+        "secrets: [MASTER_PORT]\n"
+    )
+    assert [line.split(": ")[0] for line in problems(text)] == [
+        "train.yaml:5",
+        "train.yaml:6",
+        "train.yaml:7",
+        "train.yaml:8",
+    ]
+
+
+def test_torchrun_names_nodes_and_processes_as_workers_and_slots() -> None:
+    config = load_config(TORCHRUN + "workers: 3\nresources: {gpu: 4}\nenv: {RANKING: top}\n")
+    assert (config.distributed, config.workers, config.slots_per_worker, config.ranks) == (
+        "torchrun",
+        3,
+        4,
+        12,
+    )
+    assert load_config(BASE).distributed == "horovod"
+    assert problems(BASE + "distributed: torchrun2\n") == [
+        "train.yaml:4: distributed: must be one of horovod, torchrun, got 'torchrun2'; fix: did "
+        "you mean 'torchrun'?"
+    ]

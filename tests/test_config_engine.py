@@ -282,8 +282,8 @@ KIND_PROBLEMS = [
     (
         "foo: 1",
         "train.yaml:4: foo: unknown key; fix: remove it; allowed keys: name, image, "
-        "command, workers, slots_per_worker, resources, requirements, env, secrets, data, "
-        "outputs, metrics, timeout, elastic, kubernetes, tracking",
+        "command, distributed, workers, slots_per_worker, resources, requirements, env, "
+        "secrets, data, outputs, metrics, timeout, elastic, kubernetes, tracking",
     ),
 ]
 

@@ -302,9 +302,10 @@ def _kept_defaults(instance: DataclassInstance) -> list[str]:
 def test_a_complete_file_builds_exactly_this_config() -> None:
     # Every field is set away from its default, so a field the builders dropped or mixed up
     # shows here; a field added to the dataclasses without a line in COMPLETE fails the first
-    # assert.
+    # assert. But distributed: torchrun refuses elastic and kubernetes.queue, which COMPLETE
+    # sets: test_a_complete_torchrun_file_builds_exactly_this_config sets it.
+    assert _kept_defaults(COMPLETE_CONFIG) == ["distributed"]
     for instance in (
-        COMPLETE_CONFIG,
         COMPLETE_CONFIG.kubernetes,
         COMPLETE_CONFIG.resources,
         COMPLETE_CONFIG.tracking,
@@ -321,6 +322,21 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
         lines.index("secrets: [WANDB_API_KEY, HF_TOKEN]") + 1,
         lines.index("  pip_cache_pvc: pip-cache") + 1,
     )
+
+
+def test_a_complete_torchrun_file_builds_exactly_this_config() -> None:
+    # COMPLETE without what torchrun refuses (elastic, kubernetes.queue), saying torchrun.
+    text = COMPLETE.replace(
+        "elastic: {min_workers: 2, max_workers: 6}\n", "distributed: torchrun\n"
+    )
+    text = text.replace("  queue: training\n", "")
+    assert text.count("distributed: torchrun") == 1 and "queue" not in text
+    config = load_config(text, "ml/train.yaml")
+    kubernetes = dataclasses.replace(COMPLETE_CONFIG.kubernetes, queue=None)
+    expected = dataclasses.replace(
+        COMPLETE_CONFIG, distributed="torchrun", elastic=None, kubernetes=kubernetes
+    )
+    assert config == expected  # (tracking's ranks_log_line is not compared)
 
 
 def _records(kind: Kind[object]) -> list[Record[dict[str, object], object]]:

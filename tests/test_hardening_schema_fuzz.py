@@ -169,5 +169,6 @@ def test_validate_and_render_end_cleanly_on_any_config(
     if rendered[0] == 0:
         manifest = next(
             yaml.safe_load_all(rendered[1])
-        )  # the MPIJob, then its ConfigMap and Secret
-        assert manifest["kind"] == "MPIJob"
+        )  # the MPIJob (torchrun's: the Indexed Job, then its Service), its ConfigMap, Secret
+        torchrun = document.get("distributed") == "torchrun"
+        assert manifest["kind"] == ("Job" if torchrun else "MPIJob")

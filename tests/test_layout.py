@@ -34,8 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gitrepo", "context", "settings", "policy", "config"),
     # -> one plan of the run
     ("plan",),
-    # -> the MPIJob, and its YAML
-    ("render", "kube_yaml"),
+    # -> the job (the MPIJob, or torchrun's Indexed Job), and its YAML
+    ("render", "kube_yaml", "torchrun_job", "render_job"),
     # -> a backend runs it and yields status and log lines
     ("backends",),
     # GitLab's API (the comment, the baseline's bytes)

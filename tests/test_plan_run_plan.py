@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci_runner.backends.local.backend import local_hosts, rank_environment
-from ci_runner.config.types import Elastic, TrainConfig
+from ci_runner.config.types import Elastic, KubernetesOptions, TrainConfig
 from ci_runner.console import Console
 from ci_runner.errors import ConfigError
 from ci_runner.plan.run_plan import LOCATION_DEPENDENT, OutputPaths
@@ -138,3 +138,43 @@ def test_a_command_passes_its_consoles_masker_and_the_plan_keeps_that_one() -> N
     assert plan.masker is console.masker
     # the same values a plan built alone masks: one masker, built once
     assert plan.masker.values == trusted_plan(CONFIG, CONTEXT, ENV).masker.values
+
+
+def test_torchrun_runs_every_node_or_every_rank_here() -> None:
+    config = TrainConfig(
+        name="t",
+        image="i",
+        command=("python", "t.py", "--", "--lr", "$(X)"),
+        distributed="torchrun",
+        workers=3,
+        slots_per_worker=2,
+    )
+    plan = trusted_plan(config, CONTEXT)
+    output = ["--tee", "3", "--no-python", "--"]
+    command = ["python", "t.py", "--", "--lr", "$(X)"]
+    assert plan.torchrun_argv() == [
+        *("python", "-m", "torch.distributed.run", "--nnodes", "3", "--nproc-per-node", "2"),
+        *("--rdzv-backend", "static", "--rdzv-conf", "timeout=2400", "--master-port", "29500"),
+        *output,
+        *command,
+    ]
+    assert plan.torchrun_argv(standalone=True, python="/venv/bin/python", log_dir="/l") == [
+        *("/venv/bin/python", "-m", "torch.distributed.run", "--standalone"),
+        *("--nproc-per-node", "6", "--tee", "3", "--log-dir", "/l", "--no-python", "--"),
+        *command,
+    ]
+
+
+def test_torchrun_waits_for_a_node_as_long_as_ci_runner_lets_it_set_up() -> None:
+    """The static rendezvous' timeout: torch's 600 s, or setup_timeout + unschedulable_timeout
+    when longer, so a node that sets up late is waited for."""
+    config = TrainConfig(
+        name="t",
+        image="i",
+        command=("python", "t.py"),
+        distributed="torchrun",
+        workers=2,
+        kubernetes=KubernetesOptions(setup_timeout=1800, unschedulable_timeout=300),
+    )
+    argv = trusted_plan(config, CONTEXT).torchrun_argv()
+    assert argv[argv.index("--rdzv-conf") + 1] == "timeout=2100"

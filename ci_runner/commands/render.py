@@ -1,5 +1,6 @@
 """``ci-runner render``: every object ``train`` submits for train.yaml at the commit (the MPIJob,
-the ConfigMap of its pod scripts, the Secret with its values masked), as YAML on stdout."""
+or torchrun's Indexed Job and its Service; the ConfigMap of its pod scripts, the Secret with its
+values masked), as YAML on stdout."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from ci_runner.commands.common import (
     note_uncommitted,
     plan_only,
 )
-from ci_runner.render import objects_yaml, render_objects
+from ci_runner.render import objects_yaml
+from ci_runner.render_job import JOB_KINDS, render_objects
 
 
 def add_render_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +32,8 @@ def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
     runtime.stdout.write(objects_yaml(render_objects(plan)))
     keys = ", ".join(plan.secret.keys)
     runtime.console.status(
-        f"the MPIJob reads Secret {plan.secret.name} (keys {keys}); `ci-runner train` creates it "
+        f"the {JOB_KINDS[plan.config.distributed]} reads Secret {plan.secret.name} (keys {keys}); "
+        "`ci-runner train` creates it "
         "with the values masked here"
     )
     return 0
@@ -38,8 +41,8 @@ def run_render(args: argparse.Namespace, runtime: Runtime) -> int:
 
 COMMAND: Final = Command(
     "render",
-    "print the MPIJob, its ConfigMap and its Secret (values masked) for train.yaml at the "
-    "commit (YAML, for kubectl apply)",
+    "print the MPIJob (or torchrun's Indexed Job and its Service), its ConfigMap and its Secret "
+    "(values masked) for train.yaml at the commit (YAML, for kubectl apply)",
     add_render_arguments,
     run_render,
 )

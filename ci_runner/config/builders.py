@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from typing import Final, TypedDict
 
+from ci_runner import variables
 from ci_runner.config.engine import INVALID, At, Invalid
 from ci_runner.config.quantity import quantity_value
 from ci_runner.config.types import (
     UNPRIVILEGED_PORT,
     ContainerResources,
+    Distributed,
     DnsConfig,
     Effect,
     Elastic,
@@ -253,6 +255,7 @@ class _TrainConfigValues(TypedDict, total=False):
     name: str
     image: str
     command: tuple[str, ...]
+    distributed: Distributed
     workers: int
     slots_per_worker: int
     resources: Resources
@@ -269,6 +272,70 @@ class _TrainConfigValues(TypedDict, total=False):
 
 class TrainValues(_TrainConfigValues, total=False):
     metrics: tuple[tuple[str, tuple[re.Pattern[str], Goal]], ...]
+
+
+# What torchrun (torch.distributed.run, its static rendezvous) and the Indexed Job set in every
+# rank or node: a train.yaml value would be overwritten, or would mislead torchrun.
+TORCHRUN_ENV: Final = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    variables.JOB_COMPLETION_INDEX,
+)
+TORCHRUN_ENV_PREFIXES: Final = ("PET_", "TORCHELASTIC_", "TORCH_ELASTIC_")
+TORCHRUN_ONLY_HOROVOD: Final = "or set distributed: horovod"
+
+
+def torchrun_sets(name: str) -> bool:
+    """Whether torchrun or the Indexed Job sets ``name`` for the ranks (:data:`TORCHRUN_ENV`)."""
+    return name in TORCHRUN_ENV or name.startswith(TORCHRUN_ENV_PREFIXES)
+
+
+def torchrun_conflicts(values: TrainValues, at: At) -> bool:
+    """Record what ``distributed: torchrun`` cannot run (``elastic``, ``kubernetes.queue``, a
+    variable torchrun sets in ``env`` or ``secrets``); whether there was any."""
+    lines = at.context.lines
+    found: list[tuple[int | None, str, str, str]] = []
+    if "elastic" in values:
+        found.append(
+            (
+                lines.get("elastic"),
+                "elastic",
+                "is Elastic Horovod's; torchrun runs a fixed number of nodes",
+                f"remove elastic (workers is the number of nodes), {TORCHRUN_ONLY_HOROVOD}",
+            )
+        )
+    kubernetes = values.get("kubernetes")
+    if kubernetes is not None and kubernetes.queue is not None:
+        found.append(
+            (
+                lines.get("kubernetes.queue"),
+                "kubernetes.queue",
+                "is a gang queue of the MPIJob's schedulingPolicy; torchrun's Indexed Job has none",
+                f"remove kubernetes.queue, {TORCHRUN_ONLY_HOROVOD}",
+            )
+        )
+    named = [(key_path("env", name), name) for name, _ in values.get("env", ())]
+    named += [(f"secrets[{i}]", name) for i, name in enumerate(values.get("secrets", ()))]
+    reserved = ", ".join(TORCHRUN_ENV) + " and " + ", ".join(f"{p}*" for p in TORCHRUN_ENV_PREFIXES)
+    for path, name in named:
+        if torchrun_sets(name):
+            setter = "the Indexed Job" if name == variables.JOB_COMPLETION_INDEX else "torchrun"
+            found.append(
+                (
+                    lines.get(path),
+                    path,
+                    f"{name} is set by {setter} for every rank",
+                    f"choose another name ({reserved} are torchrun's), {TORCHRUN_ONLY_HOROVOD}",
+                )
+            )
+    for line, path, message, fix in found:
+        at.problem(line, message, fix, path=path)
+    return bool(found)
 
 
 def build_train(
@@ -304,6 +371,8 @@ def build_train(
                 path=f"secrets[{index}]",
             )
             ok = False
+    if values.get("distributed") == "torchrun" and torchrun_conflicts(values, at):
+        ok = False
     if not ok:
         return INVALID
     resources = values.get("resources", Resources())

@@ -163,7 +163,8 @@ KUBERNETES: Final = Record(
     Field(
         "queue",
         _K8S_NAME,
-        "Gang-scheduling queue (Volcano or scheduler-plugins); all pods start together.",
+        "Gang-scheduling queue (Volcano or scheduler-plugins); all pods start together. Not "
+        "with `distributed: torchrun` (the MPIJob's schedulingPolicy).",
         "training",
     ),
     Field(
@@ -227,7 +228,8 @@ KUBERNETES: Final = Record(
     Field(
         "backoff_limit",
         Int(0),
-        "Launcher retries before the job fails.",
+        "Launcher retries before the job fails. With `distributed: torchrun` a failed node "
+        "fails the job at once, whatever this says (no node can rejoin a started run).",
         "0",
         shown_default(KubernetesOptions, "backoff_limit"),
     ),

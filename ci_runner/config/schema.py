@@ -56,11 +56,13 @@ from ci_runner.config.scalars import Argv, Duration, Int, OneOf, Quantity, Str
 from ci_runner.config.setup_env import PIP_SETTINGS
 from ci_runner.config.tracking import TRACKING
 from ci_runner.config.types import (
+    DISTRIBUTED_KINDS,
     LAUNCHER_DISK,
     LAUNCHER_RESOURCES,
     SETUP_RESOURCES,
     SHM_MAX,
     SHM_WITHOUT_MEMORY,
+    Distributed,
     Goal,
     MetricSpec,
     Resources,
@@ -115,9 +117,24 @@ SCHEMA: Final = Record(
         required=True,
     ),
     Field(
+        "distributed",
+        OneOf[Distributed](*DISTRIBUTED_KINDS),
+        "How the ranks start. `horovod`: an MPIJob (the MPI Operator), whose launcher starts "
+        "every rank with mpirun over ssh (the image needs Horovod, sshd and OpenMPI). "
+        "`torchrun`: PyTorch's launcher (DDP, FSDP) in every pod of a Kubernetes Indexed Job, "
+        "node 0 found through a headless Service (no operator, sshd or MPI; the image needs "
+        "torch, as `pytorch/pytorch` images have): `workers` is the number of nodes (pods), "
+        "`slots_per_worker` the processes on each, and `elastic`, `kubernetes.queue` and the "
+        "variables torchrun sets (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, "
+        "`GROUP_RANK`, `MASTER_ADDR`, `MASTER_PORT`, `JOB_COMPLETION_INDEX`, `PET_*`, "
+        "`TORCHELASTIC_*`, `TORCH_ELASTIC_*`) in `env` or `secrets` are refused.",
+        "torchrun",
+        shown_default(TrainConfig, "distributed"),
+    ),
+    Field(
         "workers",
         WORKER_COUNT,
-        "Number of worker pods.",
+        "Number of worker pods (with torchrun: nodes, one torchrun each).",
         "2",
         shown_default(TrainConfig, "workers"),
     ),
@@ -271,7 +288,10 @@ SCHEMA: Final = Record(
         "timeout: a warning. Each pod also stops at a deadline of its own, counted from its "
         "start, so that none outlives a killed CI job: the launcher at this limit + 10m, a worker "
         "at `setup_timeout` + `unschedulable_timeout` + this limit + 10m (7d when there is no "
-        "limit).",
+        "limit). With `distributed: torchrun` the cluster's limit is the Indexed Job's "
+        "activeDeadlineSeconds, which counts from its creation, so it also covers the wait for "
+        "nodes and the setup: `setup_timeout` + `unschedulable_timeout` + this limit + 10m (each "
+        "pod's own deadline is the same).",
         "2h",
     ),
     Field(

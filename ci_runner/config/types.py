@@ -20,6 +20,10 @@ Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 PvcAccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
 TrackingServer = Literal["mlflow", "gitlab", "off"]
 OnPreemption = Literal["wait", "fail"]
+# How the ranks start: Horovod's mpirun from an MPIJob's launcher, or torchrun in every pod of an
+# Indexed Job.
+Distributed = Literal["horovod", "torchrun"]
+DISTRIBUTED_KINDS: Final[tuple[Distributed, ...]] = ("horovod", "torchrun")
 
 
 @dataclass(frozen=True)
@@ -182,9 +186,9 @@ class TrainConfig:
     name: str
     image: str
     command: tuple[str, ...]
+    distributed: Distributed = "horovod"
     workers: int = 1
     slots_per_worker: int = 1
-    distributed: Literal["horovod", "torchrun"] = "horovod"
     resources: Resources = field(default_factory=Resources)
     requirements: str | None = None
     env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs
@@ -202,5 +206,5 @@ class TrainConfig:
 
     @property
     def ranks(self) -> int:
-        """Total Horovod ranks: workers x slots per worker."""
+        """Total ranks: workers x slots per worker (with torchrun: nodes x processes per node)."""
         return self.workers * self.slots_per_worker

@@ -25,6 +25,7 @@ from ci_runner.plan.mpijob_name import mpijob_name
 from ci_runner.plan.tracking import SET_FOR_RANKS, RankTracking, give_way
 from ci_runner.policy import ProjectPolicy
 from ci_runner.settings import Settings
+from ci_runner.torchrun_output import TEE_BOTH
 
 LOG_NAME: Final = "train.log"  # the training log, in the output directory
 GIT_USERNAME_KEY: Final = "GIT_USERNAME"
@@ -52,6 +53,13 @@ MPIRUN_END_OF_OPTIONS: Final = "--"
 # takes the CPU the rank's main thread needs (importing torch, building the optimizer: 1.3 s of
 # a two-rank job's first step).
 RANK_DEFAULTS: Final = (("PYTHONUNBUFFERED", "1"), ("OMPI_MCA_mpi_yield_when_idle", "1"))
+# torchrun as a module of the Python that runs the ranks (no console script needed on the PATH).
+TORCHRUN: Final = ("-m", "torch.distributed.run")
+# The port node 0's torchrun serves the static rendezvous (its TCPStore) on: the headless
+# Service's port too.
+TORCHRUN_PORT: Final = 29500
+# torch's own static rendezvous timeout (seconds), the least a node waits for the others.
+RENDEZVOUS_TIMEOUT: Final = 600
 
 
 def secret_name(job: str) -> str:
@@ -203,6 +211,37 @@ class RunPlan:
         as_root = [MPIRUN_AS_ROOT] if self.config.kubernetes.run_as_user is None else []
         options = [*as_root, *MPIRUN_OUTPUT, *ranks, *MPIRUN_PLACEMENT, *MPIRUN_TRANSPORT]
         return ["mpirun", *options, MPIRUN_END_OF_OPTIONS, *self.config.command]
+
+    def torchrun_argv(
+        self, *, standalone: bool = False, python: str = "python", log_dir: str | None = None
+    ) -> list[str]:
+        """``python -m torch.distributed.run`` for every rank, then the job's command.
+
+        On Kubernetes (one torchrun a node, ``workers`` nodes of ``slots_per_worker`` processes)
+        the static rendezvous on node 0's :data:`TORCHRUN_PORT`: the node's rank and node 0's
+        address are the pod's, which torchrun.sh adds. Its timeout (600 s in torch's
+        static_tcp_rendezvous.py) is at least what the nodes may spend waiting for a node and
+        setting up, which ci-runner bounds itself: a node that sets up later than the others is
+        waited for, not failed. ``standalone``: every rank here (``--local``). Each rank's lines
+        are teed; their rank prefix comes from torchrun's environment (:data:`TORCHRUN_ENVIRONMENT`,
+        torch 2.13 has no option for it); ``log_dir``: where torchrun copies them (else a
+        ``/tmp/torchelastic_*`` it never removes). ``--no-python``: the command is run as it is,
+        and "--" ends torchrun's options, so no word of it is one."""
+        config = self.config
+        if standalone:
+            where = ["--standalone", "--nproc-per-node", str(config.ranks)]
+        else:
+            k8s = config.kubernetes
+            waited = max(RENDEZVOUS_TIMEOUT, k8s.setup_timeout + k8s.unschedulable_timeout)
+            where = [
+                *("--nnodes", str(config.workers)),
+                *("--nproc-per-node", str(config.slots_per_worker)),
+                *("--rdzv-backend", "static"),
+                *("--rdzv-conf", f"timeout={waited}"),
+                *("--master-port", str(TORCHRUN_PORT)),
+            ]
+        output = ["--tee", TEE_BOTH, *(("--log-dir", log_dir) if log_dir else ())]
+        return [python, *TORCHRUN, *where, *output, "--no-python", "--", *config.command]
 
 
 def with_tracking(plan: RunPlan, tracking: RankTracking) -> RunPlan:

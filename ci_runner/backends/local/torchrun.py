@@ -13,7 +13,7 @@ from typing import Final
 from ci_runner.backends.local import pyenv
 from ci_runner.errors import EnvironmentSetupError
 from ci_runner.plan.run_plan import RunPlan
-from ci_runner.torchrun_output import PREFIX_TEMPLATE_VARIABLE, TEE_BOTH, TORCHRUN_PREFIX_TEMPLATE
+from ci_runner.torchrun_output import TORCHRUN_ENVIRONMENT
 
 TORCH_INSTALL_HINT: Final = (
     "run `make torch`, or scripts/setup-torch.sh <your virtualenv>, or list torch in "
@@ -40,21 +40,7 @@ def local_torchrun_argv(plan: RunPlan, python: Path, log_dir: Path) -> list[str]
     then the job's command run as it is (``--no-python``: ``python`` is the first one on the
     ranks' PATH). The lines' rank prefix comes from torchrun's environment
     (:func:`torchrun_launch`)."""
-    return [
-        str(python),
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(plan.config.ranks),
-        "--tee",
-        TEE_BOTH,
-        "--log-dir",
-        str(log_dir),
-        "--no-python",
-        "--",
-        *plan.config.command,
-    ]
+    return plan.torchrun_argv(standalone=True, python=str(python), log_dir=str(log_dir))
 
 
 @contextmanager
@@ -72,7 +58,7 @@ def torchrun_launch(
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="torchrun-logs-", dir=cache_dir) as logs:
         argv = local_torchrun_argv(plan, python, Path(logs))
-        yield argv, {**env, PREFIX_TEMPLATE_VARIABLE: TORCHRUN_PREFIX_TEMPLATE}
+        yield argv, {**env, **dict(TORCHRUN_ENVIRONMENT)}
 
 
 def _check_torch(python: Path, env: Mapping[str, str], run: pyenv.CommandRunner) -> None:
