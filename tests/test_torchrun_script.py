@@ -14,8 +14,8 @@ from ci_runner.render import pod_scripts
 SHA = "0123456789abcdef0123456789abcdef01234567"
 ARGV = [
     *("python", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"),
-    *("--rdzv-backend", "static", "--master-port", "29500", "--tee", "3"),
-    *("--log-line-prefix-template", "[${rank}]<std>:", "--no-python", "--"),
+    *("--rdzv-backend", "static", "--rdzv-conf", "timeout=2400"),
+    *("--master-port", "29500", "--tee", "3", "--no-python", "--"),
     *("python", "train.py", "--nnodes", "$(X)", "a b"),
 ]
 # What the fake python prints: its working directory, PATH's first entry, HOME, then each
