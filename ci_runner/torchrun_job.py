@@ -17,18 +17,17 @@ from typing import Any, Final
 import yaml
 
 from ci_runner import variables
-from ci_runner.config.scalars import MAX_DURATION
 from ci_runner.config.types import TrainConfig
 from ci_runner.plan.run_plan import TORCHRUN_PORT, RunPlan
 from ci_runner.render import (
     LABEL_PREFIX,
-    POD_DEADLINE_MARGIN,
     SCRIPTS_DIR,
     TORCHRUN_SCRIPT,
     check_pod_inputs,
     check_sizes,
     literal_for_kubelet,
     object_metadata,
+    pod_deadlines,
     template_values,
     to_label_value,
 )
@@ -49,14 +48,12 @@ def job_deadline(training_deadline: int | None, config: TrainConfig) -> int:
     node's wait for a place (``unschedulable_timeout``, after which ci-runner fails the job), its
     setup (``setup_timeout``: image pulls, the code's fetch, pip) and the training (the plan's
     deadline: train.yaml's ``timeout``, else what the CI job's timeout leaves; 7 days, the
-    longest ``timeout``, without one), with :data:`POD_DEADLINE_MARGIN` for torchrun's start and
+    longest ``timeout``, without one), with :data:`ci_runner.render.POD_DEADLINE_MARGIN` for torchrun's start and
     teardown: a MPIJob worker's own deadline (``render.pod_deadlines``). It is always set, so that
     the cluster ends the pods even when ci-runner is SIGKILLed. A pod's own deadline (counted
     from its start, after its wait for a node) is the same: no pod outlives its job, even one
     whose Job is gone without it."""
-    training = training_deadline if training_deadline is not None else MAX_DURATION
-    k8s = config.kubernetes
-    return k8s.setup_timeout + k8s.unschedulable_timeout + training + POD_DEADLINE_MARGIN
+    return pod_deadlines(training_deadline, config)["worker"]
 
 
 def render_torchrun_job(plan: RunPlan) -> dict[str, Any]:
