@@ -1,4 +1,5 @@
-"""Stream the launcher's log into the LogSink as it is written, surviving dropped connections.
+"""Stream the launcher's log (or each node's) into the LogSink as it is written, surviving
+dropped connections.
 
 We ask for ``timestamps=true``: every line carries the kubelet's RFC 3339 time, in the node's
 own zone (``+02:00`` as well as ``Z``), and stdout and stderr lines may be stamped out of order.
@@ -20,17 +21,17 @@ from __future__ import annotations
 import enum
 import functools
 import re
+import threading
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Final
+from typing import Final, Protocol
 
 from ci_runner.backends.kubernetes import podstatus
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
 from ci_runner.backends.kubernetes.reconnecting import Lines, ReconnectingStream
 from ci_runner.backends.kubernetes.resources import PODS
-from ci_runner.backends.logsink import LogSink
 
 NANOS: Final = 1_000_000_000
 # How much earlier than the line before it a line may be stamped (stdout and stderr are
@@ -44,6 +45,36 @@ STAMP_CACHE: Final = 64  # seconds whose epoch value is kept (lines stamped out 
 _STAMP: Final = re.compile(
     r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)", re.ASCII
 )
+
+
+class LineSink(Protocol):
+    """Where a log stream's lines go: a :class:`LogSink`, or one of several streams' share of
+    it (:class:`WholeLines`)."""
+
+    def feed(self, data: bytes | str) -> None: ...
+
+
+class WholeLines:
+    """One of several log streams feeding one sink (every node's log): it passes on whole lines
+    only, under the sink's ``lock``, so the streams' lines never mix mid-line; :meth:`close`
+    ends a last line the stream left unterminated."""
+
+    def __init__(self, sink: LineSink, lock: threading.Lock) -> None:
+        self._sink = sink
+        self._lock = lock
+        self._rest = b""
+
+    def feed(self, data: bytes | str) -> None:
+        self._rest += data.encode() if isinstance(data, str) else data
+        cut = self._rest.rfind(b"\n") + 1
+        if cut:
+            whole, self._rest = self._rest[:cut], self._rest[cut:]
+            with self._lock:
+                self._sink.feed(whole)
+
+    def close(self) -> None:
+        if self._rest:
+            self.feed(b"\n")
 
 
 def parse_timestamp(text: str) -> int | None:
@@ -110,11 +141,13 @@ class LauncherLogStream(ReconnectingStream):
         self,
         api: KubeApi,
         pod: str,
-        sink: LogSink,
+        sink: LineSink,
         container: str | None = None,
         warn: Callable[[str], None] | None = None,
+        rotation_warning: str = ROTATION_WARNING,
     ) -> None:
         super().__init__(api)
+        self.rotation_warning = rotation_warning
         self.pod = pod
         self.container = container
         self.sink = sink
@@ -201,7 +234,7 @@ class LauncherLogStream(ReconnectingStream):
                     self._warned = True
                     self._feed(batch)  # the lines before it, then the warning
                     batch = []
-                    self.warn(ROTATION_WARNING)
+                    self.warn(self.rotation_warning)
             self._remember(nanos, content)
             batch.append(content + end)
         self._feed(batch)
