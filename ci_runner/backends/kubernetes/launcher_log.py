@@ -32,6 +32,7 @@ from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.errors import KubeError, NotFound
 from ci_runner.backends.kubernetes.reconnecting import Lines, ReconnectingStream
 from ci_runner.backends.kubernetes.resources import PODS
+from ci_runner.backends.logsink import LogSink
 
 NANOS: Final = 1_000_000_000
 # How much earlier than the line before it a line may be stamped (stdout and stderr are
@@ -134,20 +135,23 @@ def after_clean_end(unterminated: bytes, ended: bool, opened_after_end: bool) ->
 
 
 class LauncherLogStream(ReconnectingStream):
-    """Follows one container's log to its end (or :meth:`stop`), feeding ``sink``; ``warn``
-    hears of possible loss. :meth:`run` raises :class:`KubeError` when it cannot go on."""
+    """Follows one container's log to its end (or :meth:`stop`), feeding ``sink`` (through
+    ``lines``, one of several streams' share of it, when given); ``warn`` hears of possible
+    loss. :meth:`run` raises :class:`KubeError` when it cannot go on."""
 
     def __init__(
         self,
         api: KubeApi,
         pod: str,
-        sink: LineSink,
+        sink: LogSink,
         container: str | None = None,
         warn: Callable[[str], None] | None = None,
         rotation_warning: str = ROTATION_WARNING,
+        lines: WholeLines | None = None,
     ) -> None:
         super().__init__(api)
         self.rotation_warning = rotation_warning
+        self._out: LineSink = sink if lines is None else lines
         self.pod = pod
         self.container = container
         self.sink = sink
@@ -241,7 +245,7 @@ class LauncherLogStream(ReconnectingStream):
 
     def _feed(self, batch: list[bytes]) -> None:
         if batch:
-            self.sink.feed(b"".join(batch))
+            self._out.feed(b"".join(batch))
 
     def _remember(self, nanos: int, content: bytes) -> None:
         self._newest = nanos if self._newest is None else max(self._newest, nanos)

@@ -30,6 +30,9 @@ from ci_runner.backends.logsink import LogSink
 WAKE_SECONDS: Final = 1.0
 # Seconds to wait for each watcher and log thread to end once told to stop.
 THREAD_JOIN_SECONDS: Final = 10.0
+# Seconds the job's end waits for the logs of nodes still running (node 0's success decided it;
+# the others end within seconds, unless one hangs): then their streams stop, said.
+NODE_LOG_GRACE_SECONDS: Final = 60.0
 
 
 class _Cancel:
@@ -158,7 +161,9 @@ class JobThreads:
         elif not self.cancelled:
             lines = WholeLines(self.sink, self._sink_lock)
             container, warning = self.kind.followed_container, rotation_warning(pod)
-            stream = LauncherLogStream(self.api, pod, lines, container, self.warn, warning)
+            stream = LauncherLogStream(
+                self.api, pod, self.sink, container, self.warn, warning, lines
+            )
             self._node_streams.append(stream)
             run = functools.partial(self._stream_node_log, stream, lines)
             self._node_threads.append(self._spawn(run, f"log-{pod}"))
@@ -185,7 +190,12 @@ class JobThreads:
         return not self.cancelled
 
     def _drain_node_logs(self) -> bool:
+        clock = self.api.clock
+        since = clock.monotonic()
         while any(thread.is_alive() for thread in self._node_threads):
+            if clock.monotonic() - since >= NODE_LOG_GRACE_SECONDS:
+                self._cut_node_logs()
+                break
             try:
                 item = self._inbox.get(timeout=WAKE_SECONDS)
             except queue.Empty:
@@ -201,6 +211,16 @@ class JobThreads:
                 return not self.cancelled
             if isinstance(item, BaseException):
                 raise item
+
+    def _cut_node_logs(self) -> None:
+        """Stop the logs of nodes still running after the job's end, and say so."""
+        for stream, thread in zip(self._node_streams, self._node_threads, strict=True):
+            if thread.is_alive():
+                self.warn(
+                    f"pod {stream.pod} still runs {NODE_LOG_GRACE_SECONDS:.0f}s after the job "
+                    "ended: its log is cut here"
+                )
+                stream.stop()
 
     @staticmethod
     def _stream_node_log(stream: LauncherLogStream, lines: WholeLines) -> None:
