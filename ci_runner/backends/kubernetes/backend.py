@@ -182,9 +182,10 @@ class KubernetesBackend:
         if not lines:
             return verdict
         self._say(f"the last lines of container {failure.container} in pod {failure.pod}:")
-        for line in lines:
-            self.sink.feed(line.encode() + b"\n")
-        self.sink.flush()
+        with self.threads.sink_lock:  # every node's log may still stream into it
+            for line in lines:
+                self.sink.feed(line.encode() + b"\n")
+            self.sink.flush()
         last = self.sink.mask(lines[-1].strip())
         return Verdict(verdict.outcome, explain.with_log_line(failure, last))
 

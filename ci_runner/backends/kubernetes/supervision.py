@@ -84,7 +84,8 @@ class JobThreads:
         self._log_thread: threading.Thread | None = None
         self._node_streams: list[LauncherLogStream] = []  # every node's, when each is logged
         self._node_threads: list[threading.Thread] = []
-        self._sink_lock = threading.Lock()
+        # Held by whoever feeds the sink while every node's log streams into it.
+        self.sink_lock = threading.Lock()
 
     def cancel(self) -> None:
         """Wake the reader of the inbox, cancelled. Safe from a signal handler."""
@@ -159,7 +160,7 @@ class JobThreads:
         if not self.traits.every_node_logged:
             self._log_pods.put(pod)
         elif not self.cancelled:
-            lines = WholeLines(self.sink, self._sink_lock)
+            lines = WholeLines(self.sink, self.sink_lock)
             container, warning = self.kind.followed_container, rotation_warning(pod)
             stream = LauncherLogStream(
                 self.api, pod, self.sink, container, self.warn, warning, lines
