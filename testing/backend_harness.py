@@ -41,6 +41,12 @@ from testing.scripted_cluster.cluster import ScriptedCluster
 from testing.scripted_cluster.faults import FaultProxy
 from testing.scripted_cluster.kubelet import ScriptedKubelet
 from testing.scripted_cluster.scenarios import MPIJOBS, JobScenario
+from testing.torchrun_jobs import (
+    IndexedJobScenario,
+    indexed_job_manifest,
+    job_facts,
+    service_manifest,
+)
 from testing.waiting import WAIT, wait_for
 
 JSON = dict[str, Any]
@@ -222,12 +228,15 @@ class Cluster:
         )
         manifest = manifest or mpijob_manifest()
         name = secret_name(manifest["metadata"]["name"])
+        # An Indexed Job (distributed: torchrun) comes with its headless Service.
+        indexed = manifest["kind"] == "Job"
+        facts = (job_facts if indexed else plan_facts)(manifest, unschedulable_timeout)
         options = JobOptions(
             api_client=self.api_client(run.get("token")),
             namespace=self.namespace,
             manifest=manifest,
             secret=JobSecret(name, ("git-token",), {"git-token": GIT_TOKEN}),
-            **plan_facts(manifest, unschedulable_timeout),
+            **facts,
             unschedulable_timeout=unschedulable_timeout,
             keep_finished=run.get("keep_finished", 0),
             on_preemption=run.get("on_preemption", KubernetesOptions.on_preemption),
@@ -239,6 +248,7 @@ class Cluster:
                 "metadata": {"name": f"{manifest['metadata']['name']}-scripts"},
                 "data": {"sshd.sh": "exec sshd\n"},
             },
+            service=service_manifest(manifest["metadata"]["name"]) if indexed else None,
         )
         self.backend_under_test = KubernetesBackend(
             options, sink, Console(self.log, self.log), self.clock
@@ -276,6 +286,17 @@ class Cluster:
         self.start(manifest, **run)
         self.wait_watching()
         return self.job(str((manifest or mpijob_manifest())["metadata"]["name"]))
+
+    def started_indexed(
+        self, manifest: JSON | None = None, **run: Unpack[RunOptions]
+    ) -> IndexedJobScenario:
+        """Start the backend on an Indexed Job (``distributed: torchrun``), wait until it
+        watches the Job, its pods and Events; the nodes' scenario."""
+        manifest = manifest or indexed_job_manifest()
+        self.start(manifest, **run)
+        self.api.wait_until(lambda: {"jobs", "pods", "events"} <= self.api.watching())
+        name = str(manifest["metadata"]["name"])
+        return IndexedJobScenario(self.admin, self.kubelet, name, self.namespace)
 
     def result(self, timeout: float = WAIT) -> RunResult:
         """Wait for ``run()`` to return; its RunResult (or its exception, raised)."""

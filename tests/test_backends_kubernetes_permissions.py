@@ -14,6 +14,7 @@ from testing.backend_harness import cluster_on
 from testing.mpijob_manifests import JOB, mpijob_manifest
 from testing.scripted_cluster.cluster import ScriptedCluster
 from testing.scripted_cluster.scenarios import MPIJOBS
+from testing.torchrun_jobs import JOBS, indexed_job_manifest, service_manifest
 
 pytestmark = pytest.mark.control_plane
 
@@ -27,8 +28,8 @@ def required() -> set[tuple[str, str, str]]:
 def test_every_request_is_covered_and_every_permission_used(
     scripted: ScriptedCluster, tmp_path: Path
 ) -> None:
-    """Scripted: what is tested is FaultProxy's record of every request the backend makes; the node
-    only stands in."""
+    """Scripted: what is tested is FaultProxy's record of every request the backend makes (for an
+    MPIJob and for an Indexed Job); the node only stands in."""
     used: set[tuple[str, str, str]] = set()
     # A whole run: submit, follow, log, finish, stop the workers the operator left running.
     with cluster_on(scripted, tmp_path / "a") as cluster:
@@ -49,6 +50,30 @@ def test_every_request_is_covered_and_every_permission_used(
         cluster.admin.create(configmaps, {"metadata": {"name": f"{JOB}-scripts"}})
         cluster.admin.create(MPIJOBS.format(ns=cluster.namespace), mpijob_manifest())
         cluster.started()
+        assert cluster.backend_under_test is not None
+        cluster.backend_under_test.cancel()
+        assert cluster.result().outcome is Outcome.CANCELLED
+        used |= cluster.api.verbs_used()
+    # distributed: torchrun, an Indexed Job: a whole run kept at the end, every node logged.
+    with cluster_on(scripted, tmp_path / "c") as cluster:
+        nodes = cluster.started_indexed(keep_finished=3600)
+        nodes.nodes_running()
+        cluster.log.wait_for("[ci-runner] nodes ready 2/2")
+        nodes.node_log(0, "[0]<std>:hi")
+        nodes.node_log(1, "[1]<std>:hi")
+        cluster.log.wait_for("[1]<std>:hi")
+        nodes.node_exits(1, 0)
+        nodes.node_exits(0, 0)
+        assert cluster.result().outcome is Outcome.SUCCEEDED
+        used |= cluster.api.verbs_used()
+    # Attach to an Indexed Job already there (its Service too), then cancel it.
+    with cluster_on(scripted, tmp_path / "d") as cluster:
+        namespace = f"/api/v1/namespaces/{cluster.namespace}"
+        cluster.admin.create(f"{namespace}/secrets", {"metadata": {"name": f"{JOB}-secrets"}})
+        cluster.admin.create(f"{namespace}/configmaps", {"metadata": {"name": f"{JOB}-scripts"}})
+        cluster.admin.create(f"{namespace}/services", service_manifest())
+        cluster.admin.create(JOBS.format(ns=cluster.namespace), indexed_job_manifest())
+        cluster.started_indexed()
         assert cluster.backend_under_test is not None
         cluster.backend_under_test.cancel()
         assert cluster.result().outcome is Outcome.CANCELLED

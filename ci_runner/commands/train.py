@@ -223,18 +223,19 @@ def _cluster_backend(
     """Render, connect (every mistake found before anything is submitted), then the backend."""
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect_cluster
-    from ci_runner.backends.kubernetes.options import job_options
-    from ci_runner.render import render_mpijob, render_scripts
+    from ci_runner.backends.kubernetes.options import job_options, rendered_parts
+    from ci_runner.render import render_objects
 
-    manifest = render_mpijob(plan)
-    scripts = render_scripts(plan)
+    # The job object (an MPIJob, or a batch/v1 Job with its headless Service): the backend
+    # follows it as its kind says.
+    manifest, scripts, service = rendered_parts(render_objects(plan))
     k8s = plan.config.kubernetes
     connection = connect_cluster(
         k8s.namespace, settings.kube, context=k8s.context, context_flag=context_flag
     )
     manifest["metadata"]["namespace"] = connection.namespace
 
-    options = job_options(plan, connection, manifest, scripts)
+    options = job_options(plan, connection, manifest, scripts, service)
 
     def make(sink: LogSink) -> Backend:
         return KubernetesBackend(options, sink, console, clock)

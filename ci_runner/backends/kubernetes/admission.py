@@ -32,6 +32,7 @@ CONTAINER_FIELDS: Final = {
     "fetch-code": ("resources.setup",),
     "install-requirements": ("resources.setup",),
     "launcher": ("resources.launcher",),
+    "torchrun": ("resources.cpu", "resources.memory"),  # distributed: torchrun's node
 }
 FIELD_ORDER: Final = ("resources.cpu", "resources.memory", "resources.setup", "resources.launcher")
 
@@ -44,6 +45,29 @@ def refusal_fix(message: str, namespace: str) -> str:
         or quota_exceeded_fix(message, namespace)
         or pod_security_fix(message, namespace)
         or webhook_fix(message)
+    )
+
+
+def node_refusal_fix(message: str, namespace: str) -> str:
+    """:func:`refusal_fix` for a pod of the Indexed Job (``distributed: torchrun``), which meets
+    PodSecurity restricted as rendered: no sshd, every container non-root."""
+    return (
+        quota_undeclared_fix(message)
+        or quota_exceeded_fix(message, namespace)
+        or node_pod_security_fix(message, namespace)
+        or webhook_fix(message)
+    )
+
+
+def node_pod_security_fix(message: str, namespace: str) -> str:
+    """PodSecurity admission refused a torchrun node's pod; "" for another refusal."""
+    found = POD_SECURITY.search(message)
+    if found is None:
+        return ""
+    return (
+        f"namespace {namespace} enforces PodSecurity {found['level']} (label {ENFORCE_LABEL}); "
+        "ci-runner's torchrun pods meet restricted: what the message names was added to them by "
+        "the cluster (a mutating admission webhook), ask its administrators"
     )
 
 

@@ -1,6 +1,9 @@
 """Run one training job on Kubernetes: submit, follow to the end with its log, explain, clean up.
 
-Watcher threads (MPIJob, its pods, Events) and one log thread feed an inbox
+The job is an MPIJob or a batch/v1 Indexed Job (its :mod:`~ci_runner.backends.kubernetes.kinds`,
+from the rendered object's ``kind``); the MPIJob's words below hold for both.
+
+Watcher threads (MPIJob, its pods, Events) and the log threads feed an inbox
 (:mod:`~ci_runner.backends.kubernetes.supervision`); the calling thread alone owns the job's
 state, prints status lines and decides. :meth:`KubernetesBackend.cancel` only posts to the
 inbox, so a signal handler may call it.
@@ -32,12 +35,13 @@ from ci_runner.backends.kubernetes.cleanup import (
 )
 from ci_runner.backends.kubernetes.errors import KubeError
 from ci_runner.backends.kubernetes.jobkind import Verdict
-from ci_runner.backends.kubernetes.mpijob import MpiJobKind
+from ci_runner.backends.kubernetes.kinds import MPIJOB, job_kind
 from ci_runner.backends.kubernetes.options import JobOptions
-from ci_runner.backends.kubernetes.resources import MPIJOBS, PODS, job_selector
+from ci_runner.backends.kubernetes.resources import PODS
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.kubernetes.supervision import JobThreads
 from ci_runner.backends.kubernetes.tracker import JobTracker
+from ci_runner.backends.kubernetes.traits import traits_of
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
@@ -49,7 +53,8 @@ FAILED_CONTAINER_TAIL: Final = 20
 
 
 class KubernetesBackend:
-    """Runs a rendered MPIJob on the cluster and returns how it ended: the job's lifecycle."""
+    """Runs a rendered MPIJob (or Indexed Job) on the cluster and returns how it ended: the job's
+    lifecycle."""
 
     def __init__(
         self, options: JobOptions, sink: LogSink, console: StatusOutput, clock: Clock
@@ -60,8 +65,11 @@ class KubernetesBackend:
         self.clock = clock
         self.api = KubeApi(options.api_client, options.namespace, clock, options.retry)
         self.mpijob_name = options.mpijob_name
+        kind = str(options.manifest.get("kind", MPIJOB))
+        self.kind = job_kind(kind, options.mpijob_name, options.launcher_container)
+        self.traits = traits_of(self.kind)
         self.tracker = JobTracker(
-            MpiJobKind(options.mpijob_name, options.launcher_container),
+            self.kind,
             options.workers,
             options.unschedulable_timeout,
             options.setup_timeout,
@@ -69,7 +77,12 @@ class KubernetesBackend:
             launcher_decides=options.keep_finished == 0,
         )
         self.threads = JobThreads(
-            self.api, options.mpijob_name, sink, options.launcher_container, console.warning
+            self.api,
+            options.mpijob_name,
+            sink,
+            options.launcher_container,
+            console.warning,
+            self.kind,
         )
 
     # -- public --------------------------------------------------------------------------------
@@ -103,15 +116,15 @@ class KubernetesBackend:
         self.threads.stop_watchers()
         if self.tracker.decided_here:
             verdict = self._with_container_log(verdict)
-            self._say(f"MPIJob {self.mpijob_name} failed: {_message(verdict)}")
-            cancel_job(self.api, self.mpijob_name, self.options.secret.name)
-            self._say(f"deleted MPIJob {self.mpijob_name} and its pods")
+            self._say(f"{self.traits.noun} {self.mpijob_name} failed: {_message(verdict)}")
+            self._cancel_job()
+            self._say(f"deleted {self.traits.noun} {self.mpijob_name} and its pods")
             return verdict
         # The end as the cluster says it: look at the pods once more so the explanation does not
         # depend on which watch spoke first, and finish the log before the last word.
-        pods = self.api.list(PODS, label_selector=job_selector(self.mpijob_name))
+        pods = self.api.list(PODS, label_selector=self.traits.pod_selector)
         self._apply(WatchUpdate(PODS, SYNC, tuple(pods.get("items", []))))
-        self.threads.follow(self.tracker.launcher_to_follow())
+        self._follow_logs()
         if not self.threads.drain_log():
             return self._cancel_on_cluster()
         return self._end(self.tracker.verdict() or verdict)
@@ -122,8 +135,11 @@ class KubernetesBackend:
         lifetime = options.lifetime
         reap = None if lifetime is None else self.clock.now() + timedelta(seconds=lifetime)
         scripts = None if options.scripts is None else dict(options.scripts)
-        submission = submit(self.api, dict(options.manifest), options.secret, reap, scripts)
-        where = f"MPIJob {self.mpijob_name} in namespace {self.api.namespace}"
+        service = None if options.service is None else dict(options.service)
+        submission = submit(
+            self.api, dict(options.manifest), options.secret, reap, scripts, service
+        )
+        where = f"{self.traits.noun} {self.mpijob_name} in namespace {self.api.namespace}"
         if submission.attached:
             self._say(f"attached to {where}: it was already submitted (the CI job restarted)")
         else:
@@ -134,20 +150,20 @@ class KubernetesBackend:
     def _end(self, verdict: Verdict) -> Verdict:
         """The cluster ended the job: say how, stop what it left running, clean up."""
         if verdict.failure is not None:
-            failure = explain.rank_signal(verdict.failure, self.sink.tail, self.tracker.last_seen)
+            failure = self.traits.refine(verdict.failure, self.sink.tail, self.tracker.last_seen)
             verdict = replace(verdict, failure=failure)
         # Workers the operator left running (cleanPodPolicy None) stop now when the MPIJob is
         # kept; otherwise its deletion below takes them (the garbage collector), and the CI job
         # does not wait for the API server to delete each of 256 pods (0.6 s for 64).
         kept = self.options.keep_finished > 0 or verdict.outcome is Outcome.CANCELLED
         if kept and self.tracker.running_workers():
-            delete_workers(self.api, self.mpijob_name)
+            delete_workers(self.api, self.mpijob_name, self.traits.worker_selector)
         if verdict.outcome is Outcome.SUCCEEDED:
-            self._say(f"MPIJob {self.mpijob_name} succeeded")
+            self._say(f"{self.traits.noun} {self.mpijob_name} succeeded")
         elif verdict.outcome is Outcome.CANCELLED:
             self._say(_message(verdict))
         else:
-            self._say(f"MPIJob {self.mpijob_name} failed: {_message(verdict)}")
+            self._say(f"{self.traits.noun} {self.mpijob_name} failed: {_message(verdict)}")
         if verdict.outcome is not Outcome.CANCELLED:
             self._clean_up()
         return verdict
@@ -166,32 +182,35 @@ class KubernetesBackend:
         if not lines:
             return verdict
         self._say(f"the last lines of container {failure.container} in pod {failure.pod}:")
-        for line in lines:
-            self.sink.feed(line.encode() + b"\n")
-        self.sink.flush()
+        with self.threads.sink_lock:  # every node's log may still stream into it
+            for line in lines:
+                self.sink.feed(line.encode() + b"\n")
+            self.sink.flush()
         last = self.sink.mask(lines[-1].strip())
         return Verdict(verdict.outcome, explain.with_log_line(failure, last))
 
     def _clean_up(self) -> None:
-        """The log is saved and the verdict known: the finished MPIJob and all it owns go."""
-        keep_finished = self.options.keep_finished
+        """The log is saved and the verdict known: the finished job and all it owns go."""
+        keep_finished, noun, name = self.options.keep_finished, self.traits.noun, self.mpijob_name
+        resource = self.kind.resource
         if keep_finished > 0:
             until = self.clock.now() + timedelta(seconds=keep_finished)
-            stamp = keep_until(self.api, self.mpijob_name, until)
+            stamp = keep_until(self.api, name, until, resource)
             self._say(
-                f"keeping MPIJob {self.mpijob_name} until {stamp} (kubernetes.keep_finished): the "
+                f"keeping {noun} {name} until {stamp} (kubernetes.keep_finished): the "
                 f"first ci-runner train in namespace {self.api.namespace} after that deletes it; "
                 "ci-runner cancel deletes it now"
             )
         else:
-            remove_finished_job(self.api, self.mpijob_name, self.options.secret.name)
-            self._say(f"deleted MPIJob {self.mpijob_name}, its pods and its Secret")
+            remove_finished_job(self.api, name, self.options.secret.name, resource)
+            self._say(f"deleted {noun} {name}, {self.traits.owned}")
 
     def _delete_expired(self) -> None:
         """Delete the namespace's jobs whose ``ci-runner/delete-after`` has passed: kept by an
         earlier run, or left by a CI job killed before it cleaned up."""
-        for name in delete_expired(self.api, self.clock.now(), spare=self.mpijob_name):
-            self._say(expired_line(name))
+        now, resource = self.clock.now(), self.kind.resource
+        for name in delete_expired(self.api, now, spare=self.mpijob_name, resource=resource):
+            self._say(expired_line(name, self.traits.noun))
 
     def _await_verdict(self) -> Verdict | None:
         """Take updates until the job is decided (None: cancelled)."""
@@ -203,10 +222,18 @@ class KubernetesBackend:
                 self._apply(update)
                 self._fit_watches()
             self.tracker.check_time(self.clock.monotonic())
-            self.threads.follow(self.tracker.launcher_to_follow())
+            self._follow_logs()
             verdict = self.tracker.verdict()
             if verdict is not None:
                 return verdict
+
+    def _follow_logs(self) -> None:
+        for pod in self.tracker.logs_to_follow():
+            self.threads.follow(pod)
+
+    def _cancel_job(self) -> None:
+        resource, pods = self.kind.resource, self.traits.pod_selector
+        cancel_job(self.api, self.mpijob_name, self.options.secret.name, resource, pods)
 
     def _apply(self, update: WatchUpdate) -> None:
         for line in self.tracker.apply(update, self.clock.monotonic()):
@@ -225,17 +252,19 @@ class KubernetesBackend:
         Listing here rather than on the watcher's thread: an ended job is decided at once,
         without opening a watch that would only be closed again.
         """
-        listing = self.api.list(MPIJOBS, field_selector=self.threads.mpijob_field)
-        self._apply(WatchUpdate(MPIJOBS, SYNC, tuple(listing.get("items", []))))
+        resource = self.kind.resource
+        listing = self.api.list(resource, field_selector=self.threads.mpijob_field)
+        self._apply(WatchUpdate(resource, SYNC, tuple(listing.get("items", []))))
         if self.tracker.verdict() is None:
             version = str(listing.get("metadata", {}).get("resourceVersion", ""))
             self.threads.watch_mpijob(version or None)
 
     def _cancel_on_cluster(self) -> Verdict:
-        self._say(f"cancelling: deleting MPIJob {self.mpijob_name}, its pods and its Secret")
+        noun = self.traits.noun
+        self._say(f"cancelling: deleting {noun} {self.mpijob_name}, {self.traits.owned}")
         self.threads.stop()
-        cancel_job(self.api, self.mpijob_name, self.options.secret.name)
-        self._say(f"MPIJob {self.mpijob_name} cancelled")
+        self._cancel_job()
+        self._say(f"{noun} {self.mpijob_name} cancelled")
         return Verdict(Outcome.CANCELLED, _cancelled_failure())
 
     def _say(self, line: str) -> None:

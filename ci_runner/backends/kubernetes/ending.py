@@ -15,10 +15,13 @@ from ci_runner.backends.kubernetes import podstatus
 from ci_runner.backends.kubernetes.jobkind import JobKind, Verdict
 from ci_runner.backends.kubernetes.jobstate import JobState
 from ci_runner.backends.kubernetes.podstatus import Role
+from ci_runner.backends.kubernetes.traits import KindTraits
 from ci_runner.backends.result import Outcome
 
 
-def verdict(state: JobState, kind: JobKind, launcher_decides: bool) -> Verdict | None:
+def verdict(
+    state: JobState, kind: JobKind, traits: KindTraits, launcher_decides: bool
+) -> Verdict | None:
     """How the job ended, or None while it runs. ``launcher_decides``: the launcher pod's
     Succeeded ends the job, without waiting for the job's condition."""
     job = state.job or {}
@@ -30,7 +33,7 @@ def verdict(state: JobState, kind: JobKind, launcher_decides: bool) -> Verdict |
         return Verdict(Outcome.CANCELLED, kind.deleted_failure())
     if state.held_success:
         return Verdict(Outcome.SUCCEEDED)  # its sidecars would keep the job running
-    if launcher_decides and launcher_succeeded(state):
+    if launcher_decides and launcher_succeeded(state) and not traits.blocks_success(state.pods):
         return Verdict(Outcome.SUCCEEDED)
     return None
 
@@ -44,7 +47,7 @@ def launcher_succeeded(state: JobState) -> bool:
     return bool(pod.get("status", {}).get("phase") == "Succeeded")
 
 
-def steady(state: JobState, kind: JobKind) -> bool:
+def steady(state: JobState, kind: JobKind, traits: KindTraits) -> bool:
     """The job runs as it should: its launcher's container runs and every worker is Ready.
 
     Only a pod change ends this: the job's terminal conditions follow the launcher pod ending or
@@ -55,10 +58,10 @@ def steady(state: JobState, kind: JobKind) -> bool:
         return False
     workers = 0
     for name, pod in state.pods.items():
+        workers += traits.waited_on(pod)  # an Indexed Job's node 0 is its launcher too
         if name == launcher:
             fine = podstatus.is_running(pod)
         elif kind.role(pod) is Role.WORKER:
-            workers += 1
             fine = podstatus.is_running(pod) and podstatus.is_ready(pod)
         else:  # an earlier launcher pod: it must have ended (the Job made a new one)
             fine = podstatus.has_ended(pod)

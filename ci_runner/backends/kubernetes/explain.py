@@ -9,7 +9,7 @@ kind and the backend ask.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -61,18 +61,20 @@ WORKER_OOM: Final = (
 )
 
 
-def setup_failure(pod: JSON) -> Failure | None:
+def setup_failure(pod: JSON, who: str | None = None) -> Failure | None:
     """A worker failing before it is Ready: an init container (code fetch, pip) or its main
     container exited non-zero or was OOMKilled, or a container cannot start (CrashLoopBackOff,
-    a missing Secret key). MPI Operator v0.8.2 reports none of this: it waits for the worker."""
+    a missing Secret key). MPI Operator v0.8.2 reports none of this: it waits for the worker.
+    ``who``: how the text names the pod (``worker <pod>`` unless given)."""
     name = pod_name(pod)
+    who = who or f"worker {name}"
     for what, container in statuses(pod):
         state = container.get("state", {})
         cname = str(container.get("name", ""))
         end = state.get("terminated") or {}
         if end and end.get("exitCode", 0) != 0:
             code = int(end["exitCode"])
-            where = f"worker {name}: {what} {cname}"
+            where = f"{who}: {what} {cname}"
             if end.get("reason") == "OOMKilled":
                 limit = container_spec(pod, cname).get("resources", {}).get("limits", {})
                 memory = f", memory limit {limit['memory']}" if limit.get("memory") else ""
@@ -93,7 +95,7 @@ def setup_failure(pod: JSON) -> Failure | None:
             detail = f": {waiting['message']}" if waiting.get("message") else ""
             return Failure(
                 FailureKind.SETUP,
-                f"worker {name}: {what} {cname} is in {waiting['reason']}{after}{detail}",
+                f"{who}: {what} {cname} is in {waiting['reason']}{after}{detail}",
                 exit_code=last_code,
                 pod=name,
                 container=cname,
@@ -124,7 +126,7 @@ SIDECAR_FIX: Final = (
 )
 
 
-def _sidecars(running: Sequence[str]) -> str:
+def sidecars_phrase(running: Sequence[str]) -> str:
     return f"container{'s' if len(running) > 1 else ''} {listed(running)}"
 
 
@@ -132,8 +134,9 @@ def held_line(pod: str, container: str, end: JSON, running: Sequence[str], grace
     """The launcher's container ended but sidecars keep its pod running."""
     return (
         f"launcher container {container} in pod {pod} exited with code {end.get('exitCode')}, but "
-        f"{_sidecars(running)} keep{'' if len(running) > 1 else 's'} the pod running (injected "
-        "as plain containers, they never stop, and MPI Operator never sees the launcher end); "
+        f"{sidecars_phrase(running)} keep{'' if len(running) > 1 else 's'} the pod running "
+        "(injected as plain containers, they never stop, and MPI Operator never sees the "
+        "launcher end); "
         f"ci-runner takes the launcher's exit code as the job's in {grace:.0f}s; {SIDECAR_FIX}"
     )
 
@@ -142,8 +145,8 @@ def held_failure(pod: str, container: str, end: JSON, running: Sequence[str]) ->
     """The launcher failed in a pod its sidecars keep running (the Job never retries it)."""
     return Failure(
         FailureKind.EXIT_CODE,
-        f"{ended_line(f'launcher {pod}', end)} (its pod kept running for {_sidecars(running)}: "
-        f"{SIDECAR_FIX})",
+        f"{ended_line(f'launcher {pod}', end)} (its pod kept running for "
+        f"{sidecars_phrase(running)}: {SIDECAR_FIX})",
         exit_code=end.get("exitCode"),
         pod=pod,
         container=container,
@@ -196,29 +199,29 @@ def _queue(mpijob: JSON) -> str:
     return f" (queue {policy['queue']})" if policy.get("queue") else ""
 
 
-def queued_line(mpijob: JSON) -> str:
-    """The status line of a job suspended before it started."""
+def queued_line(mpijob: JSON, noun: str = "MPIJob") -> str:
+    """The status line of a job suspended before it started (``noun``: its object's kind)."""
     return (
-        f"queued: MPIJob {pod_name(mpijob)} is suspended{_queue(mpijob)}; it starts when the "
+        f"queued: {noun} {pod_name(mpijob)} is suspended{_queue(mpijob)}; it starts when the "
         "queue admits it (kubernetes.setup_timeout does not run meanwhile)"
     )
 
 
-def preempted_line(mpijob: JSON) -> str:
+def preempted_line(mpijob: JSON, noun: str = "MPIJob") -> str:
     """The status line of a job suspended after it started: preempted by its queue, and
     kubernetes.on_preemption is wait."""
     return (
-        f"preempted: MPIJob {pod_name(mpijob)} was suspended after it started{_queue(mpijob)}; "
+        f"preempted: {noun} {pod_name(mpijob)} was suspended after it started{_queue(mpijob)}; "
         "its pods are deleted and it starts again when the queue resumes it "
         "(kubernetes.on_preemption: fail ends the run instead)"
     )
 
 
-def preempted_failure(mpijob: JSON) -> Failure:
+def preempted_failure(mpijob: JSON, noun: str = "MPIJob") -> Failure:
     """A job suspended after it started, when kubernetes.on_preemption is fail."""
     return Failure(
         FailureKind.PREEMPTED,
-        f"MPIJob {pod_name(mpijob)} was preempted{_queue(mpijob)}: suspended after it started, "
+        f"{noun} {pod_name(mpijob)} was preempted{_queue(mpijob)}: suspended after it started, "
         "and kubernetes.on_preemption is fail (wait keeps the run waiting for the queue to "
         "resume it)",
     )
@@ -237,9 +240,9 @@ def resume_stall_failure(mpijob: JSON, seconds: float) -> Failure:
     )
 
 
-def resumed_line(mpijob: JSON) -> str:
+def resumed_line(mpijob: JSON, noun: str = "MPIJob") -> str:
     """The status line of a suspended job the queue lets run."""
-    return f"resumed: the queue admitted MPIJob {pod_name(mpijob)}; setting up"
+    return f"resumed: the queue admitted {noun} {pod_name(mpijob)}; setting up"
 
 
 def unschedulable_failure(pod: str, seconds: float, message: str) -> Failure:
@@ -266,9 +269,9 @@ def setup_timeout_failure(not_ready: JSON | None, seconds: float) -> Failure:
     return Failure(FailureKind.SETUP, message, pod=pod)
 
 
-def deleted_failure(mpijob_name: str) -> Failure:
-    """The MPIJob was deleted (by someone else) before it finished."""
-    return Failure(FailureKind.CANCELLED, f"MPIJob {mpijob_name} was deleted before it finished")
+def deleted_failure(mpijob_name: str, noun: str = "MPIJob") -> Failure:
+    """The job was deleted (by someone else) before it finished."""
+    return Failure(FailureKind.CANCELLED, f"{noun} {mpijob_name} was deleted before it finished")
 
 
 def container_log_lines(text: str) -> list[str]:
@@ -290,7 +293,7 @@ def operator_failure(event: JSON) -> Failure | None:
     queue tries again); seen on a loaded machine, where it failed a healthy run."""
     if ALREADY_EXISTS.search(str(event.get("message", ""))):
         return None
-    return _refusal(event, "MPIJobFailed", "MPI Operator cannot create the job's pods")
+    return refusal_failure(event, "MPIJobFailed", "MPI Operator cannot create the job's pods")
 
 
 # kube-apiserver's AlreadyExists (apimachinery's errors.NewAlreadyExists): `<resource> "<name>"
@@ -302,17 +305,23 @@ def launcher_job_failure(event: JSON) -> Failure | None:
     """The Job controller's FailedCreate Warning Event on the launcher Job: a ResourceQuota,
     PodSecurity or an admission webhook refused the launcher's pod (controller_utils.go,
     ``Error creating: ...``). Neither the MPIJob nor its status says so."""
-    return _refusal(event, "FailedCreate", "the launcher Job cannot create the launcher's pod")
+    return refusal_failure(
+        event, "FailedCreate", "the launcher Job cannot create the launcher's pod"
+    )
 
 
-def _refusal(event: JSON, reason: str, what: str) -> Failure | None:
+def refusal_failure(
+    event: JSON, reason: str, what: str, fixes: Callable[[str, str], str] = refusal_fix
+) -> Failure | None:
     """A Warning Event of ``reason`` as a REFUSED failure: ``what``, its message, and the fix
-    when admission refused (:func:`~ci_runner.backends.kubernetes.admission.refusal_fix`)."""
+    when admission refused (``fixes``:
+    :func:`~ci_runner.backends.kubernetes.admission.refusal_fix`, or its twin for a kind whose
+    pods are otherwise made)."""
     if event.get("reason") != reason or event.get("type") != "Warning":
         return None
     message = str(event.get("message", "")).strip()
     namespace = str((event.get("metadata") or {}).get("namespace", ""))
-    fix = refusal_fix(message, namespace)
+    fix = fixes(message, namespace)
     return Failure(FailureKind.REFUSED, f"{what}: {message}{f'; fix: {fix}' if fix else ''}")
 
 
@@ -334,16 +343,23 @@ def validation_failure(events: Iterable[JSON]) -> Failure | None:
     return None
 
 
-def disruption(pod: JSON) -> Failure | None:
-    """A worker the cluster stopped (preemption, a drain's eviction, a taint, the kubelet's
-    shutdown), from its DisruptionTarget condition: sshd exits 0 on SIGTERM, so the pod ends
-    Succeeded and only the launcher's failure would show."""
+def disrupted_by(pod: JSON) -> str | None:
+    """``<reason>: <message>`` of the pod's DisruptionTarget condition; None without one."""
     cond = condition(pod, "DisruptionTarget")
     if cond is None:
         return None
     reason = str(cond.get("reason") or "DisruptionTarget")
     message = str(cond.get("message") or "").strip()
-    detail = f"{reason}: {message}" if message else reason
+    return f"{reason}: {message}" if message else reason
+
+
+def disruption(pod: JSON) -> Failure | None:
+    """A worker the cluster stopped (preemption, a drain's eviction, a taint, the kubelet's
+    shutdown), from its DisruptionTarget condition: sshd exits 0 on SIGTERM, so the pod ends
+    Succeeded and only the launcher's failure would show."""
+    detail = disrupted_by(pod)
+    if detail is None:
+        return None
     return Failure(
         FailureKind.WORKER_FAILED,
         f"worker {pod_name(pod)} was stopped by the cluster ({detail}); the launcher then failed",

@@ -26,6 +26,8 @@ class JobState:
     early_scheduling: list[JSON] = field(default_factory=list)
     ready_said: int = 0  # the most workers said Ready
     launchers: list[str] = field(default_factory=list)  # launchers that started, oldest first
+    # A kind whose every node is logged: the node pods whose container started, in that order.
+    logged: list[str] = field(default_factory=list)
     # How many of them started before the last resume: a resumed job sets up again, and
     # the operator must start a new launcher (the old ones were deleted with the job's pods).
     resumed_after: int = 0

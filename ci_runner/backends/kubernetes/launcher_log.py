@@ -1,4 +1,5 @@
-"""Stream the launcher's log into the LogSink as it is written, surviving dropped connections.
+"""Stream the launcher's log (or each node's) into the LogSink as it is written, surviving
+dropped connections.
 
 We ask for ``timestamps=true``: every line carries the kubelet's RFC 3339 time, in the node's
 own zone (``+02:00`` as well as ``Z``), and stdout and stderr lines may be stamped out of order.
@@ -20,10 +21,11 @@ from __future__ import annotations
 import enum
 import functools
 import re
+import threading
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Final
+from typing import Final, Protocol
 
 from ci_runner.backends.kubernetes import podstatus
 from ci_runner.backends.kubernetes.api import KubeApi
@@ -44,6 +46,36 @@ STAMP_CACHE: Final = 64  # seconds whose epoch value is kept (lines stamped out 
 _STAMP: Final = re.compile(
     r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)", re.ASCII
 )
+
+
+class LineSink(Protocol):
+    """Where a log stream's lines go: a :class:`LogSink`, or one of several streams' share of
+    it (:class:`WholeLines`)."""
+
+    def feed(self, data: bytes | str) -> None: ...
+
+
+class WholeLines:
+    """One of several log streams feeding one sink (every node's log): it passes on whole lines
+    only, under the sink's ``lock``, so the streams' lines never mix mid-line; :meth:`close`
+    ends a last line the stream left unterminated."""
+
+    def __init__(self, sink: LineSink, lock: threading.Lock) -> None:
+        self._sink = sink
+        self._lock = lock
+        self._rest = b""
+
+    def feed(self, data: bytes | str) -> None:
+        self._rest += data.encode() if isinstance(data, str) else data
+        cut = self._rest.rfind(b"\n") + 1
+        if cut:
+            whole, self._rest = self._rest[:cut], self._rest[cut:]
+            with self._lock:
+                self._sink.feed(whole)
+
+    def close(self) -> None:
+        if self._rest:
+            self.feed(b"\n")
 
 
 def parse_timestamp(text: str) -> int | None:
@@ -103,8 +135,9 @@ def after_clean_end(unterminated: bytes, ended: bool, opened_after_end: bool) ->
 
 
 class LauncherLogStream(ReconnectingStream):
-    """Follows one container's log to its end (or :meth:`stop`), feeding ``sink``; ``warn``
-    hears of possible loss. :meth:`run` raises :class:`KubeError` when it cannot go on."""
+    """Follows one container's log to its end (or :meth:`stop`), feeding ``sink`` (through
+    ``lines``, one of several streams' share of it, when given); ``warn`` hears of possible
+    loss. :meth:`run` raises :class:`KubeError` when it cannot go on."""
 
     def __init__(
         self,
@@ -113,8 +146,12 @@ class LauncherLogStream(ReconnectingStream):
         sink: LogSink,
         container: str | None = None,
         warn: Callable[[str], None] | None = None,
+        rotation_warning: str = ROTATION_WARNING,
+        lines: WholeLines | None = None,
     ) -> None:
         super().__init__(api)
+        self.rotation_warning = rotation_warning
+        self._out: LineSink = sink if lines is None else lines
         self.pod = pod
         self.container = container
         self.sink = sink
@@ -201,14 +238,14 @@ class LauncherLogStream(ReconnectingStream):
                     self._warned = True
                     self._feed(batch)  # the lines before it, then the warning
                     batch = []
-                    self.warn(ROTATION_WARNING)
+                    self.warn(self.rotation_warning)
             self._remember(nanos, content)
             batch.append(content + end)
         self._feed(batch)
 
     def _feed(self, batch: list[bytes]) -> None:
         if batch:
-            self.sink.feed(b"".join(batch))
+            self._out.feed(b"".join(batch))
 
     def _remember(self, nanos: int, content: bytes) -> None:
         self._newest = nanos if self._newest is None else max(self._newest, nanos)

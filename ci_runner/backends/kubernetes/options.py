@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.connect import Connection
+from ci_runner.backends.kubernetes.kinds import JOB, MPIJOB, followed_container
 from ci_runner.config.types import KubernetesOptions, OnPreemption
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.plan.run_plan import JobSecret, RunPlan
@@ -38,6 +39,9 @@ class JobOptions:
     lifetime: float | None = None
     scripts: Mapping[str, Any] | None = None  # the pod scripts' ConfigMap
     retry: RetryPolicy | None = None
+    # A batch/v1 Job's headless Service (its nodes' names, node 0's rendezvous): created after
+    # the Job and owned by it, like the Secret and the ConfigMap.
+    service: Mapping[str, Any] | None = None
 
 
 def job_options(
@@ -45,12 +49,16 @@ def job_options(
     connection: Connection,
     manifest: Mapping[str, Any],
     scripts: Mapping[str, Any] | None,
+    service: Mapping[str, Any] | None = None,
 ) -> JobOptions:
-    """The options of ``plan``'s job, rendered as ``manifest`` (and ``scripts``), on the cluster
-    of ``connection``."""
+    """The options of ``plan``'s job, rendered as ``manifest`` (an MPIJob or a batch/v1 Job;
+    ``scripts``, and a Job's headless ``service``), on the cluster of ``connection``."""
     k8s = plan.config.kubernetes
-    worker_deadline = pod_deadlines(plan.deadline_seconds, plan.config)["worker"]
-    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    worker_deadline: float | None = pod_deadlines(plan.deadline_seconds, plan.config)["worker"]
+    if manifest.get("kind") == JOB:
+        # Each node's own deadline, as rendered.
+        deadline = manifest["spec"]["template"]["spec"].get("activeDeadlineSeconds")
+        worker_deadline = None if deadline is None else float(deadline)
     return JobOptions(
         api_client=connection.client,
         namespace=connection.namespace,
@@ -58,14 +66,26 @@ def job_options(
         secret=plan.secret,
         mpijob_name=plan.mpijob_name,
         workers=plan.config.workers,
-        launcher_container=str(launcher["containers"][0]["name"]),
+        launcher_container=followed_container(manifest),
         unschedulable_timeout=k8s.unschedulable_timeout,
         setup_timeout=k8s.setup_timeout,
         keep_finished=k8s.keep_finished,
         on_preemption=k8s.on_preemption,
         lifetime=pods_lifetime(k8s.unschedulable_timeout, worker_deadline),
         scripts=scripts,
+        service=service,
     )
+
+
+def rendered_parts(
+    objects: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+    """The job object, its pod scripts' ConfigMap and its Service (a batch/v1 Job's) out of
+    what render_objects returns (its Secret, masked, is made by submit from the plan)."""
+    job = next(dict(o) for o in objects if o.get("kind") in (MPIJOB, JOB))
+    scripts = next((dict(o) for o in objects if o.get("kind") == "ConfigMap"), None)
+    service = next((dict(o) for o in objects if o.get("kind") == "Service"), None)
+    return job, scripts, service
 
 
 def pods_lifetime(unschedulable_timeout: float, worker_deadline: float | None) -> float | None:

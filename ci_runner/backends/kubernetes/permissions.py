@@ -8,6 +8,10 @@ from typing import Final
 # API server saw no request outside this list, so it stays exact.
 REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("kubeflow.org", "mpijobs", ("create", "get", "list", "watch", "patch", "delete")),
+    # distributed: torchrun's Indexed Job and its headless Service (owned by the Job, so the
+    # garbage collector deletes it; patched when an earlier run of the CI job left one).
+    ("batch", "jobs", ("create", "get", "list", "watch", "patch", "delete")),
+    ("", "services", ("create", "patch")),
     ("", "secrets", ("create", "patch", "delete")),
     ("", "configmaps", ("create", "patch")),
     ("", "pods", ("get", "list", "watch", "deletecollection")),

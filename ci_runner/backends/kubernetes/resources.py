@@ -46,6 +46,9 @@ POD_LOGS: Final = Resource("", "v1", "pods/log", "Pod")
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS: Final = Resource("", "v1", "events", "Event")
+# distributed: torchrun's job is a batch/v1 Indexed Job with a headless Service.
+JOBS: Final = Resource("batch", "v1", "jobs", "Job")
+SERVICES: Final = Resource("", "v1", "services", "Service")
 
 # Every MPIJob ci-runner renders carries this label (render.py).
 MANAGED_BY_CI_RUNNER: Final = "app.kubernetes.io/managed-by=ci-runner"
@@ -79,3 +82,15 @@ def job_selector(mpijob_name: str, role: str | None = None) -> str:
     """The label selector for a job's pods (optionally one role: launcher or worker)."""
     selector = f"{JOB_NAME_LABEL}={mpijob_name}"
     return f"{selector},{JOB_ROLE_LABEL}={role}" if role else selector
+
+
+# The Job controller's pod labels (k8s.io/api v0.35.4 batch/v1/types.go: JobNameLabel, and
+# JobCompletionIndexAnnotation, also a label since PodIndexLabel, GA in v1.32; set by
+# pkg/controller/job/indexed_job_utils.go addCompletionIndexLabel).
+BATCH_JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+COMPLETION_INDEX_LABEL: Final = "batch.kubernetes.io/job-completion-index"
+
+
+def batch_job_selector(job_name: str) -> str:
+    """The label selector for the pods of batch/v1 Job ``job_name``."""
+    return f"{BATCH_JOB_NAME_LABEL}={job_name}"

@@ -1,13 +1,13 @@
-"""Create the MPIJob, then its Secret and the ConfigMap of its pod scripts, each owned by the
-MPIJob from its creation.
+"""Create the job object (an MPIJob, or a batch/v1 Job and then its headless Service), then its
+Secret and the ConfigMap of its pod scripts, each owned by the job object from its creation.
 
 The Secret (the git credential, train.yaml's ``secrets``) is never without an owner: whatever ends
-ci-runner (a SIGKILL included), the garbage collector deletes it with its MPIJob, which is
+ci-runner (a SIGKILL included), the garbage collector deletes it with its job, which is
 stamped with the time any later run may delete it. The pods wait for it: a Secret volume that is
 not there yet is a mount the kubelet retries, and the containers that read it as variables start
 after the init container that mounts it.
 
-A restarted CI job re-submits the same job name: we attach to the MPIJob already there.
+A restarted CI job re-submits the same job name: we attach to the job already there.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from ci_runner.backends.kubernetes.errors import Conflict, KubeError
 from ci_runner.backends.kubernetes.resources import (
     CONFIGMAPS,
     DELETE_AFTER,
+    JOBS,
     JSON,
     MPIJOBS,
     SECRETS,
+    SERVICES,
+    Resource,
     delete_after_stamp,
 )
 from ci_runner.plan.run_plan import JobSecret
@@ -32,7 +35,7 @@ from ci_runner.plan.run_plan import JobSecret
 
 @dataclass(frozen=True)
 class Submission:
-    mpijob: JSON  # as the API server returned it
+    mpijob: JSON  # the job object (an MPIJob or a Job) as the API server returned it
     attached: bool  # True when the job already existed
 
     @property
@@ -50,14 +53,17 @@ def submit(
     secret: JobSecret,
     delete_after: datetime | None = None,
     scripts: JSON | None = None,
+    service: JSON | None = None,
 ) -> Submission:
     """Submit ``manifest`` with its Secret, or attach to the job of that name already running.
 
     ``delete_after``: when any later run in the namespace may delete the job (stamped on it as
     ``ci-runner/delete-after``), in case this CI job is killed before it cleans up. ``scripts``:
-    the ConfigMap of the pod scripts (render_scripts), which the pods mount.
+    the ConfigMap of the pod scripts (render_scripts), which the pods mount. ``service``: a
+    batch/v1 Job's headless Service (its nodes' names), created right after the Job.
     """
     mpijob_name = str(manifest["metadata"]["name"])
+    resource = job_resource(manifest)
     if delete_after is not None:
         metadata = dict(manifest["metadata"])
         metadata["annotations"] = {
@@ -66,18 +72,20 @@ def submit(
         }
         manifest = {**manifest, "metadata": metadata}
     try:
-        mpijob = api.create(MPIJOBS, manifest)
+        mpijob = api.create(resource, manifest)
         attached = False
     except Conflict:
-        mpijob = api.get(MPIJOBS, mpijob_name)
+        mpijob = api.get(resource, mpijob_name)
         attached = True
     owner = {
-        "apiVersion": MPIJOBS.api_version,
-        "kind": MPIJOBS.kind,
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
         "name": mpijob_name,
         "uid": mpijob["metadata"]["uid"],
     }
     try:
+        if service is not None:
+            _put_owned(api, SERVICES, service, owner, {})
         _put_secret(api, secret.name, manifest, secret.values(), owner)
         if scripts is not None:
             _put_scripts(api, scripts, owner)
@@ -85,7 +93,7 @@ def submit(
         if not attached:
             # Its pods would wait for the Secret until their deadline: the job goes now.
             with contextlib.suppress(KubeError):
-                api.delete(MPIJOBS, mpijob_name, "Background")
+                api.delete(resource, mpijob_name, "Background")
         raise
     return Submission(mpijob, attached)
 
@@ -111,11 +119,21 @@ def _put_secret(
 
 
 def _put_scripts(api: KubeApi, scripts: JSON, owner: JSON) -> None:
-    metadata = {**scripts["metadata"], "ownerReferences": [owner]}
+    _put_owned(api, CONFIGMAPS, scripts, owner, {"data": scripts["data"]})
+
+
+def _put_owned(api: KubeApi, resource: Resource, body: JSON, owner: JSON, again: JSON) -> None:
+    """Create ``body`` owned by ``owner``; one left by an earlier run of this CI job (the same
+    name) gets this run's owner (and ``again``: this run's data)."""
+    metadata = {**body["metadata"], "ownerReferences": [owner]}
     metadata.pop("namespace", None)  # the API's namespace
     try:
-        api.create(CONFIGMAPS, {**scripts, "metadata": metadata})
+        api.create(resource, {**body, "metadata": metadata})
     except Conflict:
-        # Left by an earlier run of this CI job: this run's scripts and owner.
-        patch = {"metadata": {"ownerReferences": [owner]}, "data": scripts["data"]}
-        api.patch(CONFIGMAPS, str(metadata["name"]), patch)
+        patch = {"metadata": {"ownerReferences": [owner]}, **again}
+        api.patch(resource, str(metadata["name"]), patch)
+
+
+def job_resource(manifest: JSON) -> Resource:
+    """The resource of a rendered job object: a batch/v1 Job's, else the MPIJob's."""
+    return JOBS if manifest.get("kind") == JOBS.kind else MPIJOBS

@@ -1,4 +1,7 @@
-"""The job's threads: watchers (MPIJob, its pods, Events) and one log thread, feeding one inbox.
+"""The job's threads: watchers (the job's object, its pods, Events) and the log threads, feeding
+one inbox: one log thread follows the launcher pods in turn (an MPIJob), or one thread per node
+pod follows each node's log at once (a kind whose every node is logged: an Indexed Job), their
+lines whole in the one sink.
 
 Only the calling thread reads the inbox (:meth:`JobThreads.next_update`); what a thread raises
 reaches it there and is raised again. :meth:`JobThreads.cancel` only posts to the inbox, so a
@@ -14,9 +17,11 @@ from collections.abc import Callable
 from typing import Final
 
 from ci_runner.backends.kubernetes.api import KubeApi
-from ci_runner.backends.kubernetes.events import about_job
-from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream
-from ci_runner.backends.kubernetes.resources import EVENTS, MPIJOBS, PODS, job_selector
+from ci_runner.backends.kubernetes.jobkind import JobKind
+from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream, WholeLines
+from ci_runner.backends.kubernetes.mpijob import MpiJobKind
+from ci_runner.backends.kubernetes.resources import EVENTS, PODS
+from ci_runner.backends.kubernetes.traits import traits_of
 from ci_runner.backends.kubernetes.watching import Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
 
@@ -25,6 +30,9 @@ from ci_runner.backends.logsink import LogSink
 WAKE_SECONDS: Final = 1.0
 # Seconds to wait for each watcher and log thread to end once told to stop.
 THREAD_JOIN_SECONDS: Final = 10.0
+# Seconds the job's end waits for the logs of nodes still running (node 0's success decided it;
+# the others end within seconds, unless one hangs): then their streams stop, said.
+NODE_LOG_GRACE_SECONDS: Final = 60.0
 
 
 class _Cancel:
@@ -35,8 +43,17 @@ class _LogDone:
     """The inbox message the log thread posts when the launcher's log has ended."""
 
 
+def rotation_warning(pod: str) -> str:
+    """What a node's log stream warns of (:data:`~.launcher_log.ROTATION_WARNING`'s twin)."""
+    return (
+        f"the log file of pod {pod} was rotated while its stream was down: lines written "
+        "meanwhile may be missing here"
+    )
+
+
 class JobThreads:
-    """Starts, pauses and stops the threads that follow MPIJob ``mpijob_name``."""
+    """Starts, pauses and stops the threads that follow job ``mpijob_name`` (of ``kind``: an
+    MPIJob unless given)."""
 
     def __init__(
         self,
@@ -45,9 +62,12 @@ class JobThreads:
         sink: LogSink,
         launcher_container: str,
         warn: Callable[[str], None],
+        kind: JobKind | None = None,
     ) -> None:
         self.api = api
         self.mpijob_name = mpijob_name
+        self.kind = kind or MpiJobKind(mpijob_name, launcher_container)
+        self.traits = traits_of(self.kind)
         self.sink = sink
         self.launcher_container = launcher_container
         self.warn = warn
@@ -62,6 +82,10 @@ class JobThreads:
         self._followed: list[str] = []
         self._log_stream: LauncherLogStream | None = None
         self._log_thread: threading.Thread | None = None
+        self._node_streams: list[LauncherLogStream] = []  # every node's, when each is logged
+        self._node_threads: list[threading.Thread] = []
+        # Held by whoever feeds the sink while every node's log streams into it.
+        self.sink_lock = threading.Lock()
 
     def cancel(self) -> None:
         """Wake the reader of the inbox, cancelled. Safe from a signal handler."""
@@ -69,13 +93,15 @@ class JobThreads:
         self._inbox.put(_Cancel())
 
     def start(self, job_uid: str) -> None:
-        """Watch the MPIJob (of uid ``job_uid``), its pods and its Events; start the log thread."""
+        """Watch the job (of uid ``job_uid``), its pods and its Events; start the log thread
+        (a kind whose every node is logged starts one per node pod, as each is followed)."""
         self.watch_mpijob()
-        pods = job_selector(self.mpijob_name)
+        pods = self.traits.pod_selector
         self._watch(Watcher(self.api, PODS, self._inbox.put, label_selector=pods))
-        keep = functools.partial(about_job, mpijob_name=self.mpijob_name, job_uid=job_uid)
+        keep = functools.partial(self.traits.about, job_uid=job_uid)
         self._events_watcher = self._watch(Watcher(self.api, EVENTS, self._inbox.put, keep=keep))
-        self._log_thread = self._spawn(self._stream_launcher_log, "launcher-log")
+        if not self.traits.every_node_logged:
+            self._log_thread = self._spawn(self._stream_launcher_log, "launcher-log")
 
     def next_update(self) -> WatchUpdate | None:
         """The next watch update; None after :data:`WAKE_SECONDS` without one, for another
@@ -93,11 +119,11 @@ class JobThreads:
     # -- the watches ---------------------------------------------------------------------------
 
     def watch_mpijob(self, resource_version: str | None = None) -> None:
-        """Watch the MPIJob (again), from ``resource_version`` when the caller listed it."""
-        field, version = self.mpijob_field, resource_version
+        """Watch the job's object (again), from ``resource_version`` when the caller listed it."""
+        field, version, resource = self.mpijob_field, resource_version, self.kind.resource
         self._mpijob_watcher = self._watch(
             Watcher(
-                self.api, MPIJOBS, self._inbox.put, field_selector=field, resource_version=version
+                self.api, resource, self._inbox.put, field_selector=field, resource_version=version
             )
         )
 
@@ -126,13 +152,27 @@ class JobThreads:
     # -- the launcher's log --------------------------------------------------------------------
 
     def follow(self, pod: str | None) -> None:
-        """Follow launcher ``pod``'s log once the one before it has ended (None: no pod)."""
-        if pod is not None and pod not in self._followed:
-            self._followed.append(pod)
+        """Follow launcher ``pod``'s log once the one before it has ended (None: no pod); a
+        node pod's at once, beside the others (a kind whose every node is logged)."""
+        if pod is None or pod in self._followed:
+            return
+        self._followed.append(pod)
+        if not self.traits.every_node_logged:
             self._log_pods.put(pod)
+        elif not self.cancelled:
+            lines = WholeLines(self.sink, self.sink_lock)
+            container, warning = self.kind.followed_container, rotation_warning(pod)
+            stream = LauncherLogStream(
+                self.api, pod, self.sink, container, self.warn, warning, lines
+            )
+            self._node_streams.append(stream)
+            run = functools.partial(self._stream_node_log, stream, lines)
+            self._node_threads.append(self._spawn(run, f"log-{pod}"))
 
     def drain_log(self) -> bool:
-        """Wait for the launcher's log to end; False when cancelled meanwhile."""
+        """Wait for the launcher's log (every node's) to end; False when cancelled meanwhile."""
+        if self.traits.every_node_logged:
+            return self._drain_node_logs()
         self._log_pods.put(None)
         thread = self._log_thread
         while thread is not None:
@@ -149,6 +189,47 @@ class JobThreads:
             if isinstance(item, _LogDone):
                 break
         return not self.cancelled
+
+    def _drain_node_logs(self) -> bool:
+        clock = self.api.clock
+        since = clock.monotonic()
+        while any(thread.is_alive() for thread in self._node_threads):
+            if clock.monotonic() - since >= NODE_LOG_GRACE_SECONDS:
+                self._cut_node_logs()
+                break
+            try:
+                item = self._inbox.get(timeout=WAKE_SECONDS)
+            except queue.Empty:
+                continue
+            if self.cancelled:
+                return False
+            if isinstance(item, BaseException):
+                raise item  # a log thread's (or a late watcher's) error
+        while True:  # what a thread said before it ended
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return not self.cancelled
+            if isinstance(item, BaseException):
+                raise item
+
+    def _cut_node_logs(self) -> None:
+        """Stop the logs of nodes still running after the job's end, and say so."""
+        for stream, thread in zip(self._node_streams, self._node_threads, strict=True):
+            if thread.is_alive():
+                self.warn(
+                    f"pod {stream.pod} still runs {NODE_LOG_GRACE_SECONDS:.0f}s after the job "
+                    "ended: its log is cut here"
+                )
+                stream.stop()
+
+    @staticmethod
+    def _stream_node_log(stream: LauncherLogStream, lines: WholeLines) -> None:
+        """A node's log thread: its stream to the end, then its last line ended."""
+        try:
+            stream.run()
+        finally:
+            lines.close()
 
     def _stream_launcher_log(self) -> None:
         """The log thread: follow each launcher pod in turn (a relaunch makes a new one)."""
@@ -183,6 +264,8 @@ class JobThreads:
         self._log_pods.put(None)
         if self._log_stream is not None:
             self._log_stream.stop()  # when the log was drained it has already ended
+        for stream in self._node_streams:
+            stream.stop()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=THREAD_JOIN_SECONDS)

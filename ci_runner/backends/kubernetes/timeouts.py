@@ -11,8 +11,8 @@ from typing import Final
 from ci_runner.backends.kubernetes import explain, podstatus, status_lines
 from ci_runner.backends.kubernetes.jobkind import JobKind
 from ci_runner.backends.kubernetes.jobstate import JobState
-from ci_runner.backends.kubernetes.podstatus import Role
 from ci_runner.backends.kubernetes.resources import JSON
+from ci_runner.backends.kubernetes.traits import KindTraits
 
 # How long the kubelet may keep failing to pull an image (ErrImagePull, ImagePullBackOff: it
 # retries with back-off, and registries have bad minutes) before the job fails.
@@ -68,15 +68,15 @@ class Timeouts:
     unschedulable: float
     setup: float
 
-    def check(self, state: JobState, kind: JobKind, now: float) -> None:
+    def check(self, state: JobState, kind: JobKind, traits: KindTraits, now: float) -> None:
         """Fail the job when pods have been unschedulable, failing to pull their image or
         setting up for longer than allowed."""
         if state.failure is None:
             _check_pull_time(state, now)
         if state.failure is None:
-            self._check_setup_time(state, kind, now)
+            self._check_setup_time(state, kind, traits, now)
         if state.failure is None:
-            _check_held_time(state, kind.followed_container, now)
+            _check_held_time(state, kind.followed_container, traits, now)
         since, stuck = state.unschedulable_since, state.unschedulable
         if since is None or stuck is None or state.failure is not None:
             return
@@ -84,22 +84,26 @@ class Timeouts:
             pod, message = stuck
             state.fail(explain.unschedulable_failure(pod, now - since, message))
 
-    def _check_setup_time(self, state: JobState, kind: JobKind, now: float) -> None:
+    def _check_setup_time(
+        self, state: JobState, kind: JobKind, traits: KindTraits, now: float
+    ) -> None:
         since = state.setup_since
-        if since is None or state.current_launchers() or state.unschedulable_since is not None:
+        if since is None or state.unschedulable_since is not None:
             return
         if state.suspended or now - since < self.setup:
             return
         workers = sorted(
-            (p for p in state.pods.values() if kind.role(p) is Role.WORKER),
-            key=podstatus.pod_name,
+            (p for p in state.pods.values() if traits.waited_on(p)), key=podstatus.pod_name
         )
-        waiting = [p for p in workers if not podstatus.is_ready(p)]
+        waiting = [p for p in workers if not traits.set_up(p)]
+        launcher_started = bool(state.current_launchers())
+        if traits.setup_done(launcher_started, len(workers) - len(waiting), state.workers):
+            return
         stalled = None
         if state.preempted and not waiting and len(workers) == state.workers:
             stalled = kind.stalled_resume(state.job or {}, now - since)
         not_ready = waiting[0] if waiting else None
-        state.fail(stalled or explain.setup_timeout_failure(not_ready, now - since))
+        state.fail(stalled or traits.setup_timeout_failure(not_ready, now - since))
 
 
 def _check_pull_time(state: JobState, now: float) -> None:
@@ -110,7 +114,7 @@ def _check_pull_time(state: JobState, now: float) -> None:
             return
 
 
-def _check_held_time(state: JobState, container: str, now: float) -> None:
+def _check_held_time(state: JobState, container: str, traits: KindTraits, now: float) -> None:
     """The followed launcher's exit code decides once its sidecars held the pod long enough."""
     held = state.held_by_sidecars(container)
     if state.held is None or held is None or now - state.held[1] < SIDECAR_GRACE_SECONDS:
@@ -119,4 +123,4 @@ def _check_held_time(state: JobState, container: str, now: float) -> None:
     if end.get("exitCode") == 0:
         state.held_success = True
     else:
-        state.fail(explain.held_failure(launcher, container, end, running))
+        state.fail(traits.held_failure(launcher, container, end, running))

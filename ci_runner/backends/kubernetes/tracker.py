@@ -1,10 +1,11 @@
 """The job as the CI log tells it: a state machine over the job's object, Pod and Event updates.
 
-It prints each phase once (submitted is printed by the backend; here: pending and why, workers
-ready n/N, launcher running) and decides when the job is over (:mod:`ending`): from the job's
-conditions, as its :class:`~ci_runner.backends.kubernetes.jobkind.JobKind` reads them (an
-MPIJob's never from its counters), from the followed launcher pod, or when waiting longer is
-pointless (:mod:`timeouts`).
+It prints each phase once, in its kind's words (submitted is printed by the backend; here:
+pending and why, workers ready n/N, launcher running) and decides when the job is over
+(:mod:`ending`): from the job's conditions, as its
+:class:`~ci_runner.backends.kubernetes.jobkind.JobKind` reads them (an MPIJob's never from its
+counters), from the followed launcher pod, or when waiting longer is pointless
+(:mod:`timeouts`).
 
 What it knows is a :class:`~ci_runner.backends.kubernetes.jobstate.JobState`; what it says is
 :mod:`status_lines`', each line said once by its identity, not its wording.
@@ -12,7 +13,7 @@ What it knows is a :class:`~ci_runner.backends.kubernetes.jobstate.JobState`; wh
 
 from __future__ import annotations
 
-from ci_runner.backends.kubernetes import ending, events, explain, podstatus, status_lines
+from ci_runner.backends.kubernetes import ending, events, podstatus
 from ci_runner.backends.kubernetes.jobkind import JobKind, Verdict
 from ci_runner.backends.kubernetes.jobstate import JobState
 from ci_runner.backends.kubernetes.podstatus import Role
@@ -24,6 +25,7 @@ from ci_runner.backends.kubernetes.timeouts import (
     track_unschedulable,
     watch_image_pull,
 )
+from ci_runner.backends.kubernetes.traits import traits_of
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.config.types import KubernetesOptions, OnPreemption
 
@@ -44,6 +46,7 @@ class JobTracker:
         job's condition (a kept job: the workers ci-runner stops before the operator has seen
         the success would be made again)."""
         self.kind = kind
+        self.traits = traits_of(kind)
         self.launcher_decides = launcher_decides
         self.on_preemption = on_preemption
         self.timeouts = Timeouts(unschedulable_timeout, setup_timeout)
@@ -128,28 +131,31 @@ class JobTracker:
         return lines
 
     def _check_setup(self, pod: JSON) -> None:
-        """A worker failing before the launcher starts: MPI Operator v0.8.2 would wait for it
-        for ever."""
+        """A pod failing while it sets up, which the job's controller would wait on (MPI
+        Operator v0.8.2 waits for a worker for ever)."""
         state = self.state
-        if state.current_launchers() or state.suspended or self.kind.role(pod) is not Role.WORKER:
+        if state.suspended or state.failure is not None:
             return
-        if state.failure is None:
-            state.fail(explain.setup_failure(pod))
+        state.fail(self.traits.setup_failure(pod, bool(state.current_launchers())))
 
     def _pending_lines(self, pod: JSON) -> list[str]:
         message = podstatus.unschedulable_message(pod)
         if not message:
             return []
-        return self.said.once(status_lines.pending(self.kind.role(pod), message))
+        return self.said.once(self.traits.pending_line(self.kind.role(pod), message))
 
     def _launcher_lines(self, pod: JSON) -> list[str]:
         name = podstatus.pod_name(pod)
         started = podstatus.container_started(pod)
+        logged = self.state.logged
+        if started and self.traits.every_node_logged and self.traits.waited_on(pod):
+            logged += [] if name in logged else [name]
         launchers = self.state.launchers
         if self.kind.role(pod) is not Role.LAUNCHER or not started or name in launchers:
             return []
         launchers.append(name)
-        return self.said.once(status_lines.launcher_running(name))
+        line = self.traits.started_line(name)
+        return self.said.once(line) if line else []
 
     def _held_lines(self, now: float) -> list[str]:
         state = self.state
@@ -162,19 +168,19 @@ class JobTracker:
         if state.held is None or state.held[0] != launcher:
             state.held = (launcher, now)
         grace = SIDECAR_GRACE_SECONDS
-        return self.said.once(status_lines.held(launcher, container, end, running, grace))
+        return self.said.once(self.traits.held_line(launcher, container, end, running, grace))
 
     def _ready_lines(self) -> list[str]:
         state = self.state
         ready = sum(
             1
             for pod in state.pods.values()
-            if self.kind.role(pod) is Role.WORKER and podstatus.is_ready(pod)
+            if self.traits.waited_on(pod) and podstatus.is_ready(pod)
         )
         if ready <= state.ready_said:
             return []  # progress only: a worker that stops shows up as the failure's reason
         state.ready_said = ready
-        return [status_lines.workers_ready(ready, state.workers)]
+        return [self.traits.ready_line(ready, state.workers)]
 
     def _apply_event(self, event: JSON, now: float) -> list[str]:
         news = self.kind.event(event)
@@ -195,12 +201,12 @@ class JobTracker:
         if state.unschedulable_since is None:
             # The Event may come before the pod's status says so: the clock starts now.
             state.unschedulable_since, state.unschedulable = now, (name, message)
-        return self.said.once(status_lines.pending(self.kind.role_of(name), message))
+        return self.said.once(self.traits.pending_line(self.kind.role_of(name), message))
 
     def check_time(self, now: float) -> None:
         """Fail the job when pods have been unschedulable, failing to pull their image or
         setting up for longer than allowed."""
-        self.timeouts.check(self.state, self.kind, now)
+        self.timeouts.check(self.state, self.kind, self.traits, now)
 
     # -- the outcome (:mod:`ending`) ---------------------------------------------------------
 
@@ -215,16 +221,24 @@ class JobTracker:
 
     def verdict(self) -> Verdict | None:
         """How the job ended, or None while it runs."""
-        return ending.verdict(self.state, self.kind, self.launcher_decides)
+        return ending.verdict(self.state, self.kind, self.traits, self.launcher_decides)
 
     @property
     def steady(self) -> bool:
         """The job runs as it should: its launcher's container runs and every worker is Ready."""
-        return ending.steady(self.state, self.kind)
+        return ending.steady(self.state, self.kind, self.traits)
 
     def launcher_to_follow(self) -> str | None:
         """The newest launcher pod whose container has started (since the last resume)."""
         return self.state.launcher_to_follow()
+
+    def logs_to_follow(self) -> list[str]:
+        """The pods whose logs are the job's: the launcher to follow, or (a kind whose every
+        node is logged) every node pod whose container has started, in the order they did."""
+        if self.traits.every_node_logged:
+            return list(self.state.logged)
+        launcher = self.state.launcher_to_follow()
+        return [] if launcher is None else [launcher]
 
     def running_workers(self) -> list[str]:
         """Worker pods still pending or running."""
