@@ -244,12 +244,6 @@ def render_secret(plan: RunPlan) -> dict[str, Any]:
     }
 
 
-def render_objects(plan: RunPlan) -> list[dict[str, Any]]:
-    """Every object ``train`` submits for an MPIJob, in its order: the MPIJob, the ConfigMap of
-    the pod scripts and the Secret (its values masked); render_job's picks the job's kind."""
-    return [render_mpijob(plan), render_scripts(plan), render_secret(plan)]
-
-
 def objects_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
     """``objects`` as one YAML stream (``---`` between them), each as :func:`manifest_yaml`."""
     return "---\n".join(manifest_yaml(obj) for obj in objects)

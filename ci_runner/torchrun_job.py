@@ -48,11 +48,11 @@ def job_deadline(training_deadline: int | None, config: TrainConfig) -> int:
     node's wait for a place (``unschedulable_timeout``, after which ci-runner fails the job), its
     setup (``setup_timeout``: image pulls, the code's fetch, pip) and the training (the plan's
     deadline: train.yaml's ``timeout``, else what the CI job's timeout leaves; 7 days, the
-    longest ``timeout``, without one), with :data:`ci_runner.render.POD_DEADLINE_MARGIN` for torchrun's start and
-    teardown: a MPIJob worker's own deadline (``render.pod_deadlines``). It is always set, so that
-    the cluster ends the pods even when ci-runner is SIGKILLed. A pod's own deadline (counted
-    from its start, after its wait for a node) is the same: no pod outlives its job, even one
-    whose Job is gone without it."""
+    longest ``timeout``, without one), with render's margin for torchrun's start and teardown:
+    an MPIJob worker's own deadline (``render.pod_deadlines``). It is always set, so that the
+    cluster ends the pods even when ci-runner is SIGKILLed. A pod's own deadline (counted from
+    its start, after its wait for a node) is the same: no pod outlives its job, even one whose
+    Job is gone without it."""
     return pod_deadlines(training_deadline, config)["worker"]
 
 

@@ -23,7 +23,8 @@ from ci_runner.config.schema import load_config
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, GitError
 from ci_runner.policy import SETUP_IMAGE_VARIABLE
-from ci_runner.render import objects_yaml, render_objects
+from ci_runner.render import objects_yaml
+from ci_runner.render_job import render_objects
 from testing.fake_kube.crd import validate_mpijob
 from testing.git import run_git
 from testing.plan_cases import SETUP_IMAGE, trusted_plan

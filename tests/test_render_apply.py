@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from ci_runner.config.types import KubernetesOptions
-from ci_runner.render import objects_yaml, render_objects
+from ci_runner.render import objects_yaml
+from ci_runner.render_job import render_objects
 from testing.backend_harness import Cluster
 from testing.control_plane.binaries import bin_dir
 from testing.plan_cases import CONFIG, CONTEXT, trusted_plan

@@ -22,8 +22,8 @@ from ci_runner.render import (
     pod_scripts,
     render_mpijob,
     render_scripts,
+    render_secret,
 )
-from ci_runner.render import render_objects as mpijob_objects
 from ci_runner.render_job import render_job, render_objects
 from ci_runner.torchrun_job import job_deadline, render_service, render_torchrun_job
 from testing.golden import Golden
@@ -170,7 +170,7 @@ def test_the_objects_are_the_job_its_service_configmap_and_secret() -> None:
 @pytest.mark.parametrize("case", sorted(HOROVOD_CASES))
 def test_a_horovod_job_renders_as_before(case: str) -> None:
     plan = trusted_plan(*HOROVOD_CASES[case])
-    assert render_objects(plan) == mpijob_objects(plan)
+    assert render_objects(plan) == [render_mpijob(plan), render_scripts(plan), render_secret(plan)]
     assert render_job(plan) == render_mpijob(plan)
     assert "torchrun.sh" not in render_scripts(plan)["data"]
 

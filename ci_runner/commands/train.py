@@ -224,7 +224,7 @@ def _cluster_backend(
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect_cluster
     from ci_runner.backends.kubernetes.options import job_options, rendered_parts
-    from ci_runner.render import render_objects
+    from ci_runner.render_job import render_objects
 
     # The job object (an MPIJob, or a batch/v1 Job with its headless Service): the backend
     # follows it as its kind says.

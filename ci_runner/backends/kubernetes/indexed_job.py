@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from ci_runner.backends.kubernetes import explain, indexed_explain, podstatus
 from ci_runner.backends.kubernetes.indexed_explain import completion_index, index_of
@@ -31,8 +32,8 @@ from ci_runner.backends.result import Failure, Outcome
 
 # The Job's conditions that end it (k8s.io/api v0.35.4 batch/v1/types.go, JobConditionType):
 # SuccessCriteriaMet and FailureTarget come first, Complete and Failed once its pods ended.
-SUCCESS_CONDITIONS = ("Complete", "SuccessCriteriaMet")
-FAILURE_CONDITIONS = ("Failed", "FailureTarget")
+SUCCESS_CONDITIONS: Final = ("Complete", "SuccessCriteriaMet")
+FAILURE_CONDITIONS: Final = ("Failed", "FailureTarget")
 
 
 @dataclass(frozen=True)
