@@ -4,14 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.render import render_mpijob, render_scripts, render_secret
 from ci_runner.torchrun_job import render_service, render_torchrun_job
-
-# What each kind of job is called in what ci-runner says (validate, render).
-JOB_KINDS: Final = {"horovod": "MPIJob", "torchrun": "Indexed Job"}
 
 
 def render_job(plan: RunPlan) -> dict[str, Any]:

@@ -39,6 +39,7 @@ TRAIN_LOSS = (
     r"Training\. Epoch (?P<step>\d+), MSE loss: (?P<value>[-+0-9.eE]+), Worker: (?P<rank>\d+)"
 )
 
+SUBMITTED = re.compile(r"\[ci-runner\] submitted (?:MPIJob|Job) ")
 MARGIN = 20  # the killed-CI-job test's pod deadline margin, seconds
 # `python -m ci_runner CMD` with render.POD_DEADLINE_MARGIN set first (argv[1] is the command).
 MARGIN_SHIM = (
@@ -68,6 +69,16 @@ def train_yaml(**kubernetes: object) -> dict[str, object]:
         "metrics": {"train_loss": {"pattern": TRAIN_LOSS, "goal": "min"}},
         "timeout": "10m",
         "kubernetes": {"namespace": NAMESPACE, **kubernetes},
+    }
+
+
+def ddp_train_yaml(**kubernetes: object) -> dict[str, object]:
+    """:func:`train_yaml` with the DDP example started by torchrun on an Indexed Job: two pods of
+    one rank each, gloo over the pods' network (the Horovod image has torch)."""
+    return {
+        **train_yaml(**kubernetes),
+        "distributed": "torchrun",
+        "command": "python examples/simple_ml/main_with_ddp.py",
     }
 
 
@@ -222,9 +233,12 @@ def assert_trained(run: Run, name: str) -> None:
     """Both ranks' losses in the CI log, the model on S3 and linked in the comment."""
     text = "\n".join(run.log)
     assert run.code == 0, text
-    # Each loss line is a CI log line of its own: mpirun tags every write of a rank, and the job's
-    # virtualenv makes a print one write (install-requirements.sh).
-    loss = re.compile(r"<stdout>:Training\. Epoch (\d+), MSE loss: [-+0-9.eE]+, Worker: (\d+)$")
+    # Each loss line is a CI log line of its own: mpirun tags every write of a rank (torchrun
+    # every line, "<std>"), and the job's virtualenv makes a print one write
+    # (install-requirements.sh).
+    loss = re.compile(
+        r"<std(?:out)?>:Training\. Epoch (\d+), MSE loss: [-+0-9.eE]+, Worker: (\d+)$"
+    )
     assert all(line.count("MSE loss") <= 1 for line in run.log), text
     lines = [line for line in run.log if "Training. Epoch" in line]
     losses = [found.groups() for line in lines if (found := loss.search(line))]
@@ -240,13 +254,20 @@ def assert_trained(run: Run, name: str) -> None:
 
 
 def job_name(log: list[str]) -> str:
-    submitted = next(line for line in log if line.startswith("[ci-runner] submitted MPIJob "))
+    """The job's name, from its `submitted MPIJob ...` (or torchrun's `submitted Job ...`) line."""
+    submitted = next(line for line in log if SUBMITTED.match(line))
     return submitted.split()[3]
 
 
+def job_kind(log: list[str]) -> str:
+    """``MPIJob`` or torchrun's ``Job``, from the `submitted ...` line."""
+    submitted = next(line for line in log if SUBMITTED.match(line))
+    return submitted.split()[2]
+
+
 def failure_line(run: Run) -> str:
-    """The message of the `MPIJob ... failed:` line (exactly one)."""
-    prefix = f"[ci-runner] MPIJob {job_name(run.log)} failed: "
+    """The message of the `MPIJob ... failed:` (or `Job ... failed:`) line (exactly one)."""
+    prefix = f"[ci-runner] {job_kind(run.log)} {job_name(run.log)} failed: "
     lines = [line[len(prefix) :] for line in run.log if line.startswith(prefix)]
     assert len(lines) == 1, "\n".join(run.log)
     return lines[0]

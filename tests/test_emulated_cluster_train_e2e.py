@@ -35,7 +35,9 @@ from testing.emulated_pipeline import (
     Site,
     assert_failed,
     assert_trained,
+    ddp_train_yaml,
     failure_line,
+    job_kind,
     job_name,
     pipeline,
     running_site,
@@ -68,6 +70,44 @@ def test_with_dns_config_nameservers_the_launcher_still_resolves_the_workers(sit
 def test_sshd_on_port_2222(site: Site) -> None:
     run = train(site, "port", train_yaml(ssh_port=2222))
     assert_trained(run, "port")
+
+
+def test_a_torchrun_job_trains_the_ddp_example_on_two_pods_with_gloo(site: Site) -> None:
+    # An Indexed Job of two pods and its headless Service: node 1 finds node 0's torchrun through
+    # CoreDNS (<job>-0.<job>.<namespace>.svc) and both train with gloo over the pods' network.
+    run = train(site, "ddp", ddp_train_yaml())
+    assert_trained(run, "ddp")
+    name = job_name(run.log)
+    assert job_kind(run.log) == "Job"
+    assert f"[ci-runner] Job {name} succeeded" in run.log, "\n".join(run.log)
+    assert "Worker: 1" in run.comment and "Worker: 0" not in run.comment  # the series, not lines
+    assert_nothing_left(site, NAMESPACE, name)
+
+
+# A rank that raises after the process group is up: rank 1, line 7; rank 0 then loses its peer.
+RAISES = b"""import torch.distributed as dist
+
+dist.init_process_group(backend="gloo")
+dist.barrier()
+print("both ranks joined", flush=True)
+if dist.get_rank() == 1:
+    raise ValueError("boom")
+dist.barrier()
+"""
+
+
+def test_a_torchrun_rank_that_raises_is_named_with_its_exception_and_where(site: Site) -> None:
+    config = ddp_train_yaml()
+    config["command"] = "python raises.py"
+    run = train(site, "ddp-raises", config, {"raises.py": RAISES})
+    text = "\n".join(run.log)
+    assert run.code == 1, text
+    assert "rank 1 raised ValueError: boom (raises.py:7)" in failure_line(run), text
+    assert "rank 1 raised ValueError: boom (raises.py:7)" in run.comment, run.comment
+    assert "### ❌ Training failed: `simple-ml`" in run.comment, run.comment
+    # The rank's traceback is training output (tagged); ci-runner itself raised nothing.
+    assert not any(line.startswith("Traceback") for line in run.log), text
+    assert_nothing_left(site, NAMESPACE, job_name(run.log))
 
 
 def pth_wheel() -> bytes:

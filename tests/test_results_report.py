@@ -190,6 +190,17 @@ def test_local_success_without_ci() -> None:
     assert "No baseline: no `metrics.json` from a successful target run." in body
 
 
+def test_a_torchrun_run_names_its_indexed_job() -> None:
+    config = replace(CONFIG, distributed="torchrun")
+    ctx = CIContext(sha=SHA, project_path="local/simple_ml")
+    report = ReportInput.from_run(config, ctx, _result(Outcome.SUCCEEDED), metrics=_seed_summary())
+
+    assert render_report(report).splitlines()[3] == (
+        "`01234567` · 12m 34s · 2 workers × 1 slot (2 ranks), 1 GPU per worker (2 in all)"
+        " · Indexed Job `simple-ml-01234567`"
+    )
+
+
 def test_storage_warning_is_shown() -> None:
     listing = ArtifactListing("s3://m/x", warning="could not list s3://m/x: access denied")
     report = ReportInput.from_run(

@@ -16,8 +16,9 @@ from ci_runner.commands.common import (
     note_uncommitted,
     plan_only,
 )
+from ci_runner.config.types import JOB_KINDS
 from ci_runner.render import objects_yaml
-from ci_runner.render_job import JOB_KINDS, render_objects
+from ci_runner.render_job import render_objects
 
 
 def add_render_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final, Literal
 
 from ci_runner.config.quantity import binary_quantity, quantity_value
@@ -24,6 +25,10 @@ OnPreemption = Literal["wait", "fail"]
 # Indexed Job.
 Distributed = Literal["horovod", "torchrun"]
 DISTRIBUTED_KINDS: Final[tuple[Distributed, ...]] = ("horovod", "torchrun")
+# What each kind of job is called in what ci-runner says (validate, render, the MR comment).
+JOB_KINDS: Final[Mapping[Distributed, str]] = MappingProxyType(
+    {"horovod": "MPIJob", "torchrun": "Indexed Job"}
+)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from ci_runner.backends.result import Outcome, RunResult
 from ci_runner.clock import Clock
-from ci_runner.config.types import TrainConfig
+from ci_runner.config.types import JOB_KINDS, TrainConfig
 from ci_runner.console import StatusOutput
 from ci_runner.context import CIContext
 from ci_runner.errors import GitLabError
@@ -94,6 +94,7 @@ def announce(
         config_name=config.name,
         context=plan.context,
         mpijob_name=plan.mpijob_name,
+        job_kind=JOB_KINDS[config.distributed],
         workers=config.workers,
         slots_per_worker=config.slots_per_worker,
         gpus_per_worker=config.resources.gpu,

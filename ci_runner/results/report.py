@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ci_runner.backends.result import Failure, Outcome, RunResult
-from ci_runner.config.types import TrainConfig
+from ci_runner.config.types import JOB_KINDS, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactListing
 from ci_runner.results.markdown import MAX_TEXT_CHARS
@@ -48,7 +48,8 @@ class ReportInput:
     outcome: Outcome
     config_name: str
     context: CIContext
-    mpijob_name: str  # the MPIJob (or local run) name
+    mpijob_name: str  # the job's (or local run's) name
+    job_kind: str = JOB_KINDS["horovod"]  # what the job is on the cluster: MPIJob, Indexed Job
     workers: int = 1
     slots_per_worker: int = 1
     gpus_per_worker: int = 0
@@ -83,6 +84,7 @@ class ReportInput:
             config_name=config.name,
             context=context,
             mpijob_name=result.mpijob_name,
+            job_kind=JOB_KINDS[config.distributed],
             workers=config.workers,
             slots_per_worker=config.slots_per_worker,
             gpus_per_worker=config.resources.gpu,

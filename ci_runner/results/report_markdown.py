@@ -213,7 +213,7 @@ def _details_line(report: ReportInput) -> str:
     else:
         shape += ", CPU only"
     parts.append(shape)
-    parts.append(f"MPIJob {code(report.mpijob_name)}")
+    parts.append(f"{report.job_kind} {code(report.mpijob_name)}")
     if report.tracking_url:
         parts.append(link("MLflow run", report.tracking_url))
     return " · ".join(parts)
