@@ -80,7 +80,9 @@ def test_a_torchrun_job_trains_the_ddp_example_on_two_pods_with_gloo(site: Site)
     name = job_name(run.log)
     assert job_kind(run.log) == "Job"
     assert f"[ci-runner] Job {name} succeeded" in run.log, "\n".join(run.log)
-    assert "Worker: 1" in run.comment and "Worker: 0" not in run.comment  # the series, not lines
+    # Both ranks' loss series in the comment's chart, and the Job named as such.
+    assert 'line "rank 0"' in run.comment and 'line "rank 1"' in run.comment, run.comment
+    assert f"Indexed Job `{name}`" in run.comment, run.comment
     assert_nothing_left(site, NAMESPACE, name)
 
 
