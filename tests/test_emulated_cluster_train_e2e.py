@@ -831,3 +831,83 @@ def test_a_ci_job_killed_during_setup_leaves_no_running_pod_and_the_next_run_rea
         "earlier run kept it, or was stopped before it could delete it"
     ) in output.splitlines(), output
     assert_nothing_left(site, "killed", name)
+
+
+def test_a_ci_job_killed_while_a_torchrun_node_sets_up_leaves_no_running_pod_then_is_reaped(
+    site: Site,
+) -> None:
+    # The Indexed Job's own deadline (setup + wait for a node + timeout + margin, counted from its
+    # creation) ends its pods when no ci-runner is left; the next run deletes the Job.
+    config = ddp_train_yaml(namespace="killed-ddp", setup_timeout="30s", unschedulable_timeout="5s")
+    config["timeout"] = "10s"
+    config["requirements"] = "requirements.txt"
+    accounts.create_namespace(site.cluster.api, "killed-ddp")
+    job = pipeline(site, "killed-ddp", config, SLOW_PACKAGE, namespace="killed-ddp")
+    job.margin = MARGIN
+    train = job.start("train")
+    assert train.stdout is not None
+    seen = []
+    for line in train.stdout:
+        seen.append(line.rstrip("\n"))
+        if line.startswith("[ci-runner] submitted Job "):
+            break
+    else:
+        raise AssertionError("\n".join(seen))
+    name = job_name(seen)
+    pods = "/api/v1/namespaces/killed-ddp/pods"
+    jobs = "/apis/batch/v1/namespaces/killed-ddp/jobs"
+
+    def installing() -> list[JSON]:
+        return [
+            pod
+            for pod in site.cluster.api.list(pods)[0]
+            if any(
+                s["name"] == "install-requirements" and "running" in s["state"]
+                for s in pod["status"].get("initContainerStatuses") or []
+            )
+        ]
+
+    deadline = time.monotonic() + 120
+    while not installing():
+        assert time.monotonic() < deadline, site.cluster.api.list(pods)[0]
+        time.sleep(0.2)
+    train.kill()  # SIGKILL: no cancel, no after_script
+    train.wait(10)
+    created = site.cluster.api.get(f"{jobs}/{name}")
+    assert created is not None
+    bound = created["spec"]["activeDeadlineSeconds"]
+    assert bound == 30 + 5 + 10 + MARGIN  # torchrun_job.job_deadline
+    assert installing()[0]["spec"]["activeDeadlineSeconds"] == bound
+    started = datetime.strptime(created["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=timezone.utc
+    )
+    grace = 30  # the pods' terminationGracePeriodSeconds (the default)
+    until = started + timedelta(seconds=bound + grace + 15)
+    while any(
+        p["status"].get("phase") not in ("Succeeded", "Failed")
+        for p in site.cluster.api.list(pods)[0]
+    ):
+        assert datetime.now(timezone.utc) < until, site.cluster.api.list(pods)[0]
+        time.sleep(1)
+    assert datetime.now(timezone.utc) >= started + timedelta(seconds=bound)
+    ended = site.cluster.api.get(f"{jobs}/{name}")
+    assert ended is not None
+    failed = [c for c in ended["status"].get("conditions") or [] if c["type"] == "Failed"]
+    assert [c["reason"] for c in failed] == ["DeadlineExceeded"], ended["status"]
+    assert left_of(site, "killed-ddp", name)["jobs"] == [name]
+
+    # The next run in the namespace, once the Job's stamp has passed, deletes all of it.
+    stamp = ended["metadata"]["annotations"]["ci-runner/delete-after"]
+    after = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    time.sleep(max(0.0, (after - datetime.now(timezone.utc)).total_seconds()) + 1)
+    reaper = pipeline(
+        site, "reaper-ddp", ddp_train_yaml(namespace="killed-ddp"), namespace="killed-ddp"
+    )
+    cancel = reaper.start("cancel", CI_JOB_STATUS="canceled")
+    output, _ = cancel.communicate(timeout=120)
+    assert cancel.returncode == 0, output
+    assert (
+        f"[ci-runner] deleted Job {name}: its time (ci-runner/delete-after) had passed; an "
+        "earlier run kept it, or was stopped before it could delete it"
+    ) in output.splitlines(), output
+    assert_nothing_left(site, "killed-ddp", name)
