@@ -9,6 +9,10 @@ directory first on ``PYTHONPATH``. Like a launcher that is killed hard, it does 
 on SIGTERM (each is in a session of its own): ci-runner must find and stop them itself. A failed
 rank makes it exit 1, as torchrun does (its ChildFailedError), whatever the rank's own code.
 Each invocation's argv is appended (one JSON list a line) to ``$FAKE_TORCHRUN_RECORD`` if set.
+
+With ``$FAKE_TORCHRUN_REPLAY`` (a log of real torchrun, tests/data/torchrun/*.log) it starts no
+rank: it writes that log as it is and exits as real torchrun did, 1 after its report
+(``ChildFailedError``), else 0.
 """
 
 from __future__ import annotations
@@ -80,12 +84,23 @@ def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     return options, argv[i + 1 :]
 
 
+def _replay(log: Path) -> int:
+    """Write ``log`` (what real torchrun wrote) and exit with its exit code."""
+    data = log.read_bytes()
+    _write_all(sys.stdout.buffer, data)
+    sys.stdout.buffer.flush()
+    return 1 if b"ChildFailedError" in data else 0
+
+
 def main(argv: list[str]) -> int:
     record = os.environ.get("FAKE_TORCHRUN_RECORD")
     if record:
         with open(record, "a", encoding="utf-8") as f:
             f.write(json.dumps(argv) + "\n")
     options, command = _options(argv)
+    replay = os.environ.get("FAKE_TORCHRUN_REPLAY")
+    if replay:
+        return _replay(Path(replay))
     if not Path(options.get("--log-dir", ".")).is_dir():
         print(f"no log directory {options['--log-dir']}", file=sys.stderr)
         return 1

@@ -16,6 +16,12 @@ FAKE_HOROVODRUN = Path(__file__).resolve().with_name("fake_horovodrun.py")
 EXAMPLE = "examples/simple_ml"
 
 
+def example_configs() -> list[Path]:
+    """Every example's train.yaml and its variants beside it (``train-ddp.yaml``: the same job
+    with ``distributed: torchrun``)."""
+    return sorted((REPO_ROOT / "examples").glob("*/train*.yaml"))
+
+
 def cache_dir() -> Path:
     """ci-runner's cache (:func:`ci_runner.context.cache_dir` of this environment), where
     ``make`` leaves what tests read."""

@@ -11,8 +11,10 @@ from ci_runner.backends.kubernetes.connect import ClusterClient, Connection
 from ci_runner.backends.kubernetes.options import job_options, pods_lifetime
 from ci_runner.config.types import Elastic, KubernetesOptions, TrainConfig
 from ci_runner.render import render_mpijob, render_scripts
+from ci_runner.render_job import render_objects
 from testing.mpijob_manifests import plan_facts
 from testing.plan_cases import CONFIG, CONTEXT, trusted_plan
+from testing.render_cases import TORCHRUN
 
 CONNECTION = Connection(ClusterClient(kubernetes.client.Configuration()), "ml", "service account")
 KUBERNETES = KubernetesOptions(
@@ -54,3 +56,17 @@ def test_the_plan_holds_what_the_manifest_says(config: TrainConfig) -> None:
 def test_the_pods_live_their_wait_for_a_node_and_a_workers_deadline() -> None:
     assert pods_lifetime(300, 4000) == 4300
     assert pods_lifetime(300, None) is None
+
+
+def test_a_torchrun_job_says_its_ranks_a_node_and_the_checkout() -> None:
+    """What the Indexed Job's failing rank is read with: torchrun's --nproc-per-node (a node's
+    ranks) and the pods' checkout, as rendered; an MPIJob needs neither."""
+    plan = trusted_plan(TORCHRUN, CONTEXT)
+    objects = render_objects(plan)
+    options = job_options(plan, CONNECTION, objects[0], objects[2], objects[1])
+    assert (options.launcher_container, options.workers) == ("torchrun", 2)
+    assert (options.ranks_per_node, options.code_dir) == (2, "/ci-runner/code")
+    torchrun = objects[0]["spec"]["template"]["spec"]["containers"][0]
+    args = [*torchrun.get("command", []), *torchrun.get("args", [])]
+    assert args[args.index("--nproc-per-node") + 1] == "2"
+    assert {"name": "CI_RUNNER_CODE_DIR", "value": "/ci-runner/code"} in torchrun["env"]

@@ -42,8 +42,10 @@ from testing.local_backend import (
     plan_for,
     run,
 )
+from testing.paths import TEST_DATA
 
 RANK_LINE = re.compile(r"\[\d+\]<std>:")
+TORCHRUN_LOGS = TEST_DATA / "torchrun"  # what real torchrun wrote (their capture.sh)
 PRINT_RANK = """\
 import os
 names = ["RANK", "WORLD_SIZE", "CI_RUNNER_SHA", "CI_RUNNER_JOB", "DATA_URI", "LEVEL",
@@ -238,6 +240,53 @@ def test_a_failing_rank_fails_the_run_with_torchruns_exit_code(
         "[0]<std>:step 1",
         "[0]<std>:step 2",
     ]
+
+
+@pytest.mark.parametrize(
+    ("log", "message"),
+    [
+        # no @record: rank 1's own traceback (rank 0's gloo error came of it)
+        ("raise", "rank 1 raised ValueError: boom at 0.5 (train.py:10)"),
+        # @record: the report's traceback, from rank 1's error file
+        ("raise_record", "rank 1 raised ValueError: boom at 0.5 (train.py:11)"),
+        ("raise_early", "rank 1 raised KeyError: 'batch_size' (train.py:8)"),
+        ("exit3", "rank 1 exited with code 3; its last line: giving up"),
+        ("killed", "rank 1 was killed by signal 9 (SIGKILL)"),
+    ],
+)
+def test_a_failed_run_names_its_first_failing_rank(
+    git_repo: GitRepo,
+    tmp_path: Path,
+    base: pyenv.BaseEnvironment,
+    torch_path: Path,
+    log: str,
+    message: str,
+) -> None:
+    """torchrun's output replayed as real torchrun wrote it (tests/data/torchrun/, two ranks)."""
+    repo, sha = git_repo({"train.py": "print()\n"})
+    opts = torch_options(repo, tmp_path, base, torch_path)
+    replay = {"FAKE_TORCHRUN_REPLAY": str(TORCHRUN_LOGS / f"{log}.log")}
+    opts = replace(opts, environ=ProcessEnvironment({**opts.environ, **replay}))
+
+    result, _ = run(config(workers=1, slots_per_worker=2), sha, opts, tmp_path)
+
+    assert (result.outcome, result.failure) == (
+        Outcome.FAILED,
+        Failure(FailureKind.EXIT_CODE, f"torchrun exited with code 1: {message}", exit_code=1),
+    )
+
+
+def test_a_run_that_succeeded_says_no_rank(
+    git_repo: GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
+) -> None:
+    repo, sha = git_repo({"train.py": "print()\n"})
+    opts = torch_options(repo, tmp_path, base, torch_path)
+    replay = {"FAKE_TORCHRUN_REPLAY": str(TORCHRUN_LOGS / "ok.log")}
+    opts = replace(opts, environ=ProcessEnvironment({**opts.environ, **replay}))
+
+    result, _ = run(config(workers=1, slots_per_worker=2), sha, opts, tmp_path)
+
+    assert (result.outcome, result.failure) == (Outcome.SUCCEEDED, None)
 
 
 def test_the_timeout_stops_every_torchrun_rank(

@@ -128,6 +128,17 @@ def test_tail_lines_reads_only_the_end(tmp_path: Path) -> None:
     assert tail_lines(tmp_path / "missing.log", 3) == ()
 
 
+def test_saved_lines_read_back_the_end_of_the_saved_log_beyond_the_tail(tmp_path: Path) -> None:
+    sink, _ = make_sink(tmp_path, tail_size=3)
+    for i in range(1000):
+        sink.feed(f"line {i}\n")
+    sink.feed("cut")  # not a whole line yet: not on disk
+    assert sink.saved_lines(30) == ("line 997", "line 998", "line 999")
+    assert len(sink.saved_lines(100_000)) == 1000
+    sink.close()
+    assert sink.saved_lines(14) == ("line 999", "cut")  # whole lines only
+
+
 def test_a_line_is_on_disk_before_the_ci_log_shows_it(tmp_path: Path) -> None:
     on_disk_when_shown: list[str] = []
     path = tmp_path / "train.log"

@@ -28,6 +28,7 @@ from testing.fake_gitlab.accounts import GITLAB_TOKEN
 from testing.fake_gitlab.model import User
 from testing.fake_gitlab.server import FakeGitLab
 from testing.fake_kube.server import FakeKubeServer
+from testing.torchrun_jobs import indexed_job_manifest
 
 GitRepo = Callable[..., tuple[Path, str]]
 MPIJOBS = "mpijobs.kubeflow.org"
@@ -212,3 +213,46 @@ def test_after_script_run_twice_replies_with_the_result_once(
     assert f"[ci-runner] result posted: {page}#note_{reply.id}" in first[1].splitlines()
     assert "result posted" not in again[1]
     assert [e.note_id for e in gitlab_server.notifications()] == [summary.id, reply.id]
+
+
+TORCHRUN_YAML = TRAIN_YAML + "distributed: torchrun\n"
+JOBS = "jobs.batch"
+
+
+def _expired(name: str) -> dict[str, object]:
+    """A job of an earlier run, its ``ci-runner/delete-after`` passed."""
+    return {
+        "name": name,
+        "labels": {"app.kubernetes.io/managed-by": "ci-runner"},
+        "annotations": {"ci-runner/delete-after": "2020-01-01T00:00:00Z"},
+    }
+
+
+def test_a_torchrun_job_is_deleted_as_the_job_it_is(git_repo: GitRepo, tmp_path: Path) -> None:
+    """distributed: torchrun renders a batch/v1 Job: cancel deletes it, and reaps the expired
+    Jobs; no MPIJob is looked for or reaped."""
+    repo, _ = git_repo({"train.yaml": TORCHRUN_YAML})
+    with FakeKubeServer(token=f"ci:12:{JOB_TOKEN}") as kas:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "KUBECONFIG": str(gitlab_kubeconfig(tmp_path, kas.url)),
+        }
+        name = mpijob_name(load_config(TORCHRUN_YAML), from_environment(env, repo))
+        kas.store.create(JOBS, "ml-training", indexed_job_manifest(name))
+        kas.store.create(JOBS, "ml-training", {"metadata": _expired("left-job"), "spec": {}})
+        kas.store.create(MPIJOBS, "ml-training", {"metadata": _expired("left-mpi"), "spec": {}})
+
+        code, err = cancel(["--kube-context", "ml/k8s-agents:gpu-cluster"], repo, env)
+
+        assert code == 0, err
+        said = ("[ci-runner] cancelled:", "[ci-runner] deleted")
+        assert [line for line in err.splitlines() if line.startswith(said)] == [
+            f"[ci-runner] cancelled: Job {name} and everything it owned deleted",
+            "[ci-runner] deleted Job left-job: its time (ci-runner/delete-after) had passed; an "
+            "earlier run kept it, or was stopped before it could delete it",
+        ]
+        deleted = kas.store.get(JOBS, "ml-training", name)
+        assert deleted["metadata"]["finalizers"] == ["foregroundDeletion"]
+        assert kas.store.find(JOBS, "ml-training", "left-job") is None
+        assert kas.store.find(MPIJOBS, "ml-training", "left-mpi") is not None

@@ -33,6 +33,7 @@ from testing.reference_schema import EXAMPLE
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 from testing.config_cases import BASE, minimal, problems
+from testing.paths import example_configs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -448,8 +449,11 @@ def test_every_problem_in_one_run_in_line_order() -> None:
 
 
 def test_examples_in_the_repository_are_valid() -> None:
-    examples = sorted((REPO_ROOT / "examples").glob("*/train.yaml"))
-    assert examples
+    examples = example_configs()
+    assert [p.name for p in examples if p.parent.name == "simple_ml"] == [
+        "train-ddp.yaml",
+        "train.yaml",
+    ]
     for path in examples:
         load_config(path.read_bytes(), path.relative_to(REPO_ROOT).as_posix())
 

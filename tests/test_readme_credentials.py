@@ -25,13 +25,13 @@ from ci_runner.gitlab.transport import BoundedSession, Budget
 from ci_runner.kube_yaml import manifest_yaml
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.plan.tracking import PASSWORD_VARIABLE, RANK_TOKEN_VARIABLE, TOKEN_VARIABLE
-from ci_runner.render import render_mpijob
+from ci_runner.render_job import render_job
 from ci_runner.settings import read_settings
 from ci_runner.tracking.client import MlflowApi
 from ci_runner.tracking.stage import TrackedRun, ranks_join
 from ci_runner.tracking.target import Target, rank_sign_in
 from ci_runner.variables import GITLAB_CREDENTIALS, GITLAB_TOKEN_VARIABLES
-from testing.paths import REPO_ROOT
+from testing.paths import REPO_ROOT, example_configs
 from testing.plan_cases import trusted_plan
 
 README: Final = REPO_ROOT / "README.md"
@@ -154,7 +154,9 @@ def secret_refs(plan: RunPlan, pod: dict[str, Any], container: dict[str, Any]) -
 
 
 def containers(manifest: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for spec in manifest["spec"]["mpiReplicaSpecs"].values():
+    """Every container of the job: an MPIJob's launcher and workers, a Job's (torchrun's) nodes."""
+    specs = manifest["spec"].get("mpiReplicaSpecs", {}).values() or [manifest["spec"]]
+    for spec in specs:
         pod = spec["template"]["spec"]
         for container in [*pod.get("initContainers", []), *pod["containers"]]:
             yield pod, container
@@ -183,11 +185,13 @@ def cases() -> dict[str, RunPlan]:
     gitlab = replace(own, tracking=TrackingSpec("gitlab"))
     gitlab_ranks = replace(own, tracking=TrackingSpec("gitlab", ranks_log=True))
     mlflow_ranks = replace(elastic, tracking=TrackingSpec("mlflow", ranks_log=True))
+    torchrun = replace(own, distributed="torchrun")
+    torchrun_ranks = replace(torchrun, tracking=TrackingSpec("mlflow", ranks_log=True))
     plans = {
         str(path.relative_to(REPO_ROOT)): trusted_plan(
             example(str(path.relative_to(REPO_ROOT))), CONTEXT, ENV, read_secrets=True
         )
-        for path in sorted((REPO_ROOT / "examples").glob("*/train.yaml"))
+        for path in example_configs()
     }
     assert plans, "no example"
 
@@ -202,6 +206,8 @@ def cases() -> dict[str, RunPlan]:
         "tracking: mlflow": tracked(plan(elastic), MLFLOW),
         "tracking: gitlab, ranks_log": tracked(plan(gitlab_ranks), GITLAB),
         "tracking: mlflow, ranks_log (a password)": tracked(plan(mlflow_ranks), MLFLOW),
+        "torchrun, untracked": plan(torchrun),
+        "torchrun, tracking: mlflow, ranks_log": tracked(plan(torchrun_ranks), MLFLOW),
     }
 
 
@@ -212,7 +218,7 @@ CASES: Final = cases()
 def test_every_container_gets_what_the_readme_table_says(case: str) -> None:
     plan = CASES[case]
     rows = container_rows()
-    manifest = render_mpijob(plan)
+    manifest = render_job(plan)
     seen = set()
     for pod, container in containers(manifest):
         name = container["name"]
@@ -228,7 +234,8 @@ def test_every_container_gets_what_the_readme_table_says(case: str) -> None:
         assert sorted({key for key, _ in refs}) == sorted(keys), (case, name)
         assert {how for _, how in refs} == ({row.way} if keys else set()), (case, name)
         seen.add(name)
-    assert "fetch-code" in seen and "worker" in seen and "launcher" in seen
+    ran = {"torchrun"} if plan.config.distributed == "torchrun" else {"worker", "launcher"}
+    assert {"fetch-code", *ran} <= seen
     # No value of the Secret is written anywhere in the manifest (the git user name, such as
     # gitlab-ci-token, is no secret: fetch-code.sh names it).
     text = manifest_yaml(manifest)
@@ -237,7 +244,7 @@ def test_every_container_gets_what_the_readme_table_says(case: str) -> None:
 
 
 def test_the_table_covers_every_container_rendered() -> None:
-    rendered = {c["name"] for plan in CASES.values() for _, c in containers(render_mpijob(plan))}
+    rendered = {c["name"] for plan in CASES.values() for _, c in containers(render_job(plan))}
     assert set(container_rows()) - {"ranks"} == rendered
 
 

@@ -29,17 +29,19 @@ from ci_runner.render import (
     POD_HOSTS,
     POD_LOCATION,
     kubelet_literal,
+    objects_yaml,
     render_mpijob,
     render_scripts,
     to_label_value,
 )
+from ci_runner.render_job import render_objects
 from ci_runner.settings import read_settings
 from ci_runner.templating import templates_dir, yaml_quote
 from testing.config_cases import BASE, RESERVED, problems
 from testing.fake_kube.crd import validate_mpijob
 from testing.golden import Golden
 from testing.kubelet_expansion import container_view, expand
-from testing.paths import REPO_ROOT
+from testing.paths import REPO_ROOT, example_configs
 from testing.plan_cases import SETUP_IMAGE, trusted_plan
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -172,11 +174,25 @@ def test_every_case_is_accepted_by_the_crd_and_the_controller(case: str) -> None
 
 
 def test_every_example_renders_an_accepted_manifest() -> None:
-    examples = sorted((REPO_ROOT / "examples").glob("*/train.yaml"))
-    assert examples
-    for path in examples:
+    """Each example's job as train submits it: an MPIJob the CRD accepts, or (train-ddp.yaml,
+    distributed: torchrun) the Indexed Job of workers nodes with its headless Service
+    (tests/test_render_torchrun.py checks what its pods hold)."""
+    kinds = {}
+    for path in example_configs():
         config = load_config(path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT)))
-        assert validate_mpijob(render_mpijob(trusted_plan(config, MR_PIPELINE))) == [], path
+        plan = trusted_plan(config, MR_PIPELINE)
+        objects = render_objects(plan)
+        job = objects[0]
+        kinds[path.relative_to(REPO_ROOT).as_posix()] = [o["kind"] for o in objects]
+        assert list(yaml.safe_load_all(objects_yaml(objects))) == objects  # as kubectl reads it
+        if job["kind"] == "MPIJob":
+            assert validate_mpijob(job) == [], path
+            continue
+        spec = job["spec"]
+        assert (spec["completionMode"], spec["completions"]) == ("Indexed", config.workers)
+        assert spec["template"]["spec"]["subdomain"] == objects[1]["metadata"]["name"]
+    assert kinds["examples/simple_ml/train.yaml"] == ["MPIJob", "ConfigMap", "Secret"]
+    assert kinds["examples/simple_ml/train-ddp.yaml"] == ["Job", "Service", "ConfigMap", "Secret"]
 
 
 def test_the_validator_rejects_what_the_cluster_would() -> None:

@@ -129,6 +129,13 @@ class LogSink:
         """The last complete (or final partial) lines, masked, each cut to a readable length."""
         return tuple(_tail_text(line) for line in self._tail)
 
+    def saved_lines(self, max_bytes: int) -> tuple[str, ...]:
+        """The saved log's whole lines in its last ``max_bytes``, masked as written, each cut to a
+        readable length: more of its end than :attr:`tail` keeps, to read a failure back."""
+        if not self.closed:
+            self._file.flush()
+        return tail_lines(self.path, max_bytes, max_bytes)  # at most a line a byte
+
     def close(self) -> None:
         """Flush the decoder and any unterminated last line, then close the file."""
         if self.closed:

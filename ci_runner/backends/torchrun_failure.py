@@ -49,6 +49,10 @@ _LIBRARY: Final = re.compile(r"/(?:site|dist)-packages/|/lib/python[0-9.]*/|^<")
 _SITE: Final = re.compile(r".*/(?:site|dist)-packages/")
 _FRAMES_KEPT: Final = 256  # the innermost ones: where it was raised
 _TEXT_KEPT: Final = 300  # characters of an exception's message or a last line, in the one line
+# Bytes of the saved log's end a backend reads back for the first failure: torchrun's reports
+# (about 2 KB a node) and the failing rank's traceback, among every other rank's (their
+# tracebacks of a collective whose peer died come after it).
+LOG_READ_BYTES: Final = 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ script times out.
 
 GitLab does not promise that SIGTERM reaches ``ci-runner train``, but it runs ``after_script``
 with ``CI_JOB_STATUS=canceled`` in the same job: the same commit, the same CI job id, so the
-same MPIJob name. When ``RUNNER_SCRIPT_TIMEOUT`` stops the script, GitLab Runner runs
+same job name, of the kind train.yaml's ``distributed`` renders (an MPIJob, or torchrun's
+batch/v1 Job). When ``RUNNER_SCRIPT_TIMEOUT`` stops the script, GitLab Runner runs
 ``after_script`` too, with ``CI_JOB_STATUS=timedout`` (``Build.executeAfterScript`` and
 ``runtimeStateAndError``, common/build.go in gitlab-org/gitlab-runner) and every job variable.
 This deletes that job and everything it owns, and turns the comment (and report.md) into
@@ -40,9 +41,10 @@ def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
-    """Delete this CI job's MPIJob, its pods and Secret; report the run as cancelled."""
+    """Delete this CI job's MPIJob (or Job), its pods and Secret; report the run as cancelled."""
     from ci_runner.backends.kubernetes.cleanup import cancel_on_cluster, expired_line
     from ci_runner.backends.kubernetes.connect import connect_cluster
+    from ci_runner.backends.kubernetes.kinds import KIND_OF_DISTRIBUTED
     from ci_runner.commands.ending import report_result
     from ci_runner.results.destination import open_gitlab
     from ci_runner.results.publish import RunRecord
@@ -66,17 +68,18 @@ def run_cancel(args: argparse.Namespace, runtime: Runtime) -> int:
         context=config.kubernetes.context,
         context_flag=args.kube_context,
     )
+    kind = KIND_OF_DISTRIBUTED[config.distributed]  # the noun too: MPIJob, or Job
     expired = cancel_on_cluster(
-        connection.client, connection.namespace, name, plan.secret.name, clock
+        connection.client, connection.namespace, name, plan.secret.name, clock, kind=kind
     )
 
     outcome, failure = why_stopped(
         loaded.ctx.job_status, ci_job_time(settings.job_time, clock.now())
     )
     done = "timed out" if failure.kind is FailureKind.DEADLINE else "cancelled"
-    console.status(f"{done}: MPIJob {name} and everything it owned deleted")
+    console.status(f"{done}: {kind} {name} and everything it owned deleted")
     for other in expired:
-        console.status(expired_line(other))
+        console.status(expired_line(other, kind))
     result = RunResult(
         outcome=outcome,
         mpijob_name=name,
@@ -101,8 +104,8 @@ def why_stopped(status: str | None, job: CIJobTime | None) -> tuple[Outcome, Fai
 
 COMMAND: Final = Command(
     "cancel",
-    "delete this CI job's MPIJob and all it owns, and report the run as cancelled or timed "
-    "out (for the CI job's after_script)",
+    "delete this CI job's MPIJob (or torchrun's Job) and all it owns, and report the run as "
+    "cancelled or timed out (for the CI job's after_script)",
     add_cancel_arguments,
     run_cancel,
 )

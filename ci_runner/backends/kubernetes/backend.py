@@ -66,7 +66,13 @@ class KubernetesBackend:
         self.api = KubeApi(options.api_client, options.namespace, clock, options.retry)
         self.mpijob_name = options.mpijob_name
         kind = str(options.manifest.get("kind", MPIJOB))
-        self.kind = job_kind(kind, options.mpijob_name, options.launcher_container)
+        self.kind = job_kind(
+            kind,
+            options.mpijob_name,
+            options.launcher_container,
+            ranks_per_node=options.ranks_per_node,
+            code_dir=options.code_dir,
+        )
         self.traits = traits_of(self.kind)
         self.tracker = JobTracker(
             self.kind,
@@ -150,7 +156,9 @@ class KubernetesBackend:
     def _end(self, verdict: Verdict) -> Verdict:
         """The cluster ended the job: say how, stop what it left running, clean up."""
         if verdict.failure is not None:
-            failure = self.traits.refine(verdict.failure, self.sink.tail, self.tracker.last_seen)
+            read = self.traits.failure_log_bytes
+            log = self.sink.saved_lines(read) if read else self.sink.tail
+            failure = self.traits.refine(verdict.failure, log, self.tracker.last_seen)
             verdict = replace(verdict, failure=failure)
         # Workers the operator left running (cleanPodPolicy None) stop now when the MPIJob is
         # kept; otherwise its deletion below takes them (the garbage collector), and the CI job

@@ -16,13 +16,16 @@ have ended. Which node failed the job is the pods' to tell, ``status.failedIndex
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Final
 
 from ci_runner.backends.kubernetes.admission import node_refusal_fix
 from ci_runner.backends.kubernetes.explain import (
     MEMORY_FIX,
     SIDECAR_FIX,
+    START_ERROR,
     disrupted_by,
     ended_line,
     not_ready_reason,
@@ -35,6 +38,7 @@ from ci_runner.backends.kubernetes.resources import COMPLETION_INDEX_LABEL, JSON
 from ci_runner.backends.kubernetes.status_lines import LineKey, StatusLine, Topic
 from ci_runner.backends.result import Failure, FailureKind
 from ci_runner.backends.timed_out import mpijob_deadline_failure
+from ci_runner.backends.torchrun_failure import RankFailure, first_failure
 
 # The Job's terminal reasons (k8s.io/api v0.35.4 batch/v1/types.go, JobReason*); the Job
 # controller also records each as a Warning Event on the Job (job_controller.go,
@@ -292,3 +296,74 @@ def _pod_failed(pod: JSON, who: str) -> Failure | None:
     message = str(status.get("message") or "").strip()
     detail = f"{reason}: {message}" if message else reason
     return Failure(FailureKind.WORKER_FAILED, f"{who} failed ({detail})", pod=pod_name(pod))
+
+
+# -- the failing rank -------------------------------------------------------------------------
+
+
+def rank_failure(
+    failure: Failure,
+    log: Sequence[str],
+    pods: Mapping[str, JSON],
+    ranks_per_node: int = 0,
+    code_dir: str = "",
+) -> Failure:
+    """A node whose torchrun exited non-zero, said by the first failing rank in the nodes' ``log``
+    (:func:`~ci_runner.backends.torchrun_failure.first_failure`, paths relative to ``code_dir``):
+    ``node 1 (pod j-1-x7k2p): rank 1 raised ValueError: boom (train.py:10)``. The node named is
+    the rank's (global rank // ``ranks_per_node``, torchrun's static rendezvous; 0: unknown, the
+    failed node's), which a node whose ranks only failed because of it may have beaten to the
+    end. Any other failure, or a log that shows no failed rank, stays as it is."""
+    failed = pods.get(failure.pod or "")
+    if failure.kind is not FailureKind.EXIT_CODE or failed is None or _not_started(failed):
+        return failure
+    found = first_failure(log, code_dir)
+    if found is None:
+        return failure
+    pod = _node_of_rank(found.rank, ranks_per_node, failed, pods)
+    message = f"{node(pod)}: {found.line()}{_memory_hint(found, pod)}"
+    if pod is failed:
+        return replace(failure, message=message)
+    code = next((end.get("exitCode") for end in _ended(pod, failure.container)), None)
+    return replace(failure, message=message, exit_code=code, pod=pod_name(pod))
+
+
+def _not_started(pod: JSON) -> bool:
+    """The node's torchrun never started (the runtime could not create its container)."""
+    return any(end.get("reason") == START_ERROR for end in _ended(pod, None))
+
+
+def _ended(pod: JSON, container: str | None) -> list[JSON]:
+    """How the pod's (main) containers, or its ``container``, ended, if they did."""
+    return [
+        end
+        for what, status in statuses(pod)
+        if what != "init container" and (container is None or status.get("name") == container)
+        if (end := status.get("state", {}).get("terminated"))
+    ]
+
+
+def _node_of_rank(rank: int, ranks_per_node: int, failed: JSON, pods: Mapping[str, JSON]) -> JSON:
+    """The pod of the node that ran ``rank``: the ``failed`` one unless another has its index
+    (the newest such, when a resume made new pods)."""
+    index = rank // ranks_per_node if ranks_per_node > 0 else None
+    if index is None or completion_index(failed) == index:
+        return failed
+    others = [pod for pod in pods.values() if completion_index(pod) == index]
+    return max(others, key=_created, default=failed)
+
+
+def _created(pod: JSON) -> str:
+    return str(pod.get("metadata", {}).get("creationTimestamp") or "")
+
+
+def _memory_hint(found: RankFailure, pod: JSON) -> str:
+    """A rank SIGKILLed in a pod with a memory limit that the kubelet does not say OOMKilled:
+    the kernel killed that rank alone (cgroup v1, or the kubelet's singleProcessOOMKill)."""
+    limit = memory_limit(pod)
+    if found.exitcode != -signal.SIGKILL or not limit:
+        return ""
+    return (
+        f", most likely for going over the node's memory limit of {limit} (the kernel killed "
+        f"that rank alone, not torchrun); fix: {MEMORY_FIX}"
+    )

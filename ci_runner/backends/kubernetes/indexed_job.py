@@ -29,6 +29,7 @@ from ci_runner.backends.kubernetes.resources import (
 )
 from ci_runner.backends.kubernetes.status_lines import LineKey, StatusLine, Topic
 from ci_runner.backends.result import Failure, Outcome
+from ci_runner.backends.torchrun_failure import LOG_READ_BYTES
 
 # The Job's conditions that end it (k8s.io/api v0.35.4 batch/v1/types.go, JobConditionType):
 # SuccessCriteriaMet and FailureTarget come first, Complete and Failed once its pods ended.
@@ -38,13 +39,18 @@ FAILURE_CONDITIONS: Final = ("Failed", "FailureTarget")
 
 @dataclass(frozen=True)
 class IndexedJobKind:
-    """One Indexed Job, ``name``; ``followed_container`` is torchrun's container in each pod."""
+    """One Indexed Job, ``name``; ``followed_container`` is torchrun's container in each pod;
+    ``ranks_per_node`` (torchrun's ``--nproc-per-node``; 0: unknown) and ``code_dir`` (the
+    checkout the ranks run in) say which node ran a failing rank and where its code raised."""
 
     name: str
     followed_container: str = "torchrun"
+    ranks_per_node: int = 0
+    code_dir: str = ""
     noun = "Job"
     owned = "its pods, its Service and its Secret"
     every_node_logged = True
+    failure_log_bytes = LOG_READ_BYTES  # the failing rank's traceback and torchrun's reports
 
     @property
     def resource(self) -> Resource:
@@ -101,7 +107,11 @@ class IndexedJobKind:
     def refine(
         self, failure: Failure, log_tail: Sequence[str], pods: Mapping[str, JSON]
     ) -> Failure:
-        return failure
+        """A node's torchrun that exited non-zero: its first failing rank, from every node's log
+        (its end, :attr:`failure_log_bytes` of it)."""
+        return indexed_explain.rank_failure(
+            failure, log_tail, pods, self.ranks_per_node, self.code_dir
+        )
 
     def suspended(self, job: JSON) -> bool:
         """``spec.suspend`` (a queue such as Kueue creates the Job suspended, resumes it on

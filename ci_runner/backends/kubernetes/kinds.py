@@ -5,6 +5,7 @@ object's ``kind`` (``MPIJob``: :mod:`mpijob`; ``Job``: :mod:`indexed_job`), or f
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from ci_runner.backends.kubernetes.indexed_job import IndexedJobKind
@@ -17,13 +18,22 @@ JOB: Final = "Job"
 KIND_OF_DISTRIBUTED: Final = {"horovod": MPIJOB, "torchrun": JOB}
 
 
-def job_kind(kind: str, name: str, container: str | None = None) -> JobKind:
+def job_kind(
+    kind: str,
+    name: str,
+    container: str | None = None,
+    *,
+    ranks_per_node: int = 0,
+    code_dir: str = "",
+) -> JobKind:
     """The job kind of an object of ``kind`` named ``name``; ``container``: the followed
-    container (each kind's own unless given)."""
+    container (each kind's own unless given); a Job's ``ranks_per_node`` and ``code_dir``
+    (:class:`IndexedJobKind`'s, for its failing rank)."""
     if kind == MPIJOB:
         return MpiJobKind(name) if container is None else MpiJobKind(name, container)
     if kind == JOB:
-        return IndexedJobKind(name) if container is None else IndexedJobKind(name, container)
+        job = IndexedJobKind(name, ranks_per_node=ranks_per_node, code_dir=code_dir)
+        return job if container is None else replace(job, followed_container=container)
     raise ValueError(f"no job kind for a {kind!r}: ci-runner runs an MPIJob or a batch/v1 Job")
 
 

@@ -14,7 +14,7 @@ from ci_runner.backends.kubernetes.kinds import JOB, MPIJOB, followed_container
 from ci_runner.config.types import KubernetesOptions, OnPreemption
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.plan.run_plan import JobSecret, RunPlan
-from ci_runner.render import pod_deadlines
+from ci_runner.render import CODE_DIR, pod_deadlines
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,10 @@ class JobOptions:
     # A batch/v1 Job's headless Service (its nodes' names, node 0's rendezvous): created after
     # the Job and owned by it, like the Secret and the ConfigMap.
     service: Mapping[str, Any] | None = None
+    # A Job's: torchrun's processes a node (a failing rank's node) and the checkout in each pod
+    # (where the rank's code raised, relative to it).
+    ranks_per_node: int = 0
+    code_dir: str = ""
 
 
 def job_options(
@@ -74,6 +78,8 @@ def job_options(
         lifetime=pods_lifetime(k8s.unschedulable_timeout, worker_deadline),
         scripts=scripts,
         service=service,
+        ranks_per_node=plan.config.slots_per_worker,
+        code_dir=CODE_DIR,
     )
 
 

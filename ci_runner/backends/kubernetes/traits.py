@@ -47,6 +47,10 @@ class KindTraits(Protocol):
         """True: every pod that :meth:`waited_on` is followed, each its own log stream (their
         lines carry their ranks); False: the launcher pods alone, one after the other."""
 
+    @property
+    def failure_log_bytes(self) -> int:
+        """How much of the saved log's end :meth:`refine` reads (0: the sink's tail alone)."""
+
     def about(self, event: JSON, job_uid: str) -> bool:
         """The Event is about the job (of uid ``job_uid``), its controller's objects or pods."""
 
@@ -71,7 +75,8 @@ class KindTraits(Protocol):
     def refine(
         self, failure: Failure, log_tail: Sequence[str], pods: Mapping[str, JSON]
     ) -> Failure:
-        """The failure the cluster told, made precise from the log's last lines."""
+        """The failure the cluster told, made precise from the log's last lines (the sink's
+        tail, or the saved log's end: :attr:`failure_log_bytes`)."""
 
     def pending_line(self, role: Role | None, message: str) -> StatusLine:
         """Pods of ``role`` the scheduler cannot place, and its ``message``."""
@@ -103,6 +108,7 @@ class LauncherTraits:
     noun: str = "MPIJob"
     owned: str = "its pods and its Secret"
     every_node_logged: bool = False
+    failure_log_bytes: int = 0  # mpirun's last lines say which rank a signal killed
 
     @property
     def pod_selector(self) -> str:

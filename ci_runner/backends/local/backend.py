@@ -30,7 +30,7 @@ from ci_runner import variables
 from ci_runner.backends.local import pyenv
 from ci_runner.backends.local.install import check_horovod, install_requirements
 from ci_runner.backends.local.supervise import Launch, launch_process, supervise
-from ci_runner.backends.local.torchrun import torchrun_launch, torchrun_python
+from ci_runner.backends.local.torchrun import torchrun_launch, torchrun_python, with_failing_rank
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
 from ci_runner.clock import Clock, SystemClock
@@ -197,6 +197,8 @@ def run_local(
             grace_seconds=options.stop_grace_seconds,
             launcher=launcher,
         )
+    if torchrun:
+        failure = with_failing_rank(failure, sink, source)
     return _result(outcome, job, sink, started_at, clock, failure)
 
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
 from ci_runner.backends.local import pyenv
+from ci_runner.backends.logsink import LogSink
+from ci_runner.backends.result import Failure, FailureKind
+from ci_runner.backends.torchrun_failure import LOG_READ_BYTES, failure_line
 from ci_runner.errors import EnvironmentSetupError
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.torchrun_output import TORCHRUN_ENVIRONMENT
@@ -70,3 +74,15 @@ def _check_torch(python: Path, env: Mapping[str, str], run: pyenv.CommandRunner)
             f"the ranks with its launcher (python -m torch.distributed.run); fix: "
             f"{TORCH_INSTALL_HINT}"
         )
+
+
+def with_failing_rank(failure: Failure | None, sink: LogSink, code_dir: Path) -> Failure | None:
+    """torchrun's exit code with its first failing rank, read back from the saved log's end
+    (``code_dir``: the checkout the ranks ran in): ``torchrun exited with code 1: rank 1 raised
+    ValueError: boom (train.py:10)``. Another failure (the timeout, a cancel), or a log that shows
+    no failed rank, stays as it is."""
+    if failure is None or failure.kind is not FailureKind.EXIT_CODE:
+        return failure
+    # The ranks' paths are as their working directory (the checkout, symlinks resolved) makes them.
+    found = failure_line(sink.saved_lines(LOG_READ_BYTES), str(code_dir.resolve()))
+    return failure if found is None else replace(failure, message=f"{failure.message}: {found}")
