@@ -30,6 +30,7 @@ from testing.emulated_cluster.nodeimages import (
 from testing.emulated_cluster.stockpip import STOCK_PIP
 from testing.emulated_pipeline import (
     MARGIN,
+    SUBMITTED,
     Pipeline,
     Run,
     Site,
@@ -754,16 +755,16 @@ SLOW_PACKAGE = {
 }
 
 
-def test_a_ci_job_killed_during_setup_leaves_no_running_pod_and_the_next_run_reaps_it(
-    site: Site,
-) -> None:
-    # setup_timeout outlasts a slow machine's fetch-code (10-14 s seen), or ci-runner would end
-    # the job itself before the worker installs and there would be nothing to kill it during.
-    config = train_yaml(namespace="killed", setup_timeout="30s", unschedulable_timeout="5s")
+def killed_while_installing(
+    site: Site, namespace: str, config: dict[str, object]
+) -> tuple[str, JSON, str]:
+    """`ci-runner train` of ``config`` (slowpkg to install, so setup lasts) in a new
+    ``namespace``, SIGKILLed once a pod installs requirements (no cancel, no after_script); its
+    job's name, that pod, and its kind's word (MPIJob or Job)."""
     config["timeout"] = "10s"
     config["requirements"] = "requirements.txt"
-    accounts.create_namespace(site.cluster.api, "killed")
-    job = pipeline(site, "killed", config, SLOW_PACKAGE, namespace="killed")
+    accounts.create_namespace(site.cluster.api, namespace)
+    job = pipeline(site, namespace, config, SLOW_PACKAGE, namespace=namespace)
     # The 10 minutes the pods get beyond the job's own timeouts (render.pod_deadlines; its
     # value is tests/test_render.py's) shrink to 20 s here, so that the test waits a minute.
     job.margin = MARGIN
@@ -772,12 +773,11 @@ def test_a_ci_job_killed_during_setup_leaves_no_running_pod_and_the_next_run_rea
     seen = []
     for line in train.stdout:
         seen.append(line.rstrip("\n"))
-        if line.startswith("[ci-runner] submitted MPIJob "):
+        if SUBMITTED.match(line):
             break
     else:
         raise AssertionError("\n".join(seen))
-    name = job_name(seen)
-    pods = "/api/v1/namespaces/killed/pods"
+    pods = f"/api/v1/namespaces/{namespace}/pods"
 
     def installing() -> list[JSON]:
         return [
@@ -793,121 +793,86 @@ def test_a_ci_job_killed_during_setup_leaves_no_running_pod_and_the_next_run_rea
     while not installing():
         assert time.monotonic() < deadline, site.cluster.api.list(pods)[0]
         time.sleep(0.2)
-    train.kill()  # SIGKILL: no cancel, no after_script
+    train.kill()
     train.wait(10)
-    worker = installing()[0]
-    bound = worker["spec"]["activeDeadlineSeconds"]
-    # render.pod_deadlines: setup_timeout + unschedulable_timeout + timeout + the margin
-    assert bound == 30 + 5 + 10 + MARGIN
-    started = datetime.strptime(worker["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=timezone.utc
-    )
-    grace = 30  # the worker's terminationGracePeriodSeconds (the default)
-    until = started + timedelta(seconds=bound + grace + 15)
+    return job_name(seen), installing()[0], job_kind(seen)
+
+
+def ended_by_their_deadline(site: Site, namespace: str, started: str, bound: int) -> None:
+    """Every pod of ``namespace`` ends (or goes) by ``bound`` seconds after ``started`` (its
+    grace and a margin more), and not before."""
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    begun = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    grace = 30  # the pods' terminationGracePeriodSeconds (the default)
+    until = begun + timedelta(seconds=bound + grace + 15)
     while any(
         p["status"].get("phase") not in ("Succeeded", "Failed")
         for p in site.cluster.api.list(pods)[0]
     ):
         assert datetime.now(timezone.utc) < until, site.cluster.api.list(pods)[0]
         time.sleep(1)
-    assert datetime.now(timezone.utc) >= started + timedelta(seconds=bound)
-    ended = site.cluster.api.get(f"{pods}/{worker['metadata']['name']}")
-    assert ended is not None
-    assert (ended["status"]["phase"], ended["status"]["reason"]) == ("Failed", "DeadlineExceeded")
-    assert left_of(site, "killed", name)["mpijobs"] == [name]
+    assert datetime.now(timezone.utc) >= begun + timedelta(seconds=bound)
 
-    # The next run in the namespace, once the MPIJob's stamp has passed, deletes all of it.
-    mpijob = site.cluster.api.get(f"/apis/kubeflow.org/v2beta1/namespaces/killed/mpijobs/{name}")
-    assert mpijob is not None
-    stamp = mpijob["metadata"]["annotations"]["ci-runner/delete-after"]
+
+def reaped_by_the_next_run(
+    site: Site, namespace: str, config: dict[str, object], name: str, stamp: str
+) -> None:
+    """Once ``stamp`` (the job's ci-runner/delete-after) has passed, the next CI job in
+    ``namespace`` (a cancel, as after_script runs it) deletes job ``name`` and all it owns."""
     after = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     time.sleep(max(0.0, (after - datetime.now(timezone.utc)).total_seconds()) + 1)
-    reaper = pipeline(site, "reaper", train_yaml(namespace="killed"), namespace="killed")
+    reaper = pipeline(site, f"reaper-{namespace}", config, namespace=namespace)
     cancel = reaper.start("cancel", CI_JOB_STATUS="canceled")
     output, _ = cancel.communicate(timeout=120)
     assert cancel.returncode == 0, output
+    kind = "Job" if config.get("distributed") == "torchrun" else "MPIJob"
     assert (
-        f"[ci-runner] deleted MPIJob {name}: its time (ci-runner/delete-after) had passed; an "
+        f"[ci-runner] deleted {kind} {name}: its time (ci-runner/delete-after) had passed; an "
         "earlier run kept it, or was stopped before it could delete it"
     ) in output.splitlines(), output
-    assert_nothing_left(site, "killed", name)
+    assert_nothing_left(site, namespace, name)
+
+
+def test_a_ci_job_killed_during_setup_leaves_no_running_pod_and_the_next_run_reaps_it(
+    site: Site,
+) -> None:
+    # setup_timeout outlasts a slow machine's fetch-code (10-14 s seen), or ci-runner would end
+    # the job itself before the worker installs and there would be nothing to kill it during.
+    config = train_yaml(namespace="killed", setup_timeout="30s", unschedulable_timeout="5s")
+    name, worker, _ = killed_while_installing(site, "killed", config)
+    bound = worker["spec"]["activeDeadlineSeconds"]
+    # render.pod_deadlines: setup_timeout + unschedulable_timeout + timeout + the margin
+    assert bound == 30 + 5 + 10 + MARGIN
+    ended_by_their_deadline(site, "killed", worker["status"]["startTime"], bound)
+    ended = site.cluster.api.get(f"/api/v1/namespaces/killed/pods/{worker['metadata']['name']}")
+    assert ended is not None
+    assert (ended["status"]["phase"], ended["status"]["reason"]) == ("Failed", "DeadlineExceeded")
+    assert left_of(site, "killed", name)["mpijobs"] == [name]
+    mpijob = site.cluster.api.get(f"/apis/kubeflow.org/v2beta1/namespaces/killed/mpijobs/{name}")
+    assert mpijob is not None
+    stamp = mpijob["metadata"]["annotations"]["ci-runner/delete-after"]
+    reaped_by_the_next_run(site, "killed", train_yaml(namespace="killed"), name, stamp)
 
 
 def test_a_ci_job_killed_while_a_torchrun_node_sets_up_leaves_no_running_pod_then_is_reaped(
     site: Site,
 ) -> None:
     # The Indexed Job's own deadline (setup + wait for a node + timeout + margin, counted from its
-    # creation) ends its pods when no ci-runner is left; the next run deletes the Job.
+    # start) ends its pods when no ci-runner is left; the next run deletes the Job.
     config = ddp_train_yaml(namespace="killed-ddp", setup_timeout="30s", unschedulable_timeout="5s")
-    config["timeout"] = "10s"
-    config["requirements"] = "requirements.txt"
-    accounts.create_namespace(site.cluster.api, "killed-ddp")
-    job = pipeline(site, "killed-ddp", config, SLOW_PACKAGE, namespace="killed-ddp")
-    job.margin = MARGIN
-    train = job.start("train")
-    assert train.stdout is not None
-    seen = []
-    for line in train.stdout:
-        seen.append(line.rstrip("\n"))
-        if line.startswith("[ci-runner] submitted Job "):
-            break
-    else:
-        raise AssertionError("\n".join(seen))
-    name = job_name(seen)
-    pods = "/api/v1/namespaces/killed-ddp/pods"
-    jobs = "/apis/batch/v1/namespaces/killed-ddp/jobs"
-
-    def installing() -> list[JSON]:
-        return [
-            pod
-            for pod in site.cluster.api.list(pods)[0]
-            if any(
-                s["name"] == "install-requirements" and "running" in s["state"]
-                for s in pod["status"].get("initContainerStatuses") or []
-            )
-        ]
-
-    deadline = time.monotonic() + 120
-    while not installing():
-        assert time.monotonic() < deadline, site.cluster.api.list(pods)[0]
-        time.sleep(0.2)
-    train.kill()  # SIGKILL: no cancel, no after_script
-    train.wait(10)
-    created = site.cluster.api.get(f"{jobs}/{name}")
+    name, node, kind = killed_while_installing(site, "killed-ddp", config)
+    assert kind == "Job"
+    path = f"/apis/batch/v1/namespaces/killed-ddp/jobs/{name}"
+    created = site.cluster.api.get(path)
     assert created is not None
     bound = created["spec"]["activeDeadlineSeconds"]
     assert bound == 30 + 5 + 10 + MARGIN  # torchrun_job.job_deadline
-    assert installing()[0]["spec"]["activeDeadlineSeconds"] == bound
-    started = datetime.strptime(created["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=timezone.utc
-    )
-    grace = 30  # the pods' terminationGracePeriodSeconds (the default)
-    until = started + timedelta(seconds=bound + grace + 15)
-    while any(
-        p["status"].get("phase") not in ("Succeeded", "Failed")
-        for p in site.cluster.api.list(pods)[0]
-    ):
-        assert datetime.now(timezone.utc) < until, site.cluster.api.list(pods)[0]
-        time.sleep(1)
-    assert datetime.now(timezone.utc) >= started + timedelta(seconds=bound)
-    ended = site.cluster.api.get(f"{jobs}/{name}")
+    assert node["spec"]["activeDeadlineSeconds"] == bound
+    ended_by_their_deadline(site, "killed-ddp", created["status"]["startTime"], bound)
+    ended = site.cluster.api.get(path)
     assert ended is not None
     failed = [c for c in ended["status"].get("conditions") or [] if c["type"] == "Failed"]
     assert [c["reason"] for c in failed] == ["DeadlineExceeded"], ended["status"]
     assert left_of(site, "killed-ddp", name)["jobs"] == [name]
-
-    # The next run in the namespace, once the Job's stamp has passed, deletes all of it.
     stamp = ended["metadata"]["annotations"]["ci-runner/delete-after"]
-    after = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    time.sleep(max(0.0, (after - datetime.now(timezone.utc)).total_seconds()) + 1)
-    reaper = pipeline(
-        site, "reaper-ddp", ddp_train_yaml(namespace="killed-ddp"), namespace="killed-ddp"
-    )
-    cancel = reaper.start("cancel", CI_JOB_STATUS="canceled")
-    output, _ = cancel.communicate(timeout=120)
-    assert cancel.returncode == 0, output
-    assert (
-        f"[ci-runner] deleted Job {name}: its time (ci-runner/delete-after) had passed; an "
-        "earlier run kept it, or was stopped before it could delete it"
-    ) in output.splitlines(), output
-    assert_nothing_left(site, "killed-ddp", name)
+    reaped_by_the_next_run(site, "killed-ddp", ddp_train_yaml(namespace="killed-ddp"), name, stamp)
