@@ -13,32 +13,19 @@
 #        <cache>: ci-runner's cache, as scripts/lib/cache.sh finds it
 set -euo pipefail
 
+SETUP_NAME="setup-horovod"
 VENV="${1:-.venv}"
 PY="$VENV/bin/python"
-TORCH_VERSION="2.13.0"
 HOROVOD_VERSION="0.28.1"
+# shellcheck source=scripts/lib/setup.sh
+. "$(dirname "$0")/lib/setup.sh"
 # shellcheck source=scripts/lib/cache.sh
 . "$(dirname "$0")/lib/cache.sh"
 CACHE_DIR="$(ci_runner_cache_dir)"
 WHEEL_DIR="$CACHE_DIR/wheels"
 SCRIPT_START=$SECONDS
 
-say() { echo "[setup-horovod] $*"; }
-fail() { echo "[setup-horovod] error: $*" >&2; exit 1; }
-
-# Runs a long step: one line before it, the elapsed time after it.
-step() {
-    local what="$1"
-    shift
-    local start=$SECONDS
-    say "$what ..."
-    "$@"
-    say "$what: done in $((SECONDS - start))s"
-}
-
-pip_install() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }
-
-[ -x "$PY" ] || fail "no virtualenv at $VENV (create it first: make env)"
+require_venv
 
 # --- build tools: a C++17 compiler and a CMake that gloo accepts (3.13 <= version < 4) -------------
 APT_UPDATED=""
@@ -87,22 +74,11 @@ VENV_BIN="$(cd "$VENV/bin" && pwd)"
 export PATH="$VENV_BIN:$PATH"
 cmake_ok || fail "cmake 3.13..3.x not found after installing it"
 
-# --- torch (PyPI's wheel: the CUDA build, whose nvidia-* libraries it loads; it runs on the CPU) -
-# Versions come from package metadata: importing torch would cost seconds on every run.
-installed_version() {
-    "$PY" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]).split("+")[0])' \
-        "$1" 2>/dev/null || true
-}
-installed_torch() { installed_version torch; }
-if [ "$(installed_torch)" != "$TORCH_VERSION" ]; then
-    step "installing torch==$TORCH_VERSION" pip_install "torch==$TORCH_VERSION"
-fi
-[ "$(installed_torch)" = "$TORCH_VERSION" ] || fail "torch $TORCH_VERSION did not install"
+# --- torch (scripts/lib/setup.sh's TORCH_VERSION) ------------------------------------------------
+install_torch
 
 # --- the example's libraries and Horovod's build/run dependencies ----------------------------------
-MODULES=(sklearn boto3 numpy cloudpickle psutil yaml packaging wheel)
-if ! "$PY" -c 'import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))' \
-    "${MODULES[@]}" 2>/dev/null; then
+if ! have_modules sklearn boto3 numpy cloudpickle psutil yaml packaging wheel; then
     step "installing scikit-learn, boto3 and Horovod's dependencies" pip_install \
         scikit-learn boto3 numpy cloudpickle psutil pyyaml packaging wheel "setuptools<81"
 fi

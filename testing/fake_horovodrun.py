@@ -8,12 +8,14 @@ Each invocation's argv is appended (one JSON list a line) to ``$FAKE_HOROVODRUN_
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-import threading
-from typing import IO
+from pathlib import Path
+
+if not __package__:  # run as a script, outside ci-runner's environment: testing/ is beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from testing.fake_launcher import record_argv, run_ranks
 
 FULL_BUILD = """Horovod v0.28.1:
 
@@ -35,31 +37,10 @@ Available Tensor Operations:
 """
 
 _VALUED = {"-np", "-H", "--min-np", "--max-np", "--host-discovery-script", "-p"}
-_lock = threading.Lock()
-
-
-def _relay(stream: IO[bytes], rank: int, name: str) -> None:
-    for line in iter(stream.readline, b""):
-        with _lock:
-            _write_all(f"[{rank}]<{name}>:".encode() + line)
-            sys.stdout.buffer.flush()
-
-
-def _write_all(data: bytes) -> None:
-    """Write every byte of ``data``: ci-runner gives horovodrun PYTHONUNBUFFERED=1, which makes
-    ``sys.stdout.buffer`` a raw FileIO, and a raw write to a pipe may write only part (seen here
-    under load: 60 KB of a 530 KB line, the rest lost)."""
-    view = memoryview(data)
-    while view:
-        written = sys.stdout.buffer.write(view)
-        view = view[written or 0 :]
 
 
 def main(argv: list[str]) -> int:
-    record = os.environ.get("FAKE_HOROVODRUN_RECORD")
-    if record:
-        with open(record, "a", encoding="utf-8") as f:
-            f.write(json.dumps(argv) + "\n")
+    record_argv("FAKE_HOROVODRUN_RECORD", argv)
     if argv == ["--check-build"]:
         print(os.environ.get("FAKE_HOROVOD_BUILD", FULL_BUILD))
         return 0
@@ -69,26 +50,12 @@ def main(argv: list[str]) -> int:
             np = int(argv[i + 1])
         i += 2 if argv[i] in _VALUED else 1
     command = argv[i:]
-    ranks = []
-    threads = []
-    for rank in range(np):
-        env = {**os.environ, "HOROVOD_RANK": str(rank), "HOROVOD_SIZE": str(np)}
-        proc = subprocess.Popen(
-            command,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        ranks.append(proc)
-        for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
-            assert stream is not None
-            thread = threading.Thread(target=_relay, args=(stream, rank, name))
-            thread.start()
-            threads.append(thread)
-    codes = [proc.wait() for proc in ranks]
-    for thread in threads:
-        thread.join()
+    out = sys.stdout.buffer
+    codes = run_ranks(
+        command,
+        [{**os.environ, "HOROVOD_RANK": str(rank), "HOROVOD_SIZE": str(np)} for rank in range(np)],
+        lambda rank: ((f"[{rank}]<stdout>:".encode(), out), (f"[{rank}]<stderr>:".encode(), out)),
+    )
     return next((code for code in codes if code != 0), 0)
 
 

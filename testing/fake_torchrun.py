@@ -17,14 +17,15 @@ rank: it writes that log as it is and exits as real torchrun did, 1 after its re
 
 from __future__ import annotations
 
-import json
 import os
 import string
-import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import IO, BinaryIO
+
+if not __package__:  # run as a script, outside ci-runner's environment: testing/ is beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from testing.fake_launcher import Relay, record_argv, run_ranks, write_all
 
 _VALUED = {
     "--nproc-per-node",
@@ -37,7 +38,6 @@ _VALUED = {
     "--log-dir",
 }
 _FLAGS = {"--standalone", "--no-python"}
-_lock = threading.Lock()
 
 
 def install(directory: Path) -> Path:
@@ -51,22 +51,6 @@ def install(directory: Path) -> Path:
         f"import runpy\nrunpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')\n"
     )
     return directory
-
-
-def _relay(stream: IO[bytes], prefix: bytes, out: BinaryIO) -> None:
-    for line in iter(stream.readline, b""):
-        with _lock:
-            _write_all(out, prefix + line)
-            out.flush()
-
-
-def _write_all(out: BinaryIO, data: bytes) -> None:
-    """Every byte of ``data``: with PYTHONUNBUFFERED=1 (ci-runner gives it to the launcher too)
-    ``sys.stdout.buffer`` is a raw FileIO, whose write to a pipe may write only part."""
-    view = memoryview(data)
-    while view:
-        written = out.write(view)
-        view = view[written or 0 :]
 
 
 def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -87,16 +71,13 @@ def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 def _replay(log: Path) -> int:
     """Write ``log`` (what real torchrun wrote) and exit with its exit code."""
     data = log.read_bytes()
-    _write_all(sys.stdout.buffer, data)
+    write_all(sys.stdout.buffer, data)
     sys.stdout.buffer.flush()
     return 1 if b"ChildFailedError" in data else 0
 
 
 def main(argv: list[str]) -> int:
-    record = os.environ.get("FAKE_TORCHRUN_RECORD")
-    if record:
-        with open(record, "a", encoding="utf-8") as f:
-            f.write(json.dumps(argv) + "\n")
+    record_argv("FAKE_TORCHRUN_RECORD", argv)
     options, command = _options(argv)
     replay = os.environ.get("FAKE_TORCHRUN_REPLAY")
     if replay:
@@ -107,9 +88,8 @@ def main(argv: list[str]) -> int:
     size = int(options.get("--nproc-per-node", "1"))
     default = "[default${local_rank}]:"  # torchrun's own: the role and the local rank
     template = string.Template(os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", default))
-    ranks, threads = [], []
-    for rank in range(size):
-        env = {
+    environments = [
+        {
             **os.environ,
             "RANK": str(rank),
             "LOCAL_RANK": str(rank),
@@ -118,23 +98,14 @@ def main(argv: list[str]) -> int:
             "MASTER_ADDR": "localhost",
             "MASTER_PORT": "29500",
         }
-        proc = subprocess.Popen(
-            command,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        ranks.append(proc)
-        prefix = template.safe_substitute(rank=rank, local_rank=rank, role_name="default")
-        for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
-            assert stream is not None
-            thread = threading.Thread(target=_relay, args=(stream, prefix.encode(), out))
-            thread.start()
-            threads.append(thread)
-    codes = [proc.wait() for proc in ranks]
-    for thread in threads:
-        thread.join()
+        for rank in range(size)
+    ]
+
+    def relays(rank: int) -> tuple[Relay, Relay]:
+        prefix = template.safe_substitute(rank=rank, local_rank=rank, role_name="default").encode()
+        return (prefix, sys.stdout.buffer), (prefix, sys.stderr.buffer)
+
+    codes = run_ranks(command, environments, relays)
     return 1 if any(codes) else 0
 
 

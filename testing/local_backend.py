@@ -1,17 +1,19 @@
-"""The local backend's tests' shared parts (tests/test_backends_local*.py): options for a
-repository, the screen a run prints to, a command runner that remembers, a run with its plan, and
-the rank scripts they train."""
+"""The local backend's tests' shared parts (tests/test_backends_local*.py): the toy job's config,
+options for a repository, the screen a run prints to (and one that watches the ranks' pids), a
+command runner that remembers, a run with its plan, and the rank scripts they train."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ci_runner.backends.local import pyenv
-from ci_runner.backends.local.backend import LocalOptions, run_local
+from ci_runner.backends.local.backend import LocalBackend, LocalOptions, run_local
+from ci_runner.backends.local.proctree import process_alive
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
 from ci_runner.clock import ManualClock
@@ -25,6 +27,18 @@ from ci_runner.settings import ProcessEnvironment, read_settings
 PROJECT = "group/toy"
 
 GitRepo = Callable[..., tuple[Path, str]]
+
+
+def config(**changes: object) -> TrainConfig:
+    """The toy job (Horovod's, two ranks, ``python train.py``) with ``changes``."""
+    values: dict[str, object] = {
+        "name": "toy",
+        "image": "horovod/horovod:0.28.1",
+        "command": ("python", "train.py"),
+        "workers": 2,
+    }
+    values.update(changes)
+    return TrainConfig(**values)  # type: ignore[arg-type]
 
 
 def options(
@@ -70,6 +84,27 @@ class Screen:
         return [line for line in self.text.splitlines() if line.startswith("[ci-runner]")]
 
 
+class RankWatch(Screen):
+    """The screen of a run of :data:`SLEEPER`: each rank's pid as it prints it, and ``then()``
+    called on every text once ``ranks`` ranks run (the clock moved past the timeout, a cancel)."""
+
+    def __init__(self, ranks: int = 2, then: Callable[[], object] = lambda: None) -> None:
+        super().__init__()
+        self.pids: list[int] = []
+        self.ranks = ranks
+        self.then = then
+
+    def __call__(self, text: str) -> None:
+        super().__call__(text)
+        self.pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
+        if len(self.pids) == self.ranks:
+            self.then()
+
+    def alive(self) -> list[int]:
+        """The pids of the ranks still running."""
+        return [pid for pid in self.pids if process_alive(pid)]
+
+
 class RecordingRunner:
     """The real command runner, remembering every command it ran."""
 
@@ -95,6 +130,19 @@ def plan_for(cfg: TrainConfig, sha: str, opts: LocalOptions, **overrides: Any) -
     """The plan ``ci-runner train --local`` builds, from the same environment the ranks get."""
     context = CIContext(sha=sha, project_path=PROJECT)
     return build_plan(cfg, context, read_settings(opts.environ), read_secrets=True, **overrides)
+
+
+def make_backend(
+    cfg: TrainConfig,
+    sha: str,
+    opts: LocalOptions,
+    sink: LogSink,
+    screen: Screen,
+    clock: ManualClock | None = None,
+) -> LocalBackend:
+    """The backend ``train --local`` runs the plan with, printing to ``screen``."""
+    console = Console(screen, screen)
+    return LocalBackend(plan_for(cfg, sha, opts), opts, sink, console, clock or ManualClock())
 
 
 def run(

@@ -1,8 +1,11 @@
-"""The configs and CI contexts the torchrun rendering tests share (tests/test_render_torchrun.py):
-a torchrun job with every pod setting an MPIJob's workers have, a small one, and a merge
-request pipeline's context."""
+"""The configs and CI contexts the rendering tests share (tests/test_render.py,
+tests/test_render_torchrun.py, tests/test_backends_kubernetes_options.py): Horovod's jobs, one of
+each kind, whose MPIJobs tests/test_render.py's goldens hold; the torchrun job of the same pod
+settings and a small one; a local and a merge request pipeline's context."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ci_runner.config.types import (
     DnsConfig,
@@ -38,15 +41,14 @@ MR_PIPELINE = CIContext(
     default_branch="main",
     repo_url="https://gitlab.bdap.com/faraway/simple_ml.git",
 )
-HOROVOD = TrainConfig(
+MINIMAL = TrainConfig(
     name="minimal", image="horovod/horovod:0.28.1", command=("python", "train.py")
 )
 # Every pod setting: placement, DNS, the pip cache claim, GPUs, secrets, tracking's inputs.
-TORCHRUN = TrainConfig(
-    name="ddp",
-    image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
-    command=("python", "main_ddp.py", "--epochs", "20"),
-    distributed="torchrun",
+SEED_LIKE = TrainConfig(
+    name="simple-ml",
+    image="coreharbor.bdap.com/library/horovod-sw-base",
+    command=("python", "main_with_horovod.py", "--epochs", "20"),
     workers=2,
     slots_per_worker=2,
     resources=Resources(gpu=2, cpu="8", memory="32Gi"),
@@ -84,6 +86,28 @@ TORCHRUN = TrainConfig(
     ),
     source_file="simple_ml/train.yaml",
 )
+ELASTIC = replace(MINIMAL, name="elastic", workers=2, elastic=Elastic(2, 4))
+GANG = replace(
+    MINIMAL,
+    name="gang",
+    workers=4,
+    kubernetes=KubernetesOptions(queue="research", priority_class="batch"),
+)
+# Horovod's jobs, one of each kind (tests/test_render.py's goldens hold their MPIJobs).
+CASES = {
+    "minimal": (MINIMAL, LOCAL),
+    "seed-like": (SEED_LIKE, MR_PIPELINE),
+    "elastic": (ELASTIC, MR_PIPELINE),
+    "gang-scheduled": (GANG, MR_PIPELINE),
+}
+# The torchrun job of the same pod settings, and a small one.
+TORCHRUN = replace(
+    SEED_LIKE,
+    name="ddp",
+    image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+    command=("python", "main_ddp.py", "--epochs", "20"),
+    distributed="torchrun",
+)
 SMALL = TrainConfig(
     name="ddp",
     image="horovod/horovod:0.28.1",
@@ -92,13 +116,15 @@ SMALL = TrainConfig(
     workers=2,
     timeout=3600,
 )
-# Horovod's jobs, each of a kind (tests/test_render.py's goldens hold their MPIJobs).
-HOROVOD_CASES = {
-    "minimal": (HOROVOD, LOCAL),
-    "elastic": (TrainConfig(**{**HOROVOD.__dict__, "workers": 2, "elastic": Elastic(2, 4)}), LOCAL),
-    "gang": (
-        TrainConfig(**{**HOROVOD.__dict__, "kubernetes": KubernetesOptions(queue="research")}),
-        MR_PIPELINE,
-    ),
-    "seed-like": (TrainConfig(**{**TORCHRUN.__dict__, "distributed": "horovod"}), MR_PIPELINE),
-}
+# What a kubelet would expand ($(VAR), $$) if a container's command, args or env held it as it
+# is: every container must get this text literally.
+TRICKY = "$(GIT_PASSWORD) $$ $(CI_RUNNER_SHA) $(A $( $"
+
+
+def with_tricky_text(config: TrainConfig) -> TrainConfig:
+    """``config`` with :data:`TRICKY` in its command's last argument and in two variables."""
+    return replace(
+        config,
+        command=("python", "train.py", TRICKY),
+        env=(("A", "x"), ("TRICKY", TRICKY), ("PIP_INDEX_URL", TRICKY)),
+    )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 from gitlab.v4.objects import Project
 
+from ci_runner.backends.local.pyenv import BaseEnvironment, current_environment
 from ci_runner.clock import ManualClock
 from ci_runner.gitlab.client import connect_gitlab, open_project
 from ci_runner.gitlab.transport import BoundedSession
@@ -90,6 +91,12 @@ def git_repo(tmp_path: Path) -> Callable[[dict[str, str]], tuple[Path, str]]:
         return repo, run_git(["rev-parse", "HEAD"], repo)
 
     return commit
+
+
+@pytest.fixture(scope="module")
+def base() -> BaseEnvironment:
+    """The environment running ci-runner: what a ``--local`` run's virtualenvs stand on."""
+    return current_environment()
 
 
 @pytest.fixture

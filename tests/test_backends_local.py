@@ -19,17 +19,12 @@ from pathlib import Path
 import pytest
 
 from ci_runner.backends.local import pyenv
-from ci_runner.backends.local.backend import (
-    LocalBackend,
-    local_hosts,
-    run_local,
-    write_discovery_script,
-)
+from ci_runner.backends.local.backend import local_hosts, run_local, write_discovery_script
 from ci_runner.backends.local.proctree import process_alive
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.clock import ManualClock
-from ci_runner.config.types import Elastic, TrainConfig
+from ci_runner.config.types import Elastic
 from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, EnvironmentSetupError
@@ -43,33 +38,20 @@ from testing.local_backend import (
     PROJECT,
     SLEEPER,
     GitRepo,
+    RankWatch,
     RecordingRunner,
     Screen,
+    config,
+    make_backend,
     options,
     plan_for,
     run,
 )
 
 
-@pytest.fixture(scope="module")
-def base() -> pyenv.BaseEnvironment:
-    return pyenv.current_environment()
-
-
 @pytest.fixture
 def record(tmp_path: Path) -> Path:
     return tmp_path / "horovodrun-calls.jsonl"
-
-
-def config(**changes: object) -> TrainConfig:
-    values: dict[str, object] = {
-        "name": "toy",
-        "image": "horovod/horovod:0.28.1",
-        "command": ("python", "train.py"),
-        "workers": 2,
-    }
-    values.update(changes)
-    return TrainConfig(**values)  # type: ignore[arg-type]
 
 
 def rank_lines(console: Screen) -> list[str]:
@@ -393,16 +375,8 @@ def test_the_timeout_stops_every_rank(
 ) -> None:
     repo, sha = git_repo({"train.py": SLEEPER})
     clock = ManualClock()
-    pids: list[int] = []
-
-    class Watch(Screen):
-        def __call__(self, text: str) -> None:
-            super().__call__(text)
-            pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
-            if len(pids) == 2:
-                clock.advance(61)  # the job's time is up once both ranks are running
-
-    console = Watch()
+    # The job's time is up once both ranks are running.
+    console = RankWatch(then=lambda: clock.advance(61))
     with LogSink(tmp_path / "train.log", console) as sink:
         opts = options(repo, tmp_path, horovodrun, base)
         result = run_local(
@@ -415,8 +389,8 @@ def test_the_timeout_stops_every_rank(
 
     assert result.failure == Failure(FailureKind.DEADLINE, "training ran past its timeout of 60s")
     assert "[ci-runner] timeout 60s reached: stopping every rank" in console.status
-    assert len(pids) == 2
-    assert not [pid for pid in pids if process_alive(pid)]
+    assert len(console.pids) == 2
+    assert console.alive() == []
 
 
 DRIVER = """\
@@ -501,27 +475,12 @@ def test_local_backend_cancel_stops_every_rank(
     git_repo: GitRepo, tmp_path: Path, horovodrun: Path, base: pyenv.BaseEnvironment
 ) -> None:
     repo, sha = git_repo({"train.py": SLEEPER})
-    pids: list[int] = []
-    backend: LocalBackend | None = None
-
-    class Watch(Screen):
-        def __call__(self, text: str) -> None:
-            super().__call__(text)
-            pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
-            if len(pids) == 2 and backend is not None:
-                # From another thread, as a signal handler or a CI hook would.
-                threading.Thread(target=backend.cancel).start()
-
-    console = Watch()
+    console = RankWatch()
     sink = LogSink(tmp_path / "train.log", console)
     opts = options(repo, tmp_path, horovodrun, base)
-    backend = LocalBackend(
-        plan_for(config(), sha, opts),
-        opts,
-        sink,
-        Console(console, console),
-        ManualClock(),
-    )
+    backend = make_backend(config(), sha, opts, sink, console)
+    # From another thread, as a signal handler or a CI hook would.
+    console.then = lambda: threading.Thread(target=backend.cancel).start()
 
     result = backend.run()
 
@@ -534,5 +493,5 @@ def test_local_backend_cancel_stops_every_rank(
         "[ci-runner] every rank stopped",
     ]
     assert sink.closed
-    assert len(pids) == 2
-    assert not [pid for pid in pids if process_alive(pid)]
+    assert len(console.pids) == 2
+    assert console.alive() == []

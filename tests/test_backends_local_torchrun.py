@@ -16,32 +16,19 @@ from pathlib import Path
 import pytest
 
 from ci_runner.backends.local import pyenv
-from ci_runner.backends.local.backend import LocalBackend, LocalOptions
-from ci_runner.backends.local.proctree import process_alive
+from ci_runner.backends.local.backend import LocalOptions
 from ci_runner.backends.local.torchrun import local_torchrun_argv
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome
 from ci_runner.clock import ManualClock
 from ci_runner.config.types import TrainConfig
-from ci_runner.console import Console
 from ci_runner.context import CIContext
 from ci_runner.errors import EnvironmentSetupError
 from ci_runner.plan.mpijob_name import mpijob_name
 from ci_runner.plan.run_plan import build_plan
 from ci_runner.settings import ProcessEnvironment
 from testing import fake_torchrun
-from testing.local_backend import (
-    FAILING,
-    PRINT_PREFIX,
-    PROJECT,
-    SLEEPER,
-    GitRepo,
-    RecordingRunner,
-    Screen,
-    options,
-    plan_for,
-    run,
-)
+from testing import local_backend as local
 from testing.paths import TEST_DATA
 
 RANK_LINE = re.compile(r"\[\d+\]<std>:")
@@ -52,11 +39,6 @@ names = ["RANK", "WORLD_SIZE", "CI_RUNNER_SHA", "CI_RUNNER_JOB", "DATA_URI", "LE
          "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
 print(" ".join(f"{n}={os.environ.get(n)}" for n in names), flush=True)
 """
-
-
-@pytest.fixture(scope="module")
-def base() -> pyenv.BaseEnvironment:
-    return pyenv.current_environment()
 
 
 @pytest.fixture
@@ -71,15 +53,9 @@ def record(tmp_path: Path) -> Path:
 
 
 def config(**changes: object) -> TrainConfig:
-    values: dict[str, object] = {
-        "name": "toy",
-        "image": "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
-        "command": ("python", "train.py"),
-        "workers": 2,
-        "distributed": "torchrun",
-    }
-    values.update(changes)
-    return TrainConfig(**values)  # type: ignore[arg-type]
+    """The toy job as a torchrun job, with ``changes``."""
+    torch = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+    return local.config(**{"image": torch, "distributed": "torchrun", **changes})
 
 
 def torch_options(
@@ -90,21 +66,21 @@ def torch_options(
     record: Path | None = None,
 ) -> LocalOptions:
     """Options without any horovodrun: a torchrun job must not need one."""
-    opts = options(repo, tmp_path, None, base)
+    opts = local.options(repo, tmp_path, None, base)
     extra = {"FAKE_TORCHRUN_RECORD": str(record)} if record else {}
     if torch_path is not None:
         extra["PYTHONPATH"] = str(torch_path)
     return replace(opts, environ=ProcessEnvironment({**opts.environ, **extra}))
 
 
-def rank_lines(screen: Screen) -> list[str]:
+def rank_lines(screen: local.Screen) -> list[str]:
     return sorted(line for line in screen.text.splitlines() if RANK_LINE.match(line))
 
 
 def test_local_torchrun_argv_is_one_standalone_node_of_every_rank() -> None:
     plan = build_plan(
         config(workers=2, slots_per_worker=3, command=("python", "-u", "train.py", "--lr", "1")),
-        CIContext(sha="0" * 40, project_path=PROJECT),
+        CIContext(sha="0" * 40, project_path=local.PROJECT),
     )
 
     argv = local_torchrun_argv(plan, Path("/venv/bin/python"), Path("/cache/torchrun-logs-x"))
@@ -131,7 +107,7 @@ def test_local_torchrun_argv_is_one_standalone_node_of_every_rank() -> None:
 
 
 def test_a_torchrun_job_runs_every_rank_with_torch_alone(
-    git_repo: GitRepo,
+    git_repo: local.GitRepo,
     tmp_path: Path,
     base: pyenv.BaseEnvironment,
     torch_path: Path,
@@ -139,13 +115,13 @@ def test_a_torchrun_job_runs_every_rank_with_torch_alone(
 ) -> None:
     repo, sha = git_repo({"train.py": PRINT_RANK})
     cfg = config(data="s3://datasets/toy/", env=(("LEVEL", "3"),))
-    runner = RecordingRunner()
+    runner = local.RecordingRunner()
 
-    result, screen = run(
+    result, screen = local.run(
         cfg, sha, torch_options(repo, tmp_path, base, torch_path, record), tmp_path, runner
     )
 
-    job = mpijob_name(cfg, CIContext(sha=sha, project_path=PROJECT))
+    job = mpijob_name(cfg, CIContext(sha=sha, project_path=local.PROJECT))
     expected = f"WORLD_SIZE=2 CI_RUNNER_SHA={sha} CI_RUNNER_JOB={job} DATA_URI=s3://datasets/toy/"
     # torch 2.13's torchrun takes the lines' prefix from its environment alone.
     prefix = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[${rank}]<std>:"
@@ -176,14 +152,14 @@ def test_a_torchrun_job_runs_every_rank_with_torch_alone(
 
 
 def test_torchrun_runs_with_the_requirements_virtualenvs_python(
-    git_repo: GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
+    git_repo: local.GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
 ) -> None:
     # PyYAML is in the base environment: the layer sees it, so pip has nothing to download.
-    repo, sha = git_repo({"train.py": PRINT_PREFIX, "requirements.txt": "PyYAML\n"})
+    repo, sha = git_repo({"train.py": local.PRINT_PREFIX, "requirements.txt": "PyYAML\n"})
     cfg = config(workers=1, requirements="requirements.txt")
-    runner = RecordingRunner()
+    runner = local.RecordingRunner()
 
-    result, screen = run(
+    result, screen = local.run(
         cfg, sha, torch_options(repo, tmp_path, base, torch_path), tmp_path, runner
     )
 
@@ -202,17 +178,17 @@ def test_torchrun_runs_with_the_requirements_virtualenvs_python(
 
 
 def test_without_torch_one_line_says_how_to_install_it(
-    git_repo: GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment
+    git_repo: local.GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment
 ) -> None:
     repo, sha = git_repo({"train.py": "print()\n"})
     # A PYTHONPATH whose torch has no launcher: what the check looks for.
     (tmp_path / "no-launcher" / "torch").mkdir(parents=True)
     (tmp_path / "no-launcher" / "torch" / "__init__.py").write_text("")
     opts = torch_options(repo, tmp_path, base, tmp_path / "no-launcher")
-    runner = RecordingRunner()
+    runner = local.RecordingRunner()
 
     with pytest.raises(EnvironmentSetupError) as caught:
-        run(config(), sha, opts, tmp_path, runner)
+        local.run(config(), sha, opts, tmp_path, runner)
 
     assert str(caught.value) == (
         f"torch is not installed for {base.python}, and train.yaml's distributed: torchrun "
@@ -224,12 +200,12 @@ def test_without_torch_one_line_says_how_to_install_it(
 
 
 def test_a_failing_rank_fails_the_run_with_torchruns_exit_code(
-    git_repo: GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
+    git_repo: local.GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
 ) -> None:
-    repo, sha = git_repo({"train.py": FAILING})
+    repo, sha = git_repo({"train.py": local.FAILING})
     opts = torch_options(repo, tmp_path, base, torch_path)
 
-    result, _ = run(config(workers=1), sha, opts, tmp_path)
+    result, _ = local.run(config(workers=1), sha, opts, tmp_path)
 
     assert result.outcome is Outcome.FAILED
     assert result.failure == Failure(
@@ -255,7 +231,7 @@ def test_a_failing_rank_fails_the_run_with_torchruns_exit_code(
     ],
 )
 def test_a_failed_run_names_its_first_failing_rank(
-    git_repo: GitRepo,
+    git_repo: local.GitRepo,
     tmp_path: Path,
     base: pyenv.BaseEnvironment,
     torch_path: Path,
@@ -268,7 +244,7 @@ def test_a_failed_run_names_its_first_failing_rank(
     replay = {"FAKE_TORCHRUN_REPLAY": str(TORCHRUN_LOGS / f"{log}.log")}
     opts = replace(opts, environ=ProcessEnvironment({**opts.environ, **replay}))
 
-    result, _ = run(config(workers=1, slots_per_worker=2), sha, opts, tmp_path)
+    result, _ = local.run(config(workers=1, slots_per_worker=2), sha, opts, tmp_path)
 
     assert (result.outcome, result.failure) == (
         Outcome.FAILED,
@@ -277,65 +253,43 @@ def test_a_failed_run_names_its_first_failing_rank(
 
 
 def test_a_run_that_succeeded_says_no_rank(
-    git_repo: GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
+    git_repo: local.GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
 ) -> None:
     repo, sha = git_repo({"train.py": "print()\n"})
     opts = torch_options(repo, tmp_path, base, torch_path)
     replay = {"FAKE_TORCHRUN_REPLAY": str(TORCHRUN_LOGS / "ok.log")}
     opts = replace(opts, environ=ProcessEnvironment({**opts.environ, **replay}))
 
-    result, _ = run(config(workers=1, slots_per_worker=2), sha, opts, tmp_path)
+    result, _ = local.run(config(workers=1, slots_per_worker=2), sha, opts, tmp_path)
 
     assert (result.outcome, result.failure) == (Outcome.SUCCEEDED, None)
 
 
 def test_the_timeout_stops_every_torchrun_rank(
-    git_repo: GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
+    git_repo: local.GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
 ) -> None:
-    repo, sha = git_repo({"train.py": SLEEPER})
+    repo, sha = git_repo({"train.py": local.SLEEPER})
     clock = ManualClock()
-    pids: list[int] = []
-
-    class Watch(Screen):
-        def __call__(self, text: str) -> None:
-            super().__call__(text)
-            pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
-            if len(pids) == 2:
-                clock.advance(61)  # the job's time is up once both ranks are running
-
-    screen = Watch()
+    # The job's time is up once both ranks are running.
+    screen = local.RankWatch(then=lambda: clock.advance(61))
     opts = torch_options(repo, tmp_path, base, torch_path)
     with LogSink(tmp_path / "train.log", screen) as sink:
-        backend = LocalBackend(
-            plan_for(config(timeout=60), sha, opts), opts, sink, Console(screen, screen), clock
-        )
-        result = backend.run()
+        result = local.make_backend(config(timeout=60), sha, opts, sink, screen, clock).run()
 
     assert result.failure == Failure(FailureKind.DEADLINE, "training ran past its timeout of 60s")
-    assert len(pids) == 2
-    assert not [pid for pid in pids if process_alive(pid)]
+    assert len(screen.pids) == 2
+    assert screen.alive() == []
 
 
 def test_cancel_stops_every_torchrun_rank(
-    git_repo: GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
+    git_repo: local.GitRepo, tmp_path: Path, base: pyenv.BaseEnvironment, torch_path: Path
 ) -> None:
-    repo, sha = git_repo({"train.py": SLEEPER})
-    pids: list[int] = []
-    backend: LocalBackend | None = None
-
-    class Watch(Screen):
-        def __call__(self, text: str) -> None:
-            super().__call__(text)
-            pids.extend(int(p) for p in re.findall(r"pid (\d+)", text))
-            if len(pids) == 2 and backend is not None:
-                threading.Thread(target=backend.cancel).start()
-
-    screen = Watch()
+    repo, sha = git_repo({"train.py": local.SLEEPER})
+    screen = local.RankWatch()
     opts = torch_options(repo, tmp_path, base, torch_path)
     sink = LogSink(tmp_path / "train.log", screen)
-    backend = LocalBackend(
-        plan_for(config(), sha, opts), opts, sink, Console(screen, screen), ManualClock()
-    )
+    backend = local.make_backend(config(), sha, opts, sink, screen)
+    screen.then = lambda: threading.Thread(target=backend.cancel).start()
 
     result = backend.run()
 
@@ -344,5 +298,5 @@ def test_cancel_stops_every_torchrun_rank(
         "[ci-runner] interrupted: stopping every rank",
         "[ci-runner] every rank stopped",
     ]
-    assert len(pids) == 2
-    assert not [pid for pid in pids if process_alive(pid)]
+    assert len(screen.pids) == 2
+    assert screen.alive() == []

@@ -13,14 +13,7 @@ from hypothesis import strategies as st
 
 from ci_runner.config.schema import RESERVED_ENV, RESERVED_ENV_PREFIX, load_config
 from ci_runner.config.setup_env import PIP_SETTINGS, SETUP_ENV
-from ci_runner.config.types import (
-    DnsConfig,
-    Elastic,
-    KubernetesOptions,
-    Resources,
-    Toleration,
-    TrainConfig,
-)
+from ci_runner.config.types import DnsConfig, Toleration, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.errors import ConfigError, EnvironmentSetupError, GitError
 from ci_runner.kube_yaml import manifest_yaml
@@ -43,89 +36,20 @@ from testing.golden import Golden
 from testing.kubelet_expansion import container_view, expand
 from testing.paths import REPO_ROOT, example_configs
 from testing.plan_cases import SETUP_IMAGE, trusted_plan
-
-SHA = "0123456789abcdef0123456789abcdef01234567"
-TOKEN = "glcbt-canary-secret-9d2e"
-
-LOCAL = CIContext(
-    sha=SHA,
-    project_path="group/project",
-    ref_name="main",
-    repo_url="https://gitlab.example.com/group/project.git",
-)
-MR_PIPELINE = CIContext(
-    sha=SHA,
-    project_path="faraway/simple_ml",
-    project_id="42",
-    project_url="https://gitlab.bdap.com/faraway/simple_ml",
-    server_url="https://gitlab.bdap.com",
-    pipeline_id="1001",
-    pipeline_source="merge_request_event",
-    job_id="5005",
-    job_url="https://gitlab.bdap.com/faraway/simple_ml/-/jobs/5005",
-    ref_name="feature/faster-training",
-    mr_iid="7",
-    mr_target_branch="main",
-    default_branch="main",
-    repo_url="https://gitlab.bdap.com/faraway/simple_ml.git",
-)
-MINIMAL = TrainConfig(
-    name="minimal", image="horovod/horovod:0.28.1", command=("python", "train.py")
-)
-SEED_LIKE = TrainConfig(
-    name="simple-ml",
-    image="coreharbor.bdap.com/library/horovod-sw-base",
-    command=("python", "main_with_horovod.py", "--epochs", "20"),
-    workers=2,
-    slots_per_worker=2,
-    resources=Resources(gpu=2, cpu="8", memory="32Gi"),
-    requirements="requirements.txt",
-    env=(("LOG_LEVEL", "debug"), ("PYTHONPATH", "src")),
-    secrets=("WANDB_API_KEY",),
-    data="s3://datasets/diabetes/",
-    outputs="s3://models/{project}/{sha}/{job}/",
-    timeout=7200,
-    kubernetes=KubernetesOptions(
-        namespace="mpi-operator",
-        tolerations=(
-            Toleration(key="gpu", operator="Exists", effect="NoSchedule"),
-            Toleration(
-                key="spot",
-                operator="Equal",
-                value="true",
-                effect="NoExecute",
-                toleration_seconds=60,
-            ),
-        ),
-        node_selector=(("accelerator", "nvidia-v100"), ("pool", "training")),
-        dns_config=DnsConfig(
-            nameservers=("10.105.222.6",),
-            searches=("bdap.com",),
-            options=(("ndots", "2"), ("edns0", None)),
-        ),
-        service_account="trainer",
-        priority_class="high",
-        image_pull_secrets=("harbor",),
-        pip_cache_pvc="pip-cache",
-        pip_cache_access_mode="ReadWriteMany",
-        ttl_seconds_after_finished=600,
-        backoff_limit=1,
-    ),
-    source_file="simple_ml/train.yaml",
-)
-ELASTIC = replace(MINIMAL, name="elastic", workers=2, elastic=Elastic(2, 4))
-GANG = replace(
+from testing.render_cases import (
+    CASES,
+    ELASTIC,
+    GANG,
+    LOCAL,
     MINIMAL,
-    name="gang",
-    workers=4,
-    kubernetes=KubernetesOptions(queue="research", priority_class="batch"),
+    MR_PIPELINE,
+    SEED_LIKE,
+    SHA,
+    TRICKY,
+    with_tricky_text,
 )
-CASES = {
-    "minimal": (MINIMAL, LOCAL),
-    "seed-like": (SEED_LIKE, MR_PIPELINE),
-    "elastic": (ELASTIC, MR_PIPELINE),
-    "gang-scheduled": (GANG, MR_PIPELINE),
-}
+
+TOKEN = "glcbt-canary-secret-9d2e"
 
 
 def _specs(manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -364,13 +288,7 @@ def test_kubelet_literal_survives_the_kubelets_expansion(text: str, env: dict[st
 
 
 def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None:
-    tricky = "$(GIT_PASSWORD) $$ $(CI_RUNNER_SHA) $(A $( $"
-    config = replace(
-        SEED_LIKE,
-        command=("python", "train.py", tricky),
-        env=(("A", "x"), ("TRICKY", tricky), ("PIP_INDEX_URL", tricky)),
-    )
-    plan = trusted_plan(config, MR_PIPELINE)
+    plan = trusted_plan(with_tricky_text(SEED_LIKE), MR_PIPELINE)
     manifest = render_mpijob(plan)
     launcher, worker = _specs(manifest)
     secret = {"GIT_PASSWORD": TOKEN, "GIT_USERNAME": "u", "WANDB_API_KEY": "w"}
@@ -382,10 +300,10 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
     seen = view(_container(launcher, "launcher"))
     assert seen["env"].pop("CI_RUNNER_SSH_USER") == "root"  # launch.sh's own
     assert seen["env"] == {**rank_env, "CI_RUNNER_SSH_PORT": "22"}
-    assert seen["env"]["TRICKY"] == tricky
+    assert seen["env"]["TRICKY"] == TRICKY
     assert view(_container(launcher, "launcher"))["args"] == plan.mpirun_argv(POD_HOSTS)
-    assert view(_container(launcher, "launcher"))["args"][-1] == tricky
-    assert view(_container(worker, "install-requirements"))["env"]["PIP_INDEX_URL"] == tricky
+    assert view(_container(launcher, "launcher"))["args"][-1] == TRICKY
+    assert view(_container(worker, "install-requirements"))["env"]["PIP_INDEX_URL"] == TRICKY
     scripts = render_scripts(plan)["data"]
     for container, script in [
         (_container(worker, "fetch-code"), "fetch-code.sh"),

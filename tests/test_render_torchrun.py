@@ -29,7 +29,16 @@ from ci_runner.torchrun_job import job_deadline, render_service, render_torchrun
 from testing.golden import Golden
 from testing.kubelet_expansion import container_view
 from testing.plan_cases import trusted_plan
-from testing.render_cases import HOROVOD, HOROVOD_CASES, LOCAL, MR_PIPELINE, SMALL, TORCHRUN
+from testing.render_cases import (
+    CASES,
+    LOCAL,
+    MINIMAL,
+    MR_PIPELINE,
+    SMALL,
+    TORCHRUN,
+    TRICKY,
+    with_tricky_text,
+)
 
 TOKEN = "glcbt-canary-secret-9d2e"
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -167,9 +176,9 @@ def test_the_objects_are_the_job_its_service_configmap_and_secret() -> None:
     assert objects[3]["stringData"] == dict.fromkeys(plan.secret.keys, "[MASKED]")
 
 
-@pytest.mark.parametrize("case", sorted(HOROVOD_CASES))
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_a_horovod_job_renders_as_before(case: str) -> None:
-    plan = trusted_plan(*HOROVOD_CASES[case])
+    plan = trusted_plan(*CASES[case])
     assert render_objects(plan) == [render_mpijob(plan), render_scripts(plan), render_secret(plan)]
     assert render_job(plan) == render_mpijob(plan)
     assert "torchrun.sh" not in render_scripts(plan)["data"]
@@ -201,7 +210,7 @@ def test_every_container_meets_podsecurity_restricted(run_as_user: int | None) -
         assert pod["securityContext"]["runAsUser"] == (run_as_user or 65534)
         assert all(c["securityContext"] == RESTRICTED for c in _containers(pod))
     # The check finds what the MPIJob's root sshd needs (PodSecurity baseline).
-    horovod = render_mpijob(trusted_plan(HOROVOD, LOCAL))
+    horovod = render_mpijob(trusted_plan(MINIMAL, LOCAL))
     worker = horovod["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert _restricted_violations(worker) == [
         "worker: runAsNonRoot",
@@ -236,13 +245,7 @@ def test_the_job_and_its_pods_end_even_when_ci_runner_is_killed(
 
 
 def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None:
-    tricky = "$(GIT_PASSWORD) $$ $(CI_RUNNER_SHA) $(A $( $"
-    config = replace(
-        TORCHRUN,
-        command=("python", "train.py", tricky),
-        env=(("A", "x"), ("TRICKY", tricky), ("PIP_INDEX_URL", tricky)),
-    )
-    plan = trusted_plan(config, MR_PIPELINE)
+    plan = trusted_plan(with_tricky_text(TORCHRUN), MR_PIPELINE)
     pod = _pod(render_torchrun_job(plan))
     secret = {"GIT_PASSWORD": TOKEN, "GIT_USERNAME": "u", "WANDB_API_KEY": "w"}
 
@@ -263,10 +266,10 @@ def test_every_container_gets_the_literal_text_of_env_command_and_args() -> None
         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[${rank}]<std>:",
         "POD_NAMESPACE": "ns",
     }
-    assert main["env"]["TRICKY"] == tricky
+    assert main["env"]["TRICKY"] == TRICKY
     assert main["args"] == plan.torchrun_argv()
-    assert main["args"][-1] == tricky
-    assert install["env"]["PIP_INDEX_URL"] == tricky
+    assert main["args"][-1] == TRICKY
+    assert install["env"]["PIP_INDEX_URL"] == TRICKY
     assert fetch["command"] == ["/bin/sh", "/ci-runner-scripts/fetch-code.sh"]
 
 
@@ -279,7 +282,7 @@ def test_it_refuses_what_the_mpijob_refuses() -> None:
         render_torchrun_job(trusted_plan(huge, LOCAL))
     assert caught.value.lines()[0].startswith("train.yaml: the Job would be 1.53 MiB, more than")
     with pytest.raises(ValueError, match="is a horovod job, not torchrun's"):
-        render_torchrun_job(trusted_plan(HOROVOD, LOCAL))
+        render_torchrun_job(trusted_plan(MINIMAL, LOCAL))
 
 
 def test_a_job_in_ci_keeps_its_labels_and_annotations() -> None:
@@ -291,7 +294,7 @@ def test_a_job_in_ci_keeps_its_labels_and_annotations() -> None:
         repo_url="https://gitlab.example.com/g/p.git",
     )
     plan = trusted_plan(SMALL, context)
-    job, horovod = render_torchrun_job(plan), render_mpijob(trusted_plan(HOROVOD, context))
+    job, horovod = render_torchrun_job(plan), render_mpijob(trusted_plan(MINIMAL, context))
     assert job["metadata"]["labels"] == {
         **horovod["metadata"]["labels"],
         "ci-runner/job": plan.mpijob_name,
