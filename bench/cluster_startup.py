@@ -36,6 +36,9 @@ rank's Python.
 
 Target (issue 24 item 9): the warm run at least 8x faster than the seed's way, per round. Its
 other half, at most half of the first step before item 9, needs that older commit (bench/README).
+
+Each round then measures the same for ``distributed: torchrun``
+(:mod:`bench.cluster_startup_torchrun`).
 """
 
 from __future__ import annotations
@@ -332,8 +335,9 @@ class Site:
         identity = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
         return run_quiet(["git", *identity, *args], cwd=self.repo).stdout.strip()
 
-    def commit(self, claim: str) -> None:
-        """Commit a train.yaml using the pip cache claim ``claim``, and serve it."""
+    def commit(self, claim: str, overrides: Mapping[str, str] | None = None) -> None:
+        """Commit a train.yaml using the pip cache claim ``claim`` (with ``overrides`` of its
+        top-level fields), and serve it."""
         from testing.host import marks
 
         self.runs += 1
@@ -353,6 +357,7 @@ class Site:
                 "pip_cache_access_mode": "ReadWriteMany",
                 "dns_config": {"nameservers": [marks.GATEWAY]},
             },
+            **(overrides or {}),
         }
         (self.repo / "train.yaml").write_text(
             f"# run {self.runs}\n" + yaml.safe_dump(config, sort_keys=False)
@@ -366,10 +371,10 @@ class Site:
     def claim(self, name: str) -> None:
         self.cluster.bound_claim(name, ["ReadWriteMany"])
 
-    def ci_runner(self, kubeconfig: Path, phases: Phases) -> tuple[float, float]:
+    def ci_runner(self, kubeconfig: Path, phases: Phases | None) -> tuple[float, float]:
         """(seconds from `submitted` to the first loss line, seconds from the command's start);
-        prints when each of :data:`PHASES` came after `submitted` and keeps it in
-        ``self.phases``."""
+        with ``phases`` (an MPIJob's run), prints when each of :data:`PHASES` came after
+        `submitted` and keeps it in ``self.phases``."""
         from testing.emulated_cluster import nodeimages
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "PIP_"))}
@@ -377,7 +382,8 @@ class Site:
         env["CI_RUNNER_ALLOW_GIT_PROTOCOL"] = "1"  # git daemon on the cluster's own bridge
         # The pods' git fetch runs in a node image with git, as in ci-runner's own image.
         env["CI_RUNNER_SETUP_IMAGE"] = nodeimages.MPI_IMAGE
-        phases.reset()
+        if phases is not None:
+            phases.reset()
         started = time.perf_counter()
         proc = subprocess.Popen(
             [sys.executable, "-m", "ci_runner", "train"],
@@ -402,9 +408,10 @@ class Site:
         if code != 0 or submitted is None or first is None:
             tail = "".join(lines[-40:])
             raise RuntimeError(f"ci-runner train exited with {code}:\n{tail}")
-        after = phases.since(started + submitted)
+        after = {} if phases is None else phases.since(started + submitted)
         after["first step"] = first - submitted
-        self.phases.append(after)
+        if phases is not None:
+            self.phases.append(after)
         say("  after `submitted`: " + ", ".join(f"{k} {v:.2f} s" for k, v in after.items()))
         self.wait_no_pods()
         return first - submitted, first
@@ -412,7 +419,14 @@ class Site:
     def seed(self) -> float:
         """Seconds from creating the seed's MPIJob to its first loss line."""
         name = f"seed-{self.runs}"
-        env = {
+        jobs = f"/apis/kubeflow.org/v2beta1/namespaces/{self.namespace}/mpijobs"
+        job = seed_mpijob(name, self.namespace, self.repo_url, self.seed_env(name))
+        selector = f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
+        return self.until_first_step(jobs, job, selector)
+
+    def seed_env(self, name: str) -> dict[str, str]:
+        """The environment of the seed's pods for its job ``name``."""
+        return {
             **self.pip_env,
             **self.aws,
             "AWS_DEFAULT_REGION": "us-east-1",
@@ -421,27 +435,35 @@ class Site:
             "EPOCHS": "2",
             "PYTHONUNBUFFERED": "1",
         }
-        api, base = self.cluster.api, f"/namespaces/{self.namespace}"
-        job = seed_mpijob(name, self.namespace, self.repo_url, env)
+
+    def until_first_step(
+        self, jobs: str, job: JSON, selector: str, also_delete: tuple[str, ...] = ()
+    ) -> float:
+        """Seconds from creating ``job`` in the collection ``jobs`` to the first loss line of the
+        pod ``selector`` picks; then deletes the job (its pods too), the objects ``also_delete``
+        names, and waits until no pod is left."""
+        api, name, kind = self.cluster.api, job["metadata"]["name"], job["kind"]
+        pods = f"/api/v1/namespaces/{self.namespace}/pods"
         started = time.perf_counter()
-        api.create(f"/apis/kubeflow.org/v2beta1{base}/mpijobs", job)
-        selector = f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
+        api.create(jobs, job)
         deadline = started + RUN_TIMEOUT
         log = ""
         try:
             while time.perf_counter() < deadline:
-                pods, _ = api.list(f"/api/v1{base}/pods", {"labelSelector": selector})
-                for pod in pods:
-                    log = _log(api, f"/api/v1{base}/pods/{pod['metadata']['name']}/log")
+                for pod in api.list(pods, {"labelSelector": selector})[0]:
+                    log = _log(api, f"{pods}/{pod['metadata']['name']}/log")
                     if FIRST_STEP.search(log):
                         return time.perf_counter() - started
-                failed = _failed(api.get(f"/apis/kubeflow.org/v2beta1{base}/mpijobs/{name}"))
+                failed = _failed(api.get(f"{jobs}/{name}"))
                 if failed:
-                    raise RuntimeError(f"the seed's MPIJob failed: {failed}; its launcher:\n{log}")
+                    raise RuntimeError(f"the seed's {kind} failed: {failed}; its log:\n{log}")
                 time.sleep(POLL)
-            raise RuntimeError(f"the seed's launcher printed no loss line; its log:\n{log}")
+            raise RuntimeError(f"the seed's {kind} printed no loss line; its log:\n{log}")
         finally:
-            api.delete(f"/apis/kubeflow.org/v2beta1{base}/mpijobs/{name}")
+            # A batch/v1 Job deleted through the API leaves its pods unless told otherwise.
+            api.delete(f"{jobs}/{name}", {"propagationPolicy": "Background"})
+            for path in also_delete:
+                api.delete(path)
             self.wait_no_pods()
 
     def wait_no_pods(self) -> None:
@@ -465,37 +487,41 @@ def _log(api: Any, path: str) -> str:
 
 
 def _failed(job: JSON | None) -> str | None:
-    """The message of the MPIJob's Failed condition, if it has one."""
+    """The message of the job's (an MPIJob's or a Job's) Failed condition, if it has one."""
     for condition in ((job or {}).get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Failed" and condition.get("status") == "True":
             return f"{condition.get('reason')}: {condition.get('message')}"
     return None
 
 
+def per_round(times: Mapping[str, list[float]], top: str, bottom: str) -> float:
+    """The median over the rounds of ``top`` / ``bottom``."""
+    return median([a / b for a, b in zip(times[top], times[bottom], strict=True)])
+
+
+def ratio(times: Mapping[str, list[float]], top: str, bottom: str) -> str:
+    """:func:`per_round`, and the ratio of the medians, for a table cell."""
+    return (
+        f"{per_round(times, top, bottom):.2f}x per round "
+        f"(ratio of medians {median(times[top]) / median(times[bottom]):.2f}x)"
+    )
+
+
 def _rows(times: dict[str, list[float]], whole: list[float]) -> list[Row]:
-    def per_round(top: str, bottom: str) -> float:
-        return median([a / b for a, b in zip(times[top], times[bottom], strict=True)])
-
-    def ratio(top: str, bottom: str) -> str:
-        return (
-            f"{per_round(top, bottom):.2f}x per round "
-            f"(ratio of medians {median(times[top]) / median(times[bottom]):.2f}x)"
-        )
-
     return [
         Row(NAME, "ci-runner train, cold pip cache (new claim)", spread(times["cold"])),
         Row(NAME, "ci-runner train, warm (same claim: kept virtualenv)", spread(times["warm"])),
         Row(NAME, "  warm: from starting the command", spread(whole)),
         Row(NAME, f"seed's way (pip at every start, sleep {SEED_SLEEP})", spread(times["seed"])),
-        Row(NAME, "seed's way / cold", ratio("seed", "cold")),
+        Row(NAME, "seed's way / cold", ratio(times, "seed", "cold")),
         Row(
             NAME,
             "seed's way / warm",
-            ratio("seed", "warm"),
+            ratio(times, "seed", "warm"),
             f">= {MIN_SPEEDUP:.0f}x",
-            check(per_round("seed", "warm") >= MIN_SPEEDUP),
+            check(per_round(times, "seed", "warm") >= MIN_SPEEDUP),
         ),
-        Row(NAME, "cold / warm", ratio("cold", "warm")),
+        Row(NAME, "cold / warm", ratio(times, "cold", "warm")),
     ]
 
 
@@ -503,6 +529,7 @@ def run(quick: bool) -> list[Row]:
     problem = why_not_here()
     if problem is not None:
         return [Row(NAME, "skipped", problem)]
+    from bench import cluster_startup_torchrun as torchrun
     from testing.emulated_cluster.demo import s3_and_git
     from testing.emulated_cluster.harness import NAMESPACE, claim_directory, emulated
     from testing.host import marks
@@ -523,6 +550,7 @@ def run(quick: bool) -> list[Row]:
         "AWS_ENDPOINT_URL": s3_url,
     }
     times: dict[str, list[float]] = {"cold": [], "warm": [], "seed": []}
+    torchrun_rounds = torchrun.Rounds(times)
     whole: list[float] = []
     cached: list[tuple[int, int]] = []  # (files, bytes) in the claim after each cold run
     with tempfile.TemporaryDirectory(prefix="ci-runner-bench-") as tmp:
@@ -538,7 +566,7 @@ def run(quick: bool) -> list[Row]:
             kubeconfig = work / "kubeconfig"
             kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig(NAMESPACE)))
             for i in range(rounds):
-                say(f"round {i + 1} of {rounds}: cold, warm, the seed's way")
+                say(f"round {i + 1} of {rounds}: cold, warm, the seed's way; then torchrun's")
                 claim = f"pip-cache-{i}"
                 site.claim(claim)
                 site.commit(claim)
@@ -549,6 +577,7 @@ def run(quick: bool) -> list[Row]:
                 times["warm"].append(warm)
                 whole.append(from_start)
                 times["seed"].append(site.seed())
+                torchrun_rounds.one_round(site, kubeconfig, claim)
     files, size = cached[-1]
     if files == 0:
         raise RuntimeError("the cold runs left pip's cache empty: the warm runs measured nothing")
@@ -563,7 +592,7 @@ def run(quick: bool) -> list[Row]:
         for name in (*PHASES, "first step")
         if all(name in run for run in site.phases)
     ]
-    return [*rows[:2], cache, *rows[2:3], *steps, *rows[3:]]
+    return [*rows[:2], cache, *rows[2:3], *steps, *rows[3:], *torchrun_rounds.rows()]
 
 
 def _already_in_image() -> list[str]:
