@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci_runner.config.types import KubernetesOptions
+from ci_runner.config.types import Distributed, KubernetesOptions
 from ci_runner.render import objects_yaml
 from ci_runner.render_job import render_objects
 from testing.backend_harness import Cluster
@@ -26,12 +26,23 @@ pytestmark = pytest.mark.control_plane
 TRICKY = ("1e-4", "1e3", "0o17", "0x1", ".inf", "yes", "1_000")
 
 
-def test_kubectl_applies_every_object_render_prints(cluster: Cluster, tmp_path: Path) -> None:
-    """Scripted: what is tested is kube-apiserver's server-side dry run against the MPIJob CRD; no
-    pod is made."""
+# What ``render`` prints for each kind of job, in its order.
+KINDS = {
+    "horovod": ["MPIJob", "ConfigMap", "Secret"],
+    "torchrun": ["Job", "Service", "ConfigMap", "Secret"],
+}
+
+
+@pytest.mark.parametrize("distributed", sorted(KINDS))
+def test_kubectl_applies_every_object_render_prints(
+    cluster: Cluster, tmp_path: Path, distributed: Distributed
+) -> None:
+    """Scripted: what is tested is kube-apiserver's server-side dry run against the MPIJob CRD and
+    the batch/v1 Job's validation; no pod is made."""
     env = tuple((f"V{i}", value) for i, value in enumerate(TRICKY))
     config = replace(
         CONFIG,
+        distributed=distributed,
         command=("python", "train.py", *TRICKY),
         env=env,
         kubernetes=KubernetesOptions(namespace=cluster.namespace),
@@ -52,14 +63,17 @@ def test_kubectl_applies_every_object_render_prints(cluster: Cluster, tmp_path: 
     )
     assert done.returncode == 0, done.stderr
     applied = json.loads(done.stdout)["items"]
-    assert [obj["kind"] for obj in applied] == ["MPIJob", "ConfigMap", "Secret"]
+    assert [obj["kind"] for obj in applied] == KINDS[distributed]
     # What the API server kept is what we rendered: every tricky value still the same string.
-    launcher = applied[0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-    main = launcher["containers"][0]
+    spec = applied[0]["spec"]
+    if distributed == "horovod":
+        pod = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    else:
+        pod = spec["template"]["spec"]
+    main = pod["containers"][0]
     assert main["args"][-len(TRICKY) :] == list(TRICKY)
     values = {e["name"]: e.get("value") for e in main["env"]}
     assert {name: values[name] for name, _ in env} == dict(env)
-    assert (
-        applied[1]["data"]
-        == next(obj for obj in yaml.safe_load_all(text) if obj["kind"] == "ConfigMap")["data"]
-    )
+    configmap = next(obj for obj in applied if obj["kind"] == "ConfigMap")
+    rendered = next(obj for obj in yaml.safe_load_all(text) if obj["kind"] == "ConfigMap")
+    assert configmap["data"] == rendered["data"]
