@@ -3,7 +3,8 @@
 # ranks on this machine, stdout and stderr into one file as a pod's log has them. Each script
 # below is train.py in one fixed directory, so the tracebacks name the same path every time.
 # What varies from run to run (and is left as torchrun wrote it): pids, timestamps, the error
-# files' temporary directories, the order of lines that different ranks write at once.
+# files' temporary directories, the order of lines that different ranks write at once. The
+# Python's prefix (its virtualenv, a path of the machine that captured them) becomes /venv.
 #   usage: tests/data/torchrun/capture.sh PYTHON   (a Python with torch 2.13, e.g. .venv/bin/python)
 set -eu
 python=$1
@@ -17,7 +18,9 @@ capture() {  # capture NAME: the script on stdin runs as train.py on 2 ranks; NA
     # shellcheck disable=SC2016 # torchrun's template, not the shell's
     (cd "$work" && env PYTHONUNBUFFERED=1 TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]<std>:' \
         "$python" -m torch.distributed.run --standalone --nproc-per-node 2 --tee 3 --no-python \
-        -- "$python" train.py >"$here/$1.log" 2>&1) || true
+        -- "$python" train.py >"$work/$1.log" 2>&1) || true
+    prefix=$(cd "$(dirname "$python")/.." && pwd)
+    sed "s#$prefix#/venv#g" "$work/$1.log" >"$here/$1.log"
 }
 
 capture ok <<'EOF'
