@@ -141,11 +141,14 @@ def held_line(pod: str, container: str, end: JSON, running: Sequence[str], grace
     )
 
 
-def held_failure(pod: str, container: str, end: JSON, running: Sequence[str]) -> Failure:
-    """The launcher failed in a pod its sidecars keep running (the Job never retries it)."""
+def held_failure(
+    pod: str, container: str, end: JSON, running: Sequence[str], who: str | None = None
+) -> Failure:
+    """The launcher (``who``: another pod named so) failed in a pod its sidecars keep running
+    (the Job never retries it)."""
     return Failure(
         FailureKind.EXIT_CODE,
-        f"{ended_line(f'launcher {pod}', end)} (its pod kept running for "
+        f"{ended_line(who or f'launcher {pod}', end)} (its pod kept running for "
         f"{sidecars_phrase(running)}: {SIDECAR_FIX})",
         exit_code=end.get("exitCode"),
         pod=pod,

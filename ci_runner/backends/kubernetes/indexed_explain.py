@@ -33,6 +33,9 @@ from ci_runner.backends.kubernetes.explain import (
     setup_failure,
     sidecars_phrase,
 )
+from ci_runner.backends.kubernetes.explain import (
+    held_failure as launcher_held_failure,
+)
 from ci_runner.backends.kubernetes.podstatus import condition, memory_limit, pod_name, statuses
 from ci_runner.backends.kubernetes.resources import COMPLETION_INDEX_LABEL, JSON
 from ci_runner.backends.kubernetes.status_lines import LineKey, StatusLine, Topic
@@ -119,14 +122,7 @@ def held_line(pod: str, container: str, end: JSON, running: Sequence[str], grace
 
 def held_failure(pod: str, container: str, end: JSON, running: Sequence[str]) -> Failure:
     """Node 0 failed in a pod its sidecars keep running."""
-    return Failure(
-        FailureKind.EXIT_CODE,
-        f"{ended_line(f'node 0 (pod {pod})', end)} (its pod kept running for "
-        f"{sidecars_phrase(running)}: {SIDECAR_FIX})",
-        exit_code=end.get("exitCode"),
-        pod=pod,
-        container=container,
-    )
+    return launcher_held_failure(pod, container, end, running, who=f"node 0 (pod {pod})")
 
 
 def setup_timeout_failure(not_ready: JSON | None, seconds: float) -> Failure:
