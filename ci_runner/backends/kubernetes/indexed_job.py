@@ -18,7 +18,7 @@ from typing import Final
 
 from ci_runner.backends.kubernetes import explain, indexed_explain, podstatus
 from ci_runner.backends.kubernetes.indexed_explain import completion_index, index_of
-from ci_runner.backends.kubernetes.jobkind import EventNews, Verdict
+from ci_runner.backends.kubernetes.jobkind import EventNews, Verdict, job_event_news
 from ci_runner.backends.kubernetes.podstatus import Role
 from ci_runner.backends.kubernetes.resources import (
     COMPLETION_INDEX_LABEL,
@@ -134,16 +134,7 @@ class IndexedJobKind:
         return None
 
     def event(self, event: JSON) -> EventNews | None:
-        if event.get("involvedObject", {}).get("kind") != "Job":
-            return None
-        refused = indexed_explain.refused(event)
-        if refused is not None:
-            return EventNews(refused)
-        warning = indexed_explain.job_warning(event)
-        if warning is None:
-            return EventNews()
-        about = (str(event.get("reason", "")), str(event.get("message", "")).strip())
-        return EventNews(line=StatusLine(LineKey(Topic.JOB_WARNING, about), warning))
+        return job_event_news(event, indexed_explain.refused, indexed_explain.job_warning)
 
     def stalled_resume(self, job: JSON, seconds: float) -> Failure | None:
         return None  # the Job controller resumes the Job itself

@@ -4,13 +4,13 @@ and what its controller's Events mean. :mod:`mpijob` is the MPIJob's (MPI Operat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from ci_runner.backends.kubernetes.podstatus import Role
 from ci_runner.backends.kubernetes.resources import JSON, Resource
-from ci_runner.backends.kubernetes.status_lines import StatusLine
+from ci_runner.backends.kubernetes.status_lines import LineKey, StatusLine, Topic
 from ci_runner.backends.result import Failure, Outcome
 
 
@@ -26,6 +26,26 @@ class EventNews:
 
     failure: Failure | None = None
     line: StatusLine | None = None
+
+
+def job_event_news(
+    event: JSON,
+    refused: Callable[[JSON], Failure | None],
+    warning: Callable[[JSON], str | None],
+) -> EventNews | None:
+    """What a batch/v1 Job's Event means (an MPIJob's launcher Job, or torchrun's Job): the
+    failure ``refused`` finds in it (a pod the Job controller could not create), else the line
+    ``warning`` words, said once per reason and message; None for another object's."""
+    if event.get("involvedObject", {}).get("kind") != "Job":
+        return None
+    failure = refused(event)
+    if failure is not None:
+        return EventNews(failure)
+    line = warning(event)
+    if line is None:
+        return EventNews()
+    about = (str(event.get("reason", "")), str(event.get("message", "")).strip())
+    return EventNews(line=StatusLine(LineKey(Topic.JOB_WARNING, about), line))
 
 
 class JobKind(Protocol):

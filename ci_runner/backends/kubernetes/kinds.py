@@ -46,11 +46,3 @@ def followed_container(manifest: Mapping[str, Any]) -> str:
     else:
         pod = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     return str(pod["containers"][0]["name"])
-
-
-def pods_wanted(manifest: Mapping[str, Any], default: int) -> int:
-    """The pods the job waits on: an MPIJob's workers, a Job's completions (its nodes)."""
-    spec = manifest["spec"]
-    if manifest.get("kind") == JOB:
-        return int(spec.get("completions") or default)
-    return int(spec["mpiReplicaSpecs"].get("Worker", {}).get("replicas", default))

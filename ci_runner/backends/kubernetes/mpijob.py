@@ -11,10 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci_runner.backends.kubernetes import explain, podstatus
-from ci_runner.backends.kubernetes.jobkind import EventNews, Verdict
+from ci_runner.backends.kubernetes.jobkind import EventNews, Verdict, job_event_news
 from ci_runner.backends.kubernetes.podstatus import Role
 from ci_runner.backends.kubernetes.resources import JSON, MPIJOBS, Resource
-from ci_runner.backends.kubernetes.status_lines import LineKey, StatusLine, Topic
 from ci_runner.backends.result import Failure, Outcome
 
 
@@ -59,16 +58,7 @@ class MpiJobKind:
             return EventNews(explain.validation_failure([event]))
         if reason == "MPIJobFailed" and involved.get("kind") == "MPIJob":
             return EventNews(explain.operator_failure(event))
-        if involved.get("kind") != "Job":
-            return None
-        refused = explain.launcher_job_failure(event)
-        if refused is not None:
-            return EventNews(refused)
-        warning = explain.launcher_job_warning(event)
-        if warning is None:
-            return EventNews()
-        about = (str(event.get("reason", "")), str(event.get("message", "")).strip())
-        return EventNews(line=StatusLine(LineKey(Topic.JOB_WARNING, about), warning))
+        return job_event_news(event, explain.launcher_job_failure, explain.launcher_job_warning)
 
     def stalled_resume(self, job: JSON, seconds: float) -> Failure | None:
         if not podstatus.resume_stalled(job):

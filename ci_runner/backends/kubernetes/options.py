@@ -58,11 +58,8 @@ def job_options(
     """The options of ``plan``'s job, rendered as ``manifest`` (an MPIJob or a batch/v1 Job;
     ``scripts``, and a Job's headless ``service``), on the cluster of ``connection``."""
     k8s = plan.config.kubernetes
-    worker_deadline: float | None = pod_deadlines(plan.deadline_seconds, plan.config)["worker"]
-    if manifest.get("kind") == JOB:
-        # Each node's own deadline, as rendered.
-        deadline = manifest["spec"]["template"]["spec"].get("activeDeadlineSeconds")
-        worker_deadline = None if deadline is None else float(deadline)
+    # An MPIJob worker's own deadline, and each torchrun node's (torchrun_job.job_deadline).
+    worker_deadline = pod_deadlines(plan.deadline_seconds, plan.config)["worker"]
     return JobOptions(
         api_client=connection.client,
         namespace=connection.namespace,
