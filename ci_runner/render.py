@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import yaml
 
-from ci_runner import variables, venv_layer
+from ci_runner import kueue_names, variables, venv_layer
 from ci_runner.config.scalars import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
@@ -288,7 +288,9 @@ def template_values(plan: RunPlan) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": k8s.namespace,
-        "labels": _labels(config, ctx, name),
+        "labels": _labels(config, ctx, name) + _kueue_labels(config),
+        # Kueue starts a job in its LocalQueue by resuming it: created suspended, as it expects.
+        "suspend": k8s.local_queue is not None,
         # The pods' labels: the MPIJob's own carry the rest.
         "pod_labels": _labels(config, ctx, name)[:2],
         "annotations": _annotations(config, ctx),
@@ -470,6 +472,16 @@ def _labels(config: TrainConfig, ctx: CIContext, name: str) -> list[tuple[str, s
     ]
     labels = [(key, to_label_value(value)) for key, value in candidates if value]
     return [(key, value) for key, value in labels if value]
+
+
+def _kueue_labels(config: TrainConfig) -> list[tuple[str, str]]:
+    """The job's LocalQueue and WorkloadPriorityClass, for Kueue (on the job's object only)."""
+    k8s = config.kubernetes
+    candidates = [
+        (kueue_names.QUEUE_NAME_LABEL, k8s.local_queue),
+        (kueue_names.PRIORITY_CLASS_LABEL, k8s.workload_priority_class),
+    ]
+    return [(key, value) for key, value in candidates if value]
 
 
 def _annotations(config: TrainConfig, ctx: CIContext) -> list[tuple[str, str]]:

@@ -171,3 +171,50 @@ def test_torchrun_names_nodes_and_processes_as_workers_and_slots() -> None:
         "train.yaml:4: distributed: must be one of horovod, torchrun, got 'torchrun2'; fix: did "
         "you mean 'torchrun'?"
     ]
+
+
+KUEUE_PROBLEMS = [
+    (
+        "kubernetes:\n  local_queue: team-a\n  queue: research",
+        "train.yaml:6: kubernetes.queue: names Volcano's or scheduler-plugins' gang queue, and "
+        "local_queue Kueue's: a job is admitted by one of them; fix: keep local_queue for "
+        "Kueue, or queue for Volcano or scheduler-plugins",
+    ),
+    (
+        "kubernetes:\n  workload_priority_class: high",
+        "train.yaml:5: kubernetes.workload_priority_class: is for a job in Kueue's queue, and "
+        "kubernetes.local_queue names none; fix: set kubernetes.local_queue to the LocalQueue "
+        "the job waits in, or remove kubernetes.workload_priority_class",
+    ),
+    (
+        "kubernetes:\n  queue_timeout: 1h",
+        "train.yaml:5: kubernetes.queue_timeout: is for a job in Kueue's queue, and "
+        "kubernetes.local_queue names none; fix: set kubernetes.local_queue to the LocalQueue "
+        "the job waits in, or remove kubernetes.queue_timeout",
+    ),
+    (
+        "kubernetes:\n  local_queue: Team.A",
+        "train.yaml:5: kubernetes.local_queue: must be a Kubernetes LocalQueue name (lowercase "
+        "letters, digits and '-', starting and ending with a letter or digit, at most 63 "
+        "characters), got 'Team.A'; fix: write e.g. team-a",
+    ),
+]
+
+
+@pytest.mark.parametrize(("snippet", "expected"), KUEUE_PROBLEMS)
+def test_each_kueue_problem_is_worded_exactly(snippet: str, expected: str) -> None:
+    assert problems(BASE + snippet + "\n") == [expected]
+
+
+@pytest.mark.parametrize("base", [BASE, TORCHRUN])
+def test_both_kinds_of_job_may_wait_in_kueue(base: str) -> None:
+    config = load_config(
+        base + "kubernetes:\n  local_queue: team-a\n  workload_priority_class: low\n"
+        "  queue_timeout: 90m\n"
+    )
+    k8s = config.kubernetes
+    assert (k8s.local_queue, k8s.workload_priority_class, k8s.queue_timeout) == (
+        "team-a",
+        "low",
+        5400,
+    )

@@ -274,8 +274,9 @@ KIND_PROBLEMS = [
         "kubernetes: {zzz: 1}",
         "train.yaml:4: kubernetes.zzz: unknown key; fix: remove it; allowed keys: "
         "context, namespace, tolerations, node_selector, launcher, dns_config, service_account, "
-        "priority_class, image_pull_secrets, queue, pip_cache_pvc, pip_cache_access_mode, "
-        "cluster_domain, ssh_port, run_as_user, "
+        "priority_class, image_pull_secrets, queue, local_queue, workload_priority_class, "
+        "queue_timeout, pip_cache_pvc, pip_cache_access_mode, cluster_domain, ssh_port, "
+        "run_as_user, "
         "ttl_seconds_after_finished, backoff_limit, keep_finished, setup_timeout, "
         "unschedulable_timeout, on_preemption",
     ),

@@ -304,10 +304,11 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
     # Every field is set away from its default, so a field the builders dropped or mixed up
     # shows here; a field added to the dataclasses without a line in COMPLETE fails the first
     # assert. But distributed: torchrun refuses elastic and kubernetes.queue, which COMPLETE
-    # sets: test_a_complete_torchrun_file_builds_exactly_this_config sets it.
+    # sets, and Kueue's fields exclude queue: test_a_complete_torchrun_file_builds_exactly_this_
+    # config sets those.
     assert _kept_defaults(COMPLETE_CONFIG) == ["distributed"]
+    assert _kept_defaults(COMPLETE_CONFIG.kubernetes) == list(KUEUE_FIELDS)
     for instance in (
-        COMPLETE_CONFIG.kubernetes,
         COMPLETE_CONFIG.resources,
         COMPLETE_CONFIG.tracking,
         COMPLETE_CONFIG.kubernetes.launcher,
@@ -325,15 +326,20 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
     )
 
 
+KUEUE_FIELDS = {"local_queue": "team-a", "workload_priority_class": "low", "queue_timeout": 7200}
+
+
 def test_a_complete_torchrun_file_builds_exactly_this_config() -> None:
-    # COMPLETE without what torchrun refuses (elastic, kubernetes.queue), saying torchrun.
+    # COMPLETE without what torchrun refuses (elastic, kubernetes.queue), saying torchrun, and
+    # waiting in Kueue's queue instead.
     text = COMPLETE.replace(
         "elastic: {min_workers: 2, max_workers: 6}\n", "distributed: torchrun\n"
     )
-    text = text.replace("  queue: training\n", "")
-    assert text.count("distributed: torchrun") == 1 and "queue" not in text
+    kueue = "  local_queue: team-a\n  workload_priority_class: low\n  queue_timeout: 2h\n"
+    text = text.replace("  queue: training\n", kueue)
+    assert text.count("distributed: torchrun") == 1 and "  queue:" not in text
     config = load_config(text, "ml/train.yaml")
-    kubernetes = dataclasses.replace(COMPLETE_CONFIG.kubernetes, queue=None)
+    kubernetes = dataclasses.replace(COMPLETE_CONFIG.kubernetes, queue=None, **KUEUE_FIELDS)
     expected = dataclasses.replace(
         COMPLETE_CONFIG, distributed="torchrun", elastic=None, kubernetes=kubernetes
     )

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "http_policy",
         "venv_layer",
         "torchrun_output",
+        "kueue_names",
     ),
     # CI environment + train.yaml at the SHA -> validated config
     ("gitrepo", "context", "settings", "policy", "config"),

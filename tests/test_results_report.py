@@ -13,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ci_runner.backends.kubernetes.explain import KUEUE_QUEUE_LABEL, preempted_failure
-from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.backends.kubernetes.explain import preempted_failure
+from ci_runner.backends.result import Failure, FailureKind, Outcome, QueueWait, RunResult
 from ci_runner.config.types import MetricSpec
 from ci_runner.context import CIContext
+from ci_runner.kueue_names import QUEUE_NAME_LABEL
 from ci_runner.results.artifacts import ArtifactLink, ArtifactListing
 from ci_runner.results.chart import mermaid_label
 from ci_runner.results.chart_axis import chart_number
@@ -133,7 +134,7 @@ def test_golden_failure(golden: Golden) -> None:
 
 def test_golden_preempted(golden: Golden) -> None:
     # kubernetes.on_preemption: fail, and the queue suspended the job while it trained.
-    mpijob = {"metadata": {"name": "simple-ml-01234567", "labels": {KUEUE_QUEUE_LABEL: "team-a"}}}
+    mpijob = {"metadata": {"name": "simple-ml-01234567", "labels": {QUEUE_NAME_LABEL: "team-a"}}}
     report = ReportInput.from_run(
         CONFIG,
         CTX,
@@ -164,6 +165,15 @@ def test_golden_running(golden: Golden) -> None:
     )
 
     golden.check("running.md", render_comment(report, _previous_body(*OLDER)))
+
+
+def test_golden_queued(golden: Golden) -> None:
+    report = ReportInput.from_run(
+        CONFIG, CTX, _result(Outcome.RUNNING, log_tail=(), started_at=None, finished_at=None)
+    )
+    since = datetime(2026, 12, 5, 18, 40, 12, tzinfo=timezone.utc)
+    queued = replace(report, queued=QueueWait("team-a", "training", since))
+    golden.check("queued.md", render_comment(queued, _previous_body(*OLDER)))
 
 
 def test_local_success_without_ci() -> None:

@@ -32,8 +32,18 @@ class FailureKind(enum.Enum):
     DEADLINE = "deadline"  # activeDeadlineSeconds (train.yaml `timeout`) exceeded
     SETUP = "setup"  # fetching code or installing requirements failed
     PREEMPTED = "preempted"  # its queue suspended the started job (kubernetes.on_preemption: fail)
+    QUEUED = "queued"  # Kueue cannot admit it, or it waited past kubernetes.queue_timeout
     CANCELLED = "cancelled"  # cancelled by the user / CI
     UNKNOWN = "unknown"  # the job failed; the cluster gave no more detail
+
+
+@dataclass(frozen=True)
+class QueueWait:
+    """A job Kueue keeps waiting in its queue, and since when (what the MR comment says)."""
+
+    local_queue: str
+    cluster_queue: str | None
+    since: datetime
 
 
 @dataclass(frozen=True)

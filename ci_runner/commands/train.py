@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from ci_runner.backends.logsink import LogSink
-from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.backends.result import Outcome, QueueWait, RunResult
 from ci_runner.clock import Clock
 from ci_runner.commands.common import (
     Command,
@@ -121,12 +121,18 @@ def run_train(args: argparse.Namespace, runtime: Runtime) -> int:
             make_backend = _cluster_backend(plan, settings, console, clock, args.kube_context)
     gitlab = open_gitlab(plan.context, settings, console, clock)
     tracking_url = tracked.url if tracked else None
-    announce(gitlab, plan, masker_for_report(plan.masker, settings.aws), console, tracking_url)
+    report_masker = masker_for_report(plan.masker, settings.aws)
+    announce(gitlab, plan, report_masker, console, tracking_url)
+
+    def queued(wait: QueueWait | None) -> None:
+        """The comment says where Kueue keeps the job waiting, then that it runs again."""
+        announce(gitlab, plan, report_masker, console, tracking_url, queued=wait)
+
     # The metrics are parsed as the log streams in (what the sink shows is what it saves): the
     # end of a long training does not read its log again.
     parser = LogParser(plan.config.metrics)
     with run_failed_on_error(tracked, clock, console):
-        result = _run_backend(make_backend, plan, console, parser.feed)
+        result = _run_backend(make_backend, plan, console, parser.feed, queued)
     record = RunRecord(plan, result, metrics=parser.summary())
     report = report_result(runtime, record, tracked, gitlab)
     print_summary(result, report.metrics, plan.output_uri, console)
@@ -169,7 +175,11 @@ def _train_plan(args: argparse.Namespace, runtime: Runtime, loaded: LoadedConfig
 
 
 def _run_backend(
-    make_backend: MakeBackend, plan: RunPlan, console: Console, parse: Callable[[str], None]
+    make_backend: MakeBackend,
+    plan: RunPlan,
+    console: Console,
+    parse: Callable[[str], None],
+    on_queue: QueueNotice,
 ) -> RunResult:
     """Run the job once, its log echoed, saved and ``parse``d as it streams in; Ctrl-C and
     SIGTERM cancel it."""
@@ -180,7 +190,7 @@ def _run_backend(
         parse(text)
 
     with LogSink(plan.outputs.log_path, echo, plan.masker) as sink:
-        backend = make_backend(sink)
+        backend = make_backend(sink, on_queue)
         with _cancel_on_signals(backend):
             return backend.run()
 
@@ -210,7 +220,8 @@ def refuse_fork(ctx: CIContext, settings: Settings) -> None:
     )
 
 
-MakeBackend = Callable[[LogSink], Backend]
+QueueNotice = Callable[[QueueWait | None], None]
+MakeBackend = Callable[[LogSink, QueueNotice], Backend]
 
 
 def _cluster_backend(
@@ -221,9 +232,11 @@ def _cluster_backend(
     context_flag: str | None,
 ) -> MakeBackend:
     """Render, connect (every mistake found before anything is submitted), then the backend."""
+    from ci_runner.backends.kubernetes.api import KubeApi
     from ci_runner.backends.kubernetes.backend import KubernetesBackend
     from ci_runner.backends.kubernetes.connect import connect_cluster
     from ci_runner.backends.kubernetes.options import job_options, rendered_parts
+    from ci_runner.backends.kubernetes.queue_check import check_local_queue
     from ci_runner.render_job import render_objects
 
     # The job object (an MPIJob, or a batch/v1 Job with its headless Service): the backend
@@ -235,10 +248,13 @@ def _cluster_backend(
     )
     manifest["metadata"]["namespace"] = connection.namespace
 
-    options = job_options(plan, connection, manifest, scripts, service)
+    # Kueue's LocalQueue (kubernetes.local_queue): one that admits nothing ends the run now.
+    api = KubeApi(connection.client, connection.namespace, clock)
+    queue = check_local_queue(api, plan.config, console.warning)
+    options = job_options(plan, connection, manifest, scripts, service, queue)
 
-    def make(sink: LogSink) -> Backend:
-        return KubernetesBackend(options, sink, console, clock)
+    def make(sink: LogSink, on_queue: QueueNotice) -> Backend:
+        return KubernetesBackend(options, sink, console, clock, on_queue)
 
     return make
 
@@ -261,7 +277,7 @@ def _local_backend(
         allow_dirty=args.allow_dirty,
     )
 
-    def make(sink: LogSink) -> Backend:
+    def make(sink: LogSink, on_queue: QueueNotice) -> Backend:
         return LocalBackend(plan, options, sink, runtime.console, clock)
 
     return make

@@ -151,6 +151,9 @@ class KubernetesValues(TypedDict, total=False):
     priority_class: str
     image_pull_secrets: tuple[str, ...]
     queue: str
+    local_queue: str
+    workload_priority_class: str
+    queue_timeout: int
     pip_cache_pvc: str
     pip_cache_access_mode: PvcAccessMode
     cluster_domain: str
@@ -172,6 +175,8 @@ def build_kubernetes(
         return INVALID
     if "node_selector" in values:
         values["node_selector"] = tuple(sorted(values["node_selector"]))
+    if _queue_conflicts(values, at):
+        return INVALID
     port = values.get("ssh_port", KubernetesOptions.ssh_port)
     if "run_as_user" in values and port < UNPRIVILEGED_PORT:
         at.problem(
@@ -184,6 +189,32 @@ def build_kubernetes(
         )
         return INVALID
     return KubernetesOptions(**values)
+
+
+def _queue_conflicts(values: KubernetesValues, at: At) -> bool:
+    """Record Kueue's fields without ``local_queue``, or with Volcano's ``queue``; whether any."""
+    found = False
+    if "local_queue" in values and "queue" in values:
+        found = True
+        at.problem(
+            at.line_of("queue"),
+            "names Volcano's or scheduler-plugins' gang queue, and local_queue Kueue's: a job "
+            "is admitted by one of them",
+            "keep local_queue for Kueue, or queue for Volcano or scheduler-plugins",
+            path=key_path(at.path, "queue"),
+        )
+    if "local_queue" not in values:
+        for key in ("workload_priority_class", "queue_timeout"):
+            if key in values:
+                found = True
+                at.problem(
+                    at.line_of(key),
+                    "is for a job in Kueue's queue, and kubernetes.local_queue names none",
+                    f"set kubernetes.local_queue to the LocalQueue the job waits in, or remove "
+                    f"kubernetes.{key}",
+                    path=key_path(at.path, key),
+                )
+    return found
 
 
 PIP_CACHE_FIX: Final = (

@@ -163,9 +163,38 @@ KUBERNETES: Final = Record(
     Field(
         "queue",
         _K8S_NAME,
-        "Gang-scheduling queue (Volcano or scheduler-plugins); all pods start together. Not "
-        "with `distributed: torchrun` (the MPIJob's schedulingPolicy).",
+        "Gang-scheduling queue of Volcano or scheduler-plugins (the MPIJob's "
+        "`schedulingPolicy.queue`); all pods start together. Not with `distributed: torchrun`. "
+        "Kueue's queue is `local_queue`.",
         "training",
+    ),
+    Field(
+        "local_queue",
+        Str(rule=k8s_name("LocalQueue", subdomain=False)),
+        "Kueue's LocalQueue in the job's namespace: the job is labelled "
+        "`kueue.x-k8s.io/queue-name` and created suspended, and Kueue starts it when its "
+        "ClusterQueue has quota for all its pods. The CI log says why it waits (Kueue's own "
+        "words), and neither `setup_timeout` nor `unschedulable_timeout` runs meanwhile. A "
+        "LocalQueue that does not exist or is stopped ends the run at once. For Horovod and "
+        "torchrun alike; not with `queue`, which is Volcano's or scheduler-plugins'.",
+        "team-a",
+    ),
+    Field(
+        "workload_priority_class",
+        Str(rule=k8s_name("WorkloadPriorityClass", subdomain=False)),
+        "Kueue's WorkloadPriorityClass for the job (`kueue.x-k8s.io/priority-class`): the "
+        "order in its queue, and which workloads it may preempt or be preempted by. Only with "
+        "`local_queue`.",
+        "low-priority",
+    ),
+    Field(
+        "queue_timeout",
+        Duration(),
+        "How long the job may wait in `local_queue` before it starts (each time it is queued, "
+        "and again after a preemption); it then fails, saying why Kueue kept it. Without it the "
+        "job waits until the CI job's own time runs out. Only with `local_queue`.",
+        "1h",
+        "none: the CI job's time limit",
     ),
     Field(
         "pip_cache_pvc",

@@ -164,6 +164,9 @@ class KubernetesOptions:
     priority_class: str | None = None
     image_pull_secrets: tuple[str, ...] = ()
     queue: str | None = None  # gang scheduling (Volcano / scheduler-plugins) queue name
+    local_queue: str | None = None  # Kueue's LocalQueue: the job is labelled and created suspended
+    workload_priority_class: str | None = None  # Kueue's WorkloadPriorityClass (with local_queue)
+    queue_timeout: int | None = None  # seconds queued in local_queue before the job fails
     pip_cache_pvc: str | None = None  # PVC for pip's cache; an emptyDir when None
     pip_cache_access_mode: PvcAccessMode = "ReadWriteOnce"  # only ReadWriteMany is shared
     cluster_domain: str = "cluster.local"  # the DNS search domains when dnsPolicy is None

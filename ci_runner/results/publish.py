@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ci_runner.backends.result import Outcome, RunResult
+from ci_runner.backends.result import Outcome, QueueWait, RunResult
 from ci_runner.clock import Clock
 from ci_runner.config.types import JOB_KINDS, TrainConfig
 from ci_runner.console import StatusOutput
@@ -86,8 +86,10 @@ def announce(
     masker: SecretMasker,
     console: StatusOutput,
     tracking_url: str | None = None,
+    queued: QueueWait | None = None,
 ) -> None:
-    """Post "training started" with the job's name, to be edited with the result later."""
+    """Post "training started" with the job's name, to be edited with the result later;
+    ``queued``: Kueue keeps it waiting in its queue."""
     config = plan.config
     report = ReportInput(
         outcome=Outcome.RUNNING,
@@ -99,6 +101,7 @@ def announce(
         slots_per_worker=config.slots_per_worker,
         gpus_per_worker=config.resources.gpu,
         tracking_url=tracking_url,
+        queued=queued,
     )
     post(gitlab, report, masker, console)
 

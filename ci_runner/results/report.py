@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ci_runner.backends.result import Failure, Outcome, RunResult
+from ci_runner.backends.result import Failure, Outcome, QueueWait, RunResult
 from ci_runner.config.types import JOB_KINDS, TrainConfig
 from ci_runner.context import CIContext
 from ci_runner.results.artifacts import ArtifactListing
@@ -63,6 +63,7 @@ class ReportInput:
     log_tail: Sequence[str] = ()
     history: Sequence[HistoryEntry] = field(default_factory=tuple)  # previous runs, newest first
     tracking_url: str | None = None  # the MLflow run (ci_runner.tracking)
+    queued: QueueWait | None = None  # a running job Kueue keeps waiting in its queue
 
     @classmethod
     def from_run(

@@ -24,9 +24,10 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timezone
 from typing import Any, Final
 
-from ci_runner.backends.result import Failure, Outcome
+from ci_runner.backends.result import Failure, Outcome, QueueWait
 from ci_runner.clock import duration
 from ci_runner.config.types import Goal
 from ci_runner.context import CIContext
@@ -142,12 +143,15 @@ def render_report(report: ReportInput) -> str:
     history = [e for e in report.history if current.job_id is None or e.job_id != current.job_id]
     history = history[:MAX_HISTORY]
     icon, verdict = _VERDICTS[report.outcome]
+    if report.queued is not None:
+        verdict = "training queued"
     ctx = report.context
     view = {
         "marker": marker(report.config_name),
         "verdict": f"### {icon} {verdict[0].upper()}{verdict[1:]}: {code(report.config_name)}",
         "details": _details_line(report),
         "running": report.outcome is Outcome.RUNNING,
+        "queued": _queued_text(report.queued) if report.queued else None,
         "failure": _failure_text(report.failure) if report.failure else None,
         "metrics": _metrics_section(report) if report.outcome is not Outcome.RUNNING else None,
         "charts": [
@@ -166,6 +170,15 @@ def render_report(report: ReportInput) -> str:
 
 
 # ----------------------------------------------------------------------------- formatting
+
+
+def _queued_text(wait: QueueWait) -> str:
+    """Where Kueue keeps the job waiting, and since when."""
+    where = f"Kueue's LocalQueue {code(wait.local_queue)}"
+    if wait.cluster_queue:
+        where += f" (ClusterQueue {code(wait.cluster_queue)})"
+    since = wait.since.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"Queued in {where} since {since}: training starts when Kueue admits it."
 
 
 def fmt(value: float | None) -> str:

@@ -19,6 +19,7 @@ The first pod change that ends the steady state lists the MPIJob at once, then w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Final
@@ -44,7 +45,7 @@ from ci_runner.backends.kubernetes.tracker import JobTracker
 from ci_runner.backends.kubernetes.traits import traits_of
 from ci_runner.backends.kubernetes.watching import SYNC, WatchUpdate
 from ci_runner.backends.logsink import LogSink
-from ci_runner.backends.result import Failure, FailureKind, Outcome, RunResult
+from ci_runner.backends.result import Failure, FailureKind, Outcome, QueueWait, RunResult
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
 
@@ -57,9 +58,18 @@ class KubernetesBackend:
     lifecycle."""
 
     def __init__(
-        self, options: JobOptions, sink: LogSink, console: StatusOutput, clock: Clock
+        self,
+        options: JobOptions,
+        sink: LogSink,
+        console: StatusOutput,
+        clock: Clock,
+        on_queue: Callable[[QueueWait | None], None] | None = None,
     ) -> None:
+        """``on_queue``: told when Kueue starts keeping the job waiting (and since when), and
+        when that ends (None)."""
         self.options = options
+        self.on_queue = on_queue
+        self._queued = False
         self.sink = sink
         self.console = console
         self.clock = clock
@@ -81,6 +91,7 @@ class KubernetesBackend:
             options.setup_timeout,
             options.on_preemption,
             launcher_decides=options.keep_finished == 0,
+            queue=options.queue,
         )
         self.threads = JobThreads(
             self.api,
@@ -89,6 +100,7 @@ class KubernetesBackend:
             options.launcher_container,
             console.warning,
             self.kind,
+            watch_workload=options.queue is not None and options.queue.visible,
         )
 
     # -- public --------------------------------------------------------------------------------
@@ -246,6 +258,13 @@ class KubernetesBackend:
     def _apply(self, update: WatchUpdate) -> None:
         for line in self.tracker.apply(update, self.clock.monotonic()):
             self._say(line)
+        queue = self.options.queue
+        waiting = self.tracker.waiting_in_queue
+        if queue is None or self.on_queue is None or waiting == self._queued:
+            return
+        self._queued = waiting
+        now = self.clock.now()
+        self.on_queue(QueueWait(queue.local_queue, queue.cluster_queue, now) if waiting else None)
 
     def _fit_watches(self) -> None:
         """Only the pods while the job runs steadily; the MPIJob again when that ends."""

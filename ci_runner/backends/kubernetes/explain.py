@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
+from ci_runner import kueue_names
 from ci_runner.backends.kubernetes.admission import listed, refusal_fix
 from ci_runner.backends.kubernetes.podstatus import (
     IMAGE_PULL_REASONS,
@@ -189,13 +190,10 @@ def image_pull_failure(pod: JSON) -> Failure | None:
     return None
 
 
-KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
-
-
 def _queue(mpijob: JSON) -> str:
     """ " (Kueue LocalQueue q)" or " (queue q)" from the job's labels or scheduling policy."""
     metadata = mpijob.get("metadata", {})
-    kueue = (metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    kueue = (metadata.get("labels") or {}).get(kueue_names.QUEUE_NAME_LABEL)
     if kueue:
         return f" (Kueue LocalQueue {kueue})"
     policy = mpijob.get("spec", {}).get("runPolicy", {}).get("schedulingPolicy") or {}

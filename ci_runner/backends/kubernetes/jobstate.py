@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ci_runner.backends.kubernetes import podstatus
+from ci_runner.backends.kubernetes.kueue import WorkloadView
 from ci_runner.backends.kubernetes.resources import JSON
 from ci_runner.backends.result import Failure
 
@@ -45,6 +46,10 @@ class JobState:
     deleted: bool = False
     suspended: bool = False  # by a queue: before the start (queued) or after (preempted)
     preempted: bool = False  # suspended after it started, at least once
+    # Since when a queue keeps the job suspended (before it started, or since a preemption).
+    queued_since: float | None = None
+    workload: WorkloadView | None = None  # Kueue's Workload of the job, as last seen
+    admitted_said: bool = False  # Kueue's admission was said since the job was last queued
     # The followed launcher pod whose container ended while sidecars keep it running, and
     # since when; then whether its exit code 0 decided the job.
     held: tuple[str, float] | None = None

@@ -11,6 +11,7 @@ from kubernetes.client import ApiClient
 
 from ci_runner.backends.kubernetes.connect import Connection
 from ci_runner.backends.kubernetes.kinds import JOB, MPIJOB, followed_container
+from ci_runner.backends.kubernetes.kueue import QueueInfo
 from ci_runner.config.types import KubernetesOptions, OnPreemption
 from ci_runner.http_policy import RetryPolicy
 from ci_runner.plan.run_plan import JobSecret, RunPlan
@@ -46,6 +47,8 @@ class JobOptions:
     # (where the rank's code raised, relative to it).
     ranks_per_node: int = 0
     code_dir: str = ""
+    # kubernetes.local_queue: Kueue's LocalQueue, as checked before submission.
+    queue: QueueInfo | None = None
 
 
 def job_options(
@@ -54,9 +57,11 @@ def job_options(
     manifest: Mapping[str, Any],
     scripts: Mapping[str, Any] | None,
     service: Mapping[str, Any] | None = None,
+    queue: QueueInfo | None = None,
 ) -> JobOptions:
     """The options of ``plan``'s job, rendered as ``manifest`` (an MPIJob or a batch/v1 Job;
-    ``scripts``, and a Job's headless ``service``), on the cluster of ``connection``."""
+    ``scripts``, and a Job's headless ``service``), on the cluster of ``connection``;
+    ``queue``: its LocalQueue as :mod:`queue_check` found it."""
     k8s = plan.config.kubernetes
     # An MPIJob worker's own deadline, and each torchrun node's (torchrun_job.job_deadline).
     worker_deadline = pod_deadlines(plan.deadline_seconds, plan.config)["worker"]
@@ -77,6 +82,7 @@ def job_options(
         service=service,
         ranks_per_node=plan.config.slots_per_worker,
         code_dir=CODE_DIR,
+        queue=queue,
     )
 
 

@@ -17,6 +17,10 @@ REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("", "pods", ("get", "list", "watch", "deletecollection")),
     ("", "pods/log", ("get",)),
     ("", "events", ("list", "watch")),
+    # kubernetes.local_queue: Kueue's LocalQueue checked before submission, the job's Workload
+    # followed (without them ci-runner says once that it cannot see the queue, and goes on).
+    ("kueue.x-k8s.io", "localqueues", ("get",)),
+    ("kueue.x-k8s.io", "workloads", ("list", "watch")),
 )
 
 

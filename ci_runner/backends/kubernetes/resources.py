@@ -49,6 +49,10 @@ EVENTS: Final = Resource("", "v1", "events", "Event")
 # distributed: torchrun's job is a batch/v1 Indexed Job with a headless Service.
 JOBS: Final = Resource("batch", "v1", "jobs", "Job")
 SERVICES: Final = Resource("", "v1", "services", "Service")
+# Kueue (kubernetes.local_queue): the LocalQueue a job waits in, and the Workload Kueue makes of
+# the job (sigs.k8s.io/kueue v0.17.0 serves kueue.x-k8s.io v1beta2, its storage version).
+LOCALQUEUES: Final = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 
 # Every MPIJob ci-runner renders carries this label (render.py).
 MANAGED_BY_CI_RUNNER: Final = "app.kubernetes.io/managed-by=ci-runner"

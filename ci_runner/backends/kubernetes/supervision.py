@@ -16,11 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
+from ci_runner import kueue_names
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.jobkind import JobKind
 from ci_runner.backends.kubernetes.launcher_log import LauncherLogStream, WholeLines
 from ci_runner.backends.kubernetes.mpijob import MpiJobKind
-from ci_runner.backends.kubernetes.resources import EVENTS, PODS
+from ci_runner.backends.kubernetes.resources import EVENTS, PODS, WORKLOADS
 from ci_runner.backends.kubernetes.traits import traits_of
 from ci_runner.backends.kubernetes.watching import Watcher, WatchUpdate
 from ci_runner.backends.logsink import LogSink
@@ -63,8 +64,12 @@ class JobThreads:
         launcher_container: str,
         warn: Callable[[str], None],
         kind: JobKind | None = None,
+        watch_workload: bool = False,
     ) -> None:
+        """``watch_workload``: also watch Kueue's Workload of the job (kubernetes.local_queue,
+        when RBAC lets ci-runner read it)."""
         self.api = api
+        self.watch_workload = watch_workload
         self.mpijob_name = mpijob_name
         self.kind = kind or MpiJobKind(mpijob_name, launcher_container)
         self.traits = traits_of(self.kind)
@@ -93,13 +98,18 @@ class JobThreads:
         self._inbox.put(_Cancel())
 
     def start(self, job_uid: str) -> None:
-        """Watch the job (of uid ``job_uid``), its pods and its Events; start the log thread
+        """Watch the job (of uid ``job_uid``), its pods, its Events and (``watch_workload``)
+        its Workload; start the log thread
         (a kind whose every node is logged starts one per node pod, as each is followed)."""
         self.watch_mpijob()
         pods = self.traits.pod_selector
         self._watch(Watcher(self.api, PODS, self._inbox.put, label_selector=pods))
         keep = functools.partial(self.traits.about, job_uid=job_uid)
         self._events_watcher = self._watch(Watcher(self.api, EVENTS, self._inbox.put, keep=keep))
+        if self.watch_workload:
+            # Never paused: Kueue's eviction of a steadily running job comes through it.
+            workload = f"{kueue_names.JOB_UID_LABEL}={job_uid}"
+            self._watch(Watcher(self.api, WORKLOADS, self._inbox.put, label_selector=workload))
         if not self.traits.every_node_logged:
             self._log_thread = self._spawn(self._stream_launcher_log, "launcher-log")
 

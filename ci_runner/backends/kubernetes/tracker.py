@@ -13,11 +13,12 @@ What it knows is a :class:`~ci_runner.backends.kubernetes.jobstate.JobState`; wh
 
 from __future__ import annotations
 
-from ci_runner.backends.kubernetes import ending, events, podstatus
+from ci_runner.backends.kubernetes import ending, events, kueue, podstatus
 from ci_runner.backends.kubernetes.jobkind import JobKind, Verdict
 from ci_runner.backends.kubernetes.jobstate import JobState
+from ci_runner.backends.kubernetes.kueue import QueueInfo
 from ci_runner.backends.kubernetes.podstatus import Role
-from ci_runner.backends.kubernetes.resources import EVENTS, JSON, PODS
+from ci_runner.backends.kubernetes.resources import EVENTS, JSON, PODS, WORKLOADS
 from ci_runner.backends.kubernetes.status_lines import Said
 from ci_runner.backends.kubernetes.timeouts import (
     SIDECAR_GRACE_SECONDS,
@@ -41,11 +42,13 @@ class JobTracker:
         setup_timeout: float = KubernetesOptions.setup_timeout,
         on_preemption: OnPreemption = KubernetesOptions.on_preemption,
         launcher_decides: bool = True,
+        queue: QueueInfo | None = None,
     ) -> None:
         """``launcher_decides``: the launcher pod's Succeeded ends the job; False waits for the
         job's condition (a kept job: the workers ci-runner stops before the operator has seen
-        the success would be made again)."""
+        the success would be made again). ``queue``: Kueue's LocalQueue the job waits in."""
         self.kind = kind
+        self.queue = queue
         self.traits = traits_of(kind)
         self.launcher_decides = launcher_decides
         self.on_preemption = on_preemption
@@ -68,6 +71,8 @@ class JobTracker:
             return self._apply_pods(update, now)
         if update.resource == EVENTS:
             return [line for event in update.objects for line in self._apply_event(event, now)]
+        if update.resource == WORKLOADS:
+            return self._apply_workload(update, now)
         return []
 
     def _apply_job(self, update: WatchUpdate, now: float) -> list[str]:
@@ -94,6 +99,7 @@ class JobTracker:
             self.said.forget()
             return [self.kind.resumed_line(job)]
         state.setup_since = None
+        state.queued_since, state.admitted_said = now, False
         started = (
             state.preempted
             or bool(state.launchers)
@@ -106,6 +112,47 @@ class JobTracker:
             state.fail(self.kind.preempted_failure(job))
             return []
         return [self.kind.preempted_line(job)]
+
+    def _apply_workload(self, update: WatchUpdate, now: float) -> list[str]:
+        """Kueue's Workload of the job: why it waits, its admission, an eviction."""
+        queue, state = self.queue, self.state
+        if queue is None or update.type == "DELETED" or not update.objects:
+            return []
+        view = kueue.read_workload(update.objects[-1])
+        state.workload = view
+        waited = 0.0 if state.queued_since is None else now - state.queued_since
+        lines = []
+        if view.eviction is not None:
+            lines += self.said.once(kueue.eviction_line(view, view.eviction))
+        if view.cluster_queue is not None:
+            if not state.admitted_said:
+                state.admitted_said = True
+                lines.append(kueue.admitted_line(queue, view, waited))
+            return lines
+        if not state.suspended or state.queued_since is None:
+            return lines
+        if view.pending_reason == kueue.INADMISSIBLE:
+            state.fail(kueue.inadmissible_failure(queue, view))
+            return lines
+        if view.pending_message is not None:
+            lines += self.said.once(kueue.queued_line(queue, view, waited))
+        return lines
+
+    @property
+    def waiting_in_queue(self) -> bool:
+        """Kueue keeps the job waiting: its Workload has no quota yet (or, when ci-runner may
+        not read it, the job is suspended)."""
+        if self.queue is None or self.queued_since is None:
+            return False
+        if not self.queue.visible:
+            return True
+        view = self.state.workload
+        return view is not None and view.cluster_queue is None and view.pending_reason is not None
+
+    @property
+    def queued_since(self) -> float | None:
+        """Since when (monotonic) a queue has kept the job suspended; None while it may run."""
+        return self.state.queued_since if self.state.suspended else None
 
     def _apply_pods(self, update: WatchUpdate, now: float) -> list[str]:
         state = self.state
@@ -205,8 +252,13 @@ class JobTracker:
 
     def check_time(self, now: float) -> None:
         """Fail the job when pods have been unschedulable, failing to pull their image or
-        setting up for longer than allowed."""
+        setting up for longer than allowed, or it waited in Kueue's queue longer than allowed."""
         self.timeouts.check(self.state, self.kind, self.traits, now)
+        queue, since = self.queue, self.queued_since
+        if queue is None or queue.timeout is None or since is None or now - since < queue.timeout:
+            return
+        workload, waited = self.state.workload, now - since
+        self.state.fail(kueue.queue_timeout_failure(queue, workload, waited, queue.timeout))
 
     # -- the outcome (:mod:`ending`) ---------------------------------------------------------
 
