@@ -23,6 +23,7 @@ import kubernetes.client
 from typing_extensions import Unpack
 
 from ci_runner.backends.kubernetes.backend import KubernetesBackend
+from ci_runner.backends.kubernetes.kueue import QueueInfo
 from ci_runner.backends.kubernetes.options import JobOptions
 from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import RunResult
@@ -75,6 +76,7 @@ class RunOptions(TypedDict, total=False):
     token: str | None  # the rbac.yaml ServiceAccount's unless given
     on_preemption: OnPreemption
     keep_finished: float  # 0 unless given
+    queue: QueueInfo  # kubernetes.local_queue as queue_check found it; none unless given
 
 
 @contextmanager
@@ -249,6 +251,7 @@ class Cluster:
                 "data": {"sshd.sh": "exec sshd\n"},
             },
             service=service_manifest(manifest["metadata"]["name"]) if indexed else None,
+            queue=run.get("queue"),
         )
         self.backend_under_test = KubernetesBackend(
             options, sink, Console(self.log, self.log), self.clock

@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.permissions import REQUIRED_PERMISSIONS
+from ci_runner.backends.kubernetes.queue_check import check_local_queue
 from ci_runner.backends.result import Outcome
+from ci_runner.clock import ManualClock
+from ci_runner.config.schema import load_config
 from testing.backend_harness import cluster_on
+from testing.kueue_objects import KueueObjects
 from testing.mpijob_manifests import JOB, mpijob_manifest
 from testing.scripted_cluster.cluster import ScriptedCluster
 from testing.scripted_cluster.scenarios import MPIJOBS
@@ -74,6 +79,19 @@ def test_every_request_is_covered_and_every_permission_used(
         cluster.admin.create(f"{namespace}/services", service_manifest())
         cluster.admin.create(JOBS.format(ns=cluster.namespace), indexed_job_manifest())
         cluster.started_indexed()
+        assert cluster.backend_under_test is not None
+        cluster.backend_under_test.cancel()
+        assert cluster.result().outcome is Outcome.CANCELLED
+        used |= cluster.api.verbs_used()
+    # kubernetes.local_queue: its LocalQueue read before submission, its Workload watched.
+    with cluster_on(scripted, tmp_path / "e") as cluster, KueueObjects(cluster.admin) as kueue:
+        kueue.local_queue(cluster.namespace, "team-a", "training")
+        config = load_config("name: q\nimage: i\ncommand: c\nkubernetes: {local_queue: team-a}\n")
+        api = KubeApi(cluster.api_client(), cluster.namespace, ManualClock())
+        queue = check_local_queue(api, config, print)
+        assert queue is not None and queue.visible
+        cluster.started(queue=queue)
+        cluster.api.wait_until(lambda: "workloads" in cluster.api.watching())
         assert cluster.backend_under_test is not None
         cluster.backend_under_test.cancel()
         assert cluster.result().outcome is Outcome.CANCELLED

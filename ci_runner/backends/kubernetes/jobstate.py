@@ -50,6 +50,7 @@ class JobState:
     queued_since: float | None = None
     workload: WorkloadView | None = None  # Kueue's Workload of the job, as last seen
     admitted_said: bool = False  # Kueue's admission was said since the job was last queued
+    eviction_said: str | None = None  # the last Kueue eviction said (its transition time)
     # The followed launcher pod whose container ended while sidecars keep it running, and
     # since when; then whether its exit code 0 decided the job.
     held: tuple[str, float] | None = None

@@ -134,13 +134,11 @@ def admitted_line(queue: QueueInfo, view: WorkloadView, waited: float) -> str:
     )
 
 
-def eviction_line(view: WorkloadView, eviction: Eviction) -> StatusLine:
+def eviction_line(view: WorkloadView, eviction: Eviction) -> str:
     """Kueue evicted the job (it suspends it): a preemption, a stopped queue, a timeout."""
     cause = eviction.reason + (f", {eviction.preemption}" if eviction.preemption else "")
     text = f"Kueue evicted Workload {view.name} ({cause})"
-    if eviction.message:
-        text += f": {eviction.message}"
-    return StatusLine(LineKey(Topic.EVICTED, (view.name, eviction.since)), text)
+    return f"{text}: {eviction.message}" if eviction.message else text
 
 
 def not_visible_line(queue: QueueInfo, namespace: str) -> str:

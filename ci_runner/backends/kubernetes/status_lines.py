@@ -24,7 +24,6 @@ class Topic(Enum):
     HELD = "held"  # the followed container ended, sidecars keep its pod: (pod, code, sidecars)
     JOB_WARNING = "job warning"  # a Warning Event of the job's own controller: (reason, message)
     QUEUED = "queued"  # Kueue keeps the job waiting: (its reason, its message)
-    EVICTED = "evicted"  # Kueue evicted the job's Workload: (workload, when)
 
 
 class LineKey(NamedTuple):

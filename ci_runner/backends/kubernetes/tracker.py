@@ -122,8 +122,11 @@ class JobTracker:
         state.workload = view
         waited = 0.0 if state.queued_since is None else now - state.queued_since
         lines = []
-        if view.eviction is not None:
-            lines += self.said.once(kueue.eviction_line(view, view.eviction))
+        eviction = view.eviction
+        if eviction is not None and eviction.since != state.eviction_said:
+            # Kept across resumes (unlike Said): the condition may outlive the readmission.
+            state.eviction_said = eviction.since
+            lines.append(kueue.eviction_line(view, eviction))
         if view.cluster_queue is not None:
             if not state.admitted_said:
                 state.admitted_said = True
