@@ -46,10 +46,11 @@ BINARIES=(
 # Files a run reads out of a module besides its binaries (copied into <module dir>/<module>-files,
 # so a run needs no Go): module:Go module path:its paths, relative to the module's root.
 # Kueue's: its CRDs, the kustomization that says which CRDs get the conversion webhook (and those
-# patches), its webhook configurations, the manager's ClusterRole, the ClusterRole its visibility
-# server delegates authentication and authorization with, and its licence.
+# patches), its webhook configurations, the manager's ClusterRole and its Role on secrets in its
+# namespace, the ClusterRole its visibility server delegates authentication and authorization
+# with, and its licence.
 MODULE_FILES=(
-    "kueue:sigs.k8s.io/kueue:LICENSE config/components/crd/bases config/components/crd/kustomization.yaml config/components/crd/patches config/components/webhook/manifests.yaml config/components/rbac/role.yaml config/components/rbac/metrics_auth_role.yaml"
+    "kueue:sigs.k8s.io/kueue:LICENSE config/components/crd/bases config/components/crd/kustomization.yaml config/components/crd/patches config/components/webhook/manifests.yaml config/components/rbac/role.yaml config/components/rbac/manager_secrets_role.yaml config/components/rbac/metrics_auth_role.yaml"
 )
 
 modules() {
