@@ -1,6 +1,7 @@
 """The real control plane under the emulated cluster: kube-apiserver v1.35.4 serving MPI Operator
-v0.8.2's CRD, the operator holding its Lease, RBAC as examples/rbac.yaml grants it, the kubelets
-registered as Nodes with their Leases (slow: root and scripts/setup-control-plane.sh's binaries)."""
+v0.8.2's CRD, the operator holding its Lease, Kueue v0.17.0 with only the webhooks of what exists
+here, RBAC as examples/rbac.yaml grants it, the kubelets registered as Nodes with their Leases
+(slow: root and scripts/setup-control-plane.sh's binaries)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,29 @@ def test_openapi_v3_serves_kubeflow_org_v2beta1(cluster: Emulated) -> None:
     schema = cluster.api.get("/openapi/v3/apis/kubeflow.org/v2beta1")
     assert schema is not None
     assert "org.kubeflow.v2beta1.MPIJob" in schema["components"]["schemas"]
+
+
+def test_kueue_runs_with_only_the_webhooks_of_what_exists_here(cluster: Emulated) -> None:
+    control = cluster.side.control
+    assert control is not None
+    assert control.kueue_start_seconds is not None  # start() waited for its webhooks
+    served = cluster.api.get("/apis/kueue.x-k8s.io")
+    assert served is not None
+    assert served["preferredVersion"]["version"] == "v1beta2"
+    resources = set()
+    for kind in ("mutating", "validating"):
+        path = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations"
+        configuration = cluster.api.get(f"{path}/kueue-{kind}-webhook-configuration")
+        assert configuration is not None
+        resources |= {
+            (group, resource)
+            for webhook in configuration["webhooks"]
+            for rule in webhook["rules"]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+        }
+    assert {group for group, _ in resources} == {"kueue.x-k8s.io", "batch", "kubeflow.org"}
+    assert ("batch", "jobs") in resources and ("kubeflow.org", "mpijobs") in resources
 
 
 def test_the_mpi_operator_holds_its_lease(cluster: Emulated) -> None:

@@ -1,10 +1,12 @@
 """Start and stop the real control plane of one run: etcd on loopback, kube-apiserver on the
 address it is given (the emulated cluster's bridge gateway by default, or loopback for the
-scripted cluster), kube-controller-manager, kube-scheduler and MPI Operator v0.8.2 (in a network
+scripted cluster), kube-controller-manager, kube-scheduler, MPI Operator v0.8.2 (in a network
 namespace of its own: its health server binds ``:8080`` on every interface, hard-wired in
 ``cmd/mpi-operator/app/server.go``; an :class:`OperatorNetwork` makes that namespace and says how
-the operator reaches kube-apiserver from it). Every process goes into the run's cgroup and every
-file into its state directory, so the owner's cleanup removes what a killed run left
+the operator reaches kube-apiserver from it) and, as asked (:class:`kueue.Mode`), Kueue v0.17.0's
+CRDs or Kueue itself with its webhooks on loopback (:mod:`.kueue`). Every process goes into the
+run's cgroup and every file into its state directory, so the owner's cleanup removes what a
+killed run left
 (``testing/emulated_cluster/cleanup.py``, ``testing/scripted_cluster/leftovers.py``)."""
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Protocol
 import requests
 import yaml
 
-from testing.control_plane import accounts, binaries, pki, rbac
+from testing.control_plane import accounts, binaries, kueue, pki, rbac
 from testing.host import marks, network, processes
 from testing.host.cgroups import Cgroup
 from testing.kube_api import Api, ApiFailure
@@ -164,8 +166,10 @@ class ControlPlane:
         address: str = marks.GATEWAY,
         port: int = marks.API_PORT,
         operator_network: OperatorNetwork | None = None,
+        kueue_mode: kueue.Mode = kueue.Mode.CRDS,
     ) -> None:
-        """``address``:``port``: where kube-apiserver binds and what it advertises."""
+        """``address``:``port``: where kube-apiserver binds and what it advertises;
+        ``kueue_mode``: Kueue's CRDs only (the default: a second), all of it, or nothing."""
         self.state = state
         self.cgroup = cgroup
         self.bin_dir = bin_dir or binaries.bin_dir()
@@ -177,6 +181,9 @@ class ControlPlane:
         self.processes: list[Process] = []
         self.pki_dir = state / "pki"
         self.authority: pki.Authority | None = None
+        self.kueue_mode = kueue_mode
+        self.kueue_ports: kueue.Ports | None = None
+        self.kueue_start_seconds: float | None = None  # how long Kueue took to be ready
 
     @property
     def ca(self) -> Path:
@@ -209,13 +216,17 @@ class ControlPlane:
         etcd_url = self._etcd()
         self._apiserver(etcd_url)
         self._wait_ready()
-        # The CRD before kube-controller-manager: its garbage collector maps owner kinds from
-        # discovery at start (then every 30 s); an MPIJob's orphans wait for that otherwise.
+        # The CRDs before kube-controller-manager: its garbage collector maps owner kinds from
+        # discovery at start (then every 30 s); an MPIJob's orphans (a Job's Workload) wait for
+        # that otherwise.
         self._apply_crd(self.admin_api())
+        self._kueue_crds()
         rbac.grant_kubelet_client(self.admin_api())  # pods/log: the kubelets ask the API
         self._controller_manager()
         self._scheduler()
         self._operator()
+        if self.kueue_mode is kueue.Mode.RUNNING:
+            self._kueue()
         return self
 
     def _spawn(self, name: str, argv: list[str]) -> Process:
@@ -413,6 +424,40 @@ class ControlPlane:
                 return
             time.sleep(0.2)
         raise StartFailed("the MPIJob CRD never became Established")
+
+    def _kueue_crds(self) -> None:
+        if self.kueue_mode is kueue.Mode.OFF:
+            return
+        source = kueue.files(self.bin_dir)
+        webhook_url = None
+        if self.kueue_mode is kueue.Mode.RUNNING:
+            self.kueue_ports = kueue.Ports(free_port(), free_port(), free_port())
+            webhook_url = self.kueue_ports.webhook_url
+        try:
+            kueue.apply_crds(self.admin_api(), kueue.crds(source, webhook_url, self.ca))
+        except kueue.KueueFailed as err:
+            raise StartFailed(str(err)) from err
+
+    def _kueue(self) -> None:
+        """Kueue as its own user, its webhooks installed once it runs; ready when it returns."""
+        assert self.kueue_ports is not None
+        api = self.admin_api()
+        source = kueue.files(self.bin_dir)
+        accounts.create_namespace(api, kueue.NAMESPACE, wait_for_account=False)
+        kueue.grant(api, source)
+        client = self.client_certificate(kueue.USER)
+        serving = self.serving_certificate("kueue-serving", kueue.ADDRESS, "kueue-webhook")
+        root = self.state / "kueue-root"
+        kueue.prepare_root(root, self.url, self.ca, client, serving, self.kueue_ports)
+        process = self._spawn("kueue", kueue.command(self.bin_dir / "kueue", root))
+        configurations = kueue.webhook_configurations(source, self.kueue_ports.webhook_url, self.ca)
+        kueue.install_webhooks(api, configurations)
+        try:
+            self.kueue_start_seconds = kueue.wait_ready(
+                api, self.kueue_ports, process.check, process.log, log_tail
+            )
+        except kueue.KueueFailed as err:
+            raise StartFailed(str(err)) from err
 
     def wait_operator_leads(self, timeout: float = 60.0) -> JSON:
         """The operator's Lease once it holds it (it runs its controller only then)."""

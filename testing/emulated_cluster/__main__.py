@@ -1,8 +1,9 @@
-"""``python -m testing.emulated_cluster --kubeconfig PATH [--s3]``: the emulated cluster on this
-machine (as root). Starts the real control plane (etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, MPI Operator v0.8.2 and CoreDNS: ``scripts/setup-control-plane.sh`` builds them)
-and two real nodes (kubelet v1.35.4, containerd, runc and CNI: ``make real-node``) with the images
-of ``nodeimages.py``, the Horovod image among them; writes an admin kubeconfig (a
+"""``python -m testing.emulated_cluster --kubeconfig PATH [--s3] [--no-kueue]``: the emulated
+cluster on this machine (as root). Starts the real control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, MPI Operator v0.8.2, Kueue v0.17.0 with its webhooks
+(unless --no-kueue: then not even its CRDs) and CoreDNS: ``scripts/setup-control-plane.sh``
+builds them) and two real nodes (kubelet v1.35.4, containerd, runc and CNI: ``make real-node``)
+with the images of ``nodeimages.py``, the Horovod image among them; writes an admin kubeconfig (a
 ``system:masters`` token, the CA inline); prints ``dns <address>``, with --s3 ``s3 <endpoint
 URL>``, then ``ready``, each on its own line; runs until SIGTERM or Ctrl-C and then leaves nothing
 behind. A start after a crash removes first what the killed run left."""
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from testing.control_plane import accounts, binaries
+from testing.control_plane.kueue import Mode
 from testing.control_plane.run import StartFailed
 from testing.emulated_cluster import realcluster, realnode
 from testing.emulated_cluster.cluster import Busy, MachineSide
@@ -45,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True, type=Path, help="where to write it")
     parser.add_argument("--s3", action="store_true", help="also run a moto S3 server")
     parser.add_argument("--namespace", default="default", help="the kubeconfig's namespace")
+    parser.add_argument(
+        "--no-kueue",
+        action="store_true",
+        help="without Kueue v0.17.0 (by default it runs, with its CRDs and webhooks, and manages "
+        "the Jobs and MPIJobs labelled kueue.x-k8s.io/queue-name)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print(
@@ -66,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    side = MachineSide(list(NODES))
+    side = MachineSide(list(NODES), kueue=Mode.OFF if args.no_kueue else Mode.RUNNING)
     s3: Any = None
     try:
         try:

@@ -1,7 +1,7 @@
 """Bring the emulated cluster up and down: the state tmpfs, the bridge, the cgroup, the real
-control plane (``testing/control_plane``), CoreDNS and one real node per shape (kubelet v1.35.4,
-containerd, runc and CNI: :mod:`.realcluster`), each kubelet a client of kube-apiserver as
-``system:node:<name>``."""
+control plane (``testing/control_plane``, Kueue v0.17.0 in it by default), CoreDNS and one real
+node per shape (kubelet v1.35.4, containerd, runc and CNI: :mod:`.realcluster`), each kubelet a
+client of kube-apiserver as ``system:node:<name>``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from testing.control_plane.kueue import Mode
 from testing.control_plane.run import ControlPlane
 from testing.emulated_cluster import cleanup, realcluster
 from testing.emulated_cluster.coredns import CoreDns
@@ -66,13 +67,16 @@ class MachineSide:
         nodes: list[realcluster.Shape],
         venv: Path | None = None,
         cluster_domain: str = marks.CLUSTER_DOMAIN,
+        kueue: Mode = Mode.RUNNING,
     ) -> None:
         """``venv``: the virtualenv whose torch and Horovod the Horovod image holds
-        (:mod:`.sitelayer`), this Python's by default."""
+        (:mod:`.sitelayer`), this Python's by default; ``kueue``: Kueue v0.17.0 runs, with its
+        webhooks on loopback, unless told otherwise."""
         self.control: ControlPlane | None = None
         self.shapes = nodes
         self.venv = venv or default_venv()
         self.cluster_domain = cluster_domain
+        self.kueue = kueue
         self.real_nodes: realcluster.RealNodes | None = None
         self.dns: CoreDns | None = None
         self.cgroup: Cgroup | None = None
@@ -120,7 +124,9 @@ class MachineSide:
         network.bridge_up(self.node_ips)
         self.cgroup = Cgroup(run_root())
         self.control = ControlPlane(
-            marks.STATE_ROOT / "control-plane", Cgroup(self.cgroup.path / "control-plane")
+            marks.STATE_ROOT / "control-plane",
+            Cgroup(self.cgroup.path / "control-plane"),
+            kueue_mode=self.kueue,
         ).start()
         system = Cgroup(self.cgroup.path / "system").create()
         binary = self.control.bin_dir / "coredns"

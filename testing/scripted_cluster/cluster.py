@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from testing.control_plane import binaries
+from testing.control_plane.kueue import Mode
 from testing.node_objects import NodeSpec
 from testing.rights import verdict
 from testing.scripted_cluster.control import ScriptedControlPlane
@@ -23,10 +24,12 @@ NODES = [NodeSpec(f"node-{i}") for i in range(1, 4)]
 
 class ScriptedCluster:
     """The control plane and the scripted kubelet of one test module (``nodes``: its nodes,
-    :data:`NODES` unless given)."""
+    :data:`NODES` unless given; ``kueue``: Kueue's CRDs only, unless given)."""
 
-    def __init__(self, state: Path, nodes: list[NodeSpec] | None = None) -> None:
-        self.plane = ScriptedControlPlane()
+    def __init__(
+        self, state: Path, nodes: list[NodeSpec] | None = None, kueue: Mode = Mode.CRDS
+    ) -> None:
+        self.plane = ScriptedControlPlane(kueue)
         self.state = state
         self.nodes = NODES if nodes is None else nodes
         self.kubelet: ScriptedKubelet | None = None
@@ -46,7 +49,7 @@ class ScriptedCluster:
         self.plane.stop()
 
 
-def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
+def module_cluster(state: Path, kueue: Mode = Mode.CRDS) -> Iterator[ScriptedCluster]:
     """A module fixture's body: the started scripted cluster, stopped after. Without root or the
     control-plane binaries it skips, or fails where ``CI_RUNNER_REQUIRE_CLUSTER_RIGHTS=1`` (.ci/run)
     says they are there (:func:`testing.rights.verdict`)."""
@@ -57,7 +60,7 @@ def module_cluster(state: Path) -> Iterator[ScriptedCluster]:
     if outcome is not None:
         action, reason = outcome
         (pytest.fail if action == "fail" else pytest.skip)(reason)
-    scripted = ScriptedCluster(state).start()
+    scripted = ScriptedCluster(state, kueue=kueue).start()
     try:
         yield scripted
     finally:

@@ -9,6 +9,7 @@ import contextlib
 import shutil
 from pathlib import Path
 
+from testing.control_plane.kueue import Mode
 from testing.control_plane.run import ControlPlane
 from testing.host import cgroups
 from testing.host.cgroups import Cgroup
@@ -30,10 +31,13 @@ def _run_cgroup(names: RunNames) -> Cgroup:
 
 
 class ScriptedControlPlane:
-    """``with ScriptedControlPlane() as plane:`` a started control plane (``plane.control``)."""
+    """``with ScriptedControlPlane() as plane:`` a started control plane (``plane.control``).
+    ``kueue``: Kueue's CRDs by default (Workloads, LocalQueues... can be created, nothing
+    reconciles them); :attr:`Mode.RUNNING` runs Kueue too, about 5 s more to start."""
 
-    def __init__(self) -> None:
+    def __init__(self, kueue: Mode = Mode.CRDS) -> None:
         self.names = RunNames.mine()
+        self.kueue = kueue
         self.control: ControlPlane | None = None
         self.state: Path | None = None
 
@@ -52,6 +56,7 @@ class ScriptedControlPlane:
             address=ADDRESS,
             port=port,
             operator_network=LoopbackOperatorNetwork(self.names.operator_netns, port),
+            kueue_mode=self.kueue,
         )
         try:
             self.control.start()
