@@ -6,6 +6,7 @@ the job's UID (``kueue.x-k8s.io/job-uid``, ``pkg/controller/constants/constants.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from testing.kube_api import Api, ApiFailure
@@ -64,13 +65,18 @@ class KueueObjects:
         self,
         name: str,
         flavor: str,
-        cpu: str,
-        memory: str,
+        quota: Mapping[str, str],
         within_cluster_queue: str = "LowerPriority",
     ) -> JSON:
-        """A ClusterQueue for every namespace with ``cpu`` and ``memory`` of ``flavor`` as its
-        nominal quota, preempting lower-priority Workloads of its own
+        """A ClusterQueue for every namespace with ``quota`` (resource -> nominal quota, e.g.
+        cpu, memory, ephemeral-storage: Kueue refuses a pod that asks for a resource it does not
+        cover) of ``flavor``, preempting lower-priority Workloads of its own
         (``preemption.withinClusterQueue``)."""
+        resources = [{"name": key, "nominalQuota": value} for key, value in quota.items()]
+        group = {
+            "coveredResources": list(quota),
+            "flavors": [{"name": flavor, "resources": resources}],
+        }
         body = {
             "apiVersion": VERSION,
             "kind": "ClusterQueue",
@@ -78,20 +84,7 @@ class KueueObjects:
             "spec": {
                 "namespaceSelector": {},
                 "preemption": {"withinClusterQueue": within_cluster_queue},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [
-                            {
-                                "name": flavor,
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": cpu},
-                                    {"name": "memory", "nominalQuota": memory},
-                                ],
-                            }
-                        ],
-                    }
-                ],
+                "resourceGroups": [group],
             },
         }
         return self._create(f"{API}/clusterqueues", body)

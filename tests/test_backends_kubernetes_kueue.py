@@ -134,15 +134,36 @@ def test_without_queue_timeout_the_job_waits_for_the_ci_jobs_own_limit() -> None
 def test_a_queue_that_admits_nothing_ends_the_run_at_once() -> None:
     t = tracker()
     t.apply(WatchUpdate(MPIJOBS, SYNC, (job(True),)), 0)
-    apply_workload(t, pending("LocalQueue team-a is stopped", "Inadmissible"), 3)
+    apply_workload(t, pending("LocalQueue team-a is inactive", "Inadmissible"), 3)
     assert t.verdict() == Verdict(
         Outcome.FAILED,
         Failure(
             FailureKind.QUEUED,
-            "Kueue cannot admit Workload mpijob-j-3c1f5 from LocalQueue team-a (ClusterQueue "
-            "cluster-total): LocalQueue team-a is stopped; fix: name a LocalQueue of the "
-            "namespace that admits jobs in kubernetes.local_queue (kubectl get localqueues "
-            "lists them), or ask the cluster's admin to start this one",
+            "Kueue cannot admit Workload mpijob-j-3c1f5: LocalQueue team-a is inactive; fix: "
+            "name a LocalQueue of the namespace that admits jobs in kubernetes.local_queue "
+            "(kubectl get localqueues lists them), or ask the cluster's admin to start this one",
+        ),
+    )
+
+
+def test_a_resource_the_cluster_queue_does_not_cover_ends_the_run_at_once() -> None:
+    # Kueue v0.17.0's words for a ClusterQueue without ephemeral-storage, seen on the emulated
+    # cluster: "Pending", though no quota will ever free up.
+    t = tracker()
+    t.apply(WatchUpdate(MPIJOBS, SYNC, (job(True),)), 0)
+    uncovered = (
+        "couldn't assign flavors to pod set launcher: resource ephemeral-storage unavailable "
+        "in ClusterQueue"
+    )
+    assert apply_workload(t, pending(uncovered), 1) == []
+    assert t.verdict() == Verdict(
+        Outcome.FAILED,
+        Failure(
+            FailureKind.QUEUED,
+            f"Kueue cannot admit Workload mpijob-j-3c1f5: {uncovered}; fix: ask the cluster's "
+            "admin to add ephemeral-storage to the ClusterQueue's coveredResources (ci-runner's "
+            "pods ask for cpu, memory and ephemeral-storage, and nvidia.com/gpu with "
+            "resources.gpu), or name another LocalQueue in kubernetes.local_queue",
         ),
     )
 

@@ -47,6 +47,7 @@ def check(cluster: Cluster, config: TrainConfig = CONFIG) -> tuple[QueueInfo | N
 
 @pytest.mark.control_plane
 def test_a_local_queue_that_exists_gives_its_cluster_queue(cluster: Cluster) -> None:
+    """Scripted: only kube-apiserver and Kueue's CRDs answer here; no node takes part."""
     with KueueObjects(cluster.admin) as kueue:
         kueue.local_queue(cluster.namespace, "team-a", "training")
         assert check(cluster) == (QueueInfo("team-a", "training", True, 3600), [])
@@ -54,6 +55,7 @@ def test_a_local_queue_that_exists_gives_its_cluster_queue(cluster: Cluster) -> 
 
 @pytest.mark.control_plane
 def test_a_local_queue_that_does_not_exist_is_one_problem_at_its_line(cluster: Cluster) -> None:
+    """Scripted: only kube-apiserver and Kueue's CRDs answer here; no node takes part."""
     with pytest.raises(ConfigError) as raised:
         check(cluster)
     assert raised.value.lines() == [
@@ -66,10 +68,11 @@ def test_a_local_queue_that_does_not_exist_is_one_problem_at_its_line(cluster: C
 
 @pytest.mark.control_plane
 def test_a_stopped_local_queue_ends_the_run(cluster: Cluster) -> None:
+    """Scripted: only kube-apiserver and Kueue's CRDs answer here; no node takes part."""
     with KueueObjects(cluster.admin) as kueue:
         kueue.local_queue(cluster.namespace, "team-a", "training")
         path = f"{API}/namespaces/{cluster.namespace}/localqueues/team-a"
-        cluster.admin.patch(path, {"spec": {"stopPolicy": "Hold"}})
+        cluster.admin.merge_patch(path, {"spec": {"stopPolicy": "Hold"}})
         with pytest.raises(ConfigError) as raised:
             check(cluster)
     assert raised.value.lines() == [
@@ -81,11 +84,12 @@ def test_a_stopped_local_queue_ends_the_run(cluster: Cluster) -> None:
 
 @pytest.mark.control_plane
 def test_without_the_right_to_read_the_queue_it_warns_once_and_goes_on(cluster: Cluster) -> None:
+    """Scripted: only kube-apiserver and Kueue's CRDs answer here; no node takes part."""
     role = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{cluster.namespace}/roles/ci-runner"
     found = cluster.admin.get(role)
     assert found is not None
     rules = [r for r in found["rules"] if "kueue.x-k8s.io" not in r["apiGroups"]]
-    cluster.admin.patch(role, {"rules": rules})
+    cluster.admin.merge_patch(role, {"rules": rules})
     with KueueObjects(cluster.admin) as kueue:
         kueue.local_queue(cluster.namespace, "team-a", "training")
         queue, warned = check(cluster)

@@ -307,7 +307,11 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
     # sets, and Kueue's fields exclude queue: test_a_complete_torchrun_file_builds_exactly_this_
     # config sets those.
     assert _kept_defaults(COMPLETE_CONFIG) == ["distributed"]
-    assert _kept_defaults(COMPLETE_CONFIG.kubernetes) == list(KUEUE_FIELDS)
+    assert _kept_defaults(COMPLETE_CONFIG.kubernetes) == [
+        "local_queue",
+        "workload_priority_class",
+        "queue_timeout",
+    ]
     for instance in (
         COMPLETE_CONFIG.resources,
         COMPLETE_CONFIG.tracking,
@@ -326,9 +330,6 @@ def test_a_complete_file_builds_exactly_this_config() -> None:
     )
 
 
-KUEUE_FIELDS = {"local_queue": "team-a", "workload_priority_class": "low", "queue_timeout": 7200}
-
-
 def test_a_complete_torchrun_file_builds_exactly_this_config() -> None:
     # COMPLETE without what torchrun refuses (elastic, kubernetes.queue), saying torchrun, and
     # waiting in Kueue's queue instead.
@@ -339,7 +340,13 @@ def test_a_complete_torchrun_file_builds_exactly_this_config() -> None:
     text = text.replace("  queue: training\n", kueue)
     assert text.count("distributed: torchrun") == 1 and "  queue:" not in text
     config = load_config(text, "ml/train.yaml")
-    kubernetes = dataclasses.replace(COMPLETE_CONFIG.kubernetes, queue=None, **KUEUE_FIELDS)
+    kubernetes = dataclasses.replace(
+        COMPLETE_CONFIG.kubernetes,
+        queue=None,
+        local_queue="team-a",
+        workload_priority_class="low",
+        queue_timeout=7200,
+    )
     expected = dataclasses.replace(
         COMPLETE_CONFIG, distributed="torchrun", elastic=None, kubernetes=kubernetes
     )

@@ -52,7 +52,7 @@ class Queues:
         self.flavor = f"flavor-{serial}"
         accounts.create_namespace(self.api, self.namespace)
         objects.resource_flavor(self.flavor)
-        objects.cluster_queue(self.cluster_queue, self.flavor, "1", "1Gi")
+        objects.cluster_queue(self.cluster_queue, self.flavor, {"cpu": "1", "memory": "1Gi"})
         objects.local_queue(self.namespace, "lq", self.cluster_queue)
 
     def create(self, collection: str, manifest: JSON) -> JSON:

@@ -38,12 +38,14 @@ JSON = dict[str, Any]
 LOCAL_QUEUE = "team-a"
 CLUSTER_QUEUE = "training"
 FLAVOR = "default-flavor"
-# Each worker (node) asks for half a CPU: the ClusterQueue's one CPU holds one job of two.
-WORKER = {"cpu": "500m", "memory": "512Mi"}
+# A training of the example asks for 2.5 CPUs: the launcher's 500m, and each worker's 1 (its
+# setup containers' request, more than the worker's none). Three CPUs hold one training, not two;
+# memory and disk are plenty, so the CPU alone decides.
+QUOTA = {"cpu": "3", "memory": "64Gi", "ephemeral-storage": "1Ti"}
 NO_QUOTA = re.compile(
-    r"\[ci-runner\] queued in LocalQueue team-a \(ClusterQueue training\) for \d+[ms0-9]*: "
-    r"couldn't assign flavors to pod set worker: insufficient unused quota for cpu in flavor "
-    r"default-flavor, 1 more needed$"
+    r"\[ci-runner\] queued in LocalQueue team-a \(ClusterQueue training\) for \w+: "
+    r"couldn't assign flavors to pod set (launcher|worker): insufficient unused quota for cpu "
+    r"in flavor default-flavor, \S+ more needed$"
 )
 
 
@@ -53,13 +55,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         yield running
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def queue(site: Site) -> Iterator[KueueObjects]:
-    """A ClusterQueue of one CPU (one training), preempting lower priorities, and its
-    LocalQueue in the pipelines' namespace, once Kueue says it is active."""
+    """A ClusterQueue that holds one training, preempting lower priorities, and its LocalQueue
+    in the pipelines' namespace, once Kueue says it is active. One for the module: Kueue keeps a
+    deleted ResourceFlavor or ClusterQueue (its finalizer) until nothing uses it."""
     with KueueObjects(site.cluster.api) as kueue:
         kueue.resource_flavor(FLAVOR)
-        kueue.cluster_queue(CLUSTER_QUEUE, FLAVOR, cpu="1", memory="4Gi")
+        kueue.cluster_queue(CLUSTER_QUEUE, FLAVOR, QUOTA)
         kueue.local_queue(NAMESPACE, LOCAL_QUEUE, CLUSTER_QUEUE)
         path = f"{API}/namespaces/{NAMESPACE}/localqueues/{LOCAL_QUEUE}"
         deadline = time.monotonic() + 30
@@ -71,7 +74,6 @@ def queue(site: Site) -> Iterator[KueueObjects]:
 
 def queued_config(make: Any = train_yaml, **kubernetes: object) -> dict[str, object]:
     config: dict[str, object] = make(local_queue=LOCAL_QUEUE, **kubernetes)
-    config["resources"] = WORKER
     return config
 
 
@@ -89,7 +91,11 @@ def index(log: list[str], pattern: str) -> int:
 def test_two_trainings_against_a_one_job_quota_both_train_the_second_after_queueing(
     site: Site, queue: KueueObjects
 ) -> None:
-    jobs = [pipeline(site, name, queued_config()) for name in ("kueue-a", "kueue-b")]
+    # Two CI jobs of one commit (the jobs' names differ by CI_JOB_ID).
+    jobs = [
+        pipeline(site, name, queued_config(), variables={"CI_JOB_ID": job_id})
+        for name, job_id in (("kueue-a", "6001"), ("kueue-b", "6002"))
+    ]
     trains = [job.start("train") for job in jobs]
     runs = [finish(job, train) for job, train in zip(jobs, trains, strict=True)]
     for run, name in zip(runs, ("kueue-a", "kueue-b"), strict=True):
@@ -162,8 +168,7 @@ def test_a_higher_priority_workload_preempts_a_training_and_the_log_names_kueue(
     ), text
     message = failure_line(run)
     assert message.startswith(
-        f"MPIJob {name} was preempted (Kueue LocalQueue {LOCAL_QUEUE}): suspended after it "
-        "started"
+        f"MPIJob {name} was preempted (Kueue LocalQueue {LOCAL_QUEUE}): suspended after it started"
     ), text
     assert_failed(run, message)
 

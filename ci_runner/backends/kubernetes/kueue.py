@@ -13,6 +13,7 @@ Pure: the tracker hands the objects in; :mod:`queue_check` reads the LocalQueue 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -25,6 +26,9 @@ from ci_runner.clock import duration
 # The QuotaReserved=False reason of a workload Kueue cannot consider at all (its LocalQueue or
 # ClusterQueue missing, stopped or inactive), as opposed to "Pending" (no quota free yet).
 INADMISSIBLE: Final = "Inadmissible"
+# A pod asks for a resource the ClusterQueue has no quota of at all: Kueue says so as "Pending",
+# but no quota will ever free up (pkg/scheduler/flavorassigner/flavorassigner.go).
+_UNCOVERED: Final = re.compile(r"resource (\S+) unavailable in ClusterQueue")
 # LocalQueue.spec.stopPolicy values that hold every workload (Hold) or also evict the admitted
 # ones (HoldAndDrain); "None" lets them through.
 STOPPING_POLICIES: Final = ("Hold", "HoldAndDrain")
@@ -113,9 +117,9 @@ def cluster_queue_of(local_queue: JSON) -> str | None:
     return str(name) if name else None
 
 
-def where(queue: QueueInfo, cluster_queue: str | None = None) -> str:
+def where(queue: QueueInfo) -> str:
     """``LocalQueue q (ClusterQueue c)``, or without the ClusterQueue when unknown."""
-    cq = cluster_queue or queue.cluster_queue
+    cq = queue.cluster_queue
     return f"LocalQueue {queue.local_queue}" + (f" (ClusterQueue {cq})" if cq else "")
 
 
@@ -149,14 +153,27 @@ def not_visible_line(queue: QueueInfo, namespace: str) -> str:
     )
 
 
-def inadmissible_failure(queue: QueueInfo, view: WorkloadView) -> Failure:
-    """Kueue says it cannot admit the job at all: waiting would last for ever."""
+def never_admitted(view: WorkloadView) -> Failure | None:
+    """Kueue says it cannot admit the job at all (its queue missing or stopped, a resource its
+    ClusterQueue does not cover): waiting would last for ever."""
     said = view.pending_message or view.pending_reason or INADMISSIBLE
+    uncovered = _UNCOVERED.search(view.pending_message or "")
+    if uncovered is not None:
+        fix = (
+            f"ask the cluster's admin to add {uncovered.group(1)} to the ClusterQueue's "
+            "coveredResources (ci-runner's pods ask for cpu, memory and ephemeral-storage, and "
+            "nvidia.com/gpu with resources.gpu), or name another LocalQueue in "
+            "kubernetes.local_queue"
+        )
+    elif view.pending_reason == INADMISSIBLE:
+        fix = (
+            "name a LocalQueue of the namespace that admits jobs in kubernetes.local_queue "
+            "(kubectl get localqueues lists them), or ask the cluster's admin to start this one"
+        )
+    else:
+        return None
     return Failure(
-        FailureKind.QUEUED,
-        f"Kueue cannot admit Workload {view.name} from {where(queue)}: {said}; fix: name a "
-        "LocalQueue of the namespace that admits jobs in kubernetes.local_queue (kubectl get "
-        "localqueues lists them), or ask the cluster's admin to start this one",
+        FailureKind.QUEUED, f"Kueue cannot admit Workload {view.name}: {said}; fix: {fix}"
     )
 
 

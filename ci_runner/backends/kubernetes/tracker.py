@@ -134,8 +134,9 @@ class JobTracker:
             return lines
         if not state.suspended or state.queued_since is None:
             return lines
-        if view.pending_reason == kueue.INADMISSIBLE:
-            state.fail(kueue.inadmissible_failure(queue, view))
+        never = kueue.never_admitted(view)
+        if never is not None:
+            state.fail(never)
             return lines
         if view.pending_message is not None:
             lines += self.said.once(kueue.queued_line(queue, view, waited))
