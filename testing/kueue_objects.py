@@ -139,3 +139,39 @@ def wait_condition(
         return workload if found is not None and found.get("status") == status else None
 
     return wait_for(f"{kind}={status} on the Workload of job {job_uid}", probe, timeout)
+
+
+def pending_workload(api: Api, namespace: str, job_uid: str, local_queue: str = "team-a") -> JSON:
+    """The Workload Kueue would make for the job of ``job_uid`` and leave without quota, for a
+    scripted cluster that has Kueue's CRDs but not Kueue: its job-uid label and a QuotaReserved
+    False condition in Kueue's words."""
+    name = f"scripted-{job_uid[:8]}"
+    body = {
+        "apiVersion": VERSION,
+        "kind": "Workload",
+        "metadata": {"name": name, "labels": {JOB_UID_LABEL: job_uid}},
+        "spec": {
+            "queueName": local_queue,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}},
+                }
+            ],
+        },
+    }
+    created = api.create(workloads_path(namespace), body)
+    assert created is not None
+    path = f"{workloads_path(namespace)}/{name}/status"
+    pending = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "Pending",
+        "message": "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
+        "in flavor default-flavor, 1 more needed",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    updated = api.merge_patch(path, {"status": {"conditions": [pending]}})
+    assert updated is not None
+    return updated

@@ -85,7 +85,8 @@ def apply_workload(t: JobTracker, obj: JSON, now: float, kind: str = "MODIFIED")
 
 def test_the_wait_is_said_in_kueues_words_once_per_change_then_the_admission() -> None:
     t = tracker()
-    assert t.apply(WatchUpdate(MPIJOBS, SYNC, (job(True),)), 0) == [QUEUED_LINE]
+    # Kueue's words say it: not the job's suspension's line.
+    assert t.apply(WatchUpdate(MPIJOBS, SYNC, (job(True),)), 0) == []
     assert apply_workload(t, pending(), 2, "ADDED") == [
         f"queued in LocalQueue team-a (ClusterQueue cluster-total) for 2s: {NO_QUOTA}"
     ]
@@ -188,6 +189,10 @@ def test_an_eviction_is_named_as_kueues_then_on_preemption_decides(on_preemption
     evicted = f"Kueue evicted Workload mpijob-j-3c1f5 (Preempted, InClusterQueue): {PREEMPTION}"
     assert apply_workload(t, _evicted(), 50) == [evicted]
     assert apply_workload(t, _evicted(), 51) == []
+    # Kueue's first update after the eviction still shows the admission it takes back.
+    still = _evicted()
+    still["status"]["admission"] = {"clusterQueue": "cluster-total"}
+    assert apply_workload(t, still, 51) == []
     lines = apply_job(t, True, 52)
     if on_preemption == "fail":
         assert lines == []
@@ -201,7 +206,7 @@ def test_an_eviction_is_named_as_kueues_then_on_preemption_decides(on_preemption
 
 def test_without_the_right_to_read_the_workload_a_suspended_job_counts_as_queued() -> None:
     t = tracker(QueueInfo("team-a", visible=False))
-    t.apply(WatchUpdate(MPIJOBS, SYNC, (job(True),)), 0)
+    assert t.apply(WatchUpdate(MPIJOBS, SYNC, (job(True),)), 0) == [QUEUED_LINE]
     assert waiting(t)
     apply_job(t, False, 5)
     assert not waiting(t)

@@ -15,7 +15,7 @@ from ci_runner.backends.result import Outcome
 from ci_runner.clock import ManualClock
 from ci_runner.config.schema import load_config
 from testing.backend_harness import cluster_on
-from testing.kueue_objects import KueueObjects
+from testing.kueue_objects import KueueObjects, pending_workload
 from testing.mpijob_manifests import JOB, mpijob_manifest
 from testing.scripted_cluster.cluster import ScriptedCluster
 from testing.scripted_cluster.scenarios import MPIJOBS
@@ -90,8 +90,16 @@ def test_every_request_is_covered_and_every_permission_used(
         api = KubeApi(cluster.api_client(), cluster.namespace, ManualClock())
         queue = check_local_queue(api, config, print)
         assert queue is not None and queue.visible
-        cluster.started(queue=queue)
+        manifest = mpijob_manifest()
+        manifest["spec"]["runPolicy"]["suspend"] = True
+        cluster.started(manifest, queue=queue)
         cluster.api.wait_until(lambda: "workloads" in cluster.api.watching())
+        # Kueue's Workload of the job, as Kueue v0.17.0 leaves one without quota (the scripted
+        # cluster has Kueue's CRDs, not Kueue): the backend then asks for its position.
+        queued = cluster.admin.get(f"{MPIJOBS.format(ns=cluster.namespace)}/{JOB}")
+        assert queued is not None
+        pending_workload(cluster.admin, cluster.namespace, str(queued["metadata"]["uid"]))
+        cluster.api.wait_until(lambda: cluster.api.count("get", "localqueues/pendingworkloads") > 0)
         assert cluster.backend_under_test is not None
         cluster.backend_under_test.cancel()
         assert cluster.result().outcome is Outcome.CANCELLED

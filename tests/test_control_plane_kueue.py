@@ -11,9 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes.client
 import pytest
 import requests
 
+from ci_runner.backends.kubernetes.api import KubeApi
+from ci_runner.backends.kubernetes.queue_position import Position, QueuePosition
+from ci_runner.clock import ManualClock
 from testing.control_plane import accounts
 from testing.control_plane.kueue import Mode
 from testing.control_plane.run import ControlPlane
@@ -232,3 +236,35 @@ def test_kueue_is_ready_before_start_returns(kueue_cluster: ScriptedCluster) -> 
     served = api.get("/apis/kueue.x-k8s.io")
     assert served is not None
     assert [v["version"] for v in served["versions"]] == ["v1beta2", "v1beta1"]
+
+
+def test_ci_runners_queue_position_is_kueues_visibility_api_answer(queues: Queues) -> None:
+    """Scripted: ci-runner's QueuePosition against Kueue's own visibility server (on loopback:
+    kube-apiserver here has no APIService for it); no pod needs to run."""
+    first = queues.job("first")
+    wait_condition(queues.api, queues.namespace, first["metadata"]["uid"], "Admitted", "True")
+    waiting = [queues.job(name) for name in ("second", "third")]
+    uids = [str(job["metadata"]["uid"]) for job in waiting]
+    pending = [
+        wait_condition(queues.api, queues.namespace, uid, "QuotaReserved", "False") for uid in uids
+    ]
+    names = [str(workload["metadata"]["name"]) for workload in pending]
+    ports = queues.plane.kueue_ports
+    assert ports is not None
+    configuration = kubernetes.client.Configuration()
+    configuration.host = f"https://127.0.0.1:{ports.visibility}"
+    configuration.ssl_ca_cert = str(queues.plane.ca)
+    configuration.api_key = {"authorization": f"Bearer {queues.plane.admin_token}"}
+    api = KubeApi(kubernetes.client.ApiClient(configuration), queues.namespace, ManualClock())
+    position = QueuePosition(api, "lq")
+    # Created in the same second, their order between them is Kueue's to choose.
+    assert sorted(position.of(name) or Position(0, 0) for name in names) == [
+        Position(1, 2),
+        Position(2, 2),
+    ]
+    assert position.of("job-first-admitted-already") is None
+    assert position.served
+    # A LocalQueue the API does not know (404): no position, and no more questions.
+    missing = QueuePosition(api, "no-such-queue")
+    assert missing.of(names[0]) is None
+    assert not missing.served

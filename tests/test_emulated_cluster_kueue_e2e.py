@@ -108,6 +108,8 @@ def test_two_trainings_against_a_one_job_quota_both_train_the_second_after_queue
     admitted = index(log, "[ci-runner] admitted by Kueue: ClusterQueue training reserved quota")
     assert queued < admitted < index(log, "Training. Epoch"), text
     assert f"in LocalQueue {LOCAL_QUEUE}" in log[admitted], text
+    # Kueue's words say where it waits; the job's suspension adds no line of its own.
+    assert not any(line.startswith("[ci-runner] queued: ") for line in log), text
 
 
 def test_a_higher_priority_workload_preempts_a_training_and_the_log_names_kueue(
@@ -161,6 +163,9 @@ def test_a_higher_priority_workload_preempts_a_training_and_the_log_names_kueue(
     name = job_name(run.log)
     evicted = [line for line in run.log if "[ci-runner] Kueue evicted Workload" in line]
     assert len(evicted) == 1, text
+    # The admission Kueue takes back is not said again as a new one.
+    after = run.log[run.log.index(evicted[0]) :]
+    assert not any("[ci-runner] admitted by Kueue" in line for line in after), text
     assert re.fullmatch(
         r"\[ci-runner\] Kueue evicted Workload \S+ \(Preempted, InClusterQueue\): Preempted to "
         r"accommodate a workload .*",

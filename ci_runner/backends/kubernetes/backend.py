@@ -19,12 +19,13 @@ The first pod change that ends the steady state lists the MPIJob at once, then w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Final
 
-from ci_runner.backends.kubernetes import explain
+from ci_runner.backends.kubernetes import explain, kueue
 from ci_runner.backends.kubernetes.api import KubeApi
 from ci_runner.backends.kubernetes.cleanup import (
     cancel_job,
@@ -38,6 +39,7 @@ from ci_runner.backends.kubernetes.errors import KubeError
 from ci_runner.backends.kubernetes.jobkind import Verdict
 from ci_runner.backends.kubernetes.kinds import MPIJOB, job_kind
 from ci_runner.backends.kubernetes.options import JobOptions
+from ci_runner.backends.kubernetes.queue_position import Position, QueuePosition
 from ci_runner.backends.kubernetes.resources import PODS
 from ci_runner.backends.kubernetes.submit import submit
 from ci_runner.backends.kubernetes.supervision import JobThreads
@@ -48,9 +50,12 @@ from ci_runner.backends.logsink import LogSink
 from ci_runner.backends.result import Failure, FailureKind, Outcome, QueueWait, RunResult
 from ci_runner.clock import Clock
 from ci_runner.console import StatusOutput
+from ci_runner.http_policy import KUBERNETES_RETRY
 
 # Lines of a failed container's log shown when it ends the job (pip's error, the script's fix).
 FAILED_CONTAINER_TAIL: Final = 20
+# Seconds between questions of Kueue's visibility API while the job waits in its queue.
+POSITION_SECONDS: Final = 30.0
 
 
 class KubernetesBackend:
@@ -70,10 +75,20 @@ class KubernetesBackend:
         self.options = options
         self.on_queue = on_queue
         self._queued = False
+        self._position: Position | None = None
+        self._position_asked = -math.inf
         self.sink = sink
         self.console = console
         self.clock = clock
         self.api = KubeApi(options.api_client, options.namespace, clock, options.retry)
+        # Asked once a while the job waits: one try, so an unanswering API never holds us up.
+        once = KubeApi(
+            options.api_client, options.namespace, clock, replace(KUBERNETES_RETRY, attempts=1)
+        )
+        queue = options.queue
+        self.position = (
+            QueuePosition(once, queue.local_queue) if queue is not None and queue.visible else None
+        )
         self.mpijob_name = options.mpijob_name
         kind = str(options.manifest.get("kind", MPIJOB))
         self.kind = job_kind(
@@ -242,10 +257,26 @@ class KubernetesBackend:
                 self._apply(update)
                 self._fit_watches()
             self.tracker.check_time(self.clock.monotonic())
+            self._say_position()
             self._follow_logs()
             verdict = self.tracker.verdict()
             if verdict is not None:
                 return verdict
+
+    def _say_position(self) -> None:
+        """Where the waiting job stands in its LocalQueue, when that changes (asked every
+        :data:`POSITION_SECONDS` while Kueue keeps it waiting)."""
+        queue, view = self.options.queue, self.tracker.state.workload
+        now = self.clock.monotonic()
+        if self.position is None or queue is None or view is None:
+            return
+        if not self.tracker.waiting_in_queue or now - self._position_asked < POSITION_SECONDS:
+            return
+        self._position_asked = now
+        position = self.position.of(view.name)
+        if position is not None and position != self._position:
+            self._say(kueue.position_line(queue, position.place, position.pending))
+        self._position = position
 
     def _follow_logs(self) -> None:
         for pod in self.tracker.logs_to_follow():

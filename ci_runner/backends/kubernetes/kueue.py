@@ -130,6 +130,11 @@ def queued_line(queue: QueueInfo, view: WorkloadView, waited: float) -> StatusLi
     return StatusLine(key, f"queued in {where(queue)} for {duration(waited)}: {reason}")
 
 
+def position_line(queue: QueueInfo, place: int, pending: int) -> str:
+    """Where the job stands among the LocalQueue's pending Workloads (Kueue's visibility API)."""
+    return f"queued in {where(queue)}: position {place} of {pending} pending"
+
+
 def admitted_line(queue: QueueInfo, view: WorkloadView, waited: float) -> str:
     return (
         f"admitted by Kueue: ClusterQueue {view.cluster_queue or queue.cluster_queue} reserved "

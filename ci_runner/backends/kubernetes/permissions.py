@@ -21,6 +21,8 @@ REQUIRED_PERMISSIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     # followed (without them ci-runner says once that it cannot see the queue, and goes on).
     ("kueue.x-k8s.io", "localqueues", ("get",)),
     ("kueue.x-k8s.io", "workloads", ("list", "watch")),
+    # Where the job waits in its LocalQueue (Kueue's visibility API; optional as well).
+    ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads", ("get",)),
 )
 
 

@@ -53,6 +53,14 @@ SERVICES: Final = Resource("", "v1", "services", "Service")
 # the job (sigs.k8s.io/kueue v0.17.0 serves kueue.x-k8s.io v1beta2, its storage version).
 LOCALQUEUES: Final = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+# Kueue's visibility API (an aggregated API, served by Kueue through kube-apiserver): the
+# LocalQueue's pending Workloads with their positions (apis/visibility/v1beta2/types.go).
+PENDING_WORKLOADS: Final = Resource(
+    "visibility.kueue.x-k8s.io",
+    "v1beta2",
+    "localqueues/pendingworkloads",
+    "PendingWorkloadsSummary",
+)
 
 # Every MPIJob ci-runner renders carries this label (render.py).
 MANAGED_BY_CI_RUNNER: Final = "app.kubernetes.io/managed-by=ci-runner"

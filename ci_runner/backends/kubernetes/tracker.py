@@ -106,7 +106,9 @@ class JobTracker:
             or (state.workers > 0 and state.ready_said >= state.workers)
         )
         if not started:
-            return [self.kind.queued_line(job)]
+            # Kueue's Workload says where the job waits and why, when ci-runner may read it.
+            seen = self.queue is not None and self.queue.visible
+            return [] if seen else [self.kind.queued_line(job)]
         state.preempted = True
         if self.on_preemption == "fail":
             state.fail(self.kind.preempted_failure(job))
@@ -127,6 +129,8 @@ class JobTracker:
             # Kept across resumes (unlike Said): the condition may outlive the readmission.
             state.eviction_said = eviction.since
             lines.append(kueue.eviction_line(view, eviction))
+        if eviction is not None:
+            return lines  # Kueue takes the quota back: the admission it still shows is over
         if view.cluster_queue is not None:
             if not state.admitted_said:
                 state.admitted_said = True
