@@ -202,6 +202,13 @@ def test_an_eviction_is_named_as_kueues_then_on_preemption_decides(on_preemption
     else:
         assert lines[0].startswith("preempted: MPIJob j was suspended after it started")
         assert t.verdict() is None
+        # Requeued, its Evicted condition still there: why it waits again, then its readmission.
+        requeued = _evicted()
+        requeued["status"]["conditions"][0]["message"] = NO_QUOTA
+        assert apply_workload(t, requeued, 60) == [
+            f"queued in LocalQueue team-a (ClusterQueue cluster-total) for 8s: {NO_QUOTA}"
+        ]
+        assert apply_workload(t, ADMITTED, 70)[0].startswith("admitted by Kueue: ")
 
 
 def test_without_the_right_to_read_the_workload_a_suspended_job_counts_as_queued() -> None:
@@ -241,3 +248,14 @@ def test_without_the_right_to_read_the_workload_a_suspended_job_counts_as_queued
 )
 def test_a_local_queue_that_admits_nothing_says_why(local_queue: JSON, expected: str) -> None:
     assert kueue.local_queue_problem(local_queue) == expected
+
+
+def test_an_admission_seen_before_the_suspended_job_is_said_once() -> None:
+    t = tracker()
+    assert apply_workload(t, ADMITTED, 0, "ADDED") == [
+        "admitted by Kueue: ClusterQueue cluster-total reserved quota for Workload "
+        "mpijob-j-3c1f5 after 0s in LocalQueue team-a"
+    ]
+    assert t.apply(WatchUpdate(MPIJOBS, SYNC, (job(True),)), 0) == []
+    assert apply_workload(t, ADMITTED, 1) == []
+    assert apply_job(t, False, 1) == ["resumed: the queue admitted MPIJob j; setting up"]

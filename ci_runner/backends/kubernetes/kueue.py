@@ -61,7 +61,6 @@ class WorkloadView:
 
     name: str
     cluster_queue: str | None  # status.admission.clusterQueue, once quota is reserved
-    admitted: bool
     pending_reason: str | None  # QuotaReserved=False: Pending, Inadmissible, ...
     pending_message: str | None  # ... and Kueue's words for it
     eviction: Eviction | None
@@ -89,7 +88,6 @@ def read_workload(workload: JSON) -> WorkloadView:
     return WorkloadView(
         name=str(workload.get("metadata", {}).get("name", "")),
         cluster_queue=str(admission["clusterQueue"]) if admission.get("clusterQueue") else None,
-        admitted=condition(workload, "Admitted") is not None,
         pending_reason=pending_reason,
         pending_message=pending_message,
         eviction=eviction,

@@ -99,7 +99,7 @@ class JobTracker:
             self.said.forget()
             return [self.kind.resumed_line(job)]
         state.setup_since = None
-        state.queued_since, state.admitted_said = now, False
+        state.queued_since = now
         started = (
             state.preempted
             or bool(state.launchers)
@@ -110,6 +110,7 @@ class JobTracker:
             seen = self.queue is not None and self.queue.visible
             return [] if seen else [self.kind.queued_line(job)]
         state.preempted = True
+        state.admitted_said = False  # a readmission is said as the admission was
         if self.on_preemption == "fail":
             state.fail(self.kind.preempted_failure(job))
             return []
@@ -129,10 +130,9 @@ class JobTracker:
             # Kept across resumes (unlike Said): the condition may outlive the readmission.
             state.eviction_said = eviction.since
             lines.append(kueue.eviction_line(view, eviction))
-        if eviction is not None:
-            return lines  # Kueue takes the quota back: the admission it still shows is over
         if view.cluster_queue is not None:
-            if not state.admitted_said:
+            # Evicted, Kueue takes the quota back: the admission it still shows is over.
+            if eviction is None and not state.admitted_said:
                 state.admitted_said = True
                 lines.append(kueue.admitted_line(queue, view, waited))
             return lines
