@@ -22,10 +22,16 @@ SETUP_IMAGE_VARIABLE: Final = variables.CI_RUNNER_SETUP_IMAGE
 JOB_IMAGE_VARIABLE: Final = variables.CI_JOB_IMAGE
 # Narrowing lists, each a comma- or space-separated list: unset or empty, no narrowing; the one
 # word ``none``, nothing.
-# Secret names (* and ? as wildcards), URI prefixes, claim names.
+# Secret names (* and ? as wildcards), URI prefixes, then claim, Kueue LocalQueue and Kueue
+# WorkloadPriorityClass names (* and ? as wildcards).
 ALLOWED_SECRETS_VARIABLE: Final = variables.CI_RUNNER_ALLOWED_SECRETS
 ALLOWED_OUTPUTS_VARIABLE: Final = variables.CI_RUNNER_ALLOWED_OUTPUTS
 ALLOWED_PIP_CACHE_CLAIMS_VARIABLE: Final = variables.CI_RUNNER_ALLOWED_PIP_CACHE_CLAIMS
+ALLOWED_LOCAL_QUEUES_VARIABLE: Final = variables.CI_RUNNER_ALLOWED_LOCAL_QUEUES
+# A branch choosing a high WorkloadPriorityClass could preempt other teams' trainings.
+ALLOWED_WORKLOAD_PRIORITY_CLASSES_VARIABLE: Final = (
+    variables.CI_RUNNER_ALLOWED_WORKLOAD_PRIORITY_CLASSES
+)
 # "true" for a protected branch or tag (GitLab's predefined variable).
 REF_PROTECTED_VARIABLE: Final = variables.CI_COMMIT_REF_PROTECTED
 
@@ -54,6 +60,8 @@ class ProjectPolicy:
     allowed_secrets: tuple[str, ...] | None = None
     allowed_outputs: tuple[str, ...] | None = None
     allowed_pip_cache_claims: tuple[str, ...] | None = None
+    allowed_local_queues: tuple[str, ...] | None = None
+    allowed_workload_priority_classes: tuple[str, ...] | None = None
     ref_protected: bool = False
 
 
@@ -66,6 +74,8 @@ def project_policy(env: Mapping[str, str], *, setup_image: str | None = None) ->
         allowed_secrets=_list(env, ALLOWED_SECRETS_VARIABLE),
         allowed_outputs=_list(env, ALLOWED_OUTPUTS_VARIABLE),
         allowed_pip_cache_claims=_list(env, ALLOWED_PIP_CACHE_CLAIMS_VARIABLE),
+        allowed_local_queues=_list(env, ALLOWED_LOCAL_QUEUES_VARIABLE),
+        allowed_workload_priority_classes=_list(env, ALLOWED_WORKLOAD_PRIORITY_CLASSES_VARIABLE),
         ref_protected=env.get(REF_PROTECTED_VARIABLE, "").strip().lower() == "true",
     )
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ci_runner.policy import ProjectPolicy, project_policy
 from ci_runner.settings import read_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -211,6 +212,31 @@ def test_the_result_reply_is_on_unless_turned_off() -> None:
     assert jobs["train"]["variables"]["CI_RUNNER_NOTIFY_RESULT"] == "true"
     _, jobs = load_component({"image": "img:1", "notify_result": False})
     assert jobs["train"]["variables"]["CI_RUNNER_NOTIFY_RESULT"] == "false"
+
+
+def test_the_policy_inputs_reach_ci_runner_s_project_policy() -> None:
+    _, jobs = load_component(
+        {
+            "image": "img:1",
+            "allowed_secrets": "WANDB_*",
+            "allowed_outputs": "s3://models/team-a/",
+            "allowed_pip_cache_claims": "none",
+            "allowed_local_queues": "team-a, team-a-?",
+            "allowed_workload_priority_classes": "low,batch-*",
+        }
+    )
+    assert project_policy(jobs["train"]["variables"]) == ProjectPolicy(
+        allowed_secrets=("WANDB_*",),
+        allowed_outputs=("s3://models/team-a/",),
+        allowed_pip_cache_claims=(),
+        allowed_local_queues=("team-a", "team-a-?"),
+        allowed_workload_priority_classes=("low", "batch-*"),
+    )
+    spec, jobs = load_component({"image": "img:1"})
+    assert project_policy(jobs["train"]["variables"]) == ProjectPolicy()  # empty: any
+    for name in ("allowed_local_queues", "allowed_workload_priority_classes"):
+        assert spec[name]["default"] == ""
+        assert "* and ? as wildcards; none for no" in spec[name]["description"]
 
 
 def test_the_image_defaults_to_the_one_released_with_the_same_version() -> None:

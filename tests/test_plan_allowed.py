@@ -101,13 +101,82 @@ def test_the_pip_cache_claim_must_be_one_the_project_allows() -> None:
     ]
 
 
+KUEUE = "kubernetes:\n  local_queue: {queue}\n  workload_priority_class: {priority}\n"
+
+
+def test_the_local_queue_must_be_one_the_project_allows() -> None:
+    policy = ProjectPolicy(allowed_local_queues=("team-a", "team-a-?"))
+    check_allowed(plan(KUEUE.format(queue="team-a-2", priority="low")), policy)
+    assert refusals(KUEUE.format(queue="team-b", priority="low"), policy) == [
+        "ml/train.yaml:5: kubernetes.local_queue: LocalQueue team-b is not one this project lets "
+        "train.yaml use (allowed: team-a, team-a-?); fix: name one of them, or the project's "
+        "maintainers allow it in .gitlab-ci.yml (the component's input allowed_local_queues, "
+        "which sets CI_RUNNER_ALLOWED_LOCAL_QUEUES)"
+    ]
+
+
+def test_a_project_that_allows_no_local_queue_says_to_remove_it() -> None:
+    policy = ProjectPolicy(allowed_local_queues=())
+    check_allowed(plan(""), policy)
+    assert refusals("kubernetes: {local_queue: team-a}\n", policy) == [
+        "ml/train.yaml:4: kubernetes.local_queue: LocalQueue team-a is not one this project lets "
+        "train.yaml use (none is allowed); fix: remove local_queue, or the project's maintainers "
+        "allow it in .gitlab-ci.yml (the component's input allowed_local_queues, which sets "
+        "CI_RUNNER_ALLOWED_LOCAL_QUEUES)"
+    ]
+
+
+def test_the_workload_priority_class_must_be_one_the_project_allows() -> None:
+    policy = ProjectPolicy(allowed_workload_priority_classes=("low", "batch-*"))
+    check_allowed(plan(KUEUE.format(queue="team-a", priority="batch-low")), policy)
+    check_allowed(plan("kubernetes: {local_queue: team-a}\n"), policy)  # no class: Kueue's own
+    assert refusals(KUEUE.format(queue="team-a", priority="urgent"), policy) == [
+        "ml/train.yaml:6: kubernetes.workload_priority_class: WorkloadPriorityClass urgent is not "
+        "one this project lets train.yaml use (allowed: low, batch-*); fix: name one of them, or "
+        "the project's maintainers allow it in .gitlab-ci.yml (the component's input "
+        "allowed_workload_priority_classes, which sets "
+        "CI_RUNNER_ALLOWED_WORKLOAD_PRIORITY_CLASSES)"
+    ]
+
+
+def test_a_project_that_allows_no_workload_priority_class_says_to_remove_it() -> None:
+    policy = ProjectPolicy(allowed_workload_priority_classes=())
+    assert refusals(KUEUE.format(queue="team-a", priority="low"), policy) == [
+        "ml/train.yaml:6: kubernetes.workload_priority_class: WorkloadPriorityClass low is not one "
+        "this project lets train.yaml use (none is allowed); fix: remove workload_priority_class, "
+        "or the project's maintainers allow it in .gitlab-ci.yml (the component's input "
+        "allowed_workload_priority_classes, which sets "
+        "CI_RUNNER_ALLOWED_WORKLOAD_PRIORITY_CLASSES)"
+    ]
+
+
+def test_the_kueue_names_match_the_whole_name() -> None:
+    policy = ProjectPolicy(
+        allowed_local_queues=("team-a",), allowed_workload_priority_classes=("low",)
+    )
+    lines = refusals(KUEUE.format(queue="team-a-b", priority="lower"), policy)
+    assert [line.split(": ", 2)[1] for line in lines] == [
+        "kubernetes.local_queue",
+        "kubernetes.workload_priority_class",
+    ]
+
+
 def test_every_refusal_is_listed_at_once() -> None:
-    policy = ProjectPolicy(allowed_outputs=("s3://aaa/",), allowed_pip_cache_claims=())
+    policy = ProjectPolicy(
+        allowed_outputs=("s3://aaa/",),
+        allowed_pip_cache_claims=(),
+        allowed_local_queues=("team-a",),
+        allowed_workload_priority_classes=("low",),
+    )
     lines = refusals(
-        "secrets: [GITLAB_TOKEN]\noutputs: s3://bbb/\nkubernetes: {pip_cache_pvc: c}\n", policy
+        "secrets: [GITLAB_TOKEN]\noutputs: s3://bbb/\nkubernetes: {pip_cache_pvc: c, "
+        "local_queue: team-b, workload_priority_class: high}\n",
+        policy,
     )
     assert [line.split(": ", 2)[1] for line in lines] == [
         "secrets[0]",
         "outputs",
         "kubernetes.pip_cache_pvc",
+        "kubernetes.local_queue",
+        "kubernetes.workload_priority_class",
     ]

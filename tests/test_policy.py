@@ -28,14 +28,29 @@ def test_lists_are_comma_or_space_separated_empty_is_unset_and_none_is_nothing()
         "CI_RUNNER_ALLOWED_SECRETS": "WANDB_API_KEY, AWS_*\nHF_TOKEN",
         "CI_RUNNER_ALLOWED_OUTPUTS": "",
         "CI_RUNNER_ALLOWED_PIP_CACHE_CLAIMS": "none",
+        "CI_RUNNER_ALLOWED_LOCAL_QUEUES": " team-a,team-b-* ",
+        "CI_RUNNER_ALLOWED_WORKLOAD_PRIORITY_CLASSES": "none",
         "CI_COMMIT_REF_PROTECTED": "true",
     }
     assert project_policy(env) == ProjectPolicy(
         allowed_secrets=("WANDB_API_KEY", "AWS_*", "HF_TOKEN"),
         allowed_outputs=None,
         allowed_pip_cache_claims=(),
+        allowed_local_queues=("team-a", "team-b-*"),
+        allowed_workload_priority_classes=(),
         ref_protected=True,
     )
+
+
+def test_the_kueue_lists_are_read_as_the_component_sets_them() -> None:
+    env = {
+        "CI_RUNNER_ALLOWED_LOCAL_QUEUES": "",
+        "CI_RUNNER_ALLOWED_WORKLOAD_PRIORITY_CLASSES": "low, batch-?",
+    }
+    policy = project_policy(env)
+    assert policy.allowed_local_queues is None
+    assert policy.allowed_workload_priority_classes == ("low", "batch-?")
+    assert project_policy({"CI_RUNNER_ALLOWED_LOCAL_QUEUES": "none"}).allowed_local_queues == ()
 
 
 @pytest.mark.parametrize("value", ["false", "", "1", "yes"])

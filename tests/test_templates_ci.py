@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ci_runner.policy import project_policy
 from testing.git import run_git
 from testing.gitlab_ci_local import (
     CiRunnerRemote,
@@ -248,6 +249,24 @@ def test_environment_resource_group_and_expose_as_reach_the_job(
     assert job["resource_group"] == "gpu-cluster"
     assert job["artifacts"]["expose_as"] == "Model report"
     assert job["artifacts"]["paths"] == ["ci-runner-out/"]
+
+
+def test_the_kueue_allow_lists_reach_the_job_s_policy(
+    tmp_path: Path, remote: CiRunnerRemote
+) -> None:
+    job = preview_train(
+        tmp_path,
+        remote,
+        allowed_local_queues="team-a, team-b-*",
+        allowed_workload_priority_classes="none",
+    )
+    variables = {k: str(v) for k, v in job["variables"].items()}
+    assert variables["CI_RUNNER_ALLOWED_LOCAL_QUEUES"] == "team-a, team-b-*"
+    policy = project_policy(variables)
+    assert (policy.allowed_local_queues, policy.allowed_workload_priority_classes) == (
+        ("team-a", "team-b-*"),
+        (),
+    )
 
 
 def test_the_default_inputs_make_a_valid_job(tmp_path: Path, remote: CiRunnerRemote) -> None:

@@ -176,7 +176,8 @@ KUBERNETES: Final = Record(
         "ClusterQueue has quota for all its pods. The CI log says why it waits (Kueue's own "
         "words), and neither `setup_timeout` nor `unschedulable_timeout` runs meanwhile. A "
         "LocalQueue that does not exist or is stopped ends the run at once. For Horovod and "
-        "torchrun alike; not with `queue`, which is Volcano's or scheduler-plugins'.",
+        "torchrun alike; not with `queue`, which is Volcano's or scheduler-plugins'. The project "
+        "may allow only some LocalQueues (the component's input `allowed_local_queues`).",
         "team-a",
     ),
     Field(
@@ -184,7 +185,8 @@ KUBERNETES: Final = Record(
         Str(rule=k8s_name("WorkloadPriorityClass", subdomain=False)),
         "Kueue's WorkloadPriorityClass for the job (`kueue.x-k8s.io/priority-class`): the "
         "order in its queue, and which workloads it may preempt or be preempted by. Only with "
-        "`local_queue`.",
+        "`local_queue`. The project may allow only some classes (the component's input "
+        "`allowed_workload_priority_classes`).",
         "low-priority",
     ),
     Field(

@@ -1,5 +1,6 @@
 """A run's plan against the project's policy (:mod:`ci_runner.policy`): which CI variables
-train.yaml passes as ``secrets``, where ``outputs`` writes and which claim is the pip cache.
+train.yaml passes as ``secrets``, where ``outputs`` writes, which claim is the pip cache, and
+which Kueue LocalQueue and WorkloadPriorityClass the job names.
 
 Every refusal is a train.yaml problem (file, YAML path, line), raised before anything is
 submitted or started; ``validate``, ``render`` and ``train`` check alike.
@@ -14,9 +15,11 @@ from urllib.parse import urlsplit
 from ci_runner.errors import ConfigError, Problem
 from ci_runner.plan.run_plan import RunPlan
 from ci_runner.policy import (
+    ALLOWED_LOCAL_QUEUES_VARIABLE,
     ALLOWED_OUTPUTS_VARIABLE,
     ALLOWED_PIP_CACHE_CLAIMS_VARIABLE,
     ALLOWED_SECRETS_VARIABLE,
+    ALLOWED_WORKLOAD_PRIORITY_CLASSES_VARIABLE,
     NEVER_PASSABLE,
     ProjectPolicy,
 )
@@ -32,6 +35,7 @@ def check_allowed(plan: RunPlan, policy: ProjectPolicy, *, local: bool = False) 
         *_secret_problems(plan, policy),
         *_output_problems(plan, policy, local),
         *_claim_problems(plan, policy),
+        *_kueue_problems(plan, policy),
     ]
     if problems:
         raise ConfigError(problems)
@@ -130,6 +134,52 @@ def _claim_problems(plan: RunPlan, policy: ProjectPolicy) -> list[Problem]:
             f"({_shown(allowed)})",
             "remove pip_cache_pvc, or "
             + _maintainers(ALLOWED_PIP_CACHE_CLAIMS_VARIABLE, "allowed_pip_cache_claims"),
+        )
+    ]
+
+
+def _kueue_problems(plan: RunPlan, policy: ProjectPolicy) -> list[Problem]:
+    k8s = plan.config.kubernetes
+    return [
+        *_name_problems(
+            plan,
+            "local_queue",
+            "LocalQueue",
+            k8s.local_queue,
+            policy.allowed_local_queues,
+            _maintainers(ALLOWED_LOCAL_QUEUES_VARIABLE, "allowed_local_queues"),
+        ),
+        *_name_problems(
+            plan,
+            "workload_priority_class",
+            "WorkloadPriorityClass",
+            k8s.workload_priority_class,
+            policy.allowed_workload_priority_classes,
+            _maintainers(
+                ALLOWED_WORKLOAD_PRIORITY_CLASSES_VARIABLE, "allowed_workload_priority_classes"
+            ),
+        ),
+    ]
+
+
+def _name_problems(
+    plan: RunPlan,
+    field: str,
+    kind: str,
+    name: str | None,
+    allowed: tuple[str, ...] | None,
+    maintainers: str,
+) -> list[Problem]:
+    """``kubernetes.<field>``'s ``name`` (a Kueue object's) against the project's ``allowed``."""
+    if name is None or allowed is None or any(fnmatchcase(name, p) for p in allowed):
+        return []
+    instead = "name one of them" if allowed else f"remove {field}"
+    return [
+        _problem(
+            plan,
+            f"kubernetes.{field}",
+            f"{kind} {name} is not one this project lets train.yaml use ({_shown(allowed)})",
+            f"{instead}, or {maintainers}",
         )
     ]
 
