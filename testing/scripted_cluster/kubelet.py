@@ -244,8 +244,19 @@ class ScriptedKubelet:
                     ):
                         return current
             if time.monotonic() > deadline:
-                raise AssertionError(f"pod {namespace}/{name} never ran on a scripted node")
+                why = self._unscheduled(namespace, name)
+                raise AssertionError(f"pod {namespace}/{name} never ran on a scripted node{why}")
             time.sleep(0.05)
+
+    def _unscheduled(self, namespace: str, name: str) -> str:
+        """Why the scheduler left the pod unbound (``: <reason>: <message>`` of its PodScheduled
+        condition, read as the admin: no node may read a pod not bound to it), or nothing."""
+        with contextlib.suppress(ApiFailure, requests.RequestException):
+            pod = self.plane.admin_api().get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+            for condition in ((pod or {}).get("status") or {}).get("conditions") or []:
+                if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                    return f": {condition.get('reason')}: {condition.get('message')}"
+        return ""
 
     @contextlib.contextmanager
     def _holding(self, namespace: str, name: str) -> Iterator[JSON]:
