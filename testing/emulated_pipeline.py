@@ -213,6 +213,27 @@ def pipeline(
     return Pipeline(repo, env, mr, sha)
 
 
+def read_until(train: subprocess.Popen[str], text: str) -> list[str]:
+    """The lines ``train`` writes up to the first that contains ``text`` (AssertionError with
+    them all if it ends first)."""
+    assert train.stdout is not None
+    seen = []
+    for line in train.stdout:
+        seen.append(line.rstrip("\n"))
+        if text in line:
+            return seen
+    raise AssertionError("\n".join(seen))
+
+
+def finish(job: Pipeline, train: subprocess.Popen[str], seen: list[str] | None = None) -> Run:
+    """``train`` (of ``job``) to its end: its whole log (``seen`` of it read already), exit code
+    and the MR's first note (the report)."""
+    rest, _ = train.communicate(timeout=600)
+    notes = job.notes()  # the report, then the result's reply in its thread
+    log = (seen or []) + rest.splitlines()
+    return Run(train.returncode, log, notes[0] if notes else "", job.sha)
+
+
 def train(
     site: Site,
     name: str,
@@ -223,10 +244,7 @@ def train(
 ) -> Run:
     """`ci-runner train` as the job of an MR pipeline for ``config`` (see :func:`pipeline`)."""
     job = pipeline(site, name, config, files, namespace, variables)
-    train = job.start("train")
-    output, _ = train.communicate(timeout=600)
-    notes = job.notes()  # the report, then the result's reply in its thread
-    return Run(train.returncode, output.splitlines(), notes[0] if notes else "", job.sha)
+    return finish(job, job.start("train"))
 
 
 def assert_trained(run: Run, name: str) -> None:

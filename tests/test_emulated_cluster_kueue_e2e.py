@@ -8,7 +8,6 @@ Job waits behind the same queue.
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,15 +16,15 @@ import pytest
 
 from testing.emulated_cluster.harness import NAMESPACE, busybox
 from testing.emulated_pipeline import (
-    Pipeline,
-    Run,
     Site,
     assert_failed,
     assert_trained,
     ddp_train_yaml,
     failure_line,
+    finish,
     job_name,
     pipeline,
+    read_until,
     running_site,
     train,
     train_yaml,
@@ -77,12 +76,6 @@ def queued_config(make: Any = train_yaml, **kubernetes: object) -> dict[str, obj
     return config
 
 
-def finish(job: Pipeline, train: subprocess.Popen[str]) -> Run:
-    output, _ = train.communicate(timeout=600)
-    notes = job.notes()
-    return Run(train.returncode, output.splitlines(), notes[0] if notes else "", job.sha)
-
-
 def index(log: list[str], pattern: str) -> int:
     """The first line of ``log`` that contains ``pattern``."""
     return next(i for i, line in enumerate(log) if pattern in line)
@@ -121,14 +114,7 @@ def test_a_higher_priority_workload_preempts_a_training_and_the_log_names_kueue(
     config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
     job = pipeline(site, "kueue-preempted", config)
     train = job.start("train")
-    assert train.stdout is not None
-    seen = []
-    for line in train.stdout:
-        seen.append(line.rstrip("\n"))
-        if "Training. Epoch 1," in line:
-            break
-    else:
-        raise AssertionError("\n".join(seen))
+    seen = read_until(train, "Training. Epoch 1,")
     urgent = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -154,11 +140,9 @@ def test_a_higher_priority_workload_preempts_a_training_and_the_log_names_kueue(
     jobs = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
     site.cluster.api.create(jobs, urgent)
     try:
-        rest, _ = train.communicate(timeout=300)
+        run = finish(job, train, seen)
     finally:
         site.cluster.api.delete(f"{jobs}/urgent", {"propagationPolicy": "Background"})
-    notes = job.notes()
-    run = Run(train.returncode, seen + rest.splitlines(), notes[0] if notes else "", job.sha)
     text = "\n".join(run.log)
     name = job_name(run.log)
     evicted = [line for line in run.log if "[ci-runner] Kueue evicted Workload" in line]

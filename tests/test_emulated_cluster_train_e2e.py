@@ -38,9 +38,11 @@ from testing.emulated_pipeline import (
     assert_trained,
     ddp_train_yaml,
     failure_line,
+    finish,
     job_kind,
     job_name,
     pipeline,
+    read_until,
     running_site,
     train,
     train_yaml,
@@ -644,22 +646,13 @@ def training(site: Site, name: str) -> tuple[Pipeline, subprocess.Popen[str], li
     config["env"] = {**config["env"], "EPOCHS": "100000"}  # type: ignore[dict-item]
     job = pipeline(site, name, config)
     train = job.start("train")
-    assert train.stdout is not None
-    seen = []
-    for line in train.stdout:
-        seen.append(line.rstrip("\n"))
-        if "Training. Epoch 1," in line:
-            break
-    else:
-        raise AssertionError("\n".join(seen))
+    seen = read_until(train, "Training. Epoch 1,")
     return job, train, seen, job_name(seen)
 
 
 def disrupted_line(job: Pipeline, train: subprocess.Popen[str], seen: list[str]) -> str:
     """The failure line of a run whose worker the cluster stopped, checked in the MR comment."""
-    rest, _ = train.communicate(timeout=300)
-    notes = job.notes()
-    run = Run(train.returncode, seen + rest.splitlines(), notes[0] if notes else "", job.sha)
+    run = finish(job, train, seen)
     message = failure_line(run)
     assert_failed(run, message)
     return message

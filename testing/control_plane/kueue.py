@@ -77,14 +77,6 @@ def _documents(path: Path) -> list[JSON]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-def _create(api: Api, path: str, obj: JSON) -> None:
-    try:
-        api.create(path, obj)
-    except ApiFailure as err:
-        if err.code != 409:
-            raise
-
-
 def _ca_bundle(ca: Path) -> str:
     return base64.b64encode(ca.read_bytes()).decode()
 
@@ -135,7 +127,7 @@ def crds(source: Path, webhook_url: str | None = None, ca: Path | None = None) -
 def apply_crds(api: Api, documents: list[JSON], timeout: float = 30.0) -> None:
     """Create the CRDs (too big for client-side apply) and wait until each is Established."""
     for crd in documents:
-        _create(api, CRDS, crd)
+        rbac.create_once(api, CRDS, crd)
     deadline = time.monotonic() + timeout
     for crd in documents:
         name = crd["metadata"]["name"]
@@ -160,7 +152,7 @@ def _bind_role(api: Api, namespace: str, name: str, role: str, user: str) -> Non
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }
-    _create(api, f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
+    rbac.create_once(api, f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
 
 
 def grant(api: Api, source: Path, user: str = USER) -> None:
@@ -171,12 +163,12 @@ def grant(api: Api, source: Path, user: str = USER) -> None:
     for path in (rbac_dir / "role.yaml", rbac_dir / "metrics_auth_role.yaml"):
         for role in _documents(path):
             role["metadata"] = {"name": "kueue-" + role["metadata"]["name"]}
-            _create(api, f"{RBAC}/clusterroles", role)
+            rbac.create_once(api, f"{RBAC}/clusterroles", role)
             rbac.bind_cluster_role(api, role["metadata"]["name"], user)
     for role in _documents(rbac_dir / "manager_secrets_role.yaml"):
         name = "kueue-" + role["metadata"]["name"]
         role["metadata"] = {"name": name, "namespace": NAMESPACE}
-        _create(api, f"{RBAC}/namespaces/{NAMESPACE}/roles", role)
+        rbac.create_once(api, f"{RBAC}/namespaces/{NAMESPACE}/roles", role)
         _bind_role(api, NAMESPACE, name, name, user)
     _bind_role(
         api,
@@ -226,7 +218,7 @@ def webhook_configurations(source: Path, webhook_url: str, ca: Path) -> list[JSO
 def install_webhooks(api: Api, configurations: list[JSON]) -> None:
     for configuration in configurations:
         plural = configuration["kind"].lower() + "s"
-        _create(api, f"{ADMISSION}/{plural}", configuration)
+        rbac.create_once(api, f"{ADMISSION}/{plural}", configuration)
 
 
 # -- the process --------------------------------------------------------------------------------

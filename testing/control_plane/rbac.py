@@ -45,7 +45,8 @@ OPERATOR_RULES = (
 )
 
 
-def _create(api: Api, path: str, obj: JSON) -> None:
+def create_once(api: Api, path: str, obj: JSON) -> None:
+    """Create ``obj`` under ``path``; one that exists already stays as it is."""
     try:
         api.create(path, obj)
     except ApiFailure as err:
@@ -62,7 +63,7 @@ def bind_cluster_role(api: Api, role: str, user: str) -> None:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }
-    _create(api, f"{RBAC}/clusterrolebindings", binding)
+    create_once(api, f"{RBAC}/clusterrolebindings", binding)
 
 
 def grant_operator(api: Api, user: str = OPERATOR_USER) -> None:
@@ -73,7 +74,7 @@ def grant_operator(api: Api, user: str = OPERATOR_USER) -> None:
         "metadata": {"name": "mpi-operator", "labels": {"app": "mpi-operator"}},
         "rules": list(OPERATOR_RULES),
     }
-    _create(api, f"{RBAC}/clusterroles", role)
+    create_once(api, f"{RBAC}/clusterroles", role)
     bind_cluster_role(api, "mpi-operator", user)
 
 
