@@ -147,6 +147,9 @@ def main() -> int:
         target = join(output_uri, MODEL_FILE)
         write_bytes(target, buffer.getvalue())
         print(f"Saved the model to {target}", flush=True)
+    # Every rank leaves together: a rank that tears gloo down while rank 0 still writes the model
+    # was once seen to die of SIGABRT at its exit (bench 6, 2026-12-05).
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
