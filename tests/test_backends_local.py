@@ -427,8 +427,14 @@ def test_ctrl_c_stops_every_rank(
 ) -> None:
     repo, sha = git_repo({"train.py": SLEEPER})
     driver = tmp_path / "driver.py"
-    # SIGTERM becomes KeyboardInterrupt exactly as `ci-runner train` arranges it.
-    prelude = "import signal\nsignal.signal(signal.SIGTERM, signal.default_int_handler)\n"
+    # SIGINT and SIGTERM become KeyboardInterrupt, as `ci-runner train` arranges it for both
+    # (commands/train.py): a Python started with SIGINT ignored (a CI script run in the
+    # background by a shell without job control) would not turn it into one by itself.
+    prelude = (
+        "import signal\n"
+        "for signum in (signal.SIGINT, signal.SIGTERM):\n"
+        "    signal.signal(signum, signal.default_int_handler)\n"
+    )
     driver.write_text(prelude + DRIVER)
     proc = subprocess.Popen(
         [
