@@ -81,14 +81,15 @@ class KubernetesBackend:
         self.console = console
         self.clock = clock
         self.api = KubeApi(options.api_client, options.namespace, clock, options.retry)
-        # Asked once a while the job waits: one try, so an unanswering API never holds us up.
-        once = KubeApi(
-            options.api_client, options.namespace, clock, replace(KUBERNETES_RETRY, attempts=1)
-        )
+        # Kueue's Workload and the position are followed only where RBAC lets ci-runner read
+        # them. The position is asked once a while: one try, so an unanswering API never holds
+        # the job's follower up.
         queue = options.queue
-        self.position = (
-            QueuePosition(once, queue.local_queue) if queue is not None and queue.visible else None
-        )
+        self.position: QueuePosition | None = None
+        if queue is not None and queue.visible:
+            one_try = replace(KUBERNETES_RETRY, attempts=1)
+            once = KubeApi(options.api_client, options.namespace, clock, one_try)
+            self.position = QueuePosition(once, queue.local_queue)
         self.mpijob_name = options.mpijob_name
         kind = str(options.manifest.get("kind", MPIJOB))
         self.kind = job_kind(
@@ -115,7 +116,7 @@ class KubernetesBackend:
             options.launcher_container,
             console.warning,
             self.kind,
-            watch_workload=options.queue is not None and options.queue.visible,
+            watch_workload=self.position is not None,
         )
 
     # -- public --------------------------------------------------------------------------------

@@ -121,11 +121,11 @@ def where(queue: QueueInfo) -> str:
     return f"LocalQueue {queue.local_queue}" + (f" (ClusterQueue {cq})" if cq else "")
 
 
-def queued_line(queue: QueueInfo, view: WorkloadView, waited: float) -> StatusLine:
-    """The job waits in its queue, and Kueue says why (said again when Kueue's reason changes)."""
-    reason = view.pending_message or "waiting for Kueue to consider Workload " + view.name
-    key = LineKey(Topic.QUEUED, (view.pending_reason or "", reason))
-    return StatusLine(key, f"queued in {where(queue)} for {duration(waited)}: {reason}")
+def queued_line(queue: QueueInfo, reason: str | None, message: str, waited: float) -> StatusLine:
+    """The job waits in its queue, and Kueue says why: its ``reason`` and ``message`` (the line
+    is said again when either changes)."""
+    key = LineKey(Topic.QUEUED, (reason or "", message))
+    return StatusLine(key, f"queued in {where(queue)} for {duration(waited)}: {message}")
 
 
 def position_line(queue: QueueInfo, place: int, pending: int) -> str:

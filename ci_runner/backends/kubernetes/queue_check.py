@@ -7,6 +7,7 @@ goes on: the job still waits in its queue, only the CI log cannot say why."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Final
 
 from ci_runner import kueue_names
@@ -38,7 +39,7 @@ def check_local_queue(
         api.list(WORKLOADS, label_selector=f"{kueue_names.JOB_UID_LABEL}=none")
     except Forbidden:
         warn(kueue.not_visible_line(info, api.namespace))
-        return QueueInfo(info.local_queue, visible=False, timeout=info.timeout)
+        return replace(info, visible=False)
     except NotFound as err:
         raise ConfigError([_missing(config, api.namespace, err)]) from None
     problem = kueue.local_queue_problem(local_queue)
@@ -48,7 +49,7 @@ def check_local_queue(
             "(kubectl get localqueues lists them)"
         )
         raise ConfigError([_problem(config, f"{problem}: Kueue would keep the job pending", fix)])
-    return QueueInfo(info.local_queue, kueue.cluster_queue_of(local_queue), True, info.timeout)
+    return replace(info, cluster_queue=kueue.cluster_queue_of(local_queue))
 
 
 def _missing(config: TrainConfig, namespace: str, err: NotFound) -> Problem:

@@ -143,7 +143,8 @@ class JobTracker:
             state.fail(never)
             return lines
         if view.pending_message is not None:
-            lines += self.said.once(kueue.queued_line(queue, view, waited))
+            line = kueue.queued_line(queue, view.pending_reason, view.pending_message, waited)
+            lines += self.said.once(line)
         return lines
 
     @property
