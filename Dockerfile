@@ -1,6 +1,8 @@
 # The image of the CI job that runs ci-runner (the component's `image` input). It drives the
 # cluster and does not train: Debian's Python, git (every ci-runner command reads the commit with
-# it), CA certificates for GitLab and the Kubernetes API, and ci-runner in a virtualenv.
+# it), CA certificates for GitLab and the Kubernetes API, and ci-runner in a virtualenv. It is
+# also the pods' setup image by default: fetch-code runs git in it, and copies its uv for
+# install-requirements, which installs a commit's requirements with it (pip without it).
 #
 # Build from a checkout after `make dist` (the wheel in dist/):
 #   buildah build --build-arg VERSION=0.1.0 --build-arg SOURCE=https://<gitlab>/<group>/ci-runner .
@@ -23,6 +25,7 @@ RUN apt-get update \
 COPY dist/*.whl /tmp/wheel/
 RUN python3 -m venv /opt/ci-runner \
     && /opt/ci-runner/bin/pip install --no-cache-dir --disable-pip-version-check /tmp/wheel/*.whl \
+        "uv>=0.9,<1" \
     && rm -rf /tmp/wheel \
     && useradd --create-home --uid 1000 --user-group ci-runner \
     && printf '[safe]\n\tdirectory = *\n' > /etc/gitconfig

@@ -64,7 +64,7 @@ screenshots: env mermaid
 
 ## test: lint, type-check and run every test (slow end-to-end tests included)
 test: env horovod cluster-tools control-plane real-node gitlab-ci-local mermaid lint typecheck image-check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 ## lint: ruff (check and format) over the Python, shellcheck (Debian's package, installed when missing) over every shell script
 lint: env

@@ -29,13 +29,19 @@ line (the MPIJob created), the seed's when its MPIJob is created; both stop at t
 ``Training. Epoch N, MSE loss`` line of the launcher's log.
 
 Where ci-runner's time goes (:class:`Phases`, printed per run and as medians): when a watch of the
-pods first showed a worker pod, both workers Ready, the launcher's pod and its container running,
-and when this machine's process table (a container's processes are this kernel's) first showed
-``horovodrun`` (an elastic job's launcher; a fixed-size job's runs ``mpirun``), ``mpirun`` and a
-rank's Python.
+pods first showed a worker pod, both workers scheduled, both workers Ready, the launcher's pod and
+its container running; and when this machine's process table (a container's processes are this
+kernel's, scanned every 50 ms) first showed a sandbox's ``pause``, each pod script (fetch-code.sh,
+install-requirements.sh, the readiness probe's ready.sh, launch.sh), ``sshd``, ``horovodrun`` (an
+elastic job's launcher; a fixed-size job's runs ``mpirun``), ``mpirun`` and a rank's Python; and
+when it last showed fetch-code.sh and install-requirements.sh (the later worker's end).
 
-Target (issue 24 item 9): the warm run at least 8x faster than the seed's way, per round. Its
-other half, at most half of the first step before item 9, needs that older commit (bench/README).
+The package index serves each wheel's metadata beside it (PEP 658), as PyPI does: a resolver (uv,
+pip) reads a package's dependencies without downloading its wheel.
+
+Targets (issue 48): the warm run at least 12x faster than the seed's way and the cold one at least
+8x, per round; ci-runner's own part of a warm start (`submitted` -> a rank's Python) at most 2.5 s
+(median).
 
 Each round then measures the same for ``distributed: torchrun``
 (:mod:`bench.cluster_startup_torchrun`).
@@ -54,11 +60,12 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -88,14 +95,32 @@ FILE_CACHE = "max-age=365000000, immutable, public"
 JSON = dict[str, Any]
 PHASES = (
     "pods created",
+    "workers scheduled",
+    "a sandbox's pause",
+    "fetch-code",
+    "fetch-code last seen",
+    "install-requirements",
+    "install-requirements last seen",
+    "sshd",
+    "readiness probe",
     "workers Ready",
     "launcher pod created",
     "launcher running",
+    "launch.sh",
     "horovodrun",
     "mpirun",
     "a rank's python",
 )
 RANK_SCRIPT = b"main_with_horovod.py"
+# A pod script's process (the ConfigMap's file as the shell's argument) -> its phase.
+SCRIPTS = {
+    b"fetch-code.sh": "fetch-code",
+    b"install-requirements.sh": "install-requirements",
+    b"ready.sh": "readiness probe",
+    b"launch.sh": "launch.sh",
+}
+# The setup scripts whose end (their last sighting, the later worker's) is a phase too.
+LAST_SEEN = ("fetch-code", "install-requirements")
 
 
 class Phases:
@@ -107,6 +132,7 @@ class Phases:
 
         self.seen: dict[str, float] = {}
         self._ready: set[str] = set()
+        self._scheduled: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._informer = Informer(
@@ -128,14 +154,19 @@ class Phases:
         with self._lock:
             self.seen.clear()
             self._ready.clear()
+            self._scheduled.clear()
 
     def since(self, start: float) -> dict[str, float]:
         with self._lock:
             return {name: self.seen[name] - start for name in PHASES if name in self.seen}
 
-    def _mark(self, name: str) -> None:
+    def _mark(self, name: str, last: bool = False) -> None:
+        """When ``name`` was first seen (``last``: last seen, so far)."""
         with self._lock:
-            self.seen.setdefault(name, time.perf_counter())
+            if last:
+                self.seen[name] = time.perf_counter()
+            else:
+                self.seen.setdefault(name, time.perf_counter())
 
     def _pod(self, kind: str, pod: JSON) -> None:
         if kind == "DELETED" or pod["metadata"].get("deletionTimestamp"):
@@ -145,6 +176,10 @@ class Phases:
         status = pod.get("status") or {}
         if role == "worker":
             self._mark("pods created")
+            if pod["spec"].get("nodeName"):
+                self._scheduled.add(pod["metadata"]["name"])
+            if len(self._scheduled) >= 2:
+                self._mark("workers scheduled")
             ready = any(
                 c["type"] == "Ready" and c["status"] == "True"
                 for c in status.get("conditions") or []
@@ -168,7 +203,17 @@ class Phases:
                     argv = (proc / "cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
-                if argv[0].endswith(b"mpirun"):
+                script = SCRIPTS.get(os.path.basename(argv[1]) if len(argv) > 1 else b"")
+                if script is not None:
+                    self._mark(script)
+                    if script in LAST_SEEN:
+                        self._mark(f"{script} last seen", last=True)
+                elif argv[0].endswith(b"/pause") or argv[0] == b"pause":
+                    self._mark("a sandbox's pause")
+                elif argv[0].endswith(b"/sshd") or argv[0].startswith(b"sshd: "):
+                    # sshd retitles itself ("sshd: /usr/sbin/sshd -D -e ... [listener] ...").
+                    self._mark("sshd")
+                elif argv[0].endswith(b"mpirun"):
                     self._mark("mpirun")
                 elif any(a.endswith(b"/horovodrun") for a in argv[:2]):
                     self._mark("horovodrun")
@@ -201,21 +246,40 @@ def why_not_here() -> str | None:
 
 
 def wheelhouse() -> Path:
-    """The wheels of EXTRA_REQUIREMENTS and their dependencies, downloaded once."""
+    """The wheels of the commit's requirements (the example's and EXTRA_REQUIREMENTS) and their
+    dependencies, at the versions the nodes' image has where it has them, as PyPI serves every
+    version: uv resolves with the image's versions (ci_runner/uv_install.py). Downloaded once."""
+    from testing.emulated_cluster import sitelayer
+
     house = cache_dir() / "bench-wheelhouse"
     stamp = house / ".complete"
-    if stamp.is_file() and stamp.read_text() == " ".join(EXTRA_REQUIREMENTS):
+    dists = sitelayer.installed(Path(sys.prefix))
+    image = sorted(
+        f"{name}=={dists[name].version}" for name in sitelayer.closure(sitelayer.ROOTS, dists)
+    )
+    wanted = [*_example_requirements(), *EXTRA_REQUIREMENTS]
+    key = " ".join([*wanted, "-c", *image])
+    if stamp.is_file() and stamp.read_text() == key:
         return house
     shutil.rmtree(house, ignore_errors=True)
-    say(f"downloading {', '.join(EXTRA_REQUIREMENTS)} and their dependencies into {house}")
+    house.mkdir(parents=True)
+    say(f"downloading {', '.join(wanted)} and their dependencies into {house}")
+    constraints = house / ".image-constraints.txt"
+    constraints.write_text("".join(f"{pin}\n" for pin in image))
     run_quiet(
         [
             *(str(PYTHON), "-m", "pip", "download", "--quiet", "--only-binary", ":all:"),
-            *("--disable-pip-version-check", "-d", str(house), *EXTRA_REQUIREMENTS),
+            *("--disable-pip-version-check", "-d", str(house), "-c", str(constraints), *wanted),
         ]
     )
-    stamp.write_text(" ".join(EXTRA_REQUIREMENTS))
+    stamp.write_text(key)
     return house
+
+
+def _example_requirements() -> list[str]:
+    """The example's requirements.txt, its requirement lines."""
+    text = (REPO / EXAMPLE / "requirements.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _project(filename: str) -> str:
@@ -223,25 +287,52 @@ def _project(filename: str) -> str:
     return re.sub(r"[-_.]+", "-", filename.split("-")[0]).lower()
 
 
+class Wheel(NamedTuple):
+    """A wheel as the index serves it: its file, its digest, its METADATA and that's digest."""
+
+    path: Path
+    sha256: str
+    metadata: bytes
+    metadata_sha256: str
+
+
+def catalogue(house: Path) -> dict[str, list[Wheel]]:
+    """The wheels of ``house`` by PEP 503 project name, each digested once."""
+    projects: dict[str, list[Wheel]] = {}
+    for path in sorted(house.glob("*.whl")):
+        with zipfile.ZipFile(path) as wheel:
+            name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+            metadata = wheel.read(name)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        entry = Wheel(path, digest, metadata, hashlib.sha256(metadata).hexdigest())
+        projects.setdefault(_project(path.name), []).append(entry)
+    return projects
+
+
 class _Index(BaseHTTPRequestHandler):
-    house: Path
+    """PyPI's simple pages (PEP 503) with each wheel's metadata beside it (PEP 658, 714), which
+    resolvers read instead of the wheel."""
+
+    projects: dict[str, list[Wheel]]
 
     def do_GET(self) -> None:
         parts = self.path.split("?")[0].strip("/").split("/")
-        if len(parts) == 2 and parts[0] == "simple":
-            files = sorted(p for p in self.house.glob("*.whl") if _project(p.name) == parts[1])
-            if not files:
-                self.send_error(404)
-                return
+        files = {w.path.name: w for wheels in self.projects.values() for w in wheels}
+        wheel = files.get(parts[-1].removesuffix(".metadata"))
+        if len(parts) == 2 and parts[0] == "simple" and parts[1] in self.projects:
             links = "".join(
-                f'<a href="/files/{html.escape(p.name)}#sha256='
-                f'{hashlib.sha256(p.read_bytes()).hexdigest()}">{html.escape(p.name)}</a><br>\n'
-                for p in files
+                f'<a href="/files/{html.escape(w.path.name)}#sha256={w.sha256}" '
+                f'data-core-metadata="sha256={w.metadata_sha256}" '
+                f'data-dist-info-metadata="sha256={w.metadata_sha256}">'
+                f"{html.escape(w.path.name)}</a><br>\n"
+                for w in self.projects[parts[1]]
             )
             page = f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
             self._send(page, "text/html", PAGE_CACHE)
-        elif len(parts) == 2 and parts[0] == "files" and (self.house / parts[1]).is_file():
-            self._send((self.house / parts[1]).read_bytes(), "application/octet-stream", FILE_CACHE)
+        elif len(parts) == 2 and parts[0] == "files" and wheel is not None:
+            metadata = parts[1].endswith(".metadata")
+            body = wheel.metadata if metadata else wheel.path.read_bytes()
+            self._send(body, "application/octet-stream", FILE_CACHE)
         else:
             self.send_error(404)
 
@@ -260,7 +351,7 @@ class _Index(BaseHTTPRequestHandler):
 @contextmanager
 def package_index(house: Path, address: str) -> Iterator[str]:
     """A PEP 503 index of ``house`` on ``address``; yields its /simple/ URL."""
-    handler = type("Index", (_Index,), {"house": house})
+    handler = type("Index", (_Index,), {"projects": catalogue(house)})
     server = ThreadingHTTPServer((address, INDEX_PORT), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

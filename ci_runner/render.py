@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import yaml
 
-from ci_runner import kueue_names, variables, venv_layer
+from ci_runner import kueue_names, uv_install, variables, venv_layer
 from ci_runner.config.scalars import MAX_DURATION
 from ci_runner.config.setup_env import FETCH_CODE, INSTALL_REQUIREMENTS, PIP_SETTINGS, SETUP_ENV
 from ci_runner.config.types import LAUNCHER_DISK, NOBODY_UID, ContainerResources, TrainConfig
@@ -94,7 +94,6 @@ _SCRIPTS: Final = {
     "launch": "launch.sh",
     "sshd": "sshd.sh",
 }
-VENV_LAYER_FILE: Final = "venv_layer.py"
 # torchrun's node entry point, in the ConfigMap of a torchrun job only (torchrun_job.py).
 TORCHRUN_SCRIPT: Final = "torchrun.sh"
 
@@ -222,14 +221,15 @@ def object_metadata(plan: RunPlan, name: str) -> dict[str, Any]:
 
 
 def pod_scripts(*, torchrun: bool = False) -> dict[str, str]:
-    """The files of the ConfigMap of pod scripts: ``templates/scripts/`` and the virtualenv
-    module install-requirements.sh runs with the image's Python (:mod:`ci_runner.venv_layer`);
-    ``torchrun``: torchrun's job's, with :data:`TORCHRUN_SCRIPT` too."""
+    """The ConfigMap's files: ``templates/scripts/`` and the modules install-requirements.sh runs
+    with the image's Python (:mod:`.venv_layer`, :mod:`.uv_install`); ``torchrun``: with
+    :data:`TORCHRUN_SCRIPT` too."""
     names = [*_SCRIPTS.values(), *([TORCHRUN_SCRIPT] if torchrun else [])]
     files = {
         file: (templates_dir() / "scripts" / file).read_text(encoding="utf-8") for file in names
     }
-    files[VENV_LAYER_FILE] = Path(venv_layer.__file__).read_text(encoding="utf-8")
+    for module in (Path(venv_layer.__file__), Path(uv_install.__file__)):
+        files[module.name] = module.read_text(encoding="utf-8")
     return files
 
 

@@ -373,7 +373,10 @@ CHECKS = [
     # fetch-code's git reads no system configuration (no safe.directory): it fetches from a
     # repository its user owns, as a pod's comes from a server.
     f"git clone -q --bare {CHECKOUT} /tmp/origin.git && CI_RUNNER_REPO_URL=file:///tmp/origin.git "
-    f"CI_RUNNER_SHA=$(git rev-parse HEAD) CI_RUNNER_CODE_DIR=/tmp/fetched sh {FETCH_CODE}",
+    f"CI_RUNNER_SHA=$(git rev-parse HEAD) CI_RUNNER_CODE_DIR=/tmp/fetched "
+    f"CI_RUNNER_UV=/tmp/tools/uv sh {FETCH_CODE}",
+    # ... and leaves its uv for install-requirements, which runs it in train.yaml's image.
+    "/tmp/tools/uv --version",
 ]
 
 

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "console",
         "http_policy",
         "venv_layer",
+        "uv_install",
         "torchrun_output",
         "kueue_names",
     ),
@@ -350,6 +351,16 @@ EDGE_MODULES = {
 TAKES_AN_ENVIRONMENT = {
     "ci_runner/venv_layer.py venv_key(environ)": "stdlib only: the pods run it over their own "
     "process's environment (the PIP_* settings are part of the key)",
+    "ci_runner/uv_install.py uv_settings(environ)": "stdlib only: the pods run it over their "
+    "own process's environment (pip's settings, translated for uv)",
+    "ci_runner/uv_install.py pip_config_file(environ)": "stdlib only: the pods run it over "
+    "their own process's environment (where pip finds its files)",
+    "ci_runner/uv_install.py uv_environment(environ)": "stdlib only: the environment uv runs "
+    "with, the pod process's own less the image's UV_* settings",
+    "ci_runner/uv_install.py why_not(environ)": "stdlib only: the pods run it over their own "
+    "process's environment",
+    "ci_runner/uv_install.py install(environ)": "stdlib only: the pods run it over their own "
+    "process's environment",
     "ci_runner/backends/local/pyenv.py run_command(env)": "the environment a child process "
     "(pip, horovodrun --check-build) starts with, as built for it",
     "ci_runner/backends/local/supervise.py launch_process(env)": "the environment the ranks "

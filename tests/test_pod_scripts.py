@@ -49,6 +49,8 @@ def _sh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "CI_RUNNER_VENV": str(tmp_path / "pod" / "venv"),
         "CI_RUNNER_SSH_DIR": str(tmp_path / "pod" / "ssh"),
         "CI_RUNNER_READY_FILE": str(tmp_path / "pod" / "ready"),
+        # fetch-code leaves no uv there (CI_RUNNER_UV empty): pip installs, unless a test says.
+        "CI_RUNNER_UV": "",
         **GIT_ENV,
     }
     (tmp_path / "home").mkdir(parents=True, exist_ok=True)

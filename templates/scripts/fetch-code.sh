@@ -63,3 +63,12 @@ git_ -c advice.detachedHead=false checkout --quiet FETCH_HEAD
 head="$(git_ rev-parse HEAD)"
 [ "$head" = "$sha" ] || fail "fetched commit $head instead of $sha from $repo_url; fix: check CI_RUNNER_REPO_URL"
 echo "ci-runner: code at commit $sha in $code_dir"
+
+# The setup image's uv, if it has one, for install-requirements (uv_install.py), which runs it in
+# train.yaml's image with that image's rights: it gains nothing there it did not have. Without it,
+# pip installs.
+uv_to="${CI_RUNNER_UV-/ci-runner/tools/uv}"
+if [ -n "$uv_to" ] && uv="$(command -v uv)"; then
+    { mkdir -p "$(dirname "$uv_to")" && cp "$uv" "$uv_to.tmp" && mv "$uv_to.tmp" "$uv_to"; } ||
+        echo "ci-runner: could not copy $uv to $uv_to; pip installs the requirements" >&2
+fi

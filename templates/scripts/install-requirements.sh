@@ -4,7 +4,9 @@
 # $CI_RUNNER_VENV, which sees the image's packages too; the launcher puts its bin directory first
 # on PATH, which horovodrun gives every rank, so `python` is the virtualenv's: .pth files and
 # console scripts work. pip runs from the code directory, so a requirement given as a path
-# (./libs/pkg) is the commit's. The ready file is written only on success.
+# (./libs/pkg) is the commit's. The ready file is written only on success. uv installs them when
+# fetch-code left the setup image's uv at $CI_RUNNER_UV and it can do what pip would
+# (uv_install.py); pip otherwise.
 #
 # With a pip cache claim, $CI_RUNNER_VENV_CACHE is a directory on it that keeps each virtualenv it
 # made under a key: the requirements files' bytes (with those they include by -r or -c), the
@@ -39,7 +41,9 @@ python="$(command -v python3 || command -v python)" ||
     fail "the image has no python3 or python; fix: use an image with Python and Horovod"
 # The virtualenv's key, its .pth files and its cache are Python's, run by the image's Python: the
 # ConfigMap holds venv_layer.py beside this script.
-venv_layer="$(cd "$(dirname "$0")" && pwd)/venv_layer.py"
+scripts="$(cd "$(dirname "$0")" && pwd)"
+venv_layer="$scripts/venv_layer.py"
+uv="${CI_RUNNER_UV-/ci-runner/tools/uv}"
 
 ready() {
     printf '%s\n' "$sha" >"$ready_file.tmp"
@@ -78,7 +82,9 @@ if [ -n "$requirements" ]; then
     # A PIP_NO_COMPILE in train.yaml's env is left to pip (which reads PIP_NO_COMPILE=1 as "compile").
     no_compile="--no-compile"
     [ -z "${PIP_NO_COMPILE+set}" ] || no_compile=""
-    if ! "$venv/bin/python" -m pip install --no-input --disable-pip-version-check $no_compile \
+    if [ -n "$uv" ] && [ -f "$uv" ] && "$venv/bin/python" "$scripts/uv_install.py" "$uv" "$requirements"; then
+        : # uv installed them
+    elif ! "$venv/bin/python" -m pip install --no-input --disable-pip-version-check $no_compile \
         -r "$requirements"; then
         fail "pip could not install $requirements at commit $sha (its output is above); fix: correct the requirements file, or set PIP_INDEX_URL in train.yaml env"
     fi

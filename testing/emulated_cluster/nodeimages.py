@@ -6,7 +6,8 @@ one tarball per suite, mirror and package list); the layers above are written he
 - :data:`MPI_IMAGE`: Debian's Python, OpenMPI, OpenSSH (client and server) and git, with what
   ``horovod/horovod:0.28.1``'s Dockerfile adds for sshd (``/var/run/sshd``, that is ``/run/sshd``,
   ``StrictHostKeyChecking no``) and its ``WORKDIR /horovod/examples``: what the Horovod image
-  is made of below its Python packages;
+  is made of below its Python packages; and uv (this virtualenv's, the dev dependency) on its
+  PATH, as ci-runner's image has it (Dockerfile): the tests' setup image;
 - :data:`NON_ROOT_IMAGE`: the same with a numeric ``USER`` (a kubelet refuses ``runAsNonRoot``
   with a named one) whose account has a password field that is not locked (``*``: Debian's sshd
   refuses a locked ``!`` account even for key logins);
@@ -173,6 +174,7 @@ class Layers:
     account: Path
     stock_python: Path
     trojan_git: Path
+    uv: Path
 
 
 def _site_pip(venv: Path) -> list[str]:
@@ -197,13 +199,25 @@ def _small_layers(cache: Path, scratch: Path, venv: Path) -> Layers:
     (trojan / "usr" / "local" / "bin").mkdir(parents=True)
     (trojan / "usr" / "local" / "bin" / "git").write_text(TROJAN_GIT)
     (trojan / "usr" / "local" / "bin" / "git").chmod(0o755)
+    uv = scratch / "uv"
+    (uv / "usr" / "local" / "bin").mkdir(parents=True)
+    shutil.copy(_uv(venv), uv / "usr" / "local" / "bin" / "uv")
     return Layers(
         base,
         imagestore.layer_from_dir(sshd, scratch / "sshd.tar"),
         imagestore.layer_from_dir(account, scratch / "account.tar"),
         imagestore.layer_from_dir(stock, scratch / "stock-python.tar"),
         imagestore.layer_from_dir(trojan, scratch / "trojan-git.tar"),
+        imagestore.layer_from_dir(uv, scratch / "uv.tar"),
     )
+
+
+def _uv(venv: Path) -> Path:
+    """This virtualenv's uv (the dev dependency), which the setup image carries."""
+    found = shutil.which("uv", path=str(venv / "bin"))
+    if found is None:
+        raise imagestore.ImageFailed(f"no uv in {venv}; fix: pip install -e '.[dev]' (make venv)")
+    return Path(found)
 
 
 def _images(layers: Layers, site: Path) -> list[Named]:
@@ -215,7 +229,7 @@ def _images(layers: Layers, site: Path) -> list[Named]:
         return ImageConfig(cmd=["/bin/bash"], env=env, workdir=WORKDIR, user=user)
 
     return [
-        Named(MPI_IMAGE, [base, sshd], config(ENV)),
+        Named(MPI_IMAGE, [base, sshd, layers.uv], config(ENV)),
         Named(NON_ROOT_IMAGE, [base, sshd, account], config({**ENV, **home}, user)),
         Named(HOROVOD_IMAGE, [base, sshd, site], config(HOROVOD_ENV)),
         Named(
@@ -235,7 +249,7 @@ def source(cache: Path, venv: Path) -> Source:
     with tempfile.TemporaryDirectory() as tmp:
         layers = _small_layers(cache, Path(tmp), venv)
         inputs = [layers.base.name, imagestore.FORMAT, sitelayer.key(venv)]
-        small = (layers.sshd, layers.account, layers.stock_python, layers.trojan_git)
+        small = (layers.sshd, layers.account, layers.stock_python, layers.trojan_git, layers.uv)
         inputs += [imagestore.digest(p) for p in small]
         for named in _images(layers, layers.base):
             inputs += [named.name, json.dumps(named.config.as_json([]), sort_keys=True)]
