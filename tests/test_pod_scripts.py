@@ -430,6 +430,33 @@ def test_install_puts_the_requirements_where_every_rank_imports_them(
     assert rank.stdout == "from the wheel\n"
 
 
+def test_fetch_leaves_the_setup_images_uv_and_install_runs_it(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    uv = tmp_path / "pod" / "tools" / "uv"
+    env, proc = _installed(tmp_path, remote, wheelhouse, CI_RUNNER_UV=str(uv))
+    assert uv.read_bytes() == (VENV_BIN / "uv").read_bytes()
+    assert os.access(uv, os.X_OK)
+    version = subprocess.run([uv, "--version"], capture_output=True, text=True, check=True)
+    assert proc.stdout.splitlines() == [
+        f"ci-runner: installing requirements.txt with uv {version.stdout.split()[1]}",
+        f"ci-runner: requirements installed; ready at commit {remote[1]}",
+    ]
+    assert " + tinypkg==1.0" in proc.stderr.splitlines()
+    rank = subprocess.run(
+        [
+            tmp_path / "pod" / "venv" / "bin" / "python",
+            "-c",
+            "import tinypkg; print(tinypkg.VALUE)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert rank.stdout == "from the wheel\n"
+
+
 @pytest.mark.parametrize(("extra", "compiled"), [({}, False), ({"PIP_NO_COMPILE": "1"}, True)])
 def test_install_leaves_bytecode_to_the_ranks_unless_train_yaml_says(
     tmp_path: Path,
