@@ -265,16 +265,24 @@ class Replayed:
 
 
 BUILD_CA = "/tmp/image-check-ca.crt"  # removed after the RUN steps, as a build secret is
+SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian's, and its images'
 PASSED_THROUGH = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_DEFAULT_TIMEOUT")
 PROXIES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
 
+def trusted_bundle() -> Path | None:
+    """The CA bundle this machine's pip trusts (PIP_CERT, else the system's), None if there is
+    none: this machine's network may re-sign TLS with a CA of its own."""
+    bundle = Path(os.environ.get("PIP_CERT") or SYSTEM_BUNDLE)
+    return bundle if bundle.is_file() else None
+
+
 def builder_env(root: Path) -> dict[str, str]:
     """What a builder on this machine passes to RUN steps: its package index, proxies and the CA
-    bundle its pip trusts (this machine's network may re-sign TLS), never kept in the image."""
+    bundle its pip trusts (:func:`trusted_bundle`), never kept in the image."""
     env = {k: os.environ[k] for k in (*PASSED_THROUGH, *PROXIES) if k in os.environ}
-    bundle = Path(os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt")
-    if bundle.is_file():
+    bundle = trusted_bundle()
+    if bundle is not None:
         shutil.copy(bundle, root / BUILD_CA.lstrip("/"))
         env["PIP_CERT"] = BUILD_CA
     return env

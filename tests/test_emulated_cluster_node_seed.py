@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from testing import image_check
 from testing.emulated_cluster import imagestore, nodeimages, seedroot, sitelayer
 from testing.emulated_cluster.imagestore import Source
 
@@ -226,3 +227,61 @@ def test_a_layer_keeps_its_files_times_only_when_asked(tmp_path: Path) -> None:
         assert tar.getmember("./module.py").mtime == 1_700_000_000
     with tarfile.open(zeroed) as tar:
         assert tar.getmember("./module.py").mtime == 0
+
+
+def _pem(body: str, width: int = 64) -> str:
+    lines = [body[i : i + width] for i in range(0, len(body), width)]
+    return "\n".join(["-----BEGIN CERTIFICATE-----", *lines, "-----END CERTIFICATE-----"])
+
+
+DEBIANS = _pem("A" * 100)  # a certificate both bundles have
+PROXYS = _pem("B" * 100)  # one only this machine trusts
+
+
+def test_the_extra_certificates_are_the_hosts_the_image_lacks_once_each() -> None:
+    # The same certificate with other line breaks is the image's; a comment is no certificate.
+    host = f"# Issuer: proxy\n{_pem('A' * 100, 76)}\n{PROXYS}\n{PROXYS}\n"
+    assert nodeimages.extra_certificates(f"{DEBIANS}\n", host) == [PROXYS]
+    assert nodeimages.extra_certificates(f"{DEBIANS}\n{PROXYS}\n", host) == []
+
+
+def test_the_ca_layer_is_the_images_bundle_with_this_machines_extra_cas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image, host = tmp_path / "image.crt", tmp_path / "host.crt"
+    image.write_text(f"{DEBIANS}\n")
+    host.write_text(f"{DEBIANS}\n{PROXYS}\n")
+    monkeypatch.setenv("PIP_CERT", str(host))
+    assert nodeimages._ca_tree(tmp_path / "layer", image)
+    files = [p for p in (tmp_path / "layer").rglob("*") if p.is_file()]
+    assert files == [tmp_path / "layer" / "etc/ssl/certs/ca-certificates.crt"]
+    assert files[0].read_text() == f"{DEBIANS}\n{PROXYS}\n"
+    assert files[0].stat().st_mode & 0o777 == 0o644
+
+
+def test_no_ca_layer_without_an_extra_ca_or_without_a_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = tmp_path / "image.crt"
+    image.write_text(f"{DEBIANS}\n")
+    monkeypatch.setenv("PIP_CERT", str(image))
+    assert not nodeimages._ca_tree(tmp_path / "same", image)
+    monkeypatch.delenv("PIP_CERT")
+    monkeypatch.setattr(image_check, "SYSTEM_BUNDLE", tmp_path / "absent.crt")
+    assert not nodeimages._ca_tree(tmp_path / "none", image)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["image.crt"]
+
+
+@pytest.mark.parametrize("ca", [True, False])
+def test_every_image_has_the_ca_layer_right_above_the_base(tmp_path: Path, ca: bool) -> None:
+    names = ("base", "sshd", "account", "stock", "trojan", "uv", "ca")
+    paths = {name: tmp_path / f"{name}.tar" for name in names}
+    base, sshd, account, stock, trojan, uv = (paths[n] for n in names[:6])
+    layers = nodeimages.Layers(base, sshd, account, stock, trojan, uv, paths["ca"] if ca else None)
+    images = nodeimages._images(layers, tmp_path / "site.tar")
+    lowest = [paths["base"], paths["ca"]] if ca else [paths["base"]]
+    below_sshd = [list(image.layers[: len(lowest) + 1]) for image in images]
+    assert below_sshd == [[*lowest, paths["sshd"]]] * len(images)
+    assert layers.written()[4:] == [paths["uv"], *([paths["ca"]] if ca else [])]
+    # uv in the setup image (the tests' MPI_IMAGE) alone, as ci-runner's image has it.
+    assert [image.name for image in images if paths["uv"] in image.layers] == [nodeimages.MPI_IMAGE]

@@ -213,6 +213,41 @@ def test_the_stock_images_python_branch_installs_a_local_package_with_its_old_pi
     ], "\n".join(run.log)
 
 
+# The commit's package, built by a backend that is in no cache: pip fetches it from the package
+# index into the build's isolated environment, over TLS the image must trust (this machine's CAs,
+# testing/emulated_cluster/nodeimages.py). A rank prints the generator its wheel names.
+FLIT_CORE = "3.12.0"
+FLIT_PACKAGE = {
+    "requirements.txt": b"-r examples/simple_ml/requirements.txt\n./libs/flitpkg\n",
+    "libs/flitpkg/pyproject.toml": (
+        f'[build-system]\nrequires = ["flit_core=={FLIT_CORE}"]\n'
+        'build-backend = "flit_core.buildapi"\n\n[project]\nname = "flitpkg"\nversion = "1.0"\n'
+        'description = "built by a backend from the index"\n'
+    ).encode(),
+    "libs/flitpkg/flitpkg.py": (
+        b"import importlib.metadata, os\n\n"
+        b"wheel = importlib.metadata.distribution('flitpkg').read_text('WHEEL').splitlines()\n"
+        b"print('flitpkg rank', os.environ['OMPI_COMM_WORLD_RANK'], wheel[1], flush=True)\n"
+    ),
+}
+
+
+def test_a_local_package_whose_build_backend_pip_downloads_from_the_index(site: Site) -> None:
+    config = train_yaml()
+    env = config["env"]
+    assert isinstance(env, dict)
+    del env["PIP_NO_INDEX"]
+    config["requirements"] = "requirements.txt"
+    config["command"] = (
+        "sh -c 'python -m flitpkg && exec python examples/simple_ml/main_with_horovod.py'"
+    )
+    run = train(site, "flit", config, FLIT_PACKAGE)
+    assert_trained(run, "flit")
+    assert sorted(line for line in run.log if "flitpkg rank" in line) == [
+        f"[1,{rank}]<stdout>:flitpkg rank {rank} Generator: flit {FLIT_CORE}" for rank in (0, 1)
+    ], "\n".join(run.log)
+
+
 ENFORCE = "pod-security.kubernetes.io/enforce"
 
 

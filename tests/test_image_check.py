@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from testing import image_check
 from testing.dist import build_wheel
 from testing.image_check import CheckFailed, apt_mirror, check, parse_dockerfile
 from testing.paths import REPO_ROOT, cache_dir
@@ -109,6 +110,21 @@ def test_no_source_for_the_suite_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and chroot need root")
 @pytest.mark.skipif(shutil.which("debootstrap") is None, reason="apt-get install debootstrap")
+def test_the_trusted_bundle_is_pips_then_the_systems_then_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pips, system = tmp_path / "pip.pem", tmp_path / "system.pem"
+    pips.write_text("pip's")
+    system.write_text("system's")
+    monkeypatch.setattr(image_check, "SYSTEM_BUNDLE", system)
+    monkeypatch.setenv("PIP_CERT", str(pips))
+    assert image_check.trusted_bundle() == pips
+    monkeypatch.delenv("PIP_CERT")
+    assert image_check.trusted_bundle() == system
+    system.unlink()
+    assert image_check.trusted_bundle() is None
+
+
 def test_an_image_without_git_fails_the_check(tmp_path: Path) -> None:
     context = tmp_path / "context"
     build_wheel(context / "dist")

@@ -18,8 +18,10 @@ one tarball per suite, mirror and package list); the layers above are written he
 - :data:`STOCK_PYTHON_IMAGE`: :data:`HOROVOD_IMAGE` with the stock image's Python where it differs
   (``python`` only, no ``ensurepip``, pip 21.0.1: :func:`_stock_python_tree`).
 
-All five are one archive (:func:`source`), imported once into the nodes' seed
-(:mod:`.seedroot`), which is what is cached."""
+Every image trusts what this machine trusts (:func:`_ca_tree`): a pod reaches a package index
+through the same TLS-intercepting proxy as this machine, if it has one. All of them are one
+archive (:func:`source`), imported once into the nodes' seed (:mod:`.seedroot`), which is what is
+cached."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -76,6 +79,10 @@ HOROVOD_ENV = {**ENV, "PATH": "/usr/local/nvidia/bin:/usr/local/cuda/bin:" + ENV
 # docker/horovod/Dockerfile at v0.28.1, lines 79-82: sshd's privilege separation directory and
 # no host key prompts between workers.
 SSH_CONFIG = "Host *\n    StrictHostKeyChecking no\n"
+# The one file Debian's OpenSSL (/usr/lib/ssl/cert.pem links to it), Python's ssl, pip >= 24.2
+# (truststore: the system's store) and git (libcurl-gnutls) read the trusted CAs from.
+CA_BUNDLE = image_check.SYSTEM_BUNDLE.relative_to("/")
+PEM = re.compile(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", re.DOTALL)
 
 
 def base_layer(cache: Path) -> Path:
@@ -117,6 +124,36 @@ def _account_tree(root: Path, base: Path) -> None:
     (home / ".ssh").mkdir(parents=True, mode=0o700)
     for path in (home, home / ".ssh"):
         os.chown(path, uid, uid)
+
+
+def extra_certificates(image: str, host: str) -> list[str]:
+    """The PEM certificates of the bundle ``host`` that the bundle ``image`` lacks, in
+    ``host``'s order (compared by their base64, whatever the line breaks)."""
+    known = {"".join(found[1].split()) for found in PEM.finditer(image)}
+    extra: dict[str, str] = {}
+    for found in PEM.finditer(host):
+        body = "".join(found[1].split())
+        if body not in known:
+            extra.setdefault(body, found[0])
+    return list(extra.values())
+
+
+def _ca_tree(root: Path, image_bundle: Path) -> bool:
+    """The image's bundle (``image_bundle``, Debian's) with the CAs this machine's pip trusts
+    (:func:`testing.image_check.trusted_bundle`) appended, as a layer's tree at ``root``; False,
+    and no tree, when this machine trusts no CA the image does not."""
+    host = image_check.trusted_bundle()
+    if host is None:
+        return False
+    image = image_bundle.read_text(encoding="utf-8")
+    extra = extra_certificates(image, host.read_text(encoding="utf-8"))
+    if not extra:
+        return False
+    bundle = root / CA_BUNDLE
+    bundle.parent.mkdir(parents=True)
+    bundle.write_text(image + "".join(f"{cert}\n" for cert in extra), encoding="utf-8")
+    bundle.chmod(0o644)
+    return True
 
 
 # pip's console script as get-pip writes it, run by the system interpreter.
@@ -175,6 +212,12 @@ class Layers:
     stock_python: Path
     trojan_git: Path
     uv: Path
+    ca: Path | None  # this machine's extra CAs (:func:`_ca_tree`), None without any
+
+    def written(self) -> list[Path]:
+        """The layers written here: their digests are part of the images' key."""
+        small = [self.sshd, self.account, self.stock_python, self.trojan_git, self.uv]
+        return small + ([self.ca] if self.ca is not None else [])
 
 
 def _site_pip(venv: Path) -> list[str]:
@@ -190,9 +233,11 @@ def _small_layers(cache: Path, scratch: Path, venv: Path) -> Layers:
     _sshd_tree(sshd)
     etc = scratch / "base-etc"
     etc.mkdir()
-    imagestore.extract(base, etc, ["./etc/passwd", "./etc/group", "./etc/shadow"])
+    imagestore.extract(base, etc, ["./etc/passwd", "./etc/group", "./etc/shadow", f"./{CA_BUNDLE}"])
     account = scratch / "account"
     _account_tree(account, etc)
+    ca = scratch / "ca"
+    has_ca = _ca_tree(ca, etc / CA_BUNDLE)
     stock = scratch / "stock-python"
     _stock_python_tree(stock, stockpip.stock_pip_wheel(cache), _site_pip(venv))
     trojan = scratch / "trojan-git"
@@ -209,6 +254,7 @@ def _small_layers(cache: Path, scratch: Path, venv: Path) -> Layers:
         imagestore.layer_from_dir(stock, scratch / "stock-python.tar"),
         imagestore.layer_from_dir(trojan, scratch / "trojan-git.tar"),
         imagestore.layer_from_dir(uv, scratch / "uv.tar"),
+        imagestore.layer_from_dir(ca, scratch / "ca.tar") if has_ca else None,
     )
 
 
@@ -223,34 +269,35 @@ def _uv(venv: Path) -> Path:
 def _images(layers: Layers, site: Path) -> list[Named]:
     home = {"HOME": "/home/mpiuser"}
     user = str(NON_ROOT_UID)
-    base, sshd, account = layers.base, layers.sshd, layers.account
+    sshd, account = layers.sshd, layers.account
+    base = [layers.base, *([layers.ca] if layers.ca is not None else [])]
 
     def config(env: dict[str, str], user: str = "") -> ImageConfig:
         return ImageConfig(cmd=["/bin/bash"], env=env, workdir=WORKDIR, user=user)
 
     return [
-        Named(MPI_IMAGE, [base, sshd, layers.uv], config(ENV)),
-        Named(NON_ROOT_IMAGE, [base, sshd, account], config({**ENV, **home}, user)),
-        Named(HOROVOD_IMAGE, [base, sshd, site], config(HOROVOD_ENV)),
+        Named(MPI_IMAGE, [*base, sshd, layers.uv], config(ENV)),
+        Named(NON_ROOT_IMAGE, [*base, sshd, account], config({**ENV, **home}, user)),
+        Named(HOROVOD_IMAGE, [*base, sshd, site], config(HOROVOD_ENV)),
         Named(
             HOROVOD_NON_ROOT_IMAGE,
-            [base, sshd, site, account],
+            [*base, sshd, site, account],
             config({**HOROVOD_ENV, **home}, user),
         ),
-        Named(STOCK_PYTHON_IMAGE, [base, sshd, site, layers.stock_python], config(HOROVOD_ENV)),
-        Named(TROJAN_GIT_IMAGE, [base, sshd, site, layers.trojan_git], config(HOROVOD_ENV)),
+        Named(STOCK_PYTHON_IMAGE, [*base, sshd, site, layers.stock_python], config(HOROVOD_ENV)),
+        Named(TROJAN_GIT_IMAGE, [*base, sshd, site, layers.trojan_git], config(HOROVOD_ENV)),
     ]
 
 
 def source(cache: Path, venv: Path) -> Source:
     """The archive of the images, keyed by the base tarball's name (its packages), the digests
-    of the layers written here, the site layer's key (the virtualenv's distributions) and the
-    images' configs; written only when a node seed needs it."""
+    of the layers written here (this machine's CA bundle among them), the site layer's key (the
+    virtualenv's distributions) and the images' configs; written only when a node seed needs
+    it."""
     with tempfile.TemporaryDirectory() as tmp:
         layers = _small_layers(cache, Path(tmp), venv)
         inputs = [layers.base.name, imagestore.FORMAT, sitelayer.key(venv)]
-        small = (layers.sshd, layers.account, layers.stock_python, layers.trojan_git, layers.uv)
-        inputs += [imagestore.digest(p) for p in small]
+        inputs += [imagestore.digest(p) for p in layers.written()]
         for named in _images(layers, layers.base):
             inputs += [named.name, json.dumps(named.config.as_json([]), sort_keys=True)]
     key = "images-" + hashlib.sha256("\n".join(inputs).encode()).hexdigest()[:16]
