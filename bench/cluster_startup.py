@@ -1,4 +1,4 @@
-"""6. Submit -> first training step on the emulated cluster, three ways, in one run.
+"""6. Submit -> first training step on the emulated cluster, four ways, in one run.
 
 The example (``examples/simple_ml``, 2 workers, ``EPOCHS=2``) on the emulated cluster of
 ``testing/emulated_cluster`` with real nodes (kubelet v1.35.4, containerd, runc, CNI, CoreDNS; the
@@ -9,6 +9,9 @@ with data on its moto S3 and the commit served by ``git daemon`` on its bridge:
 * ``ci-runner train``, cold: a new ReadWriteMany ``kubernetes.pip_cache_pvc`` claim, empty;
 * ``ci-runner train``, warm: the same claim after the cold run (pip's cache filled, and the
   virtualenv install-requirements kept there for the same requirements: the workers run no pip);
+* ``ci-runner train``, new requirements: the same claim after the warm run, the requirements file
+  with one comment more (other bytes: another virtualenv's key), so a new virtualenv is made from
+  the caches uv and pip filled, as a team's commit that changes its requirements finds them;
 * the seed's way: the seed's MPIJob shape, applied as is to the API: each worker clones the code
   and runs ``pip install -r requirements.txt`` at every start, no readiness probe, and the
   launcher runs ``sleep 1m`` before ``horovodrun`` (real sleeping).
@@ -422,8 +425,6 @@ class Site:
         shutil.copytree(
             REPO / EXAMPLE, self.repo / EXAMPLE, ignore=shutil.ignore_patterns("__pycache__")
         )
-        requirements = [f"-r {EXAMPLE}/requirements.txt", *EXTRA_REQUIREMENTS]
-        (self.repo / "requirements.txt").write_text("\n".join(requirements) + "\n")
         self._git("init", "-q", "-b", "main")
         self._git("remote", "add", "origin", self.repo_url)
 
@@ -431,12 +432,18 @@ class Site:
         identity = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
         return run_quiet(["git", *identity, *args], cwd=self.repo).stdout.strip()
 
-    def commit(self, claim: str, overrides: Mapping[str, str] | None = None) -> None:
+    def commit(
+        self, claim: str, overrides: Mapping[str, str] | None = None, note: str = ""
+    ) -> None:
         """Commit a train.yaml using the pip cache claim ``claim`` (with ``overrides`` of its
-        top-level fields), and serve it."""
+        top-level fields) and the requirements (with a comment ``note``: other bytes, so another
+        virtualenv's key), and serve it."""
         from testing.host import marks
 
         self.runs += 1
+        requirements = [f"-r {EXAMPLE}/requirements.txt", *EXTRA_REQUIREMENTS]
+        requirements += [f"# {note}"] if note else []
+        (self.repo / "requirements.txt").write_text("\n".join(requirements) + "\n")
         example = yaml.safe_load((REPO / EXAMPLE / "train.yaml").read_text())
         config = {
             **{key: example[key] for key in ("name", "image", "command", "data", "outputs")},
@@ -608,6 +615,11 @@ def _rows(times: dict[str, list[float]], whole: list[float]) -> list[Row]:
         Row(NAME, "ci-runner train, cold pip cache (new claim)", spread(times["cold"])),
         Row(NAME, "ci-runner train, warm (same claim: kept virtualenv)", spread(times["warm"])),
         Row(NAME, "  warm: from starting the command", spread(whole)),
+        Row(
+            NAME,
+            "ci-runner train, new requirements (same claim: caches filled)",
+            spread(times["changed"]),
+        ),
         Row(NAME, f"seed's way (pip at every start, sleep {SEED_SLEEP})", spread(times["seed"])),
         Row(
             NAME,
@@ -623,6 +635,7 @@ def _rows(times: dict[str, list[float]], whole: list[float]) -> list[Row]:
             f">= {MIN_SPEEDUP:.0f}x",
             check(per_round(times, "seed", "warm") >= MIN_SPEEDUP),
         ),
+        Row(NAME, "seed's way / new requirements", ratio(times, "seed", "changed")),
         Row(NAME, "cold / warm", ratio(times, "cold", "warm")),
     ]
 
@@ -651,7 +664,7 @@ def run(quick: bool) -> list[Row]:
         "AWS_SECRET_ACCESS_KEY": "bench-secret-key",
         "AWS_ENDPOINT_URL": s3_url,
     }
-    times: dict[str, list[float]] = {"cold": [], "warm": [], "seed": []}
+    times: dict[str, list[float]] = {"cold": [], "warm": [], "changed": [], "seed": []}
     torchrun_rounds = torchrun.Rounds(times)
     whole: list[float] = []
     cached: list[tuple[int, int]] = []  # (files, bytes) in the claim after each cold run
@@ -668,7 +681,8 @@ def run(quick: bool) -> list[Row]:
             kubeconfig = work / "kubeconfig"
             kubeconfig.write_text(yaml.safe_dump(cluster.ci_runner_kubeconfig(NAMESPACE)))
             for i in range(rounds):
-                say(f"round {i + 1} of {rounds}: cold, warm, the seed's way; then torchrun's")
+                ways = "cold, warm, new requirements, the seed's way; then torchrun's"
+                say(f"round {i + 1} of {rounds}: {ways}")
                 claim = f"pip-cache-{i}"
                 site.claim(claim)
                 site.commit(claim)
@@ -678,6 +692,10 @@ def run(quick: bool) -> list[Row]:
                 warm, from_start = site.ci_runner(kubeconfig, phases)
                 times["warm"].append(warm)
                 whole.append(from_start)
+                # New requirements in the same claim: a new virtualenv, from caches uv and pip
+                # filled (a team's usual "cold" start).
+                site.commit(claim, note=f"round {i + 1}: new requirements")
+                times["changed"].append(site.ci_runner(kubeconfig, None)[0])
                 times["seed"].append(site.seed())
                 torchrun_rounds.one_round(site, kubeconfig, claim)
     files, size = cached[-1]
