@@ -17,7 +17,9 @@ import pytest
 
 from ci_runner import uv_install, venv_layer
 
-UV = shutil.which("uv", path=str(Path(sys.executable).parent))
+# The dev dependency (pip install -e '.[dev]'): the uv the nodes' setup image carries.
+UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
+Install = tuple[Path, subprocess.CompletedProcess[str]]
 
 
 def test_pips_settings_become_uvs_options_and_variables() -> None:
@@ -178,7 +180,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(image)], check=True)
     subprocess.run(
         [
-            UV or "uv",
+            UV,
             "pip",
             "install",
             "--quiet",
@@ -228,14 +230,18 @@ def _run(
     )
 
 
-@pytest.mark.skipif(UV is None, reason="no uv in this virtualenv (pip install -e '.[dev]')")
+def _install(tmp_path: Path, site: tuple[Path, Path], requirements: str) -> Install:
+    """``requirements`` installed by uv_install.py into a pod's virtualenv over ``site``'s image."""
+    wheels, image = site
+    python = _pod_venv(image, tmp_path / "venv")
+    (tmp_path / "requirements.txt").write_text(requirements)
+    return python, _run(python, "requirements.txt", tmp_path, wheels)
+
+
 def test_uv_installs_what_the_image_lacks_and_keeps_what_it_has(
     tmp_path: Path, site: tuple[Path, Path]
 ) -> None:
-    wheels, image = site
-    python = _pod_venv(image, tmp_path / "venv")
-    (tmp_path / "requirements.txt").write_text("usespkg\ntinypkg>=1.0\n")
-    done = _run(python, "requirements.txt", tmp_path, wheels)
+    python, done = _install(tmp_path, site, "usespkg\ntinypkg>=1.0\n")
     assert done.returncode == 0, done.stderr
     assert (
         done.stdout
@@ -247,7 +253,11 @@ def test_uv_installs_what_the_image_lacks_and_keeps_what_it_has(
         "usespkg-1.0.dist-info"
     ]
     imported = subprocess.run(
-        [str(python), "-c", f"import tinypkg; print(tinypkg.__file__.startswith({str(image)!r}))"],
+        [
+            str(python),
+            "-c",
+            f"import tinypkg; print(tinypkg.__file__.startswith({str(site[1])!r}))",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -256,14 +266,10 @@ def test_uv_installs_what_the_image_lacks_and_keeps_what_it_has(
     assert (tmp_path / "cache" / "uv").is_dir()
 
 
-@pytest.mark.skipif(UV is None, reason="no uv in this virtualenv (pip install -e '.[dev]')")
 def test_requirements_at_odds_with_the_image_are_left_to_pip(
     tmp_path: Path, site: tuple[Path, Path]
 ) -> None:
-    wheels, image = site
-    python = _pod_venv(image, tmp_path / "venv")
-    (tmp_path / "requirements.txt").write_text("tinypkg>=2\n")
-    done = _run(python, "requirements.txt", tmp_path, wheels)
+    _, done = _install(tmp_path, site, "tinypkg>=2\n")
     assert done.returncode == 1
     assert done.stdout.splitlines()[-1] == (
         "ci-runner: pip installs requirements.txt: uv found no resolution that keeps the "
