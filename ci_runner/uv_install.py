@@ -209,7 +209,9 @@ def install(uv: str, requirements: str, environ: Mapping[str, str]) -> str | Non
     args, extra = settings
     env = uv_environment(environ, extra)
     python = ["--python", sys.executable, "--no-config", "--color", "never"]
-    with tempfile.TemporaryDirectory(prefix="ci-runner-uv-") as tmp:
+    # Beside the virtualenv, on the pod's volume: the image's /tmp may not be writable.
+    beside = os.path.dirname(os.path.abspath(sys.prefix))
+    with tempfile.TemporaryDirectory(prefix=".uv-", dir=beside) as tmp:
         pins = image_pins(installed())
         constraints = os.path.join(tmp, "image.txt")
         resolved = os.path.join(tmp, "resolved.txt")
@@ -221,7 +223,7 @@ def install(uv: str, requirements: str, environ: Mapping[str, str]) -> str | Non
         done = subprocess.run(compile_, env=env, stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
-            return "uv found no resolution that keeps the image's packages (above)"
+            return "uv could not resolve them with the image's packages held (above)"
         with open(resolved, encoding="utf-8") as file:
             new = added(file.read(), pins)
         with open(resolved, "w", encoding="utf-8") as file:

@@ -272,8 +272,8 @@ def test_requirements_at_odds_with_the_image_are_left_to_pip(
     _, done = _install(tmp_path, site, "tinypkg>=2\n")
     assert done.returncode == 1
     assert done.stdout.splitlines()[-1] == (
-        "ci-runner: pip installs requirements.txt: uv found no resolution that keeps the "
-        "image's packages (above)"
+        "ci-runner: pip installs requirements.txt: uv could not resolve them with the image's "
+        "packages held (above)"
     )
     assert "tinypkg" in done.stderr
 
