@@ -107,9 +107,6 @@ def test_no_source_for_the_suite_is_one_line(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and chroot need root")
-@pytest.mark.skipif(shutil.which("debootstrap") is None, reason="apt-get install debootstrap")
 def test_the_trusted_bundle_is_pips_then_the_systems_then_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,6 +122,9 @@ def test_the_trusted_bundle_is_pips_then_the_systems_then_none(
     assert image_check.trusted_bundle() is None
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and chroot need root")
+@pytest.mark.skipif(shutil.which("debootstrap") is None, reason="apt-get install debootstrap")
 def test_an_image_without_git_fails_the_check(tmp_path: Path) -> None:
     context = tmp_path / "context"
     build_wheel(context / "dist")
