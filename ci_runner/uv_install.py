@@ -29,6 +29,11 @@ import sys
 import tempfile
 from typing import Dict, Final, List, Mapping, Sequence, Tuple
 
+if __package__:
+    from ci_runner import venv_layer
+else:  # run as a script from the job's ConfigMap, where venv_layer.py lies beside it
+    import venv_layer  # type: ignore[import-not-found,no-redef]
+
 # pip's boolean environment values (pip's strtobool).
 _TRUE: Final = ("y", "yes", "t", "true", "on", "1")
 _FALSE: Final = ("n", "no", "f", "false", "off", "0")
@@ -116,27 +121,25 @@ def pip_config_file(environ: Mapping[str, str]) -> str | None:
     return next((path for path in candidates if path and os.path.isfile(path)), None)
 
 
-def hash_checking(paths: Sequence[str]) -> str | None:
-    """The first requirements file (of ``paths``, read as pip reads them, ``-r`` and ``-c``
-    included) that asks pip for hash-checking, which a second resolution would not keep."""
+def hash_checking(requirements: str) -> str | None:
+    """The first of the requirements file and those it includes (``-r``, ``-c``, as
+    :func:`venv_layer.includes` reads them) that asks pip for hash-checking, which a second
+    resolution would not keep."""
     seen = set()
-    todo = list(paths)
+    todo = [os.path.normpath(requirements)]
     while todo:
-        path = os.path.normpath(todo.pop(0))
+        path = todo.pop(0)
         if path in seen:
             continue
         seen.add(path)
         try:
-            with open(path, encoding="utf-8", errors="replace") as file:
-                text = file.read()
+            with open(path, "rb") as file:
+                data = file.read()
         except OSError:
             continue  # uv says what is wrong with it
-        if "--hash" in text or "--require-hashes" in text:
+        if b"--hash" in data or b"--require-hashes" in data:
             return path
-        for line in text.splitlines():
-            words = line.split()
-            if len(words) > 1 and words[0] in ("-r", "--requirement", "-c", "--constraint"):
-                todo.append(os.path.join(os.path.dirname(path), words[1]))
+        todo += venv_layer.includes(path, data)
     return None
 
 
@@ -195,7 +198,7 @@ def why_not(environ: Mapping[str, str], requirements: str) -> Settings | str:
     config = pip_config_file(environ)
     if config:
         return f"pip reads {config}, uv does not"
-    hashed = hash_checking([requirements])
+    hashed = hash_checking(requirements)
     if hashed:
         return f"{hashed} asks for hash-checking"
     return uv_settings(environ)

@@ -92,12 +92,13 @@ def test_hash_checking_in_an_included_file_leaves_it_to_pip(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "reqs").mkdir()
-    Path("requirements.txt").write_text("-r reqs/base.txt\ntinypkg\n")
+    # venv_layer.includes reads pip's forms of an include: -r FILE, --constraint=FILE, ...
+    Path("requirements.txt").write_text("--requirement=reqs/base.txt\ntinypkg\n")
     Path("reqs/base.txt").write_text("-c pins.txt\n")
     Path("reqs/pins.txt").write_text("tinypkg==1.0 --hash=sha256:00\n")
-    assert uv_install.hash_checking(["requirements.txt"]) == "reqs/pins.txt"
+    assert uv_install.hash_checking("requirements.txt") == "reqs/pins.txt"
     Path("reqs/pins.txt").write_text("tinypkg==1.0\n")
-    assert uv_install.hash_checking(["requirements.txt"]) is None
+    assert uv_install.hash_checking("requirements.txt") is None
     why = uv_install.why_not({"PIP_CONFIG_FILE": os.devnull}, "requirements.txt")
     assert why == ([], {})
 
