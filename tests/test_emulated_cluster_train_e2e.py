@@ -213,9 +213,10 @@ def test_the_stock_images_python_branch_installs_a_local_package_with_its_old_pi
     ], "\n".join(run.log)
 
 
-# The commit's package, built by a backend that is in no cache: pip fetches it from the package
-# index into the build's isolated environment, over TLS the image must trust (this machine's CAs,
-# testing/emulated_cluster/nodeimages.py). A rank prints the generator its wheel names.
+# The commit's package, built by a backend that is in no cache: the installer (uv, from the setup
+# image, or pip) fetches it from the package index into the build's isolated environment, over
+# TLS the image must trust (this machine's CAs, testing/emulated_cluster/nodeimages.py). A rank
+# prints the generator its wheel names.
 FLIT_CORE = "3.12.0"
 FLIT_PACKAGE = {
     "requirements.txt": b"-r examples/simple_ml/requirements.txt\n./libs/flitpkg\n",
@@ -232,7 +233,7 @@ FLIT_PACKAGE = {
 }
 
 
-def test_a_local_package_whose_build_backend_pip_downloads_from_the_index(site: Site) -> None:
+def test_a_local_package_whose_build_backend_comes_from_the_index(site: Site) -> None:
     config = train_yaml()
     env = config["env"]
     assert isinstance(env, dict)
