@@ -97,10 +97,18 @@ def test_hash_checking_in_an_included_file_leaves_it_to_pip(
     Path("reqs/base.txt").write_text("-c pins.txt\n")
     Path("reqs/pins.txt").write_text("tinypkg==1.0 --hash=sha256:00\n")
     assert uv_install.hash_checking("requirements.txt") == "reqs/pins.txt"
+    devnull = {"PIP_CONFIG_FILE": os.devnull}
+    assert uv_install.why_not(devnull, "requirements.txt") == "reqs/pins.txt asks for hash-checking"
     Path("reqs/pins.txt").write_text("tinypkg==1.0\n")
     assert uv_install.hash_checking("requirements.txt") is None
-    why = uv_install.why_not({"PIP_CONFIG_FILE": os.devnull}, "requirements.txt")
-    assert why == ([], {})
+    assert uv_install.why_not(devnull, "requirements.txt") == ([], {})
+
+
+def test_why_pip_reads_a_configuration_file_uv_would_not(tmp_path: Path) -> None:
+    named = tmp_path / "pip.ini"
+    named.write_text("[global]\nindex-url = https://pypi.example/simple\n")
+    why = uv_install.why_not({"PIP_CONFIG_FILE": str(named)}, "requirements.txt")
+    assert why == f"pip reads {named}, uv does not"
 
 
 def test_the_image_pins_the_first_distribution_of_each_name_it_imports() -> None:
