@@ -124,6 +124,27 @@ SCRIPTS = {
 }
 # The setup scripts whose end (their last sighting, the later worker's) is a phase too.
 LAST_SEEN = ("fetch-code", "install-requirements")
+# A container's processes are in its pod's cgroup, whose path has the pod's UID (cgroupfs: dashes).
+POD_CGROUP = re.compile(rb"/pod([0-9a-f]{8}(?:[-_][0-9a-f]{4}){3}[-_][0-9a-f]{12})")
+# A worker's steps, each started by the kubelet only once a relist (every second,
+# genericPlegRelistPeriod) showed the previous one's end: fetch-code exits -> install-requirements
+# starts, install-requirements exits -> sshd's container starts, that container runs -> the
+# readiness probe (the kubelet probes a container once it has seen it run).
+RELISTED = (
+    ("fetch-code", "install-requirements"),
+    ("install-requirements", "sshd"),
+    ("sshd", "readiness probe"),
+)
+RELIST_WAITS = "the kubelet's relist waits in the later worker"
+# Spans of a warm start that are not ci-runner's (the cluster's: kubelet, containerd, MPI
+# Operator), each (name, from phase, to phase); RELIST_WAITS is measured per pod.
+NOT_OURS = (
+    ("worker pods created -> a sandbox's pause", "pods created", "a sandbox's pause"),
+    ("workers Ready -> launcher pod created (operator)", "workers Ready", "launcher pod created"),
+    ("launcher pod created -> launch.sh (its sandbox)", "launcher pod created", "launch.sh"),
+)
+OURS_LEFT = "a rank's python less the spans above"
+STEPS = frozenset(step for pair in RELISTED for step in pair)
 
 
 class Phases:
@@ -134,6 +155,8 @@ class Phases:
         from testing.kube_api import Informer
 
         self.seen: dict[str, float] = {}
+        # Per worker pod (its UID): each of RELISTED's steps, first and last seen.
+        self._steps: dict[bytes, dict[str, list[float]]] = {}
         self._ready: set[str] = set()
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
@@ -156,12 +179,43 @@ class Phases:
     def reset(self) -> None:
         with self._lock:
             self.seen.clear()
+            self._steps.clear()
             self._ready.clear()
             self._scheduled.clear()
 
     def since(self, start: float) -> dict[str, float]:
+        """Seconds from ``start`` to each phase seen, then the spans of :data:`NOT_OURS`, the
+        relist waits, and what is left of a rank's Python after them."""
         with self._lock:
-            return {name: self.seen[name] - start for name in PHASES if name in self.seen}
+            after = {name: self.seen[name] - start for name in PHASES if name in self.seen}
+            waits = self._relist_waits()
+        spans = {name: after[b] - after[a] for name, a, b in NOT_OURS if a in after and b in after}
+        if waits is not None:
+            spans[RELIST_WAITS] = waits
+        if OURS in after and len(spans) == len(NOT_OURS) + 1:
+            spans[OURS_LEFT] = after[OURS] - sum(spans.values())
+        return after | spans
+
+    def _relist_waits(self) -> float | None:
+        """The sum of RELISTED's gaps in the worker whose readiness probe ran last."""
+        whole = [steps for steps in self._steps.values() if all(s in steps for s in STEPS)]
+        if not whole:
+            return None
+        later = max(whole, key=lambda steps: steps["readiness probe"][0])
+        return sum(later[b][0] - later[a][1 if a in LAST_SEEN else 0] for a, b in RELISTED)
+
+    def _step(self, proc: Path, name: str) -> None:
+        """Note a sighting of step ``name`` in the pod the process ``proc`` runs in."""
+        try:
+            found = POD_CGROUP.search((proc / "cgroup").read_bytes())
+        except OSError:
+            return
+        if found is None:
+            return
+        now = time.perf_counter()
+        with self._lock:
+            seen = self._steps.setdefault(found.group(1), {}).setdefault(name, [now, now])
+            seen[1] = now
 
     def _mark(self, name: str, last: bool = False) -> None:
         """When ``name`` was first seen (``last``: last seen, so far)."""
@@ -209,6 +263,8 @@ class Phases:
                 script = SCRIPTS.get(os.path.basename(argv[1]) if len(argv) > 1 else b"")
                 if script is not None:
                     self._mark(script)
+                    if script in STEPS:
+                        self._step(proc, script)
                     if script in LAST_SEEN:
                         self._mark(f"{script} last seen", last=True)
                 elif argv[0].endswith(b"/pause") or argv[0] == b"pause":
@@ -216,6 +272,7 @@ class Phases:
                 elif argv[0].endswith(b"/sshd") or argv[0].startswith(b"sshd: "):
                     # sshd retitles itself ("sshd: /usr/sbin/sshd -D -e ... [listener] ...").
                     self._mark("sshd")
+                    self._step(proc, "sshd")
                 elif argv[0].endswith(b"mpirun"):
                     self._mark("mpirun")
                 elif any(a.endswith(b"/horovodrun") for a in argv[:2]):
@@ -712,11 +769,12 @@ def _phase_rows(kind: str, runs: list[dict[str, float]]) -> list[Row]:
     """When each phase came after `submitted` in the ``kind`` runs; the warm runs' rank's Python
     against :data:`MAX_OURS_WARM`."""
     rows = []
-    for name in (*PHASES, "first step"):
+    spans = (*(span for span, _, _ in NOT_OURS), RELIST_WAITS, OURS_LEFT)
+    for name in (*PHASES, "first step", *spans):
         if not runs or not all(name in run for run in runs):
             continue
         seconds = [run[name] for run in runs]
-        label = f"  {kind}, after `submitted`: {name}"
+        label = f"  {kind}, {'span' if name in spans else 'after `submitted`'}: {name}"
         if kind == "warm" and name == OURS:
             target = f"<= {MAX_OURS_WARM} s (median)"
             rows.append(
