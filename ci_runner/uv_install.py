@@ -49,12 +49,17 @@ _NO_EFFECT: Final = (
 )
 # pip settings of one or more values (whitespace-separated in pip's environment) -> uv's option.
 _LISTS: Final = {
-    "PIP_INDEX_URL": "--index-url",
-    "PIP_EXTRA_INDEX_URL": "--extra-index-url",
-    "PIP_FIND_LINKS": "--find-links",
-    "PIP_TRUSTED_HOST": "--allow-insecure-host",
     "PIP_ONLY_BINARY": "--only-binary",
     "PIP_NO_BINARY": "--no-binary",
+}
+# pip settings that may hold a password (an index's URL with its credentials) -> uv's variable of
+# the same meaning, and how uv splits its values. In uv's environment, not on its command line,
+# which any process of the container reads in /proc.
+_LOCATIONS: Final = {
+    "PIP_INDEX_URL": ("UV_INDEX_URL", " "),
+    "PIP_EXTRA_INDEX_URL": ("UV_EXTRA_INDEX_URL", " "),
+    "PIP_FIND_LINKS": ("UV_FIND_LINKS", ","),
+    "PIP_TRUSTED_HOST": ("UV_INSECURE_HOST", " "),
 }
 # pip settings read by uv from another variable of the same meaning.
 _RENAMED: Final = {
@@ -88,7 +93,14 @@ def uv_settings(environ: Mapping[str, str]) -> Settings | str:
         if name in _LISTS:
             for word in value.split():
                 args += [_LISTS[name], word]
-            if name == "PIP_EXTRA_INDEX_URL" and value.split():
+        elif name in _LOCATIONS:
+            variable, separator = _LOCATIONS[name]
+            words = value.split()
+            if any(separator in word for word in words):
+                return f"{name} has a value with a '{separator}', which uv would split"
+            if words:
+                env[variable] = separator.join(words)
+            if name == "PIP_EXTRA_INDEX_URL" and words:
                 # pip takes the best version of every index; uv the first index's by default.
                 args += ["--index-strategy", "unsafe-best-match"]
         elif name in _RENAMED:

@@ -38,19 +38,21 @@ def test_pips_settings_become_uvs_options_and_variables() -> None:
         "HOME": "/root",
     }
     assert uv_install.uv_settings(environ) == (
-        [
-            *("--extra-index-url", "https://a.example/simple"),
-            *("--extra-index-url", "https://b.example/simple"),
-            *("--index-strategy", "unsafe-best-match"),
-            *("--find-links", "/wheels", "--index-url", "https://pypi.example/simple"),
-            *("--prerelease", "allow", "--allow-insecure-host", "pypi.example"),
-        ],
+        ["--index-strategy", "unsafe-best-match", "--prerelease", "allow"],
         {
             "SSL_CERT_FILE": "/ca.pem",
             "UV_HTTP_TIMEOUT": "60",
+            "UV_EXTRA_INDEX_URL": "https://a.example/simple https://b.example/simple",
+            "UV_FIND_LINKS": "/wheels",
+            "UV_INDEX_URL": "https://pypi.example/simple",
             "HTTPS_PROXY": "http://proxy:3128",
             "HTTP_PROXY": "http://proxy:3128",
+            "UV_INSECURE_HOST": "pypi.example",
         },
+    )
+    assert uv_install.uv_settings({"PIP_FIND_LINKS": "/a\n  /b", "PIP_ONLY_BINARY": ":all:"}) == (
+        ["--only-binary", ":all:"],
+        {"UV_FIND_LINKS": "/a,/b"},
     )
     assert uv_install.uv_settings({"PIP_NO_INDEX": "1"}) == (["--no-index"], {})
 
@@ -69,6 +71,46 @@ def test_a_pip_setting_uv_has_no_equivalent_of_leaves_it_to_pip(name: str, value
     assert uv_install.uv_settings({name: value}) == (
         f"{name} is a pip setting uv has no equivalent of"
     )
+
+
+def test_a_find_links_location_with_a_comma_leaves_it_to_pip() -> None:
+    assert uv_install.uv_settings({"PIP_FIND_LINKS": "/wheels /wheels,2024"}) == (
+        "PIP_FIND_LINKS has a value with a ',', which uv would split"
+    )
+
+
+def test_an_indexs_password_reaches_uv_in_its_environment_not_on_its_command_line(
+    tmp_path: Path,
+) -> None:
+    calls = tmp_path / "calls"
+    uv = tmp_path / "uv"
+    uv.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "args = sys.argv[1:]\n"
+        "if '-o' in args:\n"
+        "    open(args[args.index('-o') + 1], 'w').close()\n"
+        "with open(os.environ['CALLS'], 'a') as file:\n"
+        "    file.write(json.dumps([args[:2], os.environ.get('UV_INDEX_URL')]) + '\\n')\n"
+        "    file.write(json.dumps([arg for arg in args if 's3cret' in arg]) + '\\n')\n"
+    )
+    uv.chmod(0o755)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("usespkg\n")
+    environ = {
+        "PATH": os.environ["PATH"],
+        "CALLS": str(calls),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_INDEX_URL": "https://ci:s3cret@pypi.example/simple",
+    }
+    assert uv_install.install(str(uv), str(requirements), environ) is None
+    index = "https://ci:s3cret@pypi.example/simple"
+    assert calls.read_text().splitlines() == [
+        f'[["pip", "compile"], "{index}"]',
+        "[]",
+        f'[["pip", "install"], "{index}"]',
+        "[]",
+    ]
 
 
 def test_a_pip_configuration_file_leaves_it_to_pip(tmp_path: Path) -> None:
