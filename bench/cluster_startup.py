@@ -35,9 +35,13 @@ Where ci-runner's time goes (:class:`Phases`, printed per run and as medians): w
 pods first showed a worker pod, both workers scheduled, both workers Ready, the launcher's pod and
 its container running; and when this machine's process table (a container's processes are this
 kernel's, scanned every 50 ms) first showed a sandbox's ``pause``, each pod script (fetch-code.sh,
-install-requirements.sh, the readiness probe's ready.sh, launch.sh), ``sshd``, ``horovodrun`` (an
-elastic job's launcher; a fixed-size job's runs ``mpirun``), ``mpirun`` and a rank's Python; and
-when it last showed fetch-code.sh and install-requirements.sh (the later worker's end).
+install-requirements.sh, launch.sh; the readiness probe's ready.sh is mostly too brief for it),
+``sshd``, ``horovodrun`` (an elastic job's launcher; a fixed-size job's runs ``mpirun``),
+``mpirun`` and a rank's Python; and when it last showed fetch-code.sh and install-requirements.sh
+(the later worker's end). Then the spans that are the cluster's, not ci-runner's
+(:data:`NOT_OURS`): the worker's sandbox, the operator's reaction to Ready workers, the
+launcher's sandbox, and the kubelet's relist waits between a worker's steps (each process
+sighting placed in its pod by its cgroup); and what is left of a rank's Python after them.
 
 The package index serves each wheel's metadata beside it (PEP 658), as PyPI does: a resolver (uv,
 pip) reads a package's dependencies without downloading its wheel.
@@ -105,7 +109,6 @@ PHASES = (
     "install-requirements",
     "install-requirements last seen",
     "sshd",
-    "readiness probe",
     "workers Ready",
     "launcher pod created",
     "launcher running",
@@ -119,7 +122,6 @@ RANK_SCRIPT = b"main_with_horovod.py"
 SCRIPTS = {
     b"fetch-code.sh": "fetch-code",
     b"install-requirements.sh": "install-requirements",
-    b"ready.sh": "readiness probe",
     b"launch.sh": "launch.sh",
 }
 # The setup scripts whose end (their last sighting, the later worker's) is a phase too.
@@ -128,12 +130,13 @@ LAST_SEEN = ("fetch-code", "install-requirements")
 POD_CGROUP = re.compile(rb"/pod([0-9a-f]{8}(?:[-_][0-9a-f]{4}){3}[-_][0-9a-f]{12})")
 # A worker's steps, each started by the kubelet only once a relist (every second,
 # genericPlegRelistPeriod) showed the previous one's end: fetch-code exits -> install-requirements
-# starts, install-requirements exits -> sshd's container starts, that container runs -> the
-# readiness probe (the kubelet probes a container once it has seen it run).
+# starts, install-requirements exits -> sshd's container starts, that container runs -> the pod
+# Ready (the kubelet probes a container once it has seen it run; the probe passes at once, as
+# ready.sh waits for sshd's port, and is often too brief for the scan).
 RELISTED = (
     ("fetch-code", "install-requirements"),
     ("install-requirements", "sshd"),
-    ("sshd", "readiness probe"),
+    ("sshd", "Ready"),
 )
 RELIST_WAITS = "the kubelet's relist waits in the later worker"
 # Spans of a warm start that are not ci-runner's (the cluster's: kubelet, containerd, MPI
@@ -141,7 +144,8 @@ RELIST_WAITS = "the kubelet's relist waits in the later worker"
 NOT_OURS = (
     ("worker pods created -> a sandbox's pause", "pods created", "a sandbox's pause"),
     ("workers Ready -> launcher pod created (operator)", "workers Ready", "launcher pod created"),
-    ("launcher pod created -> launch.sh (its sandbox)", "launcher pod created", "launch.sh"),
+    # launch.sh execs mpirun at once: mostly too brief for the scan.
+    ("launcher pod created -> mpirun (its sandbox)", "launcher pod created", "mpirun"),
 )
 OURS_LEFT = "a rank's python less the spans above"
 STEPS = frozenset(step for pair in RELISTED for step in pair)
@@ -156,7 +160,7 @@ class Phases:
 
         self.seen: dict[str, float] = {}
         # Per worker pod (its UID): each of RELISTED's steps, first and last seen.
-        self._steps: dict[bytes, dict[str, list[float]]] = {}
+        self._steps: dict[str, dict[str, list[float]]] = {}
         self._ready: set[str] = set()
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
@@ -197,11 +201,11 @@ class Phases:
         return after | spans
 
     def _relist_waits(self) -> float | None:
-        """The sum of RELISTED's gaps in the worker whose readiness probe ran last."""
+        """The sum of RELISTED's gaps in the worker that was Ready last."""
         whole = [steps for steps in self._steps.values() if all(s in steps for s in STEPS)]
         if not whole:
             return None
-        later = max(whole, key=lambda steps: steps["readiness probe"][0])
+        later = max(whole, key=lambda steps: steps["Ready"][0])
         return sum(later[b][0] - later[a][1 if a in LAST_SEEN else 0] for a, b in RELISTED)
 
     def _step(self, proc: Path, name: str) -> None:
@@ -210,11 +214,14 @@ class Phases:
             found = POD_CGROUP.search((proc / "cgroup").read_bytes())
         except OSError:
             return
-        if found is None:
-            return
+        if found is not None:
+            # The pod's metadata.uid; the systemd cgroup driver writes its dashes as underscores.
+            self._step_of(found.group(1).replace(b"_", b"-").decode(), name)
+
+    def _step_of(self, uid: str, name: str) -> None:
         now = time.perf_counter()
         with self._lock:
-            seen = self._steps.setdefault(found.group(1), {}).setdefault(name, [now, now])
+            seen = self._steps.setdefault(uid, {}).setdefault(name, [now, now])
             seen[1] = now
 
     def _mark(self, name: str, last: bool = False) -> None:
@@ -243,6 +250,7 @@ class Phases:
             )
             if ready:
                 self._ready.add(pod["metadata"]["name"])
+                self._step_of(pod["metadata"]["uid"], "Ready")  # the first sighting counts
             if len(self._ready) >= 2:
                 self._mark("workers Ready")
         elif role == "launcher":
