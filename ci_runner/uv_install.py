@@ -187,20 +187,40 @@ def added(resolved: str, pins: Sequence[str]) -> str:
     return "".join(f"{line}\n" for line in kept)
 
 
-def uv_environment(environ: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """The environment uv runs with: none of the image's UV_* settings (pip would not read
-    them), the system's certificates (as pip's truststore), no Python downloads, copies (the
-    cache is on another file system than the virtualenv)."""
+def link_mode(cache: str | None, prefix: str) -> str:
+    """uv's link mode: hard links where a file of ``cache`` can be linked into the virtualenv
+    ``prefix`` (install-requirements.sh makes it on the claim, beside the cache), copies where
+    not (another mount), which uv would otherwise try first and warn of."""
+    if not cache:
+        return "copy"
+    try:
+        os.makedirs(cache, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cache, prefix=".link-probe-") as probe:
+            link = os.path.join(os.path.realpath(prefix), f".link-probe-{os.getpid()}")
+            os.link(probe.name, link)
+            os.unlink(link)
+    except OSError:
+        return "copy"
+    return "hardlink"
+
+
+def uv_environment(
+    environ: Mapping[str, str], extra: Mapping[str, str], prefix: str
+) -> dict[str, str]:
+    """The environment uv runs with to install into the virtualenv ``prefix``: none of the
+    image's UV_* settings (pip would not read them), the system's certificates (as pip's
+    truststore), no Python downloads, its cache beside pip's, and :func:`link_mode`'s."""
     env = {k: v for k, v in environ.items() if not k.startswith("UV_")}
     env.update(
         UV_SYSTEM_CERTS="1",
         UV_PYTHON_DOWNLOADS="never",
-        UV_LINK_MODE="copy",
         UV_NO_PROGRESS="1",
     )
-    cache = environ.get("PIP_CACHE_DIR")
+    pip_cache = environ.get("PIP_CACHE_DIR")
+    cache = os.path.join(os.path.dirname(pip_cache.rstrip("/")), "uv") if pip_cache else None
     if cache:
-        env["UV_CACHE_DIR"] = os.path.join(os.path.dirname(cache.rstrip("/")), "uv")
+        env["UV_CACHE_DIR"] = cache
+    env["UV_LINK_MODE"] = link_mode(cache, prefix)
     env.update(extra)
     return env
 
@@ -222,7 +242,7 @@ def install(uv: str, requirements: str, environ: Mapping[str, str]) -> str | Non
     if isinstance(settings, str):
         return settings
     args, extra = settings
-    env = uv_environment(environ, extra)
+    env = uv_environment(environ, extra, sys.prefix)
     python = ["--python", sys.executable, "--no-config", "--color", "never"]
     # Beside the virtualenv, on the pod's volume: the image's /tmp may not be writable.
     beside = os.path.dirname(os.path.abspath(sys.prefix))

@@ -8,6 +8,8 @@ runs this file with the image's Python from the job's ConfigMap, where it lies b
     python3 venv_layer.py key REQUIREMENTS        # in the code directory: the key, or nothing
     python3 venv_layer.py pth VENV                # the .pth files of a new virtualenv
     python3 venv_layer.py store VENV CACHE KEY DAYS
+    python3 venv_layer.py build CACHE KEY         # a new directory to make the virtualenv in
+    python3 venv_layer.py keep BUILD CACHE KEY DAYS VENV
 
 So: the standard library only, and nothing newer than Python 3.8 (ruff checks this file's syntax
 against 3.8).
@@ -23,6 +25,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from typing import Final, Iterable, Mapping, NamedTuple, Sequence
 
@@ -200,7 +203,8 @@ def prune(cache: str, keep: str, days: float) -> None:
     """Remove the kept virtualenvs (but ``keep``) no pod used for ``days`` days."""
     for name in os.listdir(cache):
         entry = os.path.join(cache, name)
-        # A copy in progress has no marker yet; its directory's time is its last write.
+        # A copy or a virtualenv in the making has no marker yet; its directory's time is its
+        # last write.
         unused = _age(os.path.join(entry, COMPLETE))
         if unused is None:
             unused = _age(entry)
@@ -227,6 +231,43 @@ def store(venv: str, cache: str, key: str, days: float) -> None:
             raise
 
 
+def build(cache: str, key: str) -> str:
+    """A new directory in ``cache`` to make the virtualenv of ``key`` in, readable by every pod's
+    user as a stored one is; its name marks it unfinished (see :func:`prune`)."""
+    os.makedirs(cache, exist_ok=True)
+    path = tempfile.mkdtemp(prefix=f".{key}.{socket.gethostname()}.", dir=cache)
+    os.chmod(path, 0o755)
+    return path
+
+
+def keep(built: str, cache: str, key: str, days: float, venv: str) -> None:
+    """Keep the virtualenv made in ``built`` (:func:`build`) under ``key``, after pruning, and
+    point ``venv`` (the symbolic link every pod's scripts name) at what is kept.
+
+    A rename: of two pods keeping the same key one keeps its own, the other drops its own and
+    takes the first's. The activate scripts name the path the pods see, ``venv``, not ``built``.
+    """
+    prune(cache, os.path.basename(built), days)
+    bin_dir = os.path.join(built, "bin")
+    for name in os.listdir(bin_dir):
+        if name.startswith("activate"):
+            path = os.path.join(bin_dir, name)
+            with open(path, "rb") as file:
+                data = file.read()
+            with open(path, "wb") as file:
+                file.write(data.replace(os.fsencode(built), os.fsencode(venv)))
+    open(os.path.join(built, COMPLETE), "w").close()
+    kept = os.path.join(cache, key)
+    try:
+        os.rename(built, kept)
+    except OSError:
+        if not os.path.isdir(kept):
+            raise
+        shutil.rmtree(built, ignore_errors=True)  # another pod kept it first
+    os.unlink(venv)
+    os.symlink(kept, venv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The pods' command line (see the module's docstring)."""
     parser = argparse.ArgumentParser(prog="venv_layer.py")
@@ -237,6 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("venv", "cache", "key"):
         stored.add_argument(name)
     stored.add_argument("days", type=float)
+    built = commands.add_parser("build")
+    for name in ("cache", "key"):
+        built.add_argument(name)
+    kept = commands.add_parser("keep")
+    for name in ("built", "cache", "key"):
+        kept.add_argument(name)
+    kept.add_argument("days", type=float)
+    kept.add_argument("venv")
     args = parser.parse_args(argv)
     if args.command == "key":
         requirements = read_requirements(args.requirements)
@@ -249,7 +298,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_pth_files(args.venv)
     else:
         try:
-            store(args.venv, args.cache, args.key, args.days)
+            if args.command == "build":
+                print(build(args.cache, args.key))
+            elif args.command == "keep":
+                keep(args.built, args.cache, args.key, args.days, args.venv)
+            else:
+                store(args.venv, args.cache, args.key, args.days)
         except OSError as error:
             print(f"ci-runner: {error}", file=sys.stderr)
             return 1

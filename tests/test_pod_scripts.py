@@ -605,6 +605,66 @@ def test_install_keeps_the_virtualenv_for_the_next_pod_with_the_same_requirement
     assert len(_cache_entries(tmp_path)) == 2
 
 
+def test_uv_makes_the_virtualenv_on_the_claim_with_its_caches_files_linked(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    def pod(name: str) -> tuple[dict[str, str], subprocess.CompletedProcess[str]]:
+        uv = tmp_path / name / "pod" / "tools" / "uv"
+        pip_cache = str(tmp_path / "pip")
+        return _cached_install(
+            tmp_path, remote, wheelhouse, name, CI_RUNNER_UV=str(uv), PIP_CACHE_DIR=pip_cache
+        )
+
+    env, first = pod("pod-1")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.endswith(f"requirements installed; ready at commit {remote[1]}\n")
+    (key,) = _cache_entries(tmp_path)  # made under another name, then renamed
+    kept = tmp_path / "cache" / key
+    assert os.readlink(tmp_path / "venv") == str(kept)
+    assert (kept / ".ci-runner-complete").is_file()
+    (module,) = kept.glob("lib/python3*/site-packages/tinypkg/__init__.py")
+    assert module.stat().st_nlink == 2  # its other name is in uv's cache
+    activate = (kept / "bin" / "activate").read_text()
+    assert str(tmp_path / "venv") in activate
+    assert f".{key}." not in activate
+    rank = subprocess.run(
+        [str(tmp_path / "venv" / "bin" / "python"), "-c", "import tinypkg; print(tinypkg.VALUE)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert rank.stdout == "from the wheel\n"
+    _, second = pod("pod-2")
+    assert second.stdout == (
+        f"ci-runner: requirements from the virtualenv cache ({key}); ready at commit {remote[1]}\n"
+    )
+
+
+def test_pip_after_uv_declined_makes_the_virtualenv_in_the_pod(
+    tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
+) -> None:
+    uv = tmp_path / "pod-1" / "pod" / "tools" / "uv"
+    _, proc = _cached_install(
+        tmp_path, remote, wheelhouse, "pod-1", CI_RUNNER_UV=str(uv), PIP_PREFER_BINARY="1"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:2] == [
+        f"ci-runner: installing requirements.txt with uv {_uv_version()}",
+        "ci-runner: pip installs requirements.txt: PIP_PREFER_BINARY is a pip setting uv has no "
+        "equivalent of",
+    ]
+    (key,) = _cache_entries(tmp_path)  # the claim's unused one removed, pip's copied there
+    assert not (tmp_path / "venv").is_symlink()
+    (module,) = (tmp_path / "cache" / key).glob("lib/python3*/site-packages/tinypkg/__init__.py")
+    assert module.stat().st_nlink == 1
+
+
+def _uv_version() -> str:
+    done = subprocess.run([VENV_BIN / "uv", "--version"], capture_output=True, text=True)
+    return done.stdout.split()[1]
+
+
 def test_install_keys_the_cache_by_the_files_the_requirements_include(
     tmp_path: Path, remote: tuple[str, str, str], wheelhouse: Path
 ) -> None:

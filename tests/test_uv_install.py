@@ -175,25 +175,35 @@ def test_only_what_the_resolution_adds_to_the_image_is_installed() -> None:
     )
 
 
-def test_uv_runs_without_the_images_uv_settings_and_caches_beside_pip() -> None:
+def test_uv_runs_without_the_images_uv_settings_and_caches_beside_pip(tmp_path: Path) -> None:
+    claim = tmp_path / "claim"
+    (claim / "venvs" / "built").mkdir(parents=True)
+    venv = tmp_path / "venv"
+    venv.symlink_to(claim / "venvs" / "built")
     env = uv_install.uv_environment(
-        {
-            "UV_INDEX_URL": "https://evil.example",
-            "PIP_CACHE_DIR": "/ci-runner-cache/pip/",
-            "A": "1",
-        },
+        {"UV_INDEX_URL": "https://evil.example", "PIP_CACHE_DIR": f"{claim}/pip/", "A": "1"},
         {"SSL_CERT_FILE": "/ca.pem"},
+        str(venv),
     )
     assert env == {
         "A": "1",
-        "PIP_CACHE_DIR": "/ci-runner-cache/pip/",
+        "PIP_CACHE_DIR": f"{claim}/pip/",
         "UV_SYSTEM_CERTS": "1",
         "UV_PYTHON_DOWNLOADS": "never",
-        "UV_LINK_MODE": "copy",
         "UV_NO_PROGRESS": "1",
-        "UV_CACHE_DIR": "/ci-runner-cache/uv",
+        "UV_CACHE_DIR": f"{claim}/uv",
+        "UV_LINK_MODE": "hardlink",  # the virtualenv is made beside uv's cache
         "SSL_CERT_FILE": "/ca.pem",
     }
+    assert sorted(p.name for p in claim.rglob("*")) == ["built", "uv", "venvs"]  # no probe left
+
+
+def test_uv_copies_where_it_cannot_link_from_its_cache(tmp_path: Path) -> None:
+    (tmp_path / "uv").write_text("a file where the cache would be\n")
+    assert uv_install.link_mode(str(tmp_path / "uv"), str(tmp_path)) == "copy"
+    assert uv_install.link_mode(str(tmp_path / "cache"), str(tmp_path / "no-venv")) == "copy"
+    assert uv_install.link_mode(None, str(tmp_path)) == "copy"
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
 # The real uv

@@ -245,6 +245,58 @@ def test_store_keeps_a_copy_under_the_key_and_prunes_what_no_pod_used(tmp_path: 
     assert not (cache / "k" / "second").exists()
 
 
+def _built(cache: Path, venv: Path) -> Path:
+    """A virtualenv's stand-in made where ``build`` says, linked at ``venv``."""
+    done = _cli("build", str(cache), "k", cwd=cache.parent)
+    assert (done.returncode, done.stderr) == (0, "")
+    built = Path(done.stdout.rstrip("\n"))
+    assert (built.parent, built.name.startswith(".k."), built.stat().st_mode & 0o777) == (
+        cache,
+        True,
+        0o755,
+    )
+    (built / "bin").mkdir()
+    (built / "bin" / "activate").write_text(f'VIRTUAL_ENV="{built}"\nPS1="(venv) $PS1"\n')
+    venv.symlink_to(built)
+    return built
+
+
+def test_keep_renames_the_virtualenv_made_on_the_claim_and_links_the_pod_to_it(
+    tmp_path: Path,
+) -> None:
+    cache, venv = tmp_path / "cache", tmp_path / "venv"
+    built = _built(cache, venv)
+    (cache / "old").mkdir()
+    (cache / "old" / venv_layer.COMPLETE).touch()
+    _aged(cache / "old" / venv_layer.COMPLETE, 15)
+
+    done = _cli("keep", str(built), str(cache), "k", "14", str(venv), cwd=tmp_path)
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert sorted(p.name for p in cache.iterdir()) == ["k"]
+    assert os.readlink(venv) == str(cache / "k")
+    assert (cache / "k" / venv_layer.COMPLETE).is_file()
+    assert (venv / "bin" / "activate").read_text() == f'VIRTUAL_ENV="{venv}"\nPS1="(venv) $PS1"\n'
+    # Of two pods making the same key, the second finds it kept: it drops its own and takes that.
+    venv.unlink()
+    second = _built(cache, venv)
+    (second / "second").touch()
+    venv_layer.keep(str(second), str(cache), "k", 14, str(venv))
+    assert sorted(p.name for p in cache.iterdir()) == ["k"]
+    assert os.readlink(venv) == str(cache / "k")
+    assert not (cache / "k" / "second").exists()
+
+
+def test_build_in_a_cache_it_cannot_write_says_why_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "cache").write_text("a file, not a directory\n")
+    done = _cli("build", "cache", "k", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        "ci-runner: [Errno 17] File exists: 'cache'\n",
+    )
+
+
 def test_store_in_a_cache_it_cannot_write_says_why_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "cache").write_text("a file, not a directory\n")
     (tmp_path / "venv").mkdir()

@@ -13,7 +13,8 @@
 # image's Python and the distributions it has, and the PIP_* settings. A pod whose key is there
 # links $CI_RUNNER_VENV to it and runs no pip at all (8-9 s of a start); the worker
 # container mounts the claim at the same path, and every pod builds at the same $CI_RUNNER_VENV,
-# so the scripts' #! lines hold. Requirements that name a local path (./libs/pkg, -e .) may change
+# so the scripts' #! lines hold: uv's virtualenv is made on the claim and linked there, pip's in
+# the pod. Requirements that name a local path (./libs/pkg, -e .) may change
 # with any commit: they are never cached. A kept virtualenv no pod used for
 # $CI_RUNNER_VENV_CACHE_DAYS days (14) is removed by the next pod that stores one.
 set -eu
@@ -68,12 +69,30 @@ if [ -n "$key" ] && [ -f "$venv_cache/$key/.ci-runner-complete" ]; then
     exit 0
 fi
 
+make_venv() { # in the pod, unless $venv is already a link to one made on the claim
+    [ -L "$venv" ] || "$python" -m venv --without-pip --system-site-packages "$venv" ||
+        fail "cannot make a virtualenv with $python -m venv; fix: use an image whose Python has the venv module"
+    # The image's site directories, which --system-site-packages misses when that Python is itself
+    # a virtualenv, and line-buffered output for every rank.
+    "$python" "$venv_layer" pth "$venv"
+}
+
 rm -rf "$venv"
-"$python" -m venv --without-pip --system-site-packages "$venv" ||
-    fail "cannot make a virtualenv with $python -m venv; fix: use an image whose Python has the venv module"
-# The image's site directories, which --system-site-packages misses when that Python is itself a
-# virtualenv, and line-buffered output for every rank.
-"$python" "$venv_layer" pth "$venv"
+# uv installs in a virtualenv made on the claim, beside its own cache there: it links the files
+# of its cache instead of copying them, and keeping the virtualenv is a rename. pip copies from
+# its cache anyway, so pip's virtualenv is made in the pod and copied to the claim after. The
+# pods see either at $venv.
+built=""
+if [ -n "$key" ] && [ -n "$uv" ] && [ -f "$uv" ]; then
+    if ! built="$("$python" "$venv_layer" build "$venv_cache" "$key" 2>/dev/null)" ||
+        ! "$python" -m venv --without-pip --system-site-packages --prompt "$(basename "$venv")" \
+            "$built" >/dev/null 2>&1 ||
+        ! ln -s "$built" "$venv"; then
+        [ -z "$built" ] || rm -rf "$built"
+        built=""
+    fi
+fi
+make_venv
 
 if [ -n "$requirements" ]; then
     cd "$code_dir"
@@ -84,15 +103,26 @@ if [ -n "$requirements" ]; then
     [ -z "${PIP_NO_COMPILE+set}" ] || no_compile=""
     if [ -n "$uv" ] && [ -f "$uv" ] && "$venv/bin/python" "$scripts/uv_install.py" "$uv" "$requirements"; then
         : # uv installed them
-    elif ! "$venv/bin/python" -m pip install --no-input --disable-pip-version-check $no_compile \
-        -r "$requirements"; then
-        fail "pip could not install $requirements at commit $sha (its output is above); fix: correct the requirements file, or set PIP_INDEX_URL in train.yaml env"
+    else
+        if [ -n "$built" ]; then
+            # pip installs as without uv: in a virtualenv of the pod's.
+            rm -rf "$venv" "$built"
+            built=""
+            make_venv
+        fi
+        "$venv/bin/python" -m pip install --no-input --disable-pip-version-check $no_compile \
+            -r "$requirements" ||
+            fail "pip could not install $requirements at commit $sha (its output is above); fix: correct the requirements file, or set PIP_INDEX_URL in train.yaml env"
     fi
 fi
 
-if [ -n "$key" ]; then
+days="${CI_RUNNER_VENV_CACHE_DAYS:-14}"
+if [ -n "$built" ]; then
+    "$python" "$venv_layer" keep "$built" "$venv_cache" "$key" "$days" "$venv" ||
+        echo "ci-runner: could not keep the virtualenv in $venv_cache (the output is above); the next start installs again" >&2
+elif [ -n "$key" ]; then
     # The cache is an optimisation: a claim that is full or read-only fails no job.
-    "$python" "$venv_layer" store "$venv" "$venv_cache" "$key" "${CI_RUNNER_VENV_CACHE_DAYS:-14}" ||
+    "$python" "$venv_layer" store "$venv" "$venv_cache" "$key" "$days" ||
         echo "ci-runner: could not keep the virtualenv in $venv_cache (the output is above); the next start installs again" >&2
 fi
 ready "requirements installed"
