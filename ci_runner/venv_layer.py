@@ -264,8 +264,10 @@ def keep(built: str, cache: str, key: str, days: float, venv: str) -> None:
         if not os.path.isdir(kept):
             raise
         shutil.rmtree(built, ignore_errors=True)  # another pod kept it first
-    os.unlink(venv)
-    os.symlink(kept, venv)
+    # Replaced in one step: ``venv`` never names nothing.
+    link = f"{venv}.{os.getpid()}"
+    os.symlink(kept, link)
+    os.replace(link, venv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
