@@ -568,6 +568,18 @@ def _cached_install(
     return env, run_script("install-requirements.sh", env)
 
 
+def _rank_imports_tinypkg(venv: Path, env: Mapping[str, str]) -> str:
+    """What a rank run by ``venv``'s Python prints of tinypkg's VALUE."""
+    rank = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import tinypkg; print(tinypkg.VALUE)"],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return rank.stdout
+
+
 def _cache_entries(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in (tmp_path / "cache").iterdir())
 
@@ -591,14 +603,7 @@ def test_install_keeps_the_virtualenv_for_the_next_pod_with_the_same_requirement
     )
     assert (tmp_path / "venv").resolve() == tmp_path / "cache" / key
     assert (tmp_path / "pod-2" / "pod" / "ready").read_text() == f"{remote[1]}\n"
-    rank = subprocess.run(
-        [str(tmp_path / "venv" / "bin" / "python"), "-c", "import tinypkg; print(tinypkg.VALUE)"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert rank.stdout == "from the wheel\n"
+    assert _rank_imports_tinypkg(tmp_path / "venv", env) == "from the wheel\n"
     # Another pip setting is another virtualenv.
     _, third = _cached_install(tmp_path, remote, wheelhouse, "pod-3", PIP_PRE="1")
     assert third.stdout.endswith(f"requirements installed; ready at commit {remote[1]}\n")
@@ -627,14 +632,7 @@ def test_uv_makes_the_virtualenv_on_the_claim_with_its_caches_files_linked(
     activate = (kept / "bin" / "activate").read_text()
     assert str(tmp_path / "venv") in activate
     assert f".{key}." not in activate
-    rank = subprocess.run(
-        [str(tmp_path / "venv" / "bin" / "python"), "-c", "import tinypkg; print(tinypkg.VALUE)"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert rank.stdout == "from the wheel\n"
+    assert _rank_imports_tinypkg(tmp_path / "venv", env) == "from the wheel\n"
     _, second = pod("pod-2")
     assert second.stdout == (
         f"ci-runner: requirements from the virtualenv cache ({key}); ready at commit {remote[1]}\n"
