@@ -41,6 +41,14 @@ def stale(path: Path) -> bool:
     return False
 
 
+def socket_inode() -> int | None:
+    """The inode of the kubelet's socket file, or None when there is none."""
+    try:
+        return KUBELET_SOCKET.stat().st_ino
+    except OSError:
+        return None
+
+
 def leftovers() -> list[str]:
     """Our files at those paths (stale shim sockets, our CNI results, the kubelet's socket when
     no kubelet listens)."""

@@ -11,7 +11,14 @@ from pathlib import Path
 
 from testing.control_plane import binaries
 from testing.control_plane.run import ControlPlane
-from testing.emulated_cluster import containerd, hoststate, imagestore, nodeimages, seedroot
+from testing.emulated_cluster import (
+    containerd,
+    hostfiles,
+    hoststate,
+    imagestore,
+    nodeimages,
+    seedroot,
+)
 from testing.emulated_cluster.imagestore import Source
 from testing.emulated_cluster.realnode import NodeSettings, RealNode
 from testing.host import cgroups, marks
@@ -88,14 +95,16 @@ class RealNodes:
         ]
 
     def start(self) -> RealNodes:
-        """The seed (made once), every containerd on a copy of it, then the kubelets, then until
-        every Node is Ready (the kubelets register while the others start)."""
+        """The seed (made once), every containerd on a copy of it, then the kubelets one by one
+        (each until it has bound the socket they share), then until every Node is Ready (the
+        kubelets register while the others start)."""
         seed = seedroot.seed(self.sources, self.state / "seed", Cgroup(self.run_cgroup / "seed"))
         hoststate.record()
         for node in self.nodes:
             node.start_runtime(seed)
         for node in self.nodes:
-            node.start_kubelet()
+            before = hostfiles.socket_inode()
+            node.start_kubelet().wait_bound(before)
         for node in self.nodes:
             node.wait_ready()
         return self

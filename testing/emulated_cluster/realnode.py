@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from testing.control_plane.run import ControlPlane, cert_user, kubeconfig, log_tail, spawn
-from testing.emulated_cluster import cni, containerd, kubeletconfig, seedroot
+from testing.emulated_cluster import cni, containerd, hostfiles, kubeletconfig, seedroot
 from testing.host import cgroups, marks, processes
 from testing.host.cgroups import Cgroup
 
@@ -132,6 +132,21 @@ class RealNode:
             self.kubelet_log,
         )
         return self
+
+    def wait_bound(self, before: int | None, timeout: float = 30.0) -> None:
+        """Until this kubelet has bound the device manager's socket (a new file at
+        :data:`hostfiles.KUBELET_SOCKET` than the inode ``before``), or has exited (then
+        :meth:`wait_ready` says why). Every kubelet of the machine binds that same path after
+        removing what is in its directory: two started together can both remove, then both bind,
+        and the later exits with "address already in use"."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.processes[-1].poll() is None:
+            try:
+                if hostfiles.KUBELET_SOCKET.stat().st_ino != before:
+                    return
+            except OSError:
+                pass  # not bound yet
+            time.sleep(0.05)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Until the Node says Ready (the kubelet registered it and its runtime and network are
