@@ -141,11 +141,8 @@ class RealNode:
         and the later exits with "address already in use"."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.processes[-1].poll() is None:
-            try:
-                if hostfiles.KUBELET_SOCKET.stat().st_ino != before:
-                    return
-            except OSError:
-                pass  # not bound yet
+            if hostfiles.socket_inode() not in (None, before):
+                return
             time.sleep(0.05)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
